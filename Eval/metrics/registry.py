@@ -1,0 +1,77 @@
+"""The metric registry: one decorated pure function per metric.
+
+Usage:
+    from Eval.metrics.registry import metric, METRICS
+
+    @metric("qa_f1", version="longbench-1")
+    def qa_f1(prediction: str, reference: str, **record) -> float:
+        '''F1 over normalised words.
+
+        >>> qa_f1("The cat sat", "a cat sat down")
+        0.8
+        '''
+
+Per-reference metrics (the default) take one prediction and ONE reference and return a float; the scorer
+takes the maximum over the record's references, floored at 0 (the LongBench loop), then the mean over
+records. Extra record fields (for example ``all_classes``) arrive as keyword arguments, so every metric must
+accept ``**record``. The docstring is the metric's card and its ``>>>`` example is run by the tests.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Callable
+
+METRICS: dict[str, "Metric"] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    name: str
+    fn: Callable[..., float]
+    version: str  # bump when the per-sample values change, so stored results say what produced them
+    needs_jieba: bool = False  # scoring loads jieba's dictionary (1-2 s) only when such a metric runs
+
+    def __call__(self, prediction: str, reference: str, **record) -> float:
+        return self.fn(prediction, reference, **record)
+
+
+class Zeroed(float):
+    """A 0.0 that remembers why: the reference scores some failures (an empty hypothesis, a RecursionError
+    in the `rouge` package) as 0.0 silently; returning this keeps the value identical while the scorer counts
+    and reports how many samples were zeroed and why."""
+
+    reason: str
+
+    def __new__(cls, reason: str) -> "Zeroed":
+        value = super().__new__(cls, 0.0)
+        value.reason = reason
+        return value
+
+    def __repr__(self) -> str:
+        return "0.0"
+
+
+def metric(name: str, *, version: str = "1", needs_jieba: bool = False):
+    """Register ``fn`` under ``name``; a second registration of the same name is a bug and raises."""
+    def register(fn: Callable[..., float]) -> Callable[..., float]:
+        if name in METRICS:
+            raise ValueError(f"metric {name!r} is registered twice")
+        METRICS[name] = Metric(name, fn, version, needs_jieba)
+        return fn
+    return register
+
+
+def get_metric(name: str) -> Metric:
+    """Look a metric up by name; an unknown name is an error that lists the closest known names."""
+    _load_all()
+    if name not in METRICS:
+        close = difflib.get_close_matches(name, METRICS, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown metric {name!r}{hint} (known: {', '.join(sorted(METRICS))})")
+    return METRICS[name]
+
+
+def _load_all() -> None:
+    # Importing the package imports every metric module, which fills METRICS where each metric is defined.
+    import Eval.metrics  # noqa: F401

@@ -1,0 +1,115 @@
+"""Score one dataset's prediction records: extraction, per-record metric values, aggregates.
+
+The LongBench loop, kept exactly: per record, score = max(0, max over `answers` of metric(extracted, answer,
+all_classes=...)); dataset score = round(100 * sum / n, 2) over EVERY line (duplicated runs included, as the
+published figures count them; duplicates are counted and reported, not dropped).
+
+Usage:
+    from Eval.scoring import score_dataset
+    result = score_dataset(get_task("trec"), read_records("pred/internlm/trec.jsonl"))
+    result["metrics"]["classification"]["score"]   # 52.0
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from Eval.extract import run_extraction
+from Eval.metrics.registry import Zeroed, get_metric
+from Eval.tasks import Task
+
+# LongBench-E length buckets: upper bound (exclusive) -> name; `length` is words (en) or characters (zh).
+LENGTH_BUCKETS = ((4000, "0-4k"), (8000, "4-8k"), (float("inf"), "8k+"))
+
+
+def percent(values: list[float]) -> tuple[float | None, float | None]:
+    """(round(100 * mean, 2), unrounded 100 * mean); (None, None) for no values (LongBench writes NaN)."""
+    if not values:
+        return None, None
+    mean = 100 * sum(values) / len(values)
+    return round(mean, 2), mean
+
+
+def length_bucket(length) -> str | None:
+    if length is None:
+        return None
+    return next(name for bound, name in LENGTH_BUCKETS if length < bound)
+
+
+def best_over_answers(metric, prediction: str, answers: list[str], classes) -> tuple[float, str | None]:
+    """max(0, max over answers); also the reason when the score is 0 because the metric zeroed an exception."""
+    score, reason = 0.0, None
+    for answer in answers:
+        value = metric(prediction, answer, all_classes=classes)
+        if isinstance(value, Zeroed):
+            reason = reason or value.reason
+        score = max(score, value)
+    return float(score), (reason if score == 0.0 else None)
+
+
+def duplicate_count(records: list[dict]) -> int:
+    """Lines that repeat an earlier example: by id when the file has ids, else by (length, answers)."""
+    def key(r: dict):
+        rid = r.get("id", r.get("_id"))
+        return ("id", rid) if rid is not None else ("la", r.get("length"), json.dumps(r["answers"]))
+    return len(records) - len({key(r) for r in records})
+
+
+def score_dataset(task: Task, records: list[dict]) -> dict:
+    """Score records of one dataset with every metric of its task; returns the detailed result dict with
+    a `per_example` list (one entry per line, in file order)."""
+    metrics = [get_metric(name) for name in task.metrics]
+    # LongBench reads all_classes from the file's last line; per-line values win when present.
+    fallback_classes = records[-1].get("all_classes")
+    per_example, values = [], {m.name: [] for m in metrics}
+    zeroed = {m.name: Counter() for m in metrics}
+    extraction_failed = failed = 0
+    for line_no, record in enumerate(records, 1):
+        extracted = run_extraction(task.extract, record["pred"], record)
+        failed += record.get("error") is not None
+        entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
+        if extracted is None:
+            extraction_failed += 1
+            entry["extraction_failed"] = True
+        elif extracted != record["pred"]:
+            entry["extracted"] = extracted
+        classes = record.get("all_classes") or fallback_classes
+        for m in metrics:
+            score, reason = (0.0, None) if extracted is None else best_over_answers(
+                m, extracted, record["answers"], classes)
+            values[m.name].append(score)
+            entry["scores"][m.name] = score
+            if reason:
+                zeroed[m.name][reason] += 1
+                entry.setdefault("zeroed", {})[m.name] = reason
+        per_example.append(entry)
+    return {
+        "dataset": task.name,
+        "headline_metric": metrics[0].name,
+        "n": len(records),
+        "metrics": {m.name: _metric_summary(m, values[m.name], records, zeroed[m.name]) for m in metrics},
+        "duplicates": duplicate_count(records),
+        "extraction": {"steps": list(task.extract), "failed": extraction_failed},
+        "failed_records": failed,
+        "per_example": per_example,
+    }
+
+
+def _metric_summary(m, scores: list[float], records: list[dict], zeroed: Counter) -> dict:
+    score, unrounded = percent(scores)
+    buckets: dict[str, list[float]] = {name: [] for _, name in LENGTH_BUCKETS}
+    missing = 0
+    for value, record in zip(scores, records):
+        name = length_bucket(record.get("length"))
+        if name is None:
+            missing += 1
+        else:
+            buckets[name].append(value)
+    return {
+        "score": score,
+        "score_unrounded": unrounded,
+        "version": m.version,
+        "zeroed_by_exception": dict(zeroed),
+        "length_buckets": {name: percent(v)[0] for name, v in buckets.items()},
+        "length_missing": missing,
+    }

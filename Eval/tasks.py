@@ -1,0 +1,74 @@
+"""Tasks: what each dataset is scored with and how it is prompted. One literal table, one row per dataset.
+
+Adding a dataset = `dataset/NAME.jsonl` + `prompts/NAME.txt` + one row in TASKS below.
+
+Usage:
+    from Eval.tasks import get_task
+    task = get_task("trec")   # Task(name='trec', metrics=('classification',), extract=(..., 'first_line'), ...)
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    name: str
+    metrics: tuple[str, ...]  # the first one is the headline score written to result.json
+    max_new_tokens: int  # generation length (LongBench's dataset2maxlen)
+    extract: tuple[str, ...] = ("strip_think",)  # answer extraction steps, see Eval/extract.py
+    chat: bool = True  # False: completion mode, the prompt is sent without the chat template
+    language: str = "en"  # "zh" datasets count `length` in characters, others in words
+    stop: tuple[str, ...] = ()  # extra stop strings at generation time
+    description: str = ""
+
+
+_THINK = "strip_think"  # no-op on outputs without <think> tags, so parity with LongBench is kept
+_FIRST = (_THINK, "first_line")
+
+
+def _rows(*tasks: Task) -> dict[str, Task]:
+    return {t.name: t for t in tasks}
+
+
+TASKS: dict[str, Task] = _rows(
+    # LongBench v1: metric and generation length as in LongBench's dataset2metric / dataset2maxlen.
+    Task("narrativeqa", ("qa_f1",), 128, description="story QA"),
+    Task("qasper", ("qa_f1",), 128, description="paper QA"),
+    Task("multifieldqa_en", ("qa_f1",), 64, description="single-document QA"),
+    Task("multifieldqa_zh", ("qa_f1_zh",), 64, language="zh", description="single-document QA (zh)"),
+    Task("hotpotqa", ("qa_f1",), 32, description="multi-document QA"),
+    Task("2wikimqa", ("qa_f1",), 32, description="multi-document QA"),
+    Task("musique", ("qa_f1",), 32, description="multi-document QA"),
+    Task("dureader", ("rouge_zh",), 128, language="zh", description="multi-document QA (zh)"),
+    Task("gov_report", ("rouge",), 512, description="summarisation"),
+    Task("qmsum", ("rouge",), 512, description="query-based summarisation"),
+    Task("multi_news", ("rouge",), 512, description="multi-document summarisation"),
+    Task("vcsum", ("rouge_zh",), 512, language="zh", description="meeting summarisation (zh)"),
+    Task("trec", ("classification",), 64, _FIRST, chat=False, description="question classification"),
+    Task("triviaqa", ("qa_f1",), 32, _FIRST, chat=False, description="few-shot QA"),
+    Task("samsum", ("rouge",), 128, _FIRST, chat=False, stop=("\n",), description="dialogue summarisation"),
+    Task("lsht", ("classification",), 64, _FIRST, chat=False, language="zh",
+         description="news classification (zh)"),
+    Task("passage_count", ("count",), 32, description="count distinct passages"),
+    Task("passage_retrieval_en", ("retrieval",), 32, description="find the paragraph"),
+    Task("passage_retrieval_zh", ("retrieval_zh",), 32, language="zh", description="find the paragraph (zh)"),
+    Task("lcc", ("code_sim",), 64, chat=False, description="code completion"),
+    Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion"),
+    # TinyEval's own datasets.
+    Task("GAOKAO_math", ("gaokao_choice",), 512, (_THINK, "choice_letters"), language="zh",
+         description="gaokao math single / multiple choice"),
+    Task("custom_zh", ("rouge_zh", "bleu_zh"), 512, language="zh", description="your own SFT-style data (zh)"),
+    Task("custom_en", ("rouge", "bleu"), 512, description="your own SFT-style data (en)"),
+)
+
+
+def get_task(name: str) -> Task:
+    """The task for a dataset name; an unknown name is an error that suggests the closest known names."""
+    if name not in TASKS:
+        close = difflib.get_close_matches(name, TASKS, n=3, cutoff=0.6)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown dataset {name!r}.{hint} Known datasets: {', '.join(TASKS)}. "
+                       f"To add one, add a row to TASKS in Eval/tasks.py.")
+    return TASKS[name]

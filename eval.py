@@ -1,0 +1,114 @@
+"""Stage 2: score saved prediction records. Never runs a model, never imports torch.
+
+Usage:
+    python eval.py                       # every model folder under pred/, plus pred/results.{csv,md}
+    python eval.py --model internlm      # = --pred-dir pred/internlm
+    python eval.py --pred-dir DIR        # every DIR/*.jsonl; the file stem names the dataset (TinyEval)
+    python eval.py --pred-dir DIR --datasets trec,multi_news
+
+Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json and
+DIR/per_example/<dataset>.scores.jsonl; see Eval/report.py. Bad input (unknown dataset, malformed line, ...)
+prints every problem found with its file and line, exits 2, and writes nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from Eval.metrics.registry import get_metric
+from Eval.records import RecordError, read_records
+from Eval.report import dataset_table, write_model_results, write_models_table
+from Eval.scoring import score_dataset
+from Eval.tasks import get_task
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--pred-dir", type=Path, default=None, help="score the *.jsonl files of this folder")
+    where.add_argument("--model", default=None, help="score PRED_ROOT/MODEL")
+    p.add_argument("--pred-root", type=Path, default=Path("pred"),
+                   help="folder of model folders, used by --model and when neither option is given")
+    p.add_argument("--datasets", default=None, help="comma-separated dataset names to score (default: all)")
+    p.add_argument("--quiet", action="store_true", help="print only errors")
+    return p.parse_args(argv)
+
+
+def find_pred_dirs(args) -> tuple[list[Path], bool]:
+    """The folders to score, and whether this is the all-models mode (which also writes the table)."""
+    if args.pred_dir is not None:
+        return [args.pred_dir], False
+    if args.model is not None:
+        return [args.pred_root / args.model], False
+    if not args.pred_root.is_dir():
+        raise FileNotFoundError(f"{args.pred_root}: no such folder; run inference.py first or pass --pred-dir")
+    dirs = sorted(d for d in args.pred_root.iterdir() if d.is_dir() and any(d.glob("*.jsonl")))
+    if not dirs:
+        raise FileNotFoundError(f"{args.pred_root}: no model folder with *.jsonl prediction files")
+    return dirs, True
+
+
+def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str]) -> list[tuple]:
+    """(task, records) for each prediction file; every problem is appended to `problems`."""
+    if not pred_dir.is_dir():
+        problems.append(f"{pred_dir}: no such folder")
+        return []
+    files = sorted(pred_dir.glob("*.jsonl"))
+    if only is not None:
+        files = [f for f in files if f.stem in only]
+        for missing in sorted(only - {f.stem for f in files}):
+            problems.append(f"{pred_dir}: no prediction file {missing}.jsonl")
+    if not files and only is None:
+        problems.append(f"{pred_dir}: no *.jsonl prediction files")
+    loaded = []
+    for path in files:
+        try:
+            task = get_task(path.stem)
+            for name in task.metrics:
+                get_metric(name)
+            loaded.append((task, read_records(path)))
+        except KeyError as err:
+            problems.append(f"{path}: {err.args[0]}")
+        except RecordError as err:
+            problems.append(str(err))
+    return loaded
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    only = set(args.datasets.split(",")) if args.datasets else None
+    try:
+        pred_dirs, all_models = find_pred_dirs(args)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    problems: list[str] = []
+    loaded = {d: load_folder(d, only, problems) for d in pred_dirs}
+    if problems:  # validate everything before writing anything
+        print("error: nothing was written; fix these first:", *problems, sep="\n  ", file=sys.stderr)
+        return 2
+    by_model = {}
+    for pred_dir, items in loaded.items():
+        start = time.perf_counter()
+        results = [score_dataset(task, records) for task, records in items]
+        write_model_results(pred_dir, results)
+        by_model[pred_dir.name] = {r["dataset"]: r["metrics"][r["headline_metric"]]["score"] for r in results}
+        if not args.quiet:
+            print(f"\n{pred_dir}  ({time.perf_counter() - start:.2f} s) -> {pred_dir / 'result.json'}")
+            print(dataset_table(results))
+            for r in results:
+                if r["duplicates"]:
+                    print(f"warning: {r['dataset']}: {r['duplicates']} lines repeat an earlier example "
+                          "(kept, as the published figures count every line)")
+    if all_models:
+        table = write_models_table(args.pred_root, by_model)
+        if not args.quiet:
+            print(f"\nmodels x datasets -> {args.pred_root / 'results.md'}\n{table}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

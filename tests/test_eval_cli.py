@@ -1,0 +1,85 @@
+"""eval.py end to end: TinyEval's published figures, the output files, bad input, no torch."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, TINYEVAL
+import eval as eval_cli
+
+PUBLISHED = {"multi_news": 23.66, "multifieldqa_zh": 34.97, "trec": 52.0}
+
+
+@pytest.fixture
+def internlm(tmp_path):
+    folder = tmp_path / "pred" / "internlm"
+    shutil.copytree(TINYEVAL / "pred" / "internlm", folder)
+    return folder
+
+
+def test_pred_dir_reproduces_tinyeval_result_json(internlm):
+    assert eval_cli.main(["--pred-dir", str(internlm), "--quiet"]) == 0
+    text = (internlm / "result.json").read_text(encoding="utf-8")
+    assert json.loads(text) == PUBLISHED
+    assert text.startswith('{\n    "multi_news": 23.66,')  # TinyEval's json.dump(indent=4) layout
+    detail = json.loads((internlm / "result_detail.json").read_text(encoding="utf-8"))
+    trec = detail["trec"]
+    assert trec["n"] == 300 and trec["duplicates"] == 101 and trec["extraction"]["failed"] == 0
+    assert trec["metrics"]["classification"]["score_unrounded"] == 52.0
+    assert set(trec["metrics"]["classification"]["length_buckets"]) == {"0-4k", "4-8k", "8k+"}
+    assert detail["multi_news"]["metrics"]["rouge"]["version"]
+    lines = (internlm / "per_example" / "trec.scores.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 300 and json.loads(lines[0])["line"] == 1
+
+
+def test_empty_length_bucket_is_null_not_nan(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "trec.jsonl").write_text(json.dumps({"pred": "Human", "answers": ["Human"], "length": 10,
+                                                   "all_classes": ["Human", "Entity"]}) + "\n")
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0
+    detail = json.loads((folder / "result_detail.json").read_text())
+    assert detail["trec"]["metrics"]["classification"]["length_buckets"] == {"0-4k": 100.0, "4-8k": None,
+                                                                              "8k+": None}
+
+
+def test_model_name_and_all_models_table(internlm, tmp_path):
+    root = internlm.parent
+    other = root / "other"
+    other.mkdir()
+    shutil.copy(internlm / "trec.jsonl", other / "trec.jsonl")
+    assert eval_cli.main(["--pred-root", str(root), "--model", "other", "--quiet"]) == 0
+    assert json.loads((other / "result.json").read_text()) == {"trec": 52.0}
+    assert eval_cli.main(["--pred-root", str(root), "--quiet"]) == 0
+    csv_lines = (root / "results.csv").read_text().splitlines()
+    assert csv_lines == ["model,multi_news,multifieldqa_zh,trec", "internlm,23.66,34.97,52.00",
+                         "other,-,-,52.00"]
+    assert (root / "results.md").read_text().startswith("| model | multi_news | multifieldqa_zh | trec |")
+
+
+def test_bad_input_writes_nothing_and_exits_2(internlm):
+    (internlm / "result.json").write_text("previous results")
+    (internlm / "trec.jsonl").write_text('{"pred": "x", "answers": ["y"]}\n{"answers": ["y"]}\n')
+    (internlm / "multi-news.jsonl").write_text('{"pred": "x", "answers": ["y"]}\n')
+    proc = subprocess.run([sys.executable, "eval.py", "--pred-dir", str(internlm)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert f"{internlm / 'trec.jsonl'}:2: missing required field 'pred'" in proc.stderr
+    assert "unknown dataset 'multi-news'. Did you mean: multi_news" in proc.stderr
+    assert (internlm / "result.json").read_text() == "previous results"
+    assert not (internlm / "per_example").exists() and not (internlm / "result_detail.json").exists()
+
+
+def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
+    assert eval_cli.main(["--pred-dir", str(tmp_path / "nope")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_scoring_never_imports_torch_or_transformers(internlm):
+    code = ("import sys; import eval; rc = eval.main(['--pred-dir', sys.argv[1], '--quiet']); "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')); "
+            "print(rc, bad)")
+    proc = subprocess.run([sys.executable, "-c", code, str(internlm)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.stdout.strip() == "0 []", proc.stderr
