@@ -13,6 +13,7 @@ prints every problem found with its file and line, exits 2, and writes nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from Eval.metrics.registry import get_metric
 from Eval.records import RecordError, read_records
 from Eval.report import dataset_table, write_model_results, write_models_table
 from Eval.scoring import score_dataset
-from Eval.tasks import get_task
+from Eval.tasks import TASKS, get_task, task_from_dict
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -51,7 +52,19 @@ def find_pred_dirs(args) -> tuple[list[Path], bool]:
     return dirs, True
 
 
-def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str]) -> list[tuple]:
+def task_for_file(path: Path, notes: list[str]):
+    """The table's task for the file stem; for a dataset the table lacks, the task inference.py chose and
+    saved in the run sidecar (said out loud); otherwise an error with close-name suggestions."""
+    sidecar = path.with_name(path.stem + ".run.json")
+    if path.stem not in TASKS and sidecar.is_file():
+        task = task_from_dict(json.loads(sidecar.read_text(encoding="utf-8"))["task"])
+        notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
+                     f"(metrics {', '.join(task.metrics)})")
+        return task
+    return get_task(path.stem)
+
+
+def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str]) -> list[tuple]:
     """(task, records) for each prediction file; every problem is appended to `problems`."""
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
@@ -66,14 +79,14 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str]) -> l
     loaded = []
     for path in files:
         try:
-            task = get_task(path.stem)
+            task = task_for_file(path, notes)
             for name in task.metrics:
                 get_metric(name)
             loaded.append((task, read_records(path)))
-        except KeyError as err:
-            problems.append(f"{path}: {err.args[0]}")
         except RecordError as err:
             problems.append(str(err))
+        except (KeyError, TypeError, ValueError) as err:  # unknown dataset / metric, unreadable sidecar
+            problems.append(f"{path}: {err.args[0] if err.args else err}")
     return loaded
 
 
@@ -86,10 +99,13 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     problems: list[str] = []
-    loaded = {d: load_folder(d, only, problems) for d in pred_dirs}
+    notes: list[str] = []
+    loaded = {d: load_folder(d, only, problems, notes) for d in pred_dirs}
     if problems:  # validate everything before writing anything
         print("error: nothing was written; fix these first:", *problems, sep="\n  ", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"note: {note}")
     by_model = {}
     for pred_dir, items in loaded.items():
         start = time.perf_counter()

@@ -61,7 +61,20 @@ TASKS: dict[str, Task] = _rows(
          description="gaokao math single / multiple choice"),
     Task("custom_zh", ("rouge_zh", "bleu_zh"), 512, language="zh", description="your own SFT-style data (zh)"),
     Task("custom_en", ("rouge", "bleu"), 512, description="your own SFT-style data (en)"),
+    # The project's demo datasets (dataset/demo_*.jsonl), written for the shipped demo model.
+    Task("demo_qa_zh", ("qa_f1_zh",), 64, language="zh", description="demo reading QA (zh, LongBench form)"),
+    Task("demo_qa_en", ("qa_f1",), 64, description="demo reading QA (en, LongBench form)"),
+    Task("demo_summ_en", ("rouge",), 256, description="demo multi-passage summarisation (en)"),
+    Task("demo_trec", ("classification",), 64, _FIRST, chat=False, description="demo question classification"),
+    Task("demo_gaokao", ("gaokao_choice",), 64, (_THINK, "choice_letters"), language="zh",
+         description="demo math single / multiple choice (zh)"),
 )
+
+
+def task_from_dict(data: dict) -> Task:
+    """A Task saved by inference.py in a run sidecar (lists become tuples again)."""
+    fields = {f.name for f in dataclasses.fields(Task)}
+    return Task(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields})
 
 
 def get_task(name: str) -> Task:

@@ -1,0 +1,177 @@
+"""The model adapter interface (batch in, list out, plain strings) and the prompt path every backend shares.
+
+An adapter implements four tokenizer hooks (tokenize, detokenize, apply_chat, count_tokens) and two model
+calls, in the spirit of lm-eval's LM:
+    generate(prompts, max_new_tokens, stop)  -> [Generation]   greedy by default
+    score(pairs)                             -> [TokenScores]  log-probabilities of each answer token
+Everything else here is shared and pure (no torch): middle truncation on token ids, chat wrapping, batching by
+a token budget, output clean-up options. Differences between model families are AdapterOptions fields, never
+checks on the model's name.
+
+Usage:
+    model = MODELS["hf"](path, options)                 # see Eval/models/__init__.py
+    prompts = model.build_prompts(texts, chat=True, max_new_tokens=64, max_length=4096)
+    outputs = model.generate(prompts, max_new_tokens=64, stop=())
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterOptions:
+    system_prompt: str | None = None  # sent as the chat's system message when set
+    stop: tuple[str, ...] = ()  # extra stop strings for every task (a task's own stops are added)
+    cut_at: tuple[str, ...] = ()  # output clean-up: drop everything from the first of these (e.g. "<eoa>")
+    strip_think: bool = False  # output clean-up: drop a <think>...</think> block at inference time
+
+
+@dataclasses.dataclass
+class Prompt:
+    text: str  # exactly what the model receives (chat template applied unless completion mode)
+    n_tokens: int  # tokens of `text`
+    truncated_tokens: int  # tokens cut from the middle of the filled template (0: none)
+    add_special_tokens: bool  # completion mode lets the tokenizer add BOS; a chat template carries its own
+
+
+@dataclasses.dataclass
+class Generation:
+    text: str
+    n_tokens: int
+    finish_reason: str  # "stop" (EOS or a stop string), "length" (max_new_tokens) or "error"
+    error: str | None = None
+    batch_size: int | None = None  # the batch size this output was generated in (after any OOM halving)
+
+
+@dataclasses.dataclass
+class TokenScores:
+    logprobs: list[float]  # log p(answer token t | prompt, answer tokens < t), one per answer token
+    greedy: list[bool]  # whether each answer token is the model's argmax at its position
+
+
+def middle_truncate(ids: list[int], budget: int) -> tuple[list[int], int]:
+    """Keep the first and last budget//2 tokens (LongBench's cut: the instructions live at both ends).
+
+    Returns the kept ids and how many were cut.
+    >>> middle_truncate(list(range(10)), 4)
+    ([0, 1, 8, 9], 6)
+    >>> middle_truncate([1, 2, 3], 8)
+    ([1, 2, 3], 0)
+    """
+    if len(ids) <= budget:
+        return list(ids), 0
+    if budget < 2:
+        raise ValueError(f"prompt budget of {budget} tokens leaves no room for the prompt; raise --max-length")
+    half = budget // 2
+    return list(ids[:half]) + list(ids[-half:]), len(ids) - 2 * half
+
+
+def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None,
+                 max_pad_fraction: float = 0.1) -> list[list[int]]:
+    """Group indices longest first. A batch holds at most `batch_size` items, at most `max_batch_tokens`
+    padded tokens (longest x count) when a budget is given, and only items at least (1 - max_pad_fraction)
+    as long as its longest: on a CPU, work is proportional to padded tokens, so padding a short prompt to a
+    long one costs more than batching saves. A batch always has at least one item.
+
+    >>> plan_batches([50, 1000, 70, 990, 60], batch_size=2, max_batch_tokens=None)
+    [[1, 3], [2], [4], [0]]
+    >>> plan_batches([50, 1000, 70, 990, 60], batch_size=8, max_batch_tokens=1500, max_pad_fraction=0.5)
+    [[1], [3], [2, 4, 0]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    for i in order:
+        current = batches[-1] if batches else None
+        fits = current is not None and len(current) < batch_size \
+            and lengths[i] >= (1 - max_pad_fraction) * lengths[current[0]] \
+            and (max_batch_tokens is None or lengths[current[0]] * (len(current) + 1) <= max_batch_tokens)
+        if fits:
+            current.append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+_THINK = re.compile(r"<think>.*?</think>\s*", re.S)
+
+
+class BaseLLM:
+    """Shared prompt building and output clean-up; subclasses supply the tokenizer hooks and model calls."""
+
+    name: str = "base"
+
+    def __init__(self, options: AdapterOptions | None = None):
+        self.options = options or AdapterOptions()
+
+    # --- tokenizer hooks -------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def detokenize(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def apply_chat(self, text: str) -> str:
+        """`text` as the user turn of the tokenizer's own chat template, with the generation prompt."""
+        raise NotImplementedError
+
+    def count_tokens(self, text: str, add_special_tokens: bool) -> int:
+        return len(self.tokenize(text)) + (1 if add_special_tokens and self.adds_bos() else 0)
+
+    def adds_bos(self) -> bool:
+        return False
+
+    def context_window(self) -> int | None:
+        return None
+
+    # --- model calls ---------------------------------------------------------------------------------
+    def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
+        raise NotImplementedError
+
+    def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
+        raise NotImplementedError
+
+    def identity(self) -> dict:
+        """What identifies the model in a run's sidecar (path, revision, hashes)."""
+        return {"adapter": self.name}
+
+    # --- the shared prompt path -----------------------------------------------------------------------
+    def chat_overhead(self) -> int:
+        if not hasattr(self, "_chat_overhead"):
+            self._chat_overhead = self.count_tokens(self.apply_chat(""), add_special_tokens=False)
+        return self._chat_overhead
+
+    def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None) -> Prompt:
+        """Fill-in text -> what the model sees: middle truncation on token ids, then the chat template."""
+        cut = 0
+        if max_length is not None:
+            budget = max_length - max_new_tokens - (self.chat_overhead() if chat else 1)
+            ids = self.tokenize(text)
+            kept, cut = middle_truncate(ids, budget)
+            if cut:
+                half = len(kept) // 2  # decode the halves apart, as LongBench does, then join the texts
+                text = self.detokenize(kept[:half]) + self.detokenize(kept[half:])
+        final = self.apply_chat(text) if chat else text
+        return Prompt(final, self.count_tokens(final, add_special_tokens=not chat), cut, not chat)
+
+    def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int,
+                      max_length: int | None) -> list[Prompt]:
+        return [self.build_prompt(t, chat, max_new_tokens, max_length) for t in texts]
+
+    def post_process(self, text: str) -> str:
+        """The adapter's output clean-up options (off by default: raw outputs are saved as generated)."""
+        for marker in self.options.cut_at:
+            text = text.split(marker, 1)[0]
+        if self.options.strip_think:
+            text = _THINK.sub("", text)
+        return text
+
+
+def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    """Text before the earliest stop string, and whether one was found.
+
+    >>> cut_at_stop("Dialogue summary\\nPerson A: hi", ("\\n",))
+    ('Dialogue summary', True)
+    """
+    positions = [p for p in (text.find(s) for s in stop if s) if p >= 0]
+    return (text[:min(positions)], True) if positions else (text, False)

@@ -1,0 +1,41 @@
+"""A model-free adapter for tests and dry runs (lm-eval's dummy-model idea): characters are tokens.
+
+`generate` answers with the last line of the prompt, reversed word by word, so outputs depend on the input
+and are deterministic; `score` gives each answer character log-probability -1. No torch needed.
+"""
+from __future__ import annotations
+
+from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
+
+
+class EchoModel(BaseLLM):
+    name = "echo"
+
+    def tokenize(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def detokenize(self, ids: list[int]) -> str:
+        return "".join(map(chr, ids))
+
+    def apply_chat(self, text: str) -> str:
+        system = f"[system]{self.options.system_prompt}\n" if self.options.system_prompt else ""
+        return f"{system}[user]{text}\n[assistant]"
+
+    def context_window(self) -> int | None:
+        return 4096
+
+    def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
+        outputs = []
+        for p in prompts:
+            last = p.text.rstrip().rsplit("\n", 1)[-1]
+            text = " ".join(reversed(last.split()))[:max_new_tokens]
+            text, stopped = cut_at_stop(text, tuple(stop) + self.options.stop)
+            reason = "stop" if stopped or len(text) < max_new_tokens else "length"
+            outputs.append(Generation(self.post_process(text), len(text), reason, batch_size=len(prompts)))
+        return outputs
+
+    def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
+        return [TokenScores([-1.0] * len(a), [False] * len(a)) for _, a in pairs]
+
+    def identity(self) -> dict:
+        return {"adapter": self.name}

@@ -1,0 +1,106 @@
+"""Run one model over one dataset: prompts, length-sorted batches, records, resume, progress, summary.
+
+Usage:
+    summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings(...))
+"""
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from tqdm import tqdm
+
+from Eval.datasets import Dataset, Example, fill_template
+from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
+from Eval.runs import PredictionFile, check_resume, sidecar_path, write_sidecar
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    batch_size: int = 16
+    max_batch_tokens: int | None = 16384  # padded prompt tokens per batch; None: batch_size alone decides
+    max_length: int | None = None  # context window for prompt + answer; None: the model's own
+    max_new_tokens: int | None = None  # None: the task's generation length
+    limit: int | None = None  # first N examples of each dataset
+    overwrite: bool = False
+
+
+def package_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "tokenizers", "peft", "jieba"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, latency: float) -> dict:
+    record = {"id": example.id, "dataset": ds.name, "pred": out.text, "answers": example.answers,
+              "all_classes": example.all_classes, "length": example.length, "prompt_tokens": prompt.n_tokens,
+              "truncated_tokens": prompt.truncated_tokens, "gen_tokens": out.n_tokens,
+              "finish_reason": out.finish_reason, "latency_s": round(latency, 4), "batch_size": out.batch_size}
+    if out.error:
+        record["error"] = out.error
+    return record
+
+
+def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int) -> dict:
+    identity = model.identity()
+    return {"model": {k: identity.get(k) for k in ("adapter", "path", "peft", "dtype", "weights_fingerprint",
+                                                    "chat_template_sha256")},
+            "template_sha256": ds.template_hash, "chat": ds.task.chat, "max_length": max_length,
+            "max_new_tokens": max_new_tokens, "options": dataclasses.asdict(model.options)}
+
+
+def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSettings) -> dict:
+    """Generate every not-yet-done example of `ds`; returns the run summary (also saved in the sidecar)."""
+    path = out_dir / f"{ds.name}.jsonl"
+    max_new = settings.max_new_tokens or ds.task.max_new_tokens
+    max_length = settings.max_length or model.context_window()
+    fingerprint = _fingerprint(model, ds, max_length, max_new)
+    if not settings.overwrite:
+        check_resume(sidecar_path(path), fingerprint)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = PredictionFile(path, overwrite=settings.overwrite)
+    sidecar = {"dataset": ds.name, "file": str(path), "task": dataclasses.asdict(ds.task),
+               "source": {"path": str(ds.path), "examples": len(ds.examples), "template": ds.template_source},
+               "fingerprint": fingerprint, "model": model.identity(), "settings": dataclasses.asdict(settings),
+               "versions": package_versions(), "summary": None}
+    write_sidecar(sidecar_path(path), sidecar)  # before the first record, so a killed run can be checked too
+    examples = ds.examples[: settings.limit] if settings.limit else ds.examples
+    todo = [e for e in examples if e.id not in out.done_ids]
+    started = time.perf_counter()
+    prompts = model.build_prompts([fill_template(ds.template, e.fields) for e in todo], ds.task.chat,
+                                  max_new, max_length)
+    batches = plan_batches([p.n_tokens for p in prompts], settings.batch_size, settings.max_batch_tokens)
+    stats = {"examples": 0, "gen_tokens": 0, "truncated": 0, "failed": 0}
+    with tqdm(total=len(todo), desc=ds.name, unit="ex", disable=not todo) as bar:
+        for batch in batches:
+            t0 = time.perf_counter()
+            outputs = model.generate([prompts[i] for i in batch], max_new, ds.task.stop)
+            latency = (time.perf_counter() - t0) / len(batch)
+            records = [_record(todo[i], ds, prompts[i], o, latency) for i, o in zip(batch, outputs)]
+            out.append(records)
+            _count(stats, records)
+            bar.update(len(batch))
+            elapsed = time.perf_counter() - started
+            bar.set_postfix(ex_s=f"{stats['examples'] / elapsed:.2f}", tok_s=f"{stats['gen_tokens'] / elapsed:.1f}")
+    complete = out.finish([e.id for e in examples])
+    summary = {**stats, "skipped_done": len(examples) - len(todo), "seconds": round(time.perf_counter() - started, 2),
+               "complete": complete, "torn_line_repaired": out.torn_line_repaired,
+               "failed_redone": out.failed_to_redo}
+    sidecar.update(summary=summary, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    write_sidecar(sidecar_path(path), sidecar)
+    return summary
+
+
+def _count(stats: dict, records: list[dict]) -> None:
+    stats["examples"] += len(records)
+    stats["gen_tokens"] += sum(r["gen_tokens"] for r in records)
+    stats["truncated"] += sum(1 for r in records if r["truncated_tokens"])
+    stats["failed"] += sum(1 for r in records if r.get("error"))

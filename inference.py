@@ -1,0 +1,128 @@
+"""Stage 1: run a model over datasets and save one prediction record per example.
+
+Usage:
+    python inference.py                                  # the shipped demo model on every dataset/*.jsonl
+    python inference.py --model /path/to/Qwen2.5-7B-Instruct --datasets multifieldqa_zh,trec --batch-size 4
+    python inference.py --datasets my_data --validate    # check data and template, load no model
+    python inference.py --model internlm2 --cut-at '<eoa>' --system-prompt 'You are a helpful assistant.'
+
+Writes pred/<model-name>/<dataset>.jsonl (the record format of Eval/records.py) and <dataset>.run.json (the
+resolved configuration, package versions, the model's identity and chat template hash). Runs resume by default:
+finished examples are skipped and failed ones redone; --overwrite starts afresh. Then score with eval.py.
+"""
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: 2-core machines stall without it
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from Eval.datasets import load_dataset, template_fields  # noqa: E402
+from Eval.models import MODELS  # noqa: E402
+from Eval.models.base import AdapterOptions  # noqa: E402
+from Eval.records import RecordError  # noqa: E402
+from Eval.runner import RunSettings, run_dataset  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
+DEMO_MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default=str(DEMO_MODEL.relative_to(ROOT)), help="model path or name")
+    p.add_argument("--model-name", default=None, help="output folder name (default: the model path's last part)")
+    p.add_argument("--backend", default="hf", choices=sorted(MODELS), help="model adapter")
+    p.add_argument("--datasets", default=None, help="comma-separated names (default: every DATASET_DIR/*.jsonl)")
+    p.add_argument("--dataset-dir", type=Path, default=ROOT / "dataset")
+    p.add_argument("--prompt-dir", type=Path, default=ROOT / "prompts")
+    p.add_argument("--out-dir", type=Path, default=Path("pred"))
+    p.add_argument("--batch-size", type=int, default=16, help="most examples per batch (halved on OOM)")
+    p.add_argument("--max-batch-tokens", type=int, default=16384, help="most padded prompt tokens per batch")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="prompt + answer token budget; longer prompts are cut in the middle (default: the model's)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="override every task's generation length")
+    p.add_argument("--limit", type=int, default=None, help="only the first N examples of each dataset")
+    p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
+    p.add_argument("--validate", action="store_true", help="check datasets and templates, load no model")
+    g = p.add_argument_group("Hugging Face backend")
+    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    g.add_argument("--peft", default=None, help="path of a PEFT adapter to apply")
+    g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the checkpoint")
+    g.add_argument("--allow-pickle", action="store_true", help="allow non-safetensors (pickle) weights")
+    g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    a = p.add_argument_group("adapter options (per model family, instead of name checks)")
+    a.add_argument("--system-prompt", default=None)
+    a.add_argument("--stop", action="append", default=[], help="extra stop string (repeatable)")
+    a.add_argument("--cut-at", action="append", default=[], help="cut the output at this marker, e.g. <eoa>")
+    a.add_argument("--strip-think", action="store_true", help="drop <think>...</think> from outputs")
+    return p.parse_args(argv)
+
+
+def load_datasets(args) -> list:
+    if args.datasets:
+        names = [n for n in args.datasets.split(",") if n]
+    else:
+        names = sorted(p.stem for p in args.dataset_dir.glob("*.jsonl"))
+    if not names:
+        raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl datasets")
+    return [load_dataset(n, args.dataset_dir, args.prompt_dir) for n in names]
+
+
+def build_model(args):
+    options = AdapterOptions(args.system_prompt, tuple(args.stop), tuple(args.cut_at), args.strip_think)
+    if args.backend != "hf":
+        return MODELS[args.backend](args.model, options)
+    if not Path(args.model).exists() and (args.model.startswith((".", "/", "~")) or args.model.count("/") != 1):
+        raise FileNotFoundError(f"model {args.model!r}: no such folder (and not a hub name like org/model)")
+    return MODELS["hf"](args.model, options, dtype=args.dtype, device=args.device, peft=args.peft,
+                        trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
+                        threads=args.threads)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:  # every dataset and template is checked before the model loads or any file is touched
+        datasets = load_datasets(args)
+    except (FileNotFoundError, RecordError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for ds in datasets:
+        for note in ds.notes:
+            print(f"note: {note}")
+        if args.validate:
+            print(f"ok: {ds.name}: {len(ds.examples)} examples, {ds.form} form, template {ds.template_source} "
+                  f"(fields: {', '.join(sorted(template_fields(ds.template)))}), metrics "
+                  f"{', '.join(ds.task.metrics)}, max_new_tokens {ds.task.max_new_tokens}, "
+                  f"{'chat' if ds.task.chat else 'completion'} mode")
+    if args.validate:
+        return 0
+    try:
+        model = build_model(args)
+    except (FileNotFoundError, OSError, ValueError) as err:
+        print(f"error: could not load model: {err}", file=sys.stderr)
+        return 2
+    name = args.model_name or Path(args.model.rstrip("/")).name
+    settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens,
+                           args.limit, args.overwrite)
+    start, totals = time.perf_counter(), {"examples": 0, "truncated": 0, "failed": 0, "skipped_done": 0}
+    for ds in datasets:
+        try:
+            summary = run_dataset(model, ds, args.out_dir / name, settings)
+        except (ValueError, RecordError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        for key in totals:
+            totals[key] += summary[key]
+    print(f"done: {totals['examples']} examples generated ({totals['skipped_done']} already done), "
+          f"{totals['truncated']} truncated, {totals['failed']} failed, {time.perf_counter() - start:.1f} s "
+          f"-> {args.out_dir / name}; score with: python eval.py --model {name}"
+          + ("" if args.out_dir == Path("pred") else f" --pred-root {args.out_dir}"))
+    return 0 if totals["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

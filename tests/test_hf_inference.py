@@ -1,0 +1,118 @@
+"""The Hugging Face adapter and inference.py on the shipped demo model (a real Qwen2 checkpoint, CPU)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import ROOT
+from Eval.datasets import fill_template, load_dataset
+from Eval.models.hf import HFModel
+import inference
+
+DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+VOLATILE = ("latency_s", "batch_size")  # timing and batching facts legitimately differ between runs
+
+
+@pytest.fixture(scope="module")
+def model():
+    return HFModel(str(DEMO), threads=1)
+
+
+def records(path):
+    return [{k: v for k, v in json.loads(l).items() if k not in VOLATILE}
+            for l in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_stop_tokens_come_from_the_chat_template(model):
+    im_end = model.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert im_end in model.stop_ids
+    prompt = model.build_prompt("Hi", chat=True, max_new_tokens=8, max_length=None)
+    assert prompt.text.endswith("<|im_start|>assistant\n") and not prompt.add_special_tokens
+    assert model.build_prompt("Hi", chat=False, max_new_tokens=8, max_length=None).text == "Hi"
+
+
+def test_middle_truncation_keeps_head_and_tail_within_budget(model):
+    ds = load_dataset("demo_qa_zh", ROOT / "dataset", ROOT / "prompts")
+    text = fill_template(ds.template, max(ds.examples, key=lambda e: len(e.fields["context"])).fields)
+    prompt = model.build_prompt(text, chat=True, max_new_tokens=64, max_length=512)
+    assert prompt.truncated_tokens > 0
+    assert prompt.n_tokens <= 512 - 64 + 2  # re-tokenising the joined halves may move a token or two
+    assert text[:20] in prompt.text and text[-12:] in prompt.text  # instructions at both ends survive
+
+
+def test_greedy_outputs_do_not_depend_on_batch_size(tmp_path):
+    common = ["--datasets", "demo_qa_en,demo_qa_zh,custom_en", "--limit", "8", "--max-length", "512",
+              "--max-new-tokens", "24", "--threads", "1"]
+    for bs in ("1", "8"):
+        assert inference.main([*common, "--batch-size", bs, "--out-dir", str(tmp_path / bs)]) == 0
+    for name in ("demo_qa_en", "demo_qa_zh", "custom_en"):
+        one, eight = (records(tmp_path / bs / "tiny-qwen2" / f"{name}.jsonl") for bs in ("1", "8"))
+        assert [r["pred"] for r in one] == [r["pred"] for r in eight] and one == eight
+
+
+def test_batched_scores_equal_batch_one_and_a_full_forward(model):
+    pairs = [("Question: What is frozen water called?\nAnswer:", " Ice."),
+             ("问题：小镇的名字是什么？\n回答：", "青石镇"), ("Summary:", " Two people were hurt in a fire.")]
+    batched = model.score(pairs)
+    for pair, got in zip(pairs, batched):
+        alone = model.score([pair])[0]
+        assert got.logprobs == pytest.approx(alone.logprobs, abs=1e-4) and got.greedy == alone.greedy
+        prompt, answer = model.tokenize(pair[0]), model.tokenize(pair[1])
+        with torch.inference_mode():
+            full = torch.log_softmax(model.model(torch.tensor([prompt + answer])).logits[0].float(), -1)
+        expected = [full[len(prompt) - 1 + t, a].item() for t, a in enumerate(answer)]
+        assert got.logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_out_of_memory_halves_the_batch_and_records_it(model, monkeypatch):
+    real = model._generate_batch
+
+    def small_memory(prompts, max_new_tokens, stop):
+        if len(prompts) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(prompts, max_new_tokens, stop)
+
+    monkeypatch.setattr(model, "_generate_batch", small_memory)
+    prompts = model.build_prompts(["a", "b", "c", "d", "e"], chat=True, max_new_tokens=4, max_length=None)
+    outputs = model.generate(prompts, 4)
+    assert [o.batch_size for o in outputs] == [2, 2, 1, 2, 2]  # 5 -> 2 + 3 -> 2 + (1 + 2)
+    assert [o.text for o in outputs] == [g.text for p in prompts for g in real([p], 4, ())]
+
+
+def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
+    args = [sys.executable, "inference.py", "--datasets", "custom_en", "--limit", "16", "--batch-size", "1",
+            "--max-new-tokens", "48", "--threads", "1"]
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    assert subprocess.run([*args, "--out-dir", str(tmp_path / "clean")], cwd=ROOT, env=env,
+                          capture_output=True).returncode == 0
+    out = tmp_path / "killed" / "tiny-qwen2" / "custom_en.jsonl"
+    proc = subprocess.Popen([*args, "--out-dir", str(tmp_path / "killed")], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 3):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = len(out.read_bytes().splitlines())
+    assert 3 <= partial < 16, "the kill should land mid-run"
+    assert subprocess.run([*args, "--out-dir", str(tmp_path / "killed")], cwd=ROOT, env=env,
+                          capture_output=True).returncode == 0
+    assert records(out) == records(tmp_path / "clean" / "tiny-qwen2" / "custom_en.jsonl")
+
+
+def test_main_job_runs_both_stages_on_a_subset(tmp_path):
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    gen = subprocess.run([sys.executable, "inference.py", "--limit", "2", "--max-new-tokens", "16",
+                          "--out-dir", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    score = subprocess.run([sys.executable, "eval.py", "--pred-root", str(tmp_path)], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+    assert score.returncode == 0, score.stderr
+    shipped = sorted(p.stem for p in (ROOT / "dataset").glob("*.jsonl"))
+    assert sorted(json.loads((tmp_path / "tiny-qwen2" / "result.json").read_text())) == shipped
+    assert "| model |" in score.stdout and "tiny-qwen2" in score.stdout

@@ -1,0 +1,112 @@
+"""inference.py with the model-free echo adapter: validation, bad input, resume, user datasets, sidecars."""
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT
+import eval as eval_cli
+import inference
+
+
+def run(tmp_path, *args):
+    return inference.main(["--backend", "echo", "--model-name", "echo", "--out-dir", str(tmp_path / "pred"), *args])
+
+
+def lines(path):
+    return [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_validate_checks_every_shipped_dataset_without_a_model(capsys):
+    assert inference.main(["--validate"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok: ") == len(list((ROOT / "dataset").glob("*.jsonl")))
+    assert "demo_trec: 40 examples, longbench form" in out and "completion mode" in out
+
+
+@pytest.fixture
+def data(tmp_path):
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    shutil.copy(ROOT / "dataset" / "custom_en.jsonl", folder)
+    return folder
+
+
+def test_bad_dataset_line_and_missing_placeholder_are_located(tmp_path, data, capsys):
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "custom_en.txt").write_text("{instruction} {input} {context}")
+    assert run(tmp_path, "--dataset-dir", str(data), "--prompt-dir", str(prompts), "--datasets", "custom_en") == 2
+    err = capsys.readouterr().err
+    assert "custom_en.jsonl:1: template" in err and "needs field(s) context" in err
+    (data / "custom_en.jsonl").write_text('{"instruction": "a", "input": "b", "output": "c"}\n{"instruction": \n')
+    assert run(tmp_path, "--dataset-dir", str(data), "--datasets", "custom_en") == 2
+    assert "custom_en.jsonl:2: not valid JSON" in capsys.readouterr().err
+    assert not (tmp_path / "pred").exists()
+
+
+def test_unknown_dataset_and_model_fail_before_touching_outputs(tmp_path, capsys):
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2") == 0
+    before = (tmp_path / "pred" / "echo" / "custom_en.jsonl").read_bytes()
+    assert run(tmp_path, "--datasets", "custom-en") == 2
+    assert "Did you mean: custom_en" in capsys.readouterr().err
+    assert inference.main(["--model", str(tmp_path / "no-model"), "--datasets", "custom_en", "--out-dir",
+                           str(tmp_path / "pred")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert (tmp_path / "pred" / "echo" / "custom_en.jsonl").read_bytes() == before
+
+
+def test_resume_skips_done_repairs_torn_line_and_redoes_failures(tmp_path):
+    out = tmp_path / "pred" / "echo" / "custom_en.jsonl"
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "4") == 0
+    first = lines(out)
+    assert [r["id"] for r in first] == [f"custom_en-{i}" for i in range(4)]
+    failed = dict(first[1], pred="", error="HTTP 503 after 3 retries", finish_reason="error")
+    out.write_text("\n".join(json.dumps(r) for r in [first[0], failed, first[2]]) + '\n{"id": "custom_en-3", "pr',
+                   encoding="utf-8")
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "6") == 0
+    again = lines(out)
+    assert [r["id"] for r in again] == [f"custom_en-{i}" for i in range(6)]  # dataset order, no duplicates
+    assert all("error" not in r for r in again)
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("latency_s", "batch_size")}
+    assert [strip(r) for r in again[:4]] == [strip(r) for r in first]
+    summary = json.loads((tmp_path / "pred" / "echo" / "custom_en.run.json").read_text())["summary"]
+    assert summary["torn_line_repaired"] and summary["failed_redone"] == 1 and summary["skipped_done"] == 2
+
+
+def test_resume_with_other_settings_is_refused_until_overwrite(tmp_path, capsys):
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "8") == 0
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "16") == 2
+    assert "different max_new_tokens" in capsys.readouterr().err
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "16", "--overwrite") == 0
+
+
+def test_a_dropped_in_dataset_gets_defaults_and_is_scored(tmp_path, data, capsys):
+    rows = [{"instruction": "请回答", "input": f"问题{i}", "output": f"答案{i}"} for i in range(3)]
+    (data / "my_notes.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    assert run(tmp_path, "--dataset-dir", str(data), "--datasets", "my_notes") == 0
+    out = capsys.readouterr().out
+    assert "my_notes: not in Eval/tasks.py; scoring with rouge_zh, bleu_zh" in out
+    assert "using the default instruction-form template" in out
+    assert eval_cli.main(["--pred-dir", str(tmp_path / "pred" / "echo"), "--quiet"]) == 0
+    assert "using the task saved in my_notes.run.json" in capsys.readouterr().out
+    assert set(json.loads((tmp_path / "pred" / "echo" / "result.json").read_text())) == {"my_notes"}
+
+
+def test_records_carry_the_scoring_contract_and_run_facts(tmp_path):
+    assert run(tmp_path, "--datasets", "demo_trec", "--limit", "3", "--max-length", "300") == 0
+    records = lines(tmp_path / "pred" / "echo" / "demo_trec.jsonl")
+    for r in records:
+        assert set(r) >= {"id", "dataset", "pred", "answers", "all_classes", "length", "prompt_tokens",
+                          "truncated_tokens", "gen_tokens", "finish_reason", "latency_s", "batch_size"}
+        assert r["truncated_tokens"] > 0 and r["prompt_tokens"] <= 300 - 64  # echo: one token per character
+    sidecar = json.loads((tmp_path / "pred" / "echo" / "demo_trec.run.json").read_text())
+    assert sidecar["task"]["chat"] is False and sidecar["fingerprint"]["max_length"] == 300
+    assert "python" in sidecar["versions"] and sidecar["summary"]["truncated"] == 3
+
+
+def test_output_clean_up_is_an_adapter_option_not_a_name_check():
+    from Eval.models.base import AdapterOptions, BaseLLM
+    raw = "<think>hmm</think>Paris<eoa> trailing"
+    assert BaseLLM().post_process(raw) == raw  # off by default: outputs are saved as generated
+    assert BaseLLM(AdapterOptions(cut_at=("<eoa>",), strip_think=True)).post_process(raw) == "Paris"
