@@ -77,6 +77,14 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
+def test_jieba_loads_only_when_a_zh_metric_runs(internlm):
+    code = ("import sys, eval; eval.main(['--pred-dir', sys.argv[1], '--datasets', sys.argv[2], '--quiet']); "
+            "print('jieba' in sys.modules)")
+    loaded = {ds: subprocess.run([sys.executable, "-c", code, str(internlm), ds], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip() for ds in ("trec", "multifieldqa_zh")}
+    assert loaded == {"trec": "False", "multifieldqa_zh": "True"}
+
+
 def test_scoring_never_imports_torch_or_transformers(internlm):
     code = ("import sys; import eval; rc = eval.main(['--pred-dir', sys.argv[1], '--quiet']); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')); "

@@ -116,3 +116,22 @@ def test_main_job_runs_both_stages_on_a_subset(tmp_path):
     shipped = sorted(p.stem for p in (ROOT / "dataset").glob("*.jsonl"))
     assert sorted(json.loads((tmp_path / "tiny-qwen2" / "result.json").read_text())) == shipped
     assert "| model |" in score.stdout and "tiny-qwen2" in score.stdout
+
+
+def test_peft_adapter_path_is_applied(tmp_path, model):
+    peft = pytest.importorskip("peft", reason="test dependency from tests/requirements.txt")
+    torch.manual_seed(0)
+    config = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    lora = peft.get_peft_model(HFModel(str(DEMO)).model, config)
+    lora.save_pretrained(tmp_path / "lora")
+    adapted = HFModel(str(DEMO), peft=str(tmp_path / "lora"), threads=1)
+    merged = lora.merge_and_unload().eval()
+    pair = ("Question: What is frozen water called?\nAnswer:", " Ice.")
+    ids = torch.tensor([model.tokenize(pair[0] + pair[1])])
+    with torch.inference_mode():
+        expected = torch.log_softmax(merged(ids).logits[0].float(), -1)
+    prompt = model.tokenize(pair[0])
+    want = [expected[len(prompt) - 1 + t, a].item() for t, a in enumerate(model.tokenize(pair[1]))]
+    assert adapted.score([pair])[0].logprobs == pytest.approx(want, abs=1e-4)
+    assert adapted.score([pair])[0].logprobs != pytest.approx(model.score([pair])[0].logprobs, abs=1e-3)
+    assert adapted.identity()["peft"] == str(tmp_path / "lora")
