@@ -43,6 +43,22 @@ __doc__ += "\n".join(f"    {k:17} {'/'.join(t.__name__ for t in v[0]):22} {'requ
                      f"{v[2]}" for k, v in FIELDS.items())
 
 
+# What the probability / unlearning metrics need, saved per answer option in a record's `logprobs` field:
+#   "logprobs": {<answer key>: [TokenStats, ...one per option...]}   e.g. "answer", "paraphrased_answer",
+#                                                                     "perturbed_answer" (3-5 options)
+# A TokenStats dict holds one entry per LABELLED answer token (an EOS appended to QA answers is labelled too;
+# completion texts get no EOS), never anything vocabulary-sized:
+TOKEN_STATS_FIELDS = {
+    "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probabilities",
+    "greedy": "list[bool]: whether the label is the argmax at its position (exact memorisation, extraction)",
+    "mean": "list[float]: E_p[log p] over the full vocabulary at each position (Min-K%++)",
+    "var": "list[float]: Var_p[log p] over the full vocabulary at each position (Min-K%++)",
+    "text": "str: the label tokens decoded with special tokens skipped (ZLib)",
+    "eos": "bool: whether an EOS token was appended to the answer and labelled",
+}
+# Consumers drop the last labelled position where open-unlearning does (Min-K, Min-K++, EM, ES).
+
+
 class RecordError(ValueError):
     """Bad input, located: `str(err)` reads `path:line: problem`."""
 
