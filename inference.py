@@ -23,7 +23,9 @@ from Eval.datasets import load_dataset, template_fields  # noqa: E402
 from Eval.models import MODELS  # noqa: E402
 from Eval.models.base import AdapterOptions  # noqa: E402
 from Eval.records import RecordError  # noqa: E402
+from Eval.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
 from Eval.runner import RunSettings, run_dataset  # noqa: E402
+from Eval.runs import PredictionFile, merge_predictions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 DEMO_MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
@@ -47,6 +49,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="only the first N examples of each dataset")
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
     p.add_argument("--validate", action="store_true", help="check datasets and templates, load no model")
+    d = p.add_argument_group("scale-out (see Eval/distributed.py; torchrun sets these itself)")
+    d.add_argument("--num-shards", type=int, default=None, help="split each dataset into this many shards")
+    d.add_argument("--shard-id", type=int, default=None, help="the shard this process runs (0-based)")
+    d.add_argument("--merge", action="store_true", help="only merge shard files into the main files; no model")
     g = p.add_argument_group("Hugging Face backend")
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
@@ -83,6 +89,45 @@ def build_model(args):
                         threads=args.threads)
 
 
+def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
+    """Merge shard files into each dataset's main file; exit 1 if some dataset still lacks examples."""
+    missing = []
+    for ds in datasets:
+        examples = ds.examples[:limit] if limit else ds.examples
+        path = out_dir / f"{ds.name}.jsonl"
+        if not merge_predictions(path, [e.id for e in ds.examples], [e.id for e in examples]):
+            missing.append(ds.name)
+    for name in missing:
+        print(f"error: {out_dir / name}.jsonl: some examples have no record yet; run the missing shards",
+              file=sys.stderr)
+    return 1 if missing else 0
+
+
+def run_all(model, datasets: list, args, shards, out_dir: Path) -> dict | None:
+    """Every dataset through the model; under torchrun, ranks meet after each dataset and rank 0 merges."""
+    settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens,
+                           args.limit, args.overwrite and not shards.torchrun, shards.num_shards, shards.shard_id,
+                           merge=not shards.torchrun)
+    start, totals = time.perf_counter(), {"examples": 0, "truncated": 0, "failed": 0, "skipped_done": 0}
+    for ds in datasets:
+        try:
+            if shards.torchrun and args.overwrite:  # rank 0 clears old files before any rank reads them
+                if shards.is_first:
+                    PredictionFile(out_dir / f"{ds.name}.jsonl", overwrite=True)
+                barrier(shards)
+            summary = run_dataset(model, ds, out_dir, settings)
+            barrier(shards)
+            if shards.torchrun and shards.is_first:
+                merge_only([ds], out_dir, args.limit)
+        except (ValueError, RecordError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return None
+        for key in totals:
+            totals[key] += summary[key]
+    finish(shards)
+    return {**totals, "seconds": time.perf_counter() - start}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:  # every dataset and template is checked before the model loads or any file is touched
@@ -100,25 +145,28 @@ def main(argv=None) -> int:
                   f"{'chat' if ds.task.chat else 'completion'} mode")
     if args.validate:
         return 0
+    name = args.model_name or Path(args.model.rstrip("/")).name
+    if args.merge:
+        return merge_only(datasets, args.out_dir / name, args.limit)
+    try:
+        shards = resolve_shards(args.num_shards, args.shard_id)
+        if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
+            raise ValueError("--overwrite with independent shards would race; remove the output folder instead")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    init_process_group(shards)
+    args.device = local_device(args.device, shards)
     try:
         model = build_model(args)
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {err}", file=sys.stderr)
         return 2
-    name = args.model_name or Path(args.model.rstrip("/")).name
-    settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens,
-                           args.limit, args.overwrite)
-    start, totals = time.perf_counter(), {"examples": 0, "truncated": 0, "failed": 0, "skipped_done": 0}
-    for ds in datasets:
-        try:
-            summary = run_dataset(model, ds, args.out_dir / name, settings)
-        except (ValueError, RecordError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        for key in totals:
-            totals[key] += summary[key]
+    totals = run_all(model, datasets, args, shards, args.out_dir / name)
+    if totals is None:
+        return 2
     print(f"done: {totals['examples']} examples generated ({totals['skipped_done']} already done), "
-          f"{totals['truncated']} truncated, {totals['failed']} failed, {time.perf_counter() - start:.1f} s "
+          f"{totals['truncated']} truncated, {totals['failed']} failed, {totals['seconds']:.1f} s "
           f"-> {args.out_dir / name}; score with: python eval.py --model {name}"
           + ("" if args.out_dir == Path("pred") else f" --pred-root {args.out_dir}"))
     return 0 if totals["failed"] == 0 else 1

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from Eval.datasets import Dataset, Example, fill_template
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
-from Eval.runs import PredictionFile, check_resume, sidecar_path, write_sidecar
+from Eval.runs import PredictionFile, check_resume, merge_predictions, sidecar_path, write_sidecar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +27,9 @@ class RunSettings:
     max_new_tokens: int | None = None  # None: the task's generation length
     limit: int | None = None  # first N examples of each dataset
     overwrite: bool = False
+    num_shards: int = 1  # this process handles the examples whose position % num_shards == shard_id
+    shard_id: int = 0
+    merge: bool = True  # merge shard files into the main file when done (torchrun: rank 0 after a barrier)
 
 
 def package_versions() -> dict:
@@ -66,14 +69,16 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     if not settings.overwrite:
         check_resume(sidecar_path(path), fingerprint)
     out_dir.mkdir(parents=True, exist_ok=True)
-    out = PredictionFile(path, overwrite=settings.overwrite)
+    out = PredictionFile(path, settings.overwrite, settings.shard_id, settings.num_shards)
     sidecar = {"dataset": ds.name, "file": str(path), "task": dataclasses.asdict(ds.task),
                "source": {"path": str(ds.path), "examples": len(ds.examples), "template": ds.template_source},
                "fingerprint": fingerprint, "model": model.identity(), "settings": dataclasses.asdict(settings),
                "versions": package_versions(), "summary": None}
-    write_sidecar(sidecar_path(path), sidecar)  # before the first record, so a killed run can be checked too
+    if settings.shard_id == 0:  # before the first record, so a killed run can be checked too
+        write_sidecar(sidecar_path(path), sidecar)
     examples = ds.examples[: settings.limit] if settings.limit else ds.examples
-    todo = [e for e in examples if e.id not in out.done_ids]
+    mine = examples[settings.shard_id::settings.num_shards]
+    todo = [e for e in mine if e.id not in out.done_ids]
     started = time.perf_counter()
     prompts = model.build_prompts([fill_template(ds.template, e.fields) for e in todo], ds.task.chat,
                                   max_new, max_length)
@@ -90,12 +95,13 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
             bar.update(len(batch))
             elapsed = time.perf_counter() - started
             bar.set_postfix(ex_s=f"{stats['examples'] / elapsed:.2f}", tok_s=f"{stats['gen_tokens'] / elapsed:.1f}")
-    complete = out.finish([e.id for e in examples])
-    summary = {**stats, "skipped_done": len(examples) - len(todo), "seconds": round(time.perf_counter() - started, 2),
+    complete = settings.merge and merge_predictions(path, [e.id for e in ds.examples], [e.id for e in examples])
+    summary = {**stats, "skipped_done": len(mine) - len(todo), "shard": f"{settings.shard_id}-of-{settings.num_shards}", "seconds": round(time.perf_counter() - started, 2),
                "complete": complete, "torn_line_repaired": out.torn_line_repaired,
                "failed_redone": out.failed_to_redo}
     sidecar.update(summary=summary, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    write_sidecar(sidecar_path(path), sidecar)
+    if settings.shard_id == 0 or complete:
+        write_sidecar(sidecar_path(path), sidecar)
     return summary
 
 

@@ -1,0 +1,64 @@
+"""Data-parallel inference: torchrun ranks and independent shards merge into the single-process result."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+COMMON = ["--datasets", "custom_en,demo_trec", "--limit", "7", "--max-new-tokens", "12", "--threads", "1"]
+ENV = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+VOLATILE = ("latency_s", "batch_size")
+
+
+def infer(out, *extra, launcher=(sys.executable,)):
+    proc = subprocess.run([*launcher, "inference.py", *COMMON, "--out-dir", str(out), *extra], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    return proc
+
+
+def records(folder, name):
+    path = folder / "tiny-qwen2" / f"{name}.jsonl"
+    return [{k: v for k, v in json.loads(l).items() if k not in VOLATILE}
+            for l in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    out = tmp_path_factory.mktemp("single")
+    assert infer(out).returncode == 0
+    return out
+
+
+def test_torchrun_two_ranks_equal_one_process(single, tmp_path):
+    launcher = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
+    proc = infer(tmp_path, launcher=launcher)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("custom_en", "demo_trec"):
+        assert records(tmp_path, name) == records(single, name)
+    assert not list((tmp_path / "tiny-qwen2" / "shards").glob("*.jsonl"))  # merged and cleaned up
+
+
+def test_resume_does_not_depend_on_the_shard_count(single, tmp_path):
+    assert infer(tmp_path, "--num-shards", "3", "--shard-id", "1").returncode == 0  # examples 1, 4 of each
+    shard = tmp_path / "tiny-qwen2" / "shards" / "custom_en.1-of-3.jsonl"
+    assert [json.loads(l)["id"] for l in shard.read_text().splitlines()] == ["custom_en-1", "custom_en-4"]
+    merge = infer(tmp_path, "--merge")
+    assert merge.returncode == 1 and "some examples have no record yet" in merge.stderr
+    assert infer(tmp_path, "--num-shards", "2", "--shard-id", "0").returncode == 0  # 0, 2, 4, 6 minus done 4
+    assert infer(tmp_path).returncode == 0  # one process finishes the rest and merges
+    for name in ("custom_en", "demo_trec"):
+        got = records(tmp_path, name)
+        assert [r["id"] for r in got] == [f"{name}-{i}" if name == "custom_en" else f"{name}-{i:03d}"
+                                          for i in range(7)]  # every id exactly once, in dataset order
+        assert got == records(single, name)
+
+
+def test_independent_shards_merge_when_the_last_one_finishes(single, tmp_path):
+    for shard in ("0", "1"):
+        assert infer(tmp_path, "--num-shards", "2", "--shard-id", shard).returncode == 0
+    assert records(tmp_path, "custom_en") == records(single, "custom_en")
+    bad = infer(tmp_path, "--num-shards", "2", "--shard-id", "2")
+    assert bad.returncode == 2 and "--shard-id 2 is not in 0..1" in bad.stderr
