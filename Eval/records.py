@@ -27,6 +27,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "_id": ((str, type(None)), False, "LongBench's example id"),
     "id": ((str, int, type(None)), False, "example id written by inference.py (resume and merge key)"),
     "dataset": ((str, type(None)), False, "dataset name; the file stem is authoritative"),
+    "question": ((str, type(None)), False, "the example's question (input / instruction), shown to a judge"),
     "prompt_tokens": ((int, type(None)), False, "tokens in the final prompt after truncation and template"),
     "truncated_tokens": ((int, type(None)), False, "tokens cut from the middle of the prompt (0: none)"),
     "gen_tokens": ((int, type(None)), False, "generated tokens"),

@@ -43,13 +43,19 @@ def package_versions() -> dict:
 
 
 def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, latency: float) -> dict:
-    record = {"id": example.id, "dataset": ds.name, "pred": out.text, "answers": example.answers,
+    record = {"id": example.id, "dataset": ds.name, "question": _question(example), "pred": out.text, "answers": example.answers,
               "all_classes": example.all_classes, "length": example.length, "prompt_tokens": prompt.n_tokens,
               "truncated_tokens": prompt.truncated_tokens, "gen_tokens": out.n_tokens,
               "finish_reason": out.finish_reason, "latency_s": round(latency, 4), "batch_size": out.batch_size}
     if out.error:
         record["error"] = out.error
     return record
+
+
+def _question(example: Example) -> str:
+    # What a judge needs to see; the long context stays in the dataset file.
+    parts = [example.fields.get("instruction"), example.fields.get("input")]
+    return "\n".join(str(p) for p in parts if p)
 
 
 def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int) -> dict:

@@ -16,7 +16,8 @@ from Eval.records import read_records
 from Eval.scoring import score_dataset
 from Eval.tasks import TASKS, get_task
 
-METRIC_MODULES = sorted({m.fn.__module__ for m in METRICS.values()} | {"Eval.extract", "Eval.metrics.zh"})
+METRIC_MODULES = sorted({m.fn.__module__ for m in METRICS.values()}
+                        | {"Eval.extract", "Eval.metrics.zh", "Eval.judge", "Eval.models.base"})
 
 
 @pytest.mark.parametrize("module", METRIC_MODULES)
