@@ -5,10 +5,13 @@ Usage:
     python eval.py --model internlm      # = --pred-dir pred/internlm
     python eval.py --pred-dir DIR        # every DIR/*.jsonl; the file stem names the dataset (TinyEval)
     python eval.py --pred-dir DIR --datasets trec,multi_news
+    python eval.py --unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # TOFU / MUSE
+    python eval.py --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
 
 Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json and
 DIR/per_example/<dataset>.scores.jsonl; see Eval/report.py. Bad input (unknown dataset, malformed line, ...)
-prints every problem found with its file and line, exits 2, and writes nothing.
+prints every problem found with its file and line, exits 2, and writes nothing. The two unlearning modes write
+open-unlearning's TOFU_EVAL.json / TOFU_SUMMARY.json (MUSE_*); see Eval/unlearning/cli.py.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from Eval.records import RecordError, read_records
 from Eval.report import dataset_table, write_model_results, write_models_table
 from Eval.scoring import score_dataset
 from Eval.tasks import TASKS, get_task, task_from_dict
+from Eval.unlearning.suites import RECORD_FILES
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -35,7 +39,24 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="folder of model folders, used by --model and when neither option is given")
     p.add_argument("--datasets", default=None, help="comma-separated dataset names to score (default: all)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
-    return p.parse_args(argv)
+    unl = p.add_argument_group("unlearning (TOFU / MUSE, open-unlearning's files)")
+    mode = unl.add_mutually_exclusive_group()
+    mode.add_argument("--unlearning", choices=("tofu", "muse"), default=None,
+                      help="score the score records --pred-dir/<tofu|muse>_<split>.jsonl")
+    mode.add_argument("--from-open-unlearning", type=Path, default=None, metavar="EVAL_JSON",
+                      help="re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json from its per-sample values")
+    unl.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
+                     help="the retain model's EVAL.json, for forget_quality and privleak")
+    unl.add_argument("--out-dir", type=Path, default=None,
+                     help="where the unlearning files go (default: --pred-dir, or pred/open-unlearning/<folder>)")
+    args = p.parse_args(argv)
+    if args.unlearning and (args.pred_dir is None or args.datasets):
+        p.error("--unlearning needs --pred-dir, the folder of score records, and takes no --datasets")
+    if args.from_open_unlearning and (args.pred_dir or args.model or args.datasets):
+        p.error("--from-open-unlearning reads one log; it takes no --pred-dir, --model or --datasets")
+    if not (args.unlearning or args.from_open_unlearning) and (args.retain_logs or args.out_dir):
+        p.error("--retain-logs and --out-dir go with --unlearning or --from-open-unlearning")
+    return args
 
 
 def find_pred_dirs(args) -> tuple[list[Path], bool]:
@@ -46,7 +67,8 @@ def find_pred_dirs(args) -> tuple[list[Path], bool]:
         return [args.pred_root / args.model], False
     if not args.pred_root.is_dir():
         raise FileNotFoundError(f"{args.pred_root}: no such folder; run inference.py first or pass --pred-dir")
-    dirs = sorted(d for d in args.pred_root.iterdir() if d.is_dir() and any(d.glob("*.jsonl")))
+    dirs = sorted(d for d in args.pred_root.iterdir()
+                  if d.is_dir() and any(f.name not in RECORD_FILES for f in d.glob("*.jsonl")))
     if not dirs:
         raise FileNotFoundError(f"{args.pred_root}: no model folder with *.jsonl prediction files")
     return dirs, True
@@ -69,13 +91,17 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
         return []
-    files = sorted(pred_dir.glob("*.jsonl"))
+    every = sorted(pred_dir.glob("*.jsonl"))
+    files = [f for f in every if f.name not in RECORD_FILES]  # TOFU / MUSE score records: --unlearning
+    hint = "; its TOFU / MUSE score records are scored by --unlearning" if len(files) < len(every) else ""
+    if hint:
+        notes.append(f"{pred_dir}: TOFU / MUSE score records left to `python eval.py --unlearning ...`")
     if only is not None:
         files = [f for f in files if f.stem in only]
         for missing in sorted(only - {f.stem for f in files}):
             problems.append(f"{pred_dir}: no prediction file {missing}.jsonl")
     if not files and only is None:
-        problems.append(f"{pred_dir}: no *.jsonl prediction files")
+        problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
     loaded = []
     for path in files:
         try:
@@ -92,6 +118,10 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.unlearning or args.from_open_unlearning:
+        from Eval.unlearning.cli import main as unlearning_main  # numpy/scipy only when asked for
+
+        return unlearning_main(args)
     only = set(args.datasets.split(",")) if args.datasets else None
     try:
         pred_dirs, all_models = find_pred_dirs(args)

@@ -1,0 +1,143 @@
+"""Dataset-level arithmetic of the unlearning metrics: means, truth ratios, AUC, KS test, privleak, hmean.
+
+Usage:
+    from Eval.unlearning import aggregate as agg
+    tr = agg.truth_ratios(correct_losses=[1.0, 2.0], wrong_losses=[[2.0, 2.0], [1.0, 3.0]])
+    agg.closer_to_1_better(tr), agg.true_better(tr)
+    agg.roc_auc(forget=[0.1, 0.4], holdout=[0.3, 0.9])      # forget = label 0, holdout = label 1
+    agg.privleak(auc=0.99, ref_auc=0.5)
+
+The formulas, constants (1e-10 guards) and order of operations follow open-unlearning so that re-aggregating
+its published per-sample values reproduces its published figures; see spec section 1.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+EPS = 1e-10  # the reference's guard in every ratio below
+
+
+def to_1d(values) -> np.ndarray:
+    """Per-sample means over every axis but the first (a multi-answer row becomes the mean of its options)."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except ValueError:  # ragged: numpy cannot stack rows of different lengths, nor does the reference
+        raise ValueError("the samples hold different numbers of answer options") from None
+    return np.mean(arr, axis=tuple(range(1, arr.ndim))) if arr.ndim > 1 else arr
+
+
+def mean(values) -> float:
+    """Mean over samples of `to_1d(values)`; NaN for no samples (np.mean's answer, without its warning)."""
+    if len(values) == 0:
+        return math.nan
+    return float(np.mean(to_1d(values)))
+
+
+def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:
+    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10): wrong over correct.
+
+    Averaging the LOSSES of the perturbed answers (a geometric mean of their probabilities) is what the code
+    does; the TOFU paper's text says an arithmetic mean of probabilities. We follow the code.
+    """
+    correct = np.exp(-to_1d(correct_losses))
+    wrong = np.exp(-to_1d(wrong_losses))
+    return wrong / (correct + EPS)
+
+
+def closer_to_1_better(tr) -> float:
+    """Forget-set aggregate: mean of min(TR, 1/TR). 1 means the model cannot tell true from false answers."""
+    tr = np.asarray(tr, dtype=np.float64)
+    return float(np.mean(np.minimum(tr, 1 / (tr + EPS))))
+
+
+def true_better(tr) -> float:
+    """Retain-set aggregate: mean of max(0, 1 - TR). High when the true answer is clearly preferred."""
+    tr = np.asarray(tr, dtype=np.float64)
+    return float(np.mean(np.maximum(0, 1 - tr)))
+
+
+def prob_mean_scores(correct_losses, wrong_losses) -> np.ndarray:
+    """`prob_mean` per-sample score (open-unlearning #163): p_c / (p_c + p_w + 1e-10), p = exp(-mean loss)."""
+    correct = np.exp(-to_1d(correct_losses))
+    wrong = np.exp(-to_1d(wrong_losses))
+    return correct / (correct + wrong + EPS)
+
+
+def normalised_probs(correct_probs, wrong_probs) -> np.ndarray:
+    """probability_w_options: p_c / (p_c + sum of the perturbed options' p + 1e-10), per sample."""
+    correct = np.asarray(correct_probs, dtype=np.float64)
+    wrong = np.asarray(wrong_probs, dtype=np.float64)
+    wrong = np.sum(wrong, axis=tuple(range(1, wrong.ndim))) if wrong.ndim > 1 else wrong
+    return correct / (correct + wrong + EPS)
+
+
+def roc_auc(forget, holdout) -> float:
+    """ROC AUC with forget = label 0 and holdout = label 1, from ranks (ties get their average rank).
+
+    AUC = (sum of holdout ranks - n1(n1+1)/2) / (n0 n1), the Mann-Whitney form of the area scikit-learn
+    computes. Near 1 when the forget scores (loss-like: higher = less likely a member) sit below the holdout
+    ones, i.e. when the forget set is still memorised. A NaN score makes the AUC NaN (scikit-learn refuses).
+
+    >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
+    0.875
+    """
+    n0, n1 = len(forget), len(holdout)
+    if n0 == 0 or n1 == 0:
+        raise ValueError(f"an AUC needs forget and holdout samples (got {n0} forget, {n1} holdout)")
+    scores = np.concatenate([np.asarray(forget, dtype=np.float64), np.asarray(holdout, dtype=np.float64)])
+    if np.isnan(scores).any():
+        return math.nan
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    last_rank = np.cumsum(counts)               # 1-based rank of the last member of each group of equal scores
+    average_rank = last_rank - (counts - 1) / 2.0
+    ranks = average_rank[inverse]
+    u = ranks[n0:].sum() - n1 * (n1 + 1) / 2.0
+    return float(u / (n0 * n1))
+
+
+def ks_pvalue(model_values, retain_values) -> float:
+    """Two-sided two-sample Kolmogorov-Smirnov p-value (scipy's default method): forget quality.
+
+    KS depends only on the order of the values, so TR and 1/(TR+1e-10) (legacy TOFU) give the same p-value.
+    """
+    from scipy.stats import ks_2samp  # scipy.stats takes ~0.3 s to import; only composites need it
+
+    return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
+                          np.asarray(retain_values, dtype=np.float64)).pvalue)
+
+
+def privleak(auc: float, ref_auc: float) -> float:
+    """100 · ((1-AUC) - (1-AUC_ref)) / ((1-AUC_ref) + 1e-10): MUSE reports AUCs flipped, hence the 1-x.
+
+    >>> round(privleak(0.5236, 0.5), 6)     # the published MUSE retrain figure, on the 0.5 fallback
+    -4.72
+    """
+    score, ref = 1 - auc, 1 - ref_auc
+    return (score - ref) / (ref + EPS) * 100
+
+
+def rel_diff(value: float, ref: float) -> float:
+    """100 · (value - ref) / (ref + 1e-10), with no flip (no default config uses it)."""
+    return (value - ref) / (ref + EPS) * 100
+
+
+def harmonic_mean(values) -> float:
+    """scipy.stats.hmean: one zero component makes it 0, a negative one NaN (scipy >= 1.11 behaviour)."""
+    from scipy.stats import hmean
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy warns on a zero / negative; the value says it
+        return float(hmean(np.asarray(values, dtype=np.float64)))
+
+
+def float32_mean(values) -> float | None:
+    """The mean as the reference computed it for scores it held as float32 (Min-K%, Min-K%++, GradNorm): in
+    float32. Only when every value is exactly a float32 (i.e. came from one); None otherwise."""
+    arr = np.asarray(values, dtype=np.float64)
+    as32 = arr.astype(np.float32)
+    if arr.size == 0 or not np.array_equal(as32.astype(np.float64), arr, equal_nan=True):
+        return None
+    return float(np.mean(as32))

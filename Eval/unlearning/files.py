@@ -1,0 +1,116 @@
+"""Files of the unlearning evaluators: score-record splits, EVAL logs (ours or open-unlearning's), outputs.
+
+Usage:
+    from Eval.unlearning import files
+    records = files.load_records(Path("pred/m/tofu_forget.jsonl"))   # [(line, record)], sorted by index
+    log = files.load_log(Path("TOFU_EVAL.json"))                      # {metric: result}
+    files.detect_suite(log, path)                                      # "tofu" or "muse"
+    files.write_outputs(out_dir, "TOFU", eval_log, summary)            # TOFU_EVAL.json, TOFU_SUMMARY.json
+
+Every problem raises RecordError ("path[:line]: problem"), the error eval.py reports before writing anything.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from Eval.records import RecordError, iter_json_objects
+
+# Keys that only one suite's log holds: enough to tell a TOFU log from a MUSE log whatever the file is named.
+_MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility", "forget_Q_A_PARA_Prob"),
+            "muse": ("forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROUGE")}
+
+
+def load_records(path: Path) -> list[tuple[int, dict]]:
+    """(line, record) for each record of a split file, sorted by the integer `index` each must carry."""
+    rows, seen = [], {}
+    for line, obj in iter_json_objects(path):
+        if not isinstance(obj, dict):
+            raise RecordError(path, line, f"expected a JSON object, found {type(obj).__name__}")
+        index = obj.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise RecordError(path, line, "missing integer field 'index' (the row's position in the split)")
+        if index in seen:
+            raise RecordError(path, line, f"index {index} repeats line {seen[index]}")
+        seen[index] = line
+        rows.append((line, obj))
+    if not rows:
+        raise RecordError(path, None, "file is empty: no score records")
+    return sorted(rows, key=lambda row: row[1]["index"])
+
+
+def load_log(path: Path, what: str = "EVAL log") -> dict:
+    """An open-unlearning-layout EVAL file: a JSON object of metric name -> result object."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecordError(path, None, f"no such {what} file")
+    try:
+        log = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise RecordError(path, None, "not valid UTF-8") from None
+    except json.JSONDecodeError as err:
+        raise RecordError(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
+    if not isinstance(log, dict) or not log:
+        raise RecordError(path, None, f"an {what} must be a non-empty JSON object of metric name -> result")
+    for name, result in log.items():
+        if not isinstance(result, dict):
+            raise RecordError(path, None, f"metric {name!r}: expected a result object, found "
+                                          f"{type(result).__name__}")
+    return log
+
+
+def find_log(path: Path) -> Path:
+    """A log path as given, or the TOFU_EVAL.json / MUSE_EVAL.json inside a folder."""
+    path = Path(path)
+    if path.is_dir():
+        found = [path / n for n in ("TOFU_EVAL.json", "MUSE_EVAL.json") if (path / n).is_file()]
+        if len(found) != 1:
+            raise RecordError(path, None, "a folder given as a log must hold exactly one of TOFU_EVAL.json, "
+                                          "MUSE_EVAL.json")
+        return found[0]
+    return path
+
+
+def detect_suite(log: dict, path: Path) -> str:
+    """'tofu' or 'muse', from the metrics the log holds (else from a TOFU_/MUSE_ file name)."""
+    hits = [name for name, keys in _MARKERS.items() if any(k in log for k in keys)]
+    if len(hits) == 1:
+        return hits[0]
+    stem = Path(path).name.upper()
+    for name in ("tofu", "muse"):
+        if stem.startswith(name.upper() + "_"):
+            return name
+    raise RecordError(path, None, "cannot tell whether this is a TOFU or a MUSE log: it holds none (or both) of "
+                                  f"{', '.join(_MARKERS['tofu'] + _MARKERS['muse'])}")
+
+
+def _jsonable(value):
+    # numpy scalars and arrays reach the results through the aggregates; json needs Python types.
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def _write_atomic(path: Path, obj: object) -> None:
+    # open-unlearning's layout: indent 4, ASCII escapes, no final newline. NaN is written as NaN, as the
+    # reference does for an answer with no labelled token (Python's json reads it back).
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=4, default=_jsonable), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:
+    """Write NAME_EVAL.json (every metric, keys sorted) and NAME_SUMMARY.json; return both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = out_dir / f"{name}_EVAL.json", out_dir / f"{name}_SUMMARY.json"
+    _write_atomic(paths[0], {k: eval_log[k] for k in sorted(eval_log)})
+    _write_atomic(paths[1], {k: summary[k] for k in sorted(summary)})
+    return paths

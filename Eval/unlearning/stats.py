@@ -1,0 +1,181 @@
+"""Per-sample statistics from one saved TokenStats dict (see TOKEN_STATS_FIELDS in Eval/records.py).
+
+Usage:
+    from Eval.unlearning import stats
+    ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
+    stats.probability(ts)              # {"prob": exp(-avg_loss), "avg_loss": 0.7166...}
+    stats.min_k_score(ts, k=0.4)       # Min-K% membership score (higher = less likely a member)
+
+A TokenStats holds one entry per LABELLED answer position, EOS included when one was appended. The whole-answer
+statistics (avg_loss, prob, LOSS, ZLib, Reference) use every labelled position; the token-wise ones (Min-K%,
+Min-K%++, exact memorisation, extraction strength) drop the last labelled position, because open-unlearning's
+token-wise helpers slice it off (they call it "the EOS"; for completion data without EOS it is a real token).
+Everything here is plain Python / numpy in float64; nothing imports torch.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import zlib
+
+import numpy as np
+
+VAR_FLOOR = 1e-6      # Min-K%++ clamps the per-position variance before the square root, as the reference does
+CONF_EPS = 1e-12      # confidence-ordered probability: log(p + eps) keeps a zero probability finite
+
+
+def check_token_stats(ts: object) -> dict:
+    """Return `ts` if it is a usable TokenStats dict, else raise ValueError saying what is wrong."""
+    if not isinstance(ts, dict):
+        raise ValueError(f"a TokenStats must be a JSON object, found {type(ts).__name__}")
+    lp = ts.get("logprobs")
+    if not isinstance(lp, list) or not all(_is_number(x) for x in lp):
+        raise ValueError("TokenStats 'logprobs' must be a list of numbers")
+    for name, check in (("greedy", lambda x: isinstance(x, bool)), ("mean", _is_number), ("var", _is_number)):
+        if name in ts:
+            values = ts[name]
+            if not isinstance(values, list) or not all(check(x) for x in values):
+                raise ValueError(f"TokenStats {name!r} must be a list of "
+                                 f"{'booleans' if name == 'greedy' else 'numbers'}")
+            if len(values) != len(lp):
+                raise ValueError(f"TokenStats {name!r} has {len(values)} entries but 'logprobs' has {len(lp)}")
+    if "text" in ts and not isinstance(ts["text"], str):
+        raise ValueError("TokenStats 'text' must be a string")
+    return ts
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _need(ts: dict, name: str) -> list:
+    if name not in ts:
+        raise ValueError(f"TokenStats lacks {name!r}, which this metric needs")
+    return ts[name]
+
+
+def avg_loss(ts: dict) -> float:
+    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN when there are none.
+
+    The reference divides 0 by 0 for an answer with no labelled token and averages the NaN in; we keep that.
+
+    >>> avg_loss({"logprobs": [-1.0, -3.0]})
+    2.0
+    >>> avg_loss({"logprobs": []})
+    nan
+    """
+    lp = ts["logprobs"]
+    if not lp:
+        return math.nan
+    return -math.fsum(lp) / len(lp)
+
+
+def probability(ts: dict) -> dict:
+    """{"prob": exp(-avg_loss), "avg_loss": avg_loss}: the length-normalised (geometric-mean) probability.
+
+    >>> probability({"logprobs": [-1.0, -1.0]})
+    {'prob': 0.36787944117144233, 'avg_loss': 1.0}
+    """
+    loss = avg_loss(ts)
+    return {"prob": math.exp(-loss), "avg_loss": loss}
+
+
+def confidence_ordered(ts: dict) -> dict | None:
+    """Diffusion-LLM variant of `probability` (spec 1.5): `ts["logprobs"]` are each position's log-probability
+    of its true label from ONE full-context forward pass of a masked model. The label probabilities are sorted
+    in descending order (most confident first) and prob = exp(mean(log(p + 1e-12))); avg_loss = -log(prob +
+    1e-12). The geometric mean does not depend on the order, so only the sorted list is new information.
+    None when there is no labelled position (the fork's behaviour).
+
+    >>> r = confidence_ordered({"logprobs": [math.log(0.5), 0.0]})
+    >>> r["confidence_ordered_probs"], round(r["prob"], 6)
+    ([1.0, 0.5], 0.707107)
+    """
+    if not ts["logprobs"]:
+        return None
+    p = np.sort(np.exp(np.asarray(ts["logprobs"], dtype=np.float64)))[::-1]
+    prob = float(np.exp(np.mean(np.log(p + CONF_EPS))))
+    return {"prob": prob, "avg_loss": float(-np.log(prob + CONF_EPS)), "confidence_ordered_probs": p.tolist()}
+
+
+def exact_memorization(ts: dict) -> float | None:
+    """Share of the N = T-1 positions (last label dropped) whose label is the teacher-forced argmax; None if N=0.
+
+    >>> exact_memorization({"logprobs": [0, 0, 0, 0], "greedy": [True, False, True, False]})
+    0.6666666666666666
+    """
+    flags = _need(ts, "greedy")[:-1]
+    if not flags:
+        return None
+    return sum(flags) / len(flags)
+
+
+def extraction_strength(ts: dict) -> float:
+    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label (last dropped).
+
+    Kept from the reference: when NO suffix matches, its search loop ends with k* = N-1, so the score is 1/N,
+    never 0 (the published MUSE target log's minimum is 1/126). N = 0 scores 0. The value is computed as
+    `1 - k/N` (not `(N-k)/N`) so that the float is bit-identical to the reference's.
+
+    >>> extraction_strength({"logprobs": [0] * 5, "greedy": [False, True, True, True, False]})
+    0.75
+    >>> extraction_strength({"logprobs": [0] * 5, "greedy": [True, True, True, False, True]})
+    0.25
+    """
+    flags = _need(ts, "greedy")[:-1]
+    n = len(flags)
+    if n == 0:
+        return 0
+    if not flags[-1]:
+        k = n - 1  # no suffix matches: the reference's loop runs out at its last value
+    else:
+        k = n
+        while k > 0 and flags[k - 1]:
+            k -= 1  # extend the all-correct suffix backwards
+    return 1 - (k / n)
+
+
+def _bottom_k_mean(values: np.ndarray, k: float) -> float:
+    # open-unlearning's rule for how many values count: at least one, else floor(len * k).
+    count = max(1, int(len(values) * k))
+    return float(np.mean(np.sort(values)[:count]))
+
+
+def min_k_score(ts: dict, k: float = 0.4) -> float:
+    """Min-K% Prob: minus the mean of the k·N lowest label log-probs (last label dropped); 0 when N = 0.
+
+    k = 0.4 is what the TOFU and MUSE configs pass (the attack's own default is 0.2).
+
+    >>> min_k_score({"logprobs": [-1.0, -4.0, -2.0, -3.0, -9.0, -0.5]}, k=0.4)   # drop -0.5; 2 lowest of 5
+    6.5
+    """
+    lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
+    if lp.size == 0:
+        return 0.0
+    return -_bottom_k_mean(lp, k)
+
+
+def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
+    """Min-K%++: z_t = (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6)) with mu_t, var_t the mean and variance of
+    log p over the vocabulary at position t; score = minus the mean of the k·N smallest z (last label dropped).
+
+    >>> ts = {"logprobs": [-1.0, -3.0, -2.0], "mean": [-2.0, -2.0, 0.0], "var": [4.0, 1.0, 0.0]}
+    >>> min_k_plus_plus_score(ts, k=0.4)   # z = [0.5, -1.0]; one value counts
+    1.0
+    """
+    lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
+    if lp.size == 0:
+        return 0.0
+    mu = np.asarray(_need(ts, "mean")[:-1], dtype=np.float64)
+    var = np.maximum(np.asarray(_need(ts, "var")[:-1], dtype=np.float64), VAR_FLOOR)
+    return -_bottom_k_mean((lp - mu) / np.sqrt(var), k)
+
+
+def zlib_score(ts: dict) -> float:
+    """avg_loss divided by the zlib-compressed byte length of the decoded answer text (`ts["text"]`).
+
+    >>> zlib_score({"logprobs": [-2.0], "text": "a"}) == 2.0 / len(zlib.compress(b"a"))
+    True
+    """
+    text = _need(ts, "text")
+    return avg_loss(ts) / len(zlib.compress(text.encode("utf-8")))

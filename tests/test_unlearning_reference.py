@@ -1,0 +1,208 @@
+"""Re-aggregating open-unlearning's published logs reproduces every published figure; eval.py's import mode."""
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SHARED
+import eval as eval_cli
+from Eval.records import RecordError
+from Eval.unlearning import HANDLERS, reaggregate
+
+OU = SHARED / "reference" / "open-unlearning"
+TOFU_TARGET = OU / "tofu_Llama-3.2-1B-Instruct_full_evals_forget10" / "TOFU_EVAL.json"
+TOFU_RETAIN = OU / "tofu_Llama-3.2-1B-Instruct_retain90" / "TOFU_EVAL.json"
+MUSE_TARGET = OU / "muse_Llama-2-7b-hf_News_target" / "MUSE_EVAL.json"
+MUSE_RETRAIN = OU / "muse_Llama-2-7b-hf_News_retrain" / "MUSE_EVAL.json"
+CASES = {"tofu_target": (TOFU_TARGET, TOFU_RETAIN), "tofu_retain90_alone": (TOFU_RETAIN, None),
+         "muse_target": (MUSE_TARGET, MUSE_RETRAIN), "muse_retrain_alone": (MUSE_RETRAIN, None)}
+
+
+def _published(path, kind):
+    return json.loads(path.with_name(path.name.replace("EVAL", kind)).read_text(encoding="utf-8"))
+
+
+def _max_diff(ours, theirs, where=""):
+    """Largest absolute difference over every number of two JSON trees; any other difference fails."""
+    if isinstance(theirs, dict):
+        assert set(ours) == set(theirs), (where, set(ours) ^ set(theirs))
+        return max((_max_diff(ours[k], theirs[k], f"{where}.{k}") for k in theirs), default=0.0)
+    if isinstance(theirs, list):
+        assert len(ours) == len(theirs), where
+        return max((_max_diff(a, b, where) for a, b in zip(ours, theirs)), default=0.0)
+    if isinstance(theirs, float) and not isinstance(ours, str):
+        return abs(ours - theirs)
+    assert ours == theirs, (where, ours, theirs)
+    return 0.0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_reaggregation_reproduces_every_published_summary_figure(case):
+    log, retain = CASES[case]
+    outcome = reaggregate(log, retain, warn=lambda message: None)
+    published = _published(log, "SUMMARY")
+    for name, value in published.items():
+        assert outcome.summary[name] == pytest.approx(value, abs=1e-9, rel=0), name
+    # Our TOFU evaluator also lists forget_truth_ratio (as open-unlearning's tofu.yaml now does).
+    extra = {"forget_truth_ratio"} if case.startswith("tofu") else set()
+    assert set(outcome.summary) - set(published) == extra
+    assert _max_diff(outcome.summary, {**published, **{k: outcome.summary[k] for k in extra}}) < 1e-9
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_reaggregation_reproduces_the_whole_published_eval_log(case):
+    log, retain = CASES[case]
+    outcome = reaggregate(log, retain, warn=lambda message: None)
+    published = json.loads(log.read_text(encoding="utf-8"))
+    # Every metric, every per-sample value (truth ratios and normalised probabilities are recomputed),
+    # every side mean of every MIA (float32 where the reference averaged in float32).
+    assert _max_diff(outcome.eval_log, published) < 1e-9
+
+
+def test_fallbacks_without_retain_logs_match_the_published_retain_figures():
+    messages = []
+    outcome = reaggregate(MUSE_RETRAIN, None, warn=messages.append)
+    assert outcome.summary["privleak"] == pytest.approx(-4.7199999990560135, abs=1e-9)
+    assert messages[0].startswith("no retain-model logs (--retain-logs): privleak")   # at the start ...
+    assert messages[1].startswith("privleak: no retain-model logs given")             # ... and at the metric
+    tofu = reaggregate(TOFU_RETAIN, None, warn=lambda message: None)
+    assert tofu.eval_log["forget_quality"] == {"agg_value": None} and "forget_quality" not in tofu.summary
+    assert tofu.summary["privleak"] == pytest.approx(23.477499995304495, abs=1e-9)
+
+
+def test_every_dependency_is_computed_once(monkeypatch):
+    calls = {}
+
+    def counting(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    for name, h in list(HANDLERS.items()):
+        monkeypatch.setitem(HANDLERS, name, dataclasses.replace(h, fn=counting(name, h.fn)))
+    outcome = reaggregate(TOFU_TARGET, TOFU_RETAIN, warn=lambda message: None)
+    run = outcome.run
+    assert len(run.computed) == len(set(run.computed)) == len(outcome.eval_log) == 31
+    # ra_Q_A_Prob feeds two metrics, mia_min_k is top level and privleak's input: each computed once.
+    assert run.computed.index("ra_Q_A_Prob") < run.computed.index("ra_Q_A_Prob_normalised")
+    assert calls["mia_min_k"] == 1 and calls["hm_aggregate"] == 1 and calls["ks_test"] == 1
+    assert calls["probability"] == 10 and calls["truth_ratio"] == 4 and calls["rouge"] == 4
+
+
+def test_suites_bind_every_handler_role():
+    from Eval.unlearning.suites import SUITES
+
+    for suite in SUITES.values():
+        for name, spec in suite.metrics.items():
+            h = HANDLERS[spec.handler]
+            if h.inputs != ("*",):
+                assert set(spec.inputs) == set(h.inputs), name
+            assert all(dep in suite.metrics for dep in spec.inputs.values()), name
+            assert (spec.reference is not None) == (h.reference is not None), name
+            assert h.leaf == (spec.split is not None), name
+
+
+# --- eval.py --from-open-unlearning --------------------------------------------------------------------------
+
+def test_cli_writes_the_published_layout(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = eval_cli.main(["--from-open-unlearning", str(MUSE_TARGET), "--retain-logs", str(MUSE_RETRAIN.parent),
+                        "--out-dir", str(out)])
+    assert rc == 0
+    text = (out / "MUSE_SUMMARY.json").read_text(encoding="utf-8")
+    assert json.loads(text) == pytest.approx(_published(MUSE_TARGET, "SUMMARY"), abs=1e-9)
+    assert text.startswith('{\n    "exact_memorization": ')  # keys sorted, indent 4
+    eval_log = json.loads((out / "MUSE_EVAL.json").read_text(encoding="utf-8"))
+    assert list(eval_log) == sorted(eval_log) and list(eval_log["mia_loss"]) == ["forget", "holdout", "auc",
+                                                                                  "agg_value"]
+    assert "privleak" in capsys.readouterr().out
+
+
+def test_cli_says_when_the_retain_logs_are_missing(tmp_path, capsys):
+    assert eval_cli.main(["--from-open-unlearning", str(TOFU_RETAIN), "--out-dir", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "warning: no retain-model logs" in captured.err
+    assert "forget_quality       null (left out of the summary)" in captured.out
+    assert "note: privleak: no retain-model logs given" in captured.out
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("{not json", "not valid JSON"),
+    ('{"forget_Q_A_Prob": {"agg_value": 0.5}}', "forget_Q_A_Prob: no per-sample values"),
+    ('{"forget_Q_A_Prob": {"agg_value": 0.5, "value_by_index": {"0": {"avg_loss": 1.0}}}}', "'prob' is missing"),
+    ('{"forget_truth_ratio": {"agg_value": 0.5, "value_by_index": {"0": {"score": 1.0}}}}',
+     "forget_truth_ratio cannot be recomputed: needs forget_Q_A_PARA_Prob: not in TOFU_EVAL.json"),
+    ('{"accuracy": {"agg_value": 0.5}}', "no TOFU metric can be computed"),
+])
+def test_cli_bad_log_exits_2_and_writes_nothing(tmp_path, capsys, content, problem):
+    log = tmp_path / "in" / "TOFU_EVAL.json"
+    log.parent.mkdir()
+    log.write_text(content, encoding="utf-8")
+    out = tmp_path / "out"
+    assert eval_cli.main(["--from-open-unlearning", str(log), "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: nothing was written: {log}") and problem in err, err
+    assert not out.exists()
+
+
+def test_cli_refuses_a_wrong_retain_log_and_overwriting_its_input(tmp_path, capsys):
+    assert eval_cli.main(["--from-open-unlearning", str(TOFU_TARGET), "--retain-logs", str(MUSE_RETRAIN),
+                          "--out-dir", str(tmp_path / "o")]) == 2
+    assert "not a TOFU log" in capsys.readouterr().err
+    assert eval_cli.main(["--from-open-unlearning", str(TOFU_TARGET), "--out-dir", str(TOFU_TARGET.parent)]) == 2
+    assert "would overwrite the log being read" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(SystemExit) as exc:
+        eval_cli.main(["--unlearning", "tofu"])   # no --pred-dir
+    assert exc.value.code == 2
+
+
+def test_import_mode_never_imports_torch(tmp_path):
+    code = ("import sys; import Eval.unlearning, eval; rc = eval.main(['--from-open-unlearning', sys.argv[1], "
+            "'--retain-logs', sys.argv[2], '--out-dir', sys.argv[3], '--quiet']); "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')); print(rc, bad)")
+    proc = subprocess.run([sys.executable, "-c", code, str(TOFU_TARGET), str(TOFU_RETAIN), str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.stdout.strip() == "0 []", proc.stderr
+    assert math.isclose(json.loads((tmp_path / "TOFU_SUMMARY.json").read_text())["forget_quality"],
+                        3.9054713571083378e-22, rel_tol=1e-9)
+
+
+def test_suite_is_told_from_the_metrics_or_else_the_file_name(tmp_path):
+    from Eval.unlearning.files import detect_suite
+
+    assert detect_suite({"forget_verbmem_ROUGE": {}}, tmp_path / "x.json") == "muse"
+    assert detect_suite({"mia_loss": {}}, tmp_path / "TOFU_EVAL.json") == "tofu"
+    with pytest.raises(RecordError, match="cannot tell whether this is a TOFU or a MUSE log"):
+        detect_suite({"mia_loss": {}}, tmp_path / "eval.json")
+
+
+def test_record_error_names_the_retain_log(tmp_path):
+    bad = tmp_path / "TOFU_EVAL.json"
+    bad.write_text('{"forget_truth_ratio": {"agg_value": 0.5, "value_by_index": {"0": {}}}}')
+    with pytest.raises(RecordError, match="retain logs"):
+        reaggregate(TOFU_TARGET, bad, warn=lambda message: None)
+
+
+def test_default_out_dir_is_under_pred(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert eval_cli.main(["--from-open-unlearning", str(MUSE_RETRAIN.parent), "--quiet"]) == 0
+    written = tmp_path / "pred" / "open-unlearning" / MUSE_RETRAIN.parent.name / "MUSE_SUMMARY.json"
+    assert json.loads(written.read_text())["privleak"] == pytest.approx(-4.7199999990560135, abs=1e-9)
+
+
+def test_retain_logs_without_a_needed_metric_fall_back_for_that_metric_only(tmp_path):
+    retain = json.loads(TOFU_RETAIN.read_text(encoding="utf-8"))
+    partial = tmp_path / "TOFU_EVAL.json"
+    partial.write_text(json.dumps({"forget_truth_ratio": retain["forget_truth_ratio"]}))
+    messages = []
+    outcome = reaggregate(TOFU_TARGET, partial, warn=messages.append)
+    assert outcome.summary["forget_quality"] == pytest.approx(3.9054713571083378e-22, rel=1e-9)
+    # privleak: no retain mia_min_k, so the reference AUC is 0.5: ((1-0.99665) - 0.5) / 0.5 * 100
+    assert outcome.summary["privleak"] == pytest.approx(((1 - 0.99665) - 0.5) / 0.5 * 100, abs=1e-6)
+    assert messages == [f"privleak: the retain-model logs {partial} hold no 'mia_min_k'; the retain AUC is "
+                        "taken as ref_value = 0.5 (open-unlearning's fallback)"]
