@@ -7,6 +7,8 @@ Usage:
     python eval.py --pred-dir DIR --datasets trec,multi_news
     python eval.py --unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # TOFU / MUSE
     python eval.py --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
+    python eval.py --pred-dir DIR --judge JUDGE_MODEL [--rubric graded] [--judge-mode logits]   # LLM judge
+    python eval.py --compare DIR_A DIR_B --judge JUDGE_MODEL                                    # pairwise
 
 Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json and
 DIR/per_example/<dataset>.scores.jsonl; see Eval/report.py. Bad input (unknown dataset, malformed line, ...)
@@ -26,6 +28,7 @@ from Eval.records import RecordError, read_records
 from Eval.report import dataset_table, write_model_results, write_models_table
 from Eval.scoring import score_dataset
 from Eval.tasks import TASKS, get_task, task_from_dict
+from Eval.judge_run import add_judge_args
 from Eval.unlearning.suites import RECORD_FILES
 
 
@@ -49,7 +52,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                      help="the retain model's EVAL.json, for forget_quality and privleak")
     unl.add_argument("--out-dir", type=Path, default=None,
                      help="where the unlearning files go (default: --pred-dir, or pred/open-unlearning/<folder>)")
+    add_judge_args(p)
     args = p.parse_args(argv)
+    if (args.compare or args.judge_mode != "text") and not args.judge:
+        p.error("--compare and --judge-mode need --judge MODEL")
     if args.unlearning and (args.pred_dir is None or args.datasets):
         p.error("--unlearning needs --pred-dir, the folder of score records, and takes no --datasets")
     if args.from_open_unlearning and (args.pred_dir or args.model or args.datasets):
@@ -122,6 +128,10 @@ def main(argv=None) -> int:
         from Eval.unlearning.cli import main as unlearning_main  # numpy/scipy only when asked for
 
         return unlearning_main(args)
+    if args.compare:
+        from Eval.judge_run import run_judge_cli
+
+        return run_judge_cli(args, {})
     only = set(args.datasets.split(",")) if args.datasets else None
     try:
         pred_dirs, all_models = find_pred_dirs(args)
@@ -153,6 +163,10 @@ def main(argv=None) -> int:
         table = write_models_table(args.pred_root, by_model)
         if not args.quiet:
             print(f"\nmodels x datasets -> {args.pred_root / 'results.md'}\n{table}")
+    if args.judge:  # loads a model (torch for local judges) only now, after every score is written
+        from Eval.judge_run import run_judge_cli
+
+        return run_judge_cli(args, {d: [(t.name, r) for t, r in items] for d, items in loaded.items()})
     return 0
 
 

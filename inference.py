@@ -5,6 +5,7 @@ Usage:
     python inference.py --model /path/to/Qwen2.5-7B-Instruct --datasets multifieldqa_zh,trec --batch-size 4
     python inference.py --datasets my_data --validate    # check data and template, load no model
     python inference.py --model internlm2 --cut-at '<eoa>' --system-prompt 'You are a helpful assistant.'
+    python inference.py --unlearning tofu --model Eval/models/demo/unlearn-target   # TOFU / MUSE score records
 
 Writes pred/<model-name>/<dataset>.jsonl (the record format of Eval/records.py) and <dataset>.run.json (the
 resolved configuration, package versions, the model's identity and chat template hash). Runs resume by default:
@@ -26,6 +27,7 @@ from Eval.records import RecordError  # noqa: E402
 from Eval.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
 from Eval.runner import RunSettings, run_dataset  # noqa: E402
 from Eval.runs import PredictionFile, merge_predictions  # noqa: E402
+from Eval.unlearning_run import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 DEMO_MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
@@ -61,12 +63,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the checkpoint")
     g.add_argument("--allow-pickle", action="store_true", help="allow non-safetensors (pickle) weights")
     g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    o = p.add_argument_group("API backend (--backend api: an OpenAI-compatible server, e.g. vllm serve)")
+    o.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the server's /v1 URL")
+    o.add_argument("--api-model", default=None,
+                   help="served model name; None: --model (without --model, it names the output folder)")
+    o.add_argument("--tokenizer", default=None, help="local tokenizer for truncation and token counts; None: --model")
+    o.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    o.add_argument("--concurrency", type=int, default=8, help="most requests in flight")
+    o.add_argument("--rpm", type=int, default=None, help="most requests started per minute; None: no limit")
+    o.add_argument("--timeout", type=float, default=300.0, help="seconds per request before it is retried")
+    o.add_argument("--max-retries", type=int, default=5, help="retries on 429 / 5xx / timeouts / connection errors")
+    o.add_argument("--backoff", type=float, default=1.0, help="first retry delay in seconds, doubled each retry")
     a = p.add_argument_group("adapter options (per model family, instead of name checks)")
     a.add_argument("--system-prompt", default=None, help="system message for chat templates")
     a.add_argument("--stop", action="append", default=[], help="extra stop string (repeatable)")
     a.add_argument("--cut-at", action="append", default=[], help="cut the output at this marker, e.g. <eoa>")
     a.add_argument("--strip-think", action="store_true", help="drop <think>...</think> from outputs")
-    return p.parse_args(argv)
+    add_unlearning_arguments(p)
+    args = p.parse_args(argv)
+    if args.backend == "api" and args.api_model and args.model == p.get_default("model"):
+        args.model = args.api_model  # the served model names the output folder and is the default tokenizer
+    return args
 
 
 def load_datasets(args) -> list:
@@ -81,11 +98,17 @@ def load_datasets(args) -> list:
 
 def build_model(args):
     options = AdapterOptions(args.system_prompt, tuple(args.stop), tuple(args.cut_at), args.strip_think)
-    if args.backend != "hf":
+    if args.backend == "api":
+        return MODELS["api"](args.api_model or args.model, options, base_url=args.base_url,
+                             tokenizer=args.tokenizer or args.model, api_key_env=args.api_key_env,
+                             concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
+                             max_retries=args.max_retries, backoff=args.backoff,
+                             trust_remote_code=args.trust_remote_code)
+    if args.backend not in ("hf", "masked"):
         return MODELS[args.backend](args.model, options)
     if not Path(args.model).exists() and (args.model.startswith((".", "/", "~")) or args.model.count("/") != 1):
         raise FileNotFoundError(f"model {args.model!r}: no such folder (and not a hub name like org/model)")
-    return MODELS["hf"](args.model, options, dtype=args.dtype, device=args.device, peft=args.peft,
+    return MODELS[args.backend](args.model, options, dtype=args.dtype, device=args.device, peft=args.peft,
                         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                         threads=args.threads)
 
@@ -131,6 +154,10 @@ def run_all(model, datasets: list, args, shards, out_dir: Path) -> dict | None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning_run.py)
+        return run_unlearning(args, lambda path, **over: build_model(argparse.Namespace(**{**vars(args), "model": path,
+                                                                                           **over})),
+                              default_model=str(DEMO_MODEL.relative_to(ROOT)))
     try:  # every dataset and template is checked before the model loads or any file is touched
         datasets = load_datasets(args)
     except (FileNotFoundError, RecordError) as err:

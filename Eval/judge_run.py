@@ -9,13 +9,14 @@ The judge model is loaded here, only when asked, so plain scoring never imports 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from Eval.extract import run_extraction
 from Eval.judge import Judge, Rubric, VerdictCache, load_rubric, pairwise_swaps, question_of, rates, summarize
 from Eval.models import MODELS
 from Eval.models.base import AdapterOptions, BaseLLM
-from Eval.records import read_records, write_json_atomic, write_jsonl_atomic
+from Eval.records import RecordError, read_records, write_json_atomic, write_jsonl_atomic
 from Eval.tasks import TASKS
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
@@ -33,12 +34,42 @@ def add_judge_args(parser: argparse.ArgumentParser) -> None:
                    help="pairwise: which of two prediction folders answers better")
     g.add_argument("--compare-out", type=Path, default=None, help="default: DIR_A/../compare_A_vs_B")
     g.add_argument("--seed", type=int, default=0, help="which half of the pairs is shown in swapped order")
+    g.add_argument("--judge-base-url", default="http://127.0.0.1:8000/v1", help="with --judge-backend api")
+    g.add_argument("--judge-tokenizer", default=None, help="with --judge-backend api: local tokenizer "
+                   "for truncation (default: --judge)")
 
 
 def load_judge_model(args) -> BaseLLM:
     if args.judge_backend not in MODELS:
         raise ValueError(f"unknown --judge-backend {args.judge_backend!r}; one of {', '.join(sorted(MODELS))}")
+    if args.judge_backend == "api":
+        return MODELS["api"](args.judge, AdapterOptions(), base_url=args.judge_base_url,
+                             tokenizer=args.judge_tokenizer or args.judge)
     return MODELS[args.judge_backend](args.judge, AdapterOptions())
+
+
+def run_judge_cli(args, scored: dict[Path, list[tuple[str, list[dict]]]]) -> int:
+    """--judge over scored folders, or --compare; prints a short table. Returns the exit code."""
+    try:
+        model = load_judge_model(args)
+        if args.compare:
+            a, b = args.compare
+            out = args.compare_out or a.parent / f"compare_{a.name}_vs_{b.name}"
+            results = compare_folders(a, b, out, model, args.judge_mode, args.seed, args.judge_max_length)
+            for name, r in results.items():
+                print(f"{name}: {a.name} vs {b.name}: win {r['win']} tie {r['tie']} lose {r['lose']} "
+                      f"(n {r['scored']}, unparseable {r['unparseable']}, from cache {r['from_cache']})")
+            return 0
+        rubric = load_rubric(args.rubric, PROMPTS)
+        for folder, datasets in scored.items():
+            results = judge_folder(folder, datasets, model, rubric, args.judge_mode, args.judge_max_length)
+            for name, r in results.items():
+                print(f"{folder.name}/{name}: judge {r['score']} over {r['scored']} verdicts "
+                      f"(unparseable {r['unparseable']}, from cache {r['from_cache']}, model calls {r['model_calls']})")
+        return 0
+    except (FileNotFoundError, ValueError, OSError, RecordError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 def _prediction(record: dict, dataset: str) -> str:

@@ -88,7 +88,8 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     started = time.perf_counter()
     prompts = model.build_prompts([fill_template(ds.template, e.fields) for e in todo], ds.task.chat,
                                   max_new, max_length)
-    batches = plan_batches([p.n_tokens for p in prompts], settings.batch_size, settings.max_batch_tokens)
+    batches = plan_batches([p.n_tokens for p in prompts], settings.batch_size, settings.max_batch_tokens,
+                           getattr(model, "max_pad_fraction", 0.1))  # a server pads nothing: API batches any lengths
     stats = {"examples": 0, "gen_tokens": 0, "truncated": 0, "failed": 0}
     with tqdm(total=len(todo), desc=ds.name, unit="ex", disable=not todo) as bar:
         for batch in batches:

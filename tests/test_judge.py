@@ -127,3 +127,18 @@ def test_demo_model_judges_in_text_and_logits_modes(folder):
     assert logits["unparseable"] == 0 and 0.0 <= logits["score"] <= 100.0 and logits["model_calls"] == 9
     again = judge_folder(folder, datasets, model, load_rubric("graded", PROMPTS), "logits", 512)["custom_en"]
     assert again["model_calls"] == 0 and again["score"] == logits["score"]
+
+
+def test_eval_cli_judge_and_compare_with_a_nonsense_judge(folder, tmp_path, capsys):
+    import eval as eval_cli
+    # The echo adapter answers with the prompt's last line reversed: it names both options, so every verdict
+    # is unparseable; the run still succeeds, counts them, and reports no mean rather than 0.
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet", "--judge", "echo", "--judge-backend", "echo"]) == 0
+    result = json.loads((folder / "judge_result.json").read_text())
+    assert result["trec"]["unparseable"] == 4 and result["trec"]["score"] is None
+    other = tmp_path / "other"
+    shutil.copytree(DEMO_PRED, other)
+    assert eval_cli.main(["--compare", str(folder), str(other), "--judge", "echo", "--judge-backend", "echo",
+                          "--compare-out", str(tmp_path / "cmp")]) == 0
+    assert "unparseable 4" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cmp" / "compare_result.json").read_text())["datasets"]["trec"]["scored"] == 0

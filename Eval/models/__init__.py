@@ -26,8 +26,23 @@ def _load_hf(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
     return HFModel(model, options, **kwargs)
 
 
+@register("masked")
+def _load_masked(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
+    from Eval.models.masked import MaskedLMModel
+
+    return MaskedLMModel(model, options, **kwargs)
+
+
 @register("echo")
 def _load_echo(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
     from Eval.models.echo import EchoModel
 
     return EchoModel(options)
+
+
+@register("api")
+def _load_api(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
+    """`model` is the served model name; kwargs: base_url, tokenizer (default: model), api_key_env, ..."""
+    from Eval.models.api import APIModel
+
+    return APIModel(kwargs.pop("base_url"), model, options, **kwargs)

@@ -68,23 +68,28 @@ def middle_truncate(ids: list[int], budget: int) -> tuple[list[int], int]:
 
 
 def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None,
-                 max_pad_fraction: float = 0.1) -> list[list[int]]:
+                 max_pad_fraction: float = 0.1, pad_slack: int = 0) -> list[list[int]]:
     """Group indices longest first. A batch holds at most `batch_size` items, at most `max_batch_tokens`
     padded tokens (longest x count) when a budget is given, and only items at least (1 - max_pad_fraction)
     as long as its longest: on a CPU, work is proportional to padded tokens, so padding a short prompt to a
-    long one costs more than batching saves. A batch always has at least one item.
+    long one costs more than batching saves. `pad_slack` also admits items at most that many tokens shorter
+    than the longest (short texts: a few padded tokens cost less than another forward call). A batch always
+    has at least one item.
 
     >>> plan_batches([50, 1000, 70, 990, 60], batch_size=2, max_batch_tokens=None)
     [[1, 3], [2], [4], [0]]
     >>> plan_batches([50, 1000, 70, 990, 60], batch_size=8, max_batch_tokens=1500, max_pad_fraction=0.5)
     [[1], [3], [2, 4, 0]]
+    >>> plan_batches([20, 12, 14], batch_size=8, max_batch_tokens=None, pad_slack=8)
+    [[0, 2, 1]]
     """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     for i in order:
         current = batches[-1] if batches else None
         fits = current is not None and len(current) < batch_size \
-            and lengths[i] >= (1 - max_pad_fraction) * lengths[current[0]] \
+            and (lengths[i] >= (1 - max_pad_fraction) * lengths[current[0]] or
+                 lengths[current[0]] - lengths[i] <= pad_slack) \
             and (max_batch_tokens is None or lengths[current[0]] * (len(current) + 1) <= max_batch_tokens)
         if fits:
             current.append(i)

@@ -8,17 +8,23 @@ Usage:
 Safe by default: weights load from safetensors only (no pickle) and trust_remote_code is off unless asked.
 Stops on the tokenizer's EOS, the generation config's EOS ids, and the end-of-turn token(s) the chat template
 writes after an assistant message (found by rendering the template, not by knowing the model family).
+
+`token_stats(pairs)` is the teacher-forced pass behind the probability / unlearning metrics (one pass per text,
+every metric reads its result, see Eval/records.py TOKEN_STATS_FIELDS); `grad_norms(pairs)` the GradNorm
+membership attack, which needs gradients and so cannot be computed from saved outputs.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers.cache_utils import DynamicLayer
 
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
+from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.greedy import greedy_decode
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -58,6 +64,8 @@ class HFModel(BaseLLM):
             self.model = PeftModel.from_pretrained(self.model, peft)
         self.model.to(self.device).eval()
         self.stop_ids = self._stop_token_ids()
+        # Work done by token_stats: forward calls, real tokens fed, tokens fed including padding (benchmarks).
+        self.forward_counts: Counter = Counter()
 
     # --- tokenizer hooks -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
@@ -159,6 +167,9 @@ class HFModel(BaseLLM):
         """
         prompts = [self.tokenize(p) for p, _ in pairs]
         answers = [self.tokenize(a) for _, a in pairs]
+        if not all(prompts) or not all(answers):
+            raise ValueError("score() needs a non-empty prompt and answer for every pair (the first answer token "
+                             "is predicted from the prompt's last one); prepend a BOS / EOS text to an empty prompt")
         rows = [p + a for p, a in zip(prompts, answers)]
         width = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
@@ -176,3 +187,275 @@ class HFModel(BaseLLM):
             picked = steps.gather(-1, target[:, None])[:, 0]
             results.append(TokenScores(picked.tolist(), (steps.argmax(-1) == target).tolist()))
         return results
+
+    # --- token statistics for probability and unlearning metrics ------------------------------------------
+    def encode_pair(self, prompt: str | Prompt, answer: str, append_eos: bool = True,
+                    max_length: int | None = None) -> tuple[list[int], list[int], bool]:
+        """(prompt ids, labelled ids, whether an EOS was appended): open-unlearning's sample encoding.
+
+        `prompt` is the final prompt text (chat template applied: no special tokens added) or a Prompt, whose
+        `add_special_tokens` adds the tokenizer's BOS (completion mode). Prompt + answer are tokenized together
+        and the labels are the tokens after the prompt's (as the reference slices them); should the two merge
+        across the boundary, the answer is tokenized on its own instead. An EOS is appended unless `append_eos`
+        is false (completion texts) or the answer already ends with one. With an empty prompt (completion text
+        without BOS) the first token is the context and is not labelled. `max_length` cuts labels so that
+        prompt + labels fit.
+        """
+        return self.encode_pairs([(prompt, answer)], append_eos, max_length)[0]
+
+    def encode_pairs(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
+                     max_length: int | None = None) -> list[tuple[list[int], list[int], bool]]:
+        """encode_pair for many pairs, with one batched tokenizer call per kind of text."""
+        texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False) for p, _ in pairs]
+        unique_prompts = list(dict.fromkeys(t for t, _ in texts))
+        prompt_ids = dict(zip(unique_prompts, self._tokenize_many(unique_prompts)))
+        fulls = self._tokenize_many([t + a for (t, _), (_, a) in zip(texts, pairs)])
+        bos = self.tokenizer.bos_token_id if self.adds_bos() else None
+        eos = self.tokenizer.eos_token_id
+        out = []
+        for (text, special), (_, answer), full in zip(texts, pairs, fulls):
+            head = [bos] if special and bos is not None else []
+            ids, full = head + prompt_ids[text], head + full
+            labels = full[len(ids):] if full[:len(ids)] == ids else self.tokenize(answer)
+            eos_added = append_eos and eos is not None and (not labels or labels[-1] != eos)
+            if eos_added:
+                labels = labels + [eos]
+            if not ids:
+                ids, labels = labels[:1], labels[1:]
+            if max_length is not None and len(ids) + len(labels) > max_length:
+                labels = labels[:max(0, max_length - len(ids))]
+                eos_added = eos_added and bool(labels) and labels[-1] == eos
+            out.append((ids, labels, eos_added))
+        return out
+
+    def _tokenize_many(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+
+    @torch.inference_mode()
+    def token_stats(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True, *, batch_size: int = 16,
+                    max_batch_tokens: int | None = 8192, max_length: int | None = None,
+                    share_prompts: bool = True, max_pad_fraction: float = 0.1, pad_slack: int = 8,
+                    max_logit_elements: int = 1 << 27) -> list[dict]:
+        """One TokenStats dict per (prompt, answer) pair (fields: Eval/records.py TOKEN_STATS_FIELDS).
+
+        Every text is run once: identical pairs are computed once, and when `share_prompts` is on, the answer
+        options of one prompt (answer, paraphrase, perturbed answers) continue one prompt pass from its KV cache
+        instead of re-reading the prompt. Other texts go in length-sorted, right-padded, mask-free batches as in
+        score(). Only the positions that predict labels are projected onto the vocabulary, and only per-position
+        numbers are kept: no vocabulary-sized row survives the call. `max_pad_fraction` and `pad_slack` are
+        plan_batches' padding limits (answer segments are short: a few padded tokens cost less than another
+        forward call); `max_logit_elements` caps the logits held at once (batch x positions x vocabulary),
+        splitting a batch that would exceed it.
+        """
+        encoded = self.encode_pairs(pairs, append_eos, max_length)
+        unique: dict[tuple, int] = {}
+        for prompt_ids, labels, _ in encoded:
+            unique.setdefault((tuple(prompt_ids), tuple(labels)), len(unique))
+        keys = list(unique)
+        plain_cache = all(type(layer) is DynamicLayer for layer in DynamicCache(config=self.model.config).layers)
+        groups: dict[tuple, list[int]] = {}
+        for k, (prompt_ids, _) in enumerate(keys):
+            groups.setdefault(prompt_ids if share_prompts and plain_cache else (k,), []).append(k)
+        columns = {k: ([0.0] * len(keys[k][1]), [False] * len(keys[k][1]), [0.0] * len(keys[k][1]),
+                       [0.0] * len(keys[k][1])) for k in range(len(keys))}
+        roots = [_prefix_tree(len(keys[m[0]][0]), {k: list(keys[k][0] + keys[k][1][:-1]) for k in m if keys[k][1]},
+                              {k: keys[k][1] for k in m}) for m in groups.values()]
+        roots = [r for r in roots if r is not None]
+        plan = dict(batch_size=batch_size, max_batch_tokens=max_batch_tokens, max_pad_fraction=max_pad_fraction,
+                    pad_slack=pad_slack)
+        vocab = self.model.config.get_text_config().vocab_size
+        for batch in plan_batches([len(r.tokens) for r in roots], **plan):
+            level, depth = [roots[i] for i in batch], 0
+            while level:  # the roots, then their children, ...: each node continues its parent's KV cache
+                lengths = [len(n.tokens) for n in level]
+                todo = plan_batches(lengths, **plan) if depth else [list(range(len(level)))]
+                while todo:
+                    members = todo.pop(0)
+                    widest = max(lengths[i] for i in members)
+                    if len(members) > 1 and len(members) * widest * vocab > max_logit_elements:
+                        todo[:0] = [members[:len(members) // 2], members[len(members) // 2:]]
+                        continue
+                    self._run_nodes([level[i] for i in members], columns)
+                level, depth = [c for n in level for c in n.children], depth + 1
+        out = []
+        for prompt_ids, labels, eos_added in encoded:
+            lp, greedy, mean, var = columns[unique[(tuple(prompt_ids), tuple(labels))]]
+            out.append({"logprobs": list(lp), "greedy": list(greedy), "mean": list(mean), "var": list(var),
+                        "text": self.tokenizer.decode(labels, skip_special_tokens=True), "eos": eos_added})
+        return out
+
+    def _run_nodes(self, nodes: list[_Node], columns: dict) -> None:
+        """One forward over a batch of prefix-tree nodes of equal depth; fills the statistics of every label
+        they predict and keeps the KV cache of nodes with children.
+
+        Rows are right-padded. The roots (prompt + shared answer tokens) run without an attention mask: under
+        causal attention a real token never sees the padding after it (see score()). Deeper nodes continue the
+        cache of their parent chain (prompt + ancestors, with the padding slots of earlier batches masked out
+        by a 2D attention mask, when there are any) at their own positions.
+        """
+        pad = self.tokenizer.pad_token_id
+        width = max(len(n.tokens) for n in nodes)
+        ids = torch.tensor([n.tokens + [pad] * (width - len(n.tokens)) for n in nodes], device=self.device)
+        own_mask = torch.tensor([[1] * len(n.tokens) + [0] * (width - len(n.tokens)) for n in nodes],
+                                device=self.device)
+        keep_cache = any(n.children for n in nodes)
+        cache, mask, positions = (DynamicCache(config=self.model.config) if keep_cache else None), None, None
+        if nodes[0].parent_chain is not None:
+            chains = [n.parent_chain for n in nodes]
+            span = max(c[2].shape[0] for c in chains)
+            cache = DynamicCache(config=self.model.config)
+            for index in range(len(chains[0][0])):
+                cache.update(torch.stack([_pad_seq(c[0][index], span) for c in chains]),
+                             torch.stack([_pad_seq(c[1][index], span) for c in chains]), index)
+            before = torch.stack([torch.nn.functional.pad(c[2], (0, span - c[2].shape[0])) for c in chains])
+            if not bool(before.all()):
+                mask = torch.cat([before, own_mask], dim=1)
+            positions = torch.tensor([n.start for n in nodes], device=self.device)[:, None] \
+                + torch.arange(width, device=self.device)
+        else:
+            before = own_mask[:, :0]
+        lo = min(e[0] for n in nodes for e in n.entries)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                         use_cache=cache is not None, logits_to_keep=torch.arange(lo, width, device=self.device))
+        self._count(len(nodes), sum(len(n.tokens) for n in nodes), ids.numel())
+        entries = [(r, e) for r, n in enumerate(nodes) for e in n.entries]
+        where = (torch.tensor([r for r, _ in entries], device=self.device),
+                 torch.tensor([e[0] - lo for _, e in entries], device=self.device))
+        stats = _stats_rows(out.logits, [e[1] for _, e in entries], where)
+        for (_, (_, _, key, t)), values in zip(entries, zip(*stats)):
+            for column, value in zip(columns[key], values):
+                column[t] = value
+        if keep_cache:
+            chain_mask = torch.cat([before, own_mask], dim=1)
+            for r, n in enumerate(nodes):
+                if n.children:
+                    chain = ([layer.keys[r] for layer in cache.layers], [layer.values[r] for layer in cache.layers],
+                             chain_mask[r])
+                    for child in n.children:
+                        child.parent_chain = chain
+        for n in nodes:
+            n.parent_chain = None  # the parent's cache is no longer needed once its children have run
+
+    def _count(self, calls: int, tokens: int, padded: int) -> None:
+        self.forward_counts.update(rows=calls, forward_calls=1, tokens=tokens, padded_tokens=padded)
+
+    def grad_norms(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
+                   max_length: int | None = None) -> list[float | None]:
+        """GradNorm membership scores, one sample at a time, as open-unlearning computes them: the model in
+        train mode (dropout on, if the model has any), loss = -mean label log-probability over the labelled
+        positions except the last, score = mean over parameter tensors that receive a gradient of the L2 norm
+        of that gradient. None where fewer than two labels leave nothing to average. Eval mode is restored and
+        gradients are cleared afterwards, also on error."""
+        scores: list[float | None] = []
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        try:
+            self.model.train()
+            for prompt, answer in pairs:
+                prompt_ids, labels, _ = self.encode_pair(prompt, answer, append_eos, max_length)
+                if len(labels) < 2:
+                    scores.append(None)
+                    continue
+                self.model.zero_grad(set_to_none=True)
+                with torch.enable_grad():
+                    keep = torch.arange(len(prompt_ids) - 1, len(prompt_ids) + len(labels) - 2, device=self.device)
+                    logits = self.model(input_ids=torch.tensor([prompt_ids + labels], device=self.device),
+                                        logits_to_keep=keep).logits[0].float()
+                    target = torch.tensor(labels[:-1], device=self.device)
+                    loss = -torch.log_softmax(logits, -1).gather(-1, target[:, None]).mean()
+                    loss.backward()
+                norms = [p.grad.detach().float().norm(2) for p in params if p.grad is not None]
+                scores.append(torch.stack(norms).mean().item() if norms else None)
+        finally:
+            self.model.zero_grad(set_to_none=True)
+            self.model.eval()
+        return scores
+
+
+_FLOAT_MIN = torch.finfo(torch.float32).min  # JSON has no -inf: a label of probability 0 is clamped to this
+
+
+class _Node:
+    """A node of one prompt's prefix tree: a run of input tokens shared by every option below it."""
+    __slots__ = ("tokens", "start", "children", "entries", "parent_chain")
+
+    def __init__(self, tokens: list[int], start: int):
+        self.tokens, self.start = tokens, start  # start: the absolute position of tokens[0]
+        self.children: list[_Node] = []
+        self.entries: list[tuple[int, int, int, int]] = []  # (offset in tokens, label, option key, label index)
+        self.parent_chain = None  # (keys per layer, values per layer, mask) of prompt + ancestors, while needed
+
+
+def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]], labels: dict[int, tuple]) -> _Node | None:
+    """The radix tree of the inputs prompt + labels[:-1] of one prompt's options (the last label is predicted,
+    never fed). Each label lands in the entries of the node holding the position that predicts it.
+
+    >>> root = _prefix_tree(2, {0: [5, 6, 7, 8], 1: [5, 6, 7, 9]}, {0: (7, 8, 2), 1: (7, 9, 2)})
+    >>> root.tokens, [c.tokens for c in root.children], root.entries
+    ([5, 6, 7], [[8], [9]], [(1, 7, 0, 0), (2, 8, 0, 1), (1, 7, 1, 0), (2, 9, 1, 1)])
+    """
+    if not inputs:
+        return None
+
+    def build(keys: list[int], depth: int) -> _Node:
+        first, end = inputs[keys[0]], depth + 1  # every key has a token at `depth`, and they agree on it
+        while all(len(inputs[k]) > end and inputs[k][end] == first[end] for k in keys):
+            end += 1
+        node = _Node(first[depth:end], depth)
+        branches: dict[int, list[int]] = {}
+        for k in keys:
+            if len(inputs[k]) > end:
+                branches.setdefault(inputs[k][end], []).append(k)
+        node.children = [build(ks, end) for ks in branches.values()]
+        return node
+
+    root = build(list(inputs), 0)
+    for key, seq in inputs.items():
+        node = root
+        for t, label in enumerate(labels[key]):
+            position = prompt_len - 1 + t  # position p predicts the token at p + 1
+            while position >= node.start + len(node.tokens):
+                node = next(c for c in node.children if c.tokens[0] == seq[node.start + len(node.tokens)])
+            node.entries.append((position - node.start, label, key, t))
+    return root
+
+
+def _pad_seq(states: torch.Tensor, span: int) -> torch.Tensor:
+    """(heads, length, dim) -> (heads, span, dim), zeros after (masked out at attention)."""
+    return torch.nn.functional.pad(states, (0, 0, 0, span - states.shape[1])) if span > states.shape[1] else states
+
+
+def _stats_rows(logits: torch.Tensor, labels: list[int],
+                where: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[list, list, list, list]:
+    """(label log-prob, label is argmax, E_p[log p], Var_p[log p]) for each label and its row of logits: row i
+    of a (rows, vocab) tensor, or logits[where[0][i], where[1][i]] of a (batch, positions, vocab) one. Rows are
+    taken in chunks of about a million logits, so the vocabulary-sized temporaries stay small and in cache."""
+    target = torch.tensor(labels, device=logits.device)
+    step = max(1, (1 << 20) // logits.shape[-1])
+    columns: tuple[list, list, list, list] = ([], [], [], [])
+    for at in range(0, len(labels), step):
+        rows = logits[at:at + step] if where is None else logits[where[0][at:at + step], where[1][at:at + step]]
+        for column, values in zip(columns, _position_stats(rows.float(), target[at:at + step])):
+            column.extend(values.tolist())
+    return columns
+
+
+def _stats_of(logits: torch.Tensor | None, labels: list[int]) -> dict:
+    """The TokenStats numbers from the logits predicting `labels` (one row per label)."""
+    if logits is None or not labels:
+        return {"logprobs": [], "greedy": [], "mean": [], "var": []}
+    return dict(zip(("logprobs", "greedy", "mean", "var"), _stats_rows(logits, labels)))
+
+
+def _position_stats(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(label log-prob, label is argmax, E_p[log p], Var_p[log p]) per row of float32 logits."""
+    logp = torch.log_softmax(logits, dim=-1)
+    picked = logp.gather(-1, target[:, None])[:, 0]
+    greedy = logits.argmax(-1) == target
+    p = logp.exp()
+    mean = torch.linalg.vecdot(p, logp)
+    var = torch.linalg.vecdot(p, logp.sub_(mean[:, None]).square_())  # sum p (log p - mean)^2: no cancellation
+    if not (torch.isfinite(mean).all() and torch.isfinite(var).all()):
+        # A logit of -inf (a masked vocabulary entry) makes 0 * log 0 a NaN. Clamping the logits at -1e4 gives
+        # such entries probability exactly 0 in float32 and changes nothing else.
+        _, _, mean, var = _position_stats(logits.clamp(min=-1e4), target)
+    return picked.clamp(min=_FLOAT_MIN), greedy, mean, var

@@ -20,6 +20,8 @@ import zlib
 
 import numpy as np
 
+from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs
+
 VAR_FLOOR = 1e-6      # Min-K%++ clamps the per-position variance before the square root, as the reference does
 CONF_EPS = 1e-12      # confidence-ordered probability: log(p + eps) keeps a zero probability finite
 
@@ -93,9 +95,8 @@ def confidence_ordered(ts: dict) -> dict | None:
     """
     if not ts["logprobs"]:
         return None
-    p = np.sort(np.exp(np.asarray(ts["logprobs"], dtype=np.float64)))[::-1]
-    prob = float(np.exp(np.mean(np.log(p + CONF_EPS))))
-    return {"prob": prob, "avg_loss": float(-np.log(prob + CONF_EPS)), "confidence_ordered_probs": p.tolist()}
+    prob = confidence_ordered_prob(ts)  # one implementation, shared with the masked-model adapter
+    return {"prob": prob, "avg_loss": -math.log(prob + CONF_EPS), "confidence_ordered_probs": confidence_ordered_probs(ts)}
 
 
 def exact_memorization(ts: dict) -> float | None:

@@ -1,0 +1,47 @@
+"""Confidence-ordered probability for diffusion / masked LLMs (spec unlearning-judge.md section 1.5): pure Python.
+
+The scoring stage (eval.py) imports this, and it must never pull in torch, so it depends on nothing but `math`.
+
+Usage:
+    from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs
+    stats = record["logprobs"]["answer"][0]            # one TokenStats dict (Eval/records.py)
+    record_value = {"prob": confidence_ordered_prob(stats),
+                    "confidence_ordered_probs": confidence_ordered_probs(stats)}   # for probability-vs-rank plots
+
+The per-position label probabilities are sorted high to low ("set the most confident labels first"), then their
+geometric mean exp(mean(log(p + 1e-12))) is taken. A geometric mean does not depend on order, so the scalar is the
+ordinary `probability` up to the epsilon; only the sorted list is new.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+EPSILON = 1e-12  # the handler's guard against log(0), kept so values match it exactly
+
+
+def _logprobs(stats: Mapping | Sequence[float]) -> Sequence[float]:
+    # A TokenStats dict or, for convenience, its bare `logprobs` list.
+    return stats["logprobs"] if isinstance(stats, Mapping) else stats
+
+
+def confidence_ordered_probs(stats: Mapping | Sequence[float]) -> list[float]:
+    """The true-label probabilities exp(logprob), sorted descending.
+
+    >>> confidence_ordered_probs({"logprobs": [math.log(0.25), 0.0, math.log(0.5)]})
+    [1.0, 0.5, 0.25]
+    """
+    return sorted((math.exp(lp) for lp in _logprobs(stats)), reverse=True)
+
+
+def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:
+    """exp(mean(log(p + 1e-12))) over the confidence-ordered probabilities; NaN when nothing is labelled (the
+    handler divides 0 by 0 there too, spec 1.0).
+
+    >>> round(confidence_ordered_prob([math.log(0.25), math.log(1.0)]), 9)
+    0.5
+    """
+    probs = confidence_ordered_probs(stats)
+    if not probs:
+        return math.nan
+    return math.exp(math.fsum(math.log(p + EPSILON) for p in probs) / len(probs))

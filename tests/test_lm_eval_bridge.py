@@ -1,0 +1,269 @@
+"""The lm-evaluation-harness bridge (Eval/lm_eval_bridge.py) on the shipped demo model, offline: local JSONL tasks
+of every output type run through `python -m Eval.lm_eval_bridge`, each response checked against our adapter and a
+plain full forward pass; and Eval, eval.py and inference.py --validate working with lm_eval absent."""
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local JSONL tasks only; never reach for the Hub
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+needs_lm_eval = pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None, reason="lm-eval not installed")
+DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+TREC = [("How much does an adult African elephant weigh?", 0), ("What is the hardest natural substance?", 1),
+        ("What does UFO stand for?", 2), ("Which team won the first FIFA World Cup in 1930?", 3),
+        ("How many sides does a hexagon have?", 0), ("How many strings does a standard violin have?", 0)]
+CLASSES = ["Numeric value", "Entity", "Abbreviation", "Human", "Description", "Location"]
+TEXTS = ["Frozen water is called ice. Two people were hurt in a fire.", "小镇的名字是青石镇。人民币57081.86元。"]
+KINDS = {  # task -> what its YAML adds to the shared header
+    "t_mc": 'output_type: multiple_choice\ndoc_to_text: "Question: {{question}}\\nType:"\n'
+            'doc_to_choice: "{{choices}}"\ndoc_to_target: label\nmetric_list: [{metric: acc}, {metric: acc_norm}]\n',
+    "t_ll": 'output_type: loglikelihood\ndoc_to_text: "Question: {{question}}\\nType:"\n'
+            'doc_to_target: " {{answer}}"\nmetric_list: [{metric: acc}, {metric: perplexity}]\n',
+    "t_ppl": 'output_type: loglikelihood_rolling\ndoc_to_text: ""\ndoc_to_target: "{{text}}"\n'
+             'metric_list: [{metric: word_perplexity}, {metric: byte_perplexity}]\n',
+    "t_gen": 'output_type: generate_until\ndoc_to_text: "Question: {{question}}\\nType:"\ndoc_to_target: answer\n'
+             'generation_kwargs: {until: ["Question:"], max_gen_toks: 8, do_sample: false}\n'
+             "metric_list: [{metric: exact_match, regexes_to_ignore: ['^\\s+']}]\n",
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    from Eval.models.hf import HFModel
+
+    return HFModel(str(DEMO), threads=1)
+
+
+@pytest.fixture(scope="module")
+def task_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm_eval_tasks")
+    docs = [{"question": q, "choices": CLASSES, "label": y, "answer": CLASSES[y], "text": TEXTS[i % 2]}
+            for i, (q, y) in enumerate(TREC)]
+    (root / "data.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), "utf-8")
+    for task, body in KINDS.items():  # absolute data_files: relative ones resolve against the working directory
+        header = (f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {root / 'data.jsonl'}\n"
+                  f"  cache_dir: {root / 'hf_cache'}\ntest_split: test\n")
+        (root / f"{task}.yaml").write_text(header + body, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def run(task_dir):
+    """The command line, once, over all four tasks: (lm_eval_results.json, {task: logged samples})."""
+    from Eval.lm_eval_bridge import main
+
+    out = task_dir / "out"
+    assert main(["--model", str(DEMO), "--tasks", ",".join(KINDS), "--include-path", str(task_dir),
+                 "--no-builtin-tasks", "--out-dir", str(out), "--log-samples", "--bootstrap-iters", "0",
+                 "--threads", "1", "--batch-size", "4"]) == 0
+    samples = {t: [json.loads(l) for l in (out / "lm_eval_samples" / f"{t}.jsonl").read_text("utf-8").splitlines()]
+               for t in KINDS}
+    return json.loads((out / "lm_eval_results.json").read_text(encoding="utf-8")), samples
+
+
+def full_forward(model, ids: list[int], start: int) -> tuple[float, bool]:
+    """Sum of log p(ids[t] | ids[:t]) for t >= start in one plain forward pass, and whether all are argmax."""
+    import torch
+
+    with torch.inference_mode():
+        logprobs = torch.log_softmax(model.model(torch.tensor([ids])).logits[0].float(), -1)
+    steps = logprobs[start - 1:len(ids) - 1]
+    target = torch.tensor(ids[start:])
+    return steps.gather(-1, target[:, None]).sum().item(), bool((steps.argmax(-1) == target).all())
+
+
+def pair_forward(model, context: str, continuation: str) -> tuple[float, bool]:
+    ctx = model.tokenize(context)
+    return full_forward(model, ctx + model.tokenize(continuation), len(ctx))
+
+
+def request(kind: str, *args):
+    from lm_eval.api.instance import Instance
+
+    return Instance(kind, {}, tuple(args), 0)
+
+
+@needs_lm_eval
+def test_results_file_is_lm_evals_dict_plus_the_bridge(run):
+    results, samples = run
+    assert set(results["results"]) == set(KINDS) and "samples" not in results
+    assert results["lm_eval_version"] and results["bridge"]["adapter"]["path"] == str(DEMO)
+    assert results["bridge"]["adapter_options"]["stop"] == [] and results["bridge"]["max_length"] == 2048
+    assert all(len(rows) == len(TREC) for rows in samples.values())
+    text = json.dumps(results)
+    secrets = [v for k, v in os.environ.items() if re.search("KEY|TOKEN|SECRET|PASSWORD", k) and len(v) > 6]
+    assert not any(v in text for v in secrets)
+
+
+@needs_lm_eval
+def test_loglikelihood_equals_score_and_a_full_forward(run, model):
+    for row in run[1]["t_ll"]:
+        (context, continuation), = row["arguments"]
+        logprob, greedy = row["resps"][0][0]
+        assert continuation.startswith(" ")  # loglikelihood tasks add no delimiter: the YAML's target has the space
+        assert logprob == pytest.approx(sum(model.score([(context, continuation)])[0].logprobs), abs=1e-4)
+        want, want_greedy = pair_forward(model, context, continuation)
+        assert logprob == pytest.approx(want, abs=1e-4) and greedy == want_greedy
+
+
+@needs_lm_eval
+def test_multiple_choice_accuracy_is_the_argmax_of_the_loglikelihoods(run, model):
+    results, samples = run
+    right = right_norm = 0
+    for row in samples["t_mc"]:
+        lls = [r[0][0] for r in row["resps"]]
+        context = row["arguments"][0][0]
+        assert [c for _, c in row["arguments"]] == [" " + c for c in CLASSES]
+        assert lls == pytest.approx([pair_forward(model, context, " " + c)[0] for c in CLASSES], abs=1e-4)
+        right += max(range(len(lls)), key=lls.__getitem__) == row["target"]
+        right_norm += max(range(len(lls)), key=lambda i: lls[i] / len(CLASSES[i])) == row["target"]
+    assert results["results"]["t_mc"]["acc,none"] == right / len(TREC) == 0.5  # the demo model knows half
+    assert results["results"]["t_mc"]["acc_norm,none"] == right_norm / len(TREC)
+
+
+@needs_lm_eval
+def test_generate_until_equals_our_generate(run, model):
+    outputs = []
+    for row in run[1]["t_gen"]:
+        (context, kwargs), = row["arguments"]
+        prompt = model.build_prompt(context, chat=False, max_new_tokens=8, max_length=2048)
+        assert row["resps"][0][0] == model.generate([prompt], 8, tuple(kwargs["until"]))[0].text
+        outputs.append(row["resps"][0][0])
+    assert any(o.strip() for o in outputs)
+
+
+@needs_lm_eval
+def test_rolling_loglikelihood_is_the_sum_of_token_logprobs(run, model):
+    results, samples = run
+    eos = model.tokenizer.eos_token_id  # the demo tokenizer has no BOS: lm-eval's prefix token is EOS
+    total, words = 0.0, 0
+    for row in samples["t_ppl"]:
+        (text,), = row["arguments"]
+        assert row["resps"][0][0] == pytest.approx(full_forward(model, [eos] + model.tokenize(text), 1)[0], abs=1e-4)
+        total, words = total + row["resps"][0][0], words + len(re.split(r"\s+", text))
+    assert results["results"]["t_ppl"]["word_perplexity,none"] == pytest.approx(math.exp(-total / words), rel=1e-6)
+
+
+@needs_lm_eval
+def test_rolling_windows_follow_lm_evals_disjoint_windows(model):
+    from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+    from Eval.lm_eval_bridge import BridgeLM
+
+    bridge = BridgeLM(model, max_length=8)  # 7 predicted tokens a window after 1 context token; the last window
+    for text in TEXTS:
+        ids = model.tokenize(text)
+        windows = [make_disjoint_window(w) for w in get_rolling_token_windows(ids, 2, max_seq_len=7, context_len=1)]
+        assert len(windows) > 2 and len(windows[-1][0]) > 1  # (the last window gets as much context as fits)
+        want = sum(full_forward(model, ctx + pred, len(ctx))[0] for ctx, pred in windows)
+        got = bridge.loglikelihood_rolling([request("loglikelihood_rolling", text)])[0]
+        assert got == pytest.approx(want, abs=1e-4)
+    assert not bridge.stats["inexact_windows"]
+    text = "naïve café — 😀 ok"  # cuts inside a character move back until both texts re-tokenize exactly
+    windows = bridge._windows(text)
+    assert [t for _, piece, _ in windows for t in model.tokenize(piece)] == model.tokenize(text)
+    assert not bridge.stats["inexact_windows"] and len(windows) > 2
+    tight = BridgeLM(model, max_length=5)  # a 4-token character plus its 4-token context cannot fit 5 tokens
+    tight._windows("😀😀😀")
+    assert tight.stats["inexact_windows"] > 0  # reported, not hidden
+
+
+@needs_lm_eval
+def test_loglikelihood_conventions(model):
+    from Eval.lm_eval_bridge import BridgeLM
+
+    bridge = BridgeLM(model)
+    ll = lambda *pair: bridge.loglikelihood([request("loglikelihood", *pair)])[0][0]  # noqa: E731
+    context = "Question: Who was the first woman to win a Nobel Prize?\nType:"
+    assert ll(context + " ", "Human") == ll(context, " Human")  # trailing space moves to the continuation
+    eos = model.tokenizer.eos_token_id
+    assert ll("", " Paris") == pytest.approx(full_forward(model, [eos] + model.tokenize(" Paris"), 1)[0], abs=1e-4)
+    assert ll("", "<|im_end|> Paris") == pytest.approx(ll("", " Paris"), abs=1e-6)  # lm-eval's own-first-token case
+    assert not bridge.stats["boundary_merges"]
+    assert ll("hel", "lo") == pytest.approx(sum(model.score([("hel", "lo")])[0].logprobs), abs=1e-6)
+    assert bridge.stats["boundary_merges"] == 1  # "hello" merges across the cut: counted, scored as score() does
+    short = BridgeLM(model, max_length=16)  # a context too long for the window is cut in the middle
+    long_context = " ".join(["word"] * 40) + "\nType:"
+    cut = model.build_prompt(long_context, chat=False, max_new_tokens=len(model.tokenize(" Human")), max_length=16)
+    got = short.loglikelihood([request("loglikelihood", long_context, " Human")])[0][0]
+    assert got == pytest.approx(pair_forward(model, cut.text, " Human")[0], abs=1e-4)
+    assert short.stats["truncated_contexts"] == 1
+
+
+@needs_lm_eval
+def test_generation_is_greedy_whatever_the_gen_kwargs(model):
+    from Eval.lm_eval_bridge import BridgeLM
+
+    bridge = BridgeLM(model)
+    context = "Question: How many sides does a hexagon have?\nType:"
+    kwargs = {"until": "Question:", "do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_gen_toks": 3}
+    got = bridge.generate_until([request("generate_until", context, kwargs)] * 2)
+    want = model.generate([model.build_prompt(context, False, 3, 2048)], 3, ("Question:",))[0].text
+    assert got == [want, want]
+    assert bridge.stats["sampling_requests_run_greedy"] == 2 and bridge.ignored_gen_kwargs == {"top_p"}
+    assert BridgeLM(model, force_gen_toks=1).generate_until([request("generate_until", context, kwargs)]) \
+        == [model.generate([model.build_prompt(context, False, 1, 2048)], 1, ("Question:",))[0].text]
+
+
+@needs_lm_eval
+def test_chat_templates_go_through_the_adapter(model):
+    from Eval.lm_eval_bridge import BridgeLM
+    from Eval.models.base import AdapterOptions
+    from Eval.models.echo import EchoModel
+
+    echo = BridgeLM(EchoModel(AdapterOptions(system_prompt="Be brief.")))
+    assert echo.apply_chat_template([{"role": "user", "content": "Hi"}]) == "[system]Be brief.\n[user]Hi\n[assistant]"
+    with pytest.raises(NotImplementedError):
+        echo.apply_chat_template([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+                                  {"role": "user", "content": "Again"}])
+    bridge = BridgeLM(model)
+    assert bridge.apply_chat_template([{"role": "user", "content": "Hi"}]) == model.apply_chat("Hi") and bridge.chat
+    turns = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+             {"role": "user", "content": "?"}]
+    assert bridge.apply_chat_template(turns).count("<|im_start|>") == 4  # three turns + the generation prompt
+
+
+@needs_lm_eval
+def test_unknown_task_stops_before_the_model_loads(task_dir, capsys):
+    from Eval.lm_eval_bridge import main
+
+    assert main(["--model", "/no/such/model", "--tasks", "t_mc,t_nope", "--include-path", str(task_dir),
+                 "--no-builtin-tasks"]) == 2
+    assert "t_nope" in capsys.readouterr().err
+
+
+def test_eval_and_inference_work_without_lm_eval():
+    script = textwrap.dedent("""
+        import importlib.abc, runpy, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "lm_eval":
+                    raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+        sys.meta_path.insert(0, Block())
+        import Eval, Eval.models, eval
+        sys.argv = ["inference.py", "--validate"]
+        try:
+            runpy.run_path("inference.py", run_name="__main__")
+        except SystemExit as exit:
+            assert exit.code in (0, None), exit.code
+        try:
+            import Eval.lm_eval_bridge
+        except ImportError as err:
+            assert "pip install lm-eval" in str(err)
+        else:
+            raise AssertionError("the bridge imported without lm_eval")
+        assert not [m for m in sys.modules if m.split(".")[0] == "lm_eval"]
+        print("WITHOUT-LM-EVAL-OK")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "WITHOUT-LM-EVAL-OK" in done.stdout and "ok: demo_qa_en" in done.stdout

@@ -1,0 +1,187 @@
+"""The masked / diffusion-LLM adapter (Eval/models/masked.py) on a tiny ModernBERT built offline into a tmp dir by
+Eval/models/demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/models/confidence.py)."""
+import hashlib
+import math
+import os
+import random
+import subprocess
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest
+import torch
+
+from conftest import ROOT
+from Eval.models import MODELS
+from Eval.models.base import AdapterOptions, plan_batches
+from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs
+from Eval.models.demo.build_masked import build
+from Eval.models.masked import MaskedLMModel
+from Eval.records import TOKEN_STATS_FIELDS
+
+LONG = ("The cooperative's former railway tunnel stays at about 11 degrees Celsius all year round, with high "
+        "humidity that stops the cheese from drying out. The tunnel is 420 metres long and was built in 1881 "
+        "for a branch line that closed in 1958. ") * 2  # > 64 tokens: crosses ModernBERT's local-attention window
+PAIRS = [("Question: How long is the tunnel?\nAnswer:", " 420 metres"),
+         ("问题：小镇的名字是什么？\n回答：", "青石镇"),
+         (LONG + "\nSummary:", " Two people were hurt in a fire."),
+         ("Type:", " Location"),
+         ("Question: When was it built?\nAnswer:", " In 1881, for a branch line.")]
+BUILD_ARGS = {"seed": 7, "train_steps": 20}
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny-masked")
+    build(out, **BUILD_ARGS)
+    return out
+
+
+@pytest.fixture(scope="module")
+def model(ckpt):
+    return MaskedLMModel(str(ckpt), device="cpu", threads=2)
+
+
+def naive(model, prompt, answer, mask_answer=False):
+    """Per-position log-softmax of one unpadded full forward pass, gathered at the answer labels."""
+    tok = model.tokenizer
+    head = [tok.cls_token_id] + tok(prompt, add_special_tokens=False)["input_ids"]
+    labels = tok(answer, add_special_tokens=False)["input_ids"] + [tok.sep_token_id]
+    inputs = head + ([tok.mask_token_id] * len(labels) if mask_answer else labels)
+    with torch.no_grad():
+        logits = model.model(input_ids=torch.tensor([inputs])).logits[0, len(head):]
+    lp = torch.log_softmax(logits.double(), -1)
+    picked = lp.gather(-1, torch.tensor(labels)[:, None])[:, 0]
+    mean = (lp.exp() * lp).sum(-1)
+    var = (lp.exp() * lp ** 2).sum(-1) - mean ** 2
+    return picked.tolist(), (lp.argmax(-1) == torch.tensor(labels)).tolist(), mean.tolist(), var.tolist()
+
+
+def close(a, b, tol):
+    return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+def test_build_is_deterministic_and_small(ckpt, tmp_path):
+    build(tmp_path, **BUILD_ARGS)
+    for name in ("model.safetensors", "tokenizer.json"):
+        assert hashlib.sha256((ckpt / name).read_bytes()).digest() == \
+            hashlib.sha256((tmp_path / name).read_bytes()).digest(), name
+    assert (ckpt / "model.safetensors").stat().st_size < 2 * 2 ** 20
+
+
+def test_token_stats_fields_and_shapes(model):
+    stats = model.token_stats(PAIRS)
+    for (_, answer), s in zip(PAIRS, stats):
+        n = len(model.tokenize(answer)) + 1  # + the appended, labelled [SEP]
+        assert set(s) == set(TOKEN_STATS_FIELDS)
+        assert s["eos"] is True and s["text"] == answer  # byte-level BPE decodes losslessly
+        assert all(len(s[k]) == n for k in ("logprobs", "greedy", "mean", "var"))
+        assert all(isinstance(g, bool) for g in s["greedy"])
+        assert all(lp <= 0 and m <= 0 and v >= 0 for lp, m, v in zip(s["logprobs"], s["mean"], s["var"]))
+    bare = model.token_stats(PAIRS, append_eos=False)
+    assert all(s["eos"] is False and len(s["logprobs"]) == len(model.tokenize(a)) for (_, a), s in zip(PAIRS, bare))
+    scores = model.score(PAIRS)  # BaseLLM's interface: the same numbers, no end token
+    assert [sc.logprobs for sc in scores] == [s["logprobs"] for s in bare]
+
+
+def test_encoding_options_match_hf_token_stats(model):
+    # Called like HFModel.token_stats: Prompt objects, max_length cutting labels, an answer already ending in
+    # the end token gets none appended (eos False), and splitting a batch to bound the logits changes nothing.
+    prompt = model.build_prompt(PAIRS[0][0], chat=True, max_new_tokens=0, max_length=None)
+    as_prompt, as_text = model.token_stats([(prompt, " 420 metres")] * 2 + [(prompt.text, " 420 metres")])[1:]
+    assert as_prompt == as_text
+    full = len(model._encode(prompt, " 420 metres", True).ids)
+    cut = model.token_stats([(prompt, " 420 metres")], max_length=full - 2)[0]
+    # (the kept labels' values change: under bidirectional attention they saw the cut ones)
+    assert cut["eos"] is False and len(cut["logprobs"]) == len(as_text["logprobs"]) - 2
+    ended = model.token_stats([("Type:", " Location[SEP]")])[0]
+    assert ended["eos"] is False and len(ended["logprobs"]) == len(model.tokenize(" Location")) + 1
+    split = model.token_stats(PAIRS * 2, batch_size=8, max_logit_elements=1)
+    assert all(close(a["logprobs"], b["logprobs"], 1e-4) for a, b in zip(split, model.token_stats(PAIRS * 2)))
+
+
+@pytest.mark.parametrize("mask_answer", [False, True])
+def test_logprobs_equal_a_naive_full_forward(model, mask_answer):
+    stats = model.token_stats(PAIRS, mask_answer=mask_answer)
+    for (prompt, answer), s in zip(PAIRS, stats):
+        picked, greedy, mean, var = naive(model, prompt, answer, mask_answer)
+        assert close(s["logprobs"], picked, 1e-4) and s["greedy"] == greedy
+        assert close(s["mean"], mean, 1e-4) and close(s["var"], var, 1e-3)
+
+
+@pytest.mark.parametrize("mask_answer", [False, True])
+def test_results_do_not_depend_on_batch_size_or_padding(model, mask_answer):
+    one = model.token_stats(PAIRS, mask_answer=mask_answer, batch_size=1)
+    many = model.token_stats(PAIRS * 2, mask_answer=mask_answer, batch_size=8)
+    # plan_batches keeps rows of very different length apart, so also force all of them into ONE padded batch.
+    padded = model._stats_batch([model._encode(p, a, True) for p, a in PAIRS], mask_answer)
+    for a, b, c in zip(one, many, padded):
+        for key in ("logprobs", "mean", "var"):
+            assert close(a[key], b[key], 1e-4) and close(a[key], c[key], 1e-4)
+        assert a["greedy"] == b["greedy"] == c["greedy"]
+
+
+def test_mask_answer_differs_and_is_one_forward_pass_per_batch(model):
+    calls = []
+    hook = model.model.register_forward_hook(lambda mod, args, kwargs_out: calls.append(1))
+    try:
+        masked = model.token_stats(PAIRS, mask_answer=True)
+    finally:
+        hook.remove()
+    lengths = [len(model._encode(p, a, True).ids) for p, a in PAIRS]
+    assert len(calls) == len(plan_batches(lengths, model.batch_size, None)) < len(PAIRS)
+    visible = model.token_stats(PAIRS)
+    assert all(not close(m["logprobs"], v["logprobs"], 1e-3) for m, v in zip(masked, visible))
+
+
+def test_confidence_ordering_and_geometric_mean(model):
+    for s in model.token_stats(PAIRS) + model.token_stats(PAIRS, mask_answer=True):
+        ordered = confidence_ordered_probs(s)
+        assert ordered == sorted(ordered, reverse=True) == sorted((math.exp(x) for x in s["logprobs"]), reverse=True)
+        plain = math.exp(sum(s["logprobs"]) / len(s["logprobs"]))
+        assert confidence_ordered_prob(s) == pytest.approx(plain, rel=1e-6)  # order does not change it (spec 1.5)
+        shuffled = list(s["logprobs"])
+        random.Random(0).shuffle(shuffled)
+        assert confidence_ordered_prob(shuffled) == pytest.approx(confidence_ordered_prob(s), rel=1e-12)
+    assert confidence_ordered_prob([math.log(0.5)] * 3) == pytest.approx(0.5 + 1e-12, rel=1e-15)
+    assert math.isnan(confidence_ordered_prob({"logprobs": []}))  # T = 0 is 0/0, as in the handler
+
+
+def test_confidence_helpers_and_registry_import_without_torch():
+    code = ("import sys; from Eval.models.confidence import confidence_ordered_prob; from Eval.models import MODELS; "
+            "assert 'masked' in MODELS; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; "
+            "print(confidence_ordered_prob([0.0]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) == pytest.approx(1.0)
+
+
+def test_registry_loader_and_chat_template(ckpt, model):
+    loaded = MODELS["masked"](str(ckpt), AdapterOptions(system_prompt="Be brief."), device="cpu")
+    assert isinstance(loaded, MaskedLMModel) and loaded.identity()["adapter"] == "masked"
+    assert loaded.apply_chat("Hi") == "system: Be brief.\nuser: Hi\nassistant:"
+    prompt = loaded.build_prompt("Hi", chat=True, max_new_tokens=4, max_length=None)
+    assert prompt.n_tokens == len(loaded.tokenize(prompt.text)) + 1  # the [CLS] every row gets
+    loaded.tokenizer.chat_template = None  # an encoder without a template gets the plain text
+    assert loaded.apply_chat("Hi") == "Hi"
+
+
+def test_generate_unmasks_by_confidence(model):
+    questions = ["How long is the tunnel?", "小镇的名字是什么？"]
+    prompts = model.build_prompts(questions, chat=True, max_new_tokens=6, max_length=None)
+    outputs = model.generate(prompts, 6)
+    assert [o.finish_reason in ("stop", "length") and o.n_tokens <= 6 for o in outputs] == [True, True]
+    assert [model.generate([p], 6)[0].text for p in prompts] == [o.text for o in outputs]
+    # With the end token made unreachable and one step, the decode is the single-pass argmax of prompt + masks.
+    end, model.end_id, model.steps = model.end_id, -1, 1
+    try:
+        out = model.generate(prompts[:1], 6)[0]
+    finally:
+        model.end_id, model.steps = end, None
+    head = [model.tokenizer.cls_token_id] + model.tokenize(prompts[0].text)
+    with torch.no_grad():
+        logits = model.model(input_ids=torch.tensor([head + [model.mask_id] * 6])).logits[0, len(head):]
+    logits[:, model.mask_id] = -math.inf
+    assert out.finish_reason == "length" and out.n_tokens == 6
+    assert out.text == model.detokenize(logits.argmax(-1).tolist())

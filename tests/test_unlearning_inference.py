@@ -1,0 +1,242 @@
+"""The inference side of the TOFU / MUSE unlearning metrics: HFModel.token_stats and grad_norms, the split
+readers, `inference.py --unlearning` end to end (records, resume) and the two shipped unlearning demo models."""
+import hashlib
+import json
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from conftest import ROOT, SHARED
+import inference
+from Eval import unlearning_run as ur
+from Eval.models.base import Prompt
+from Eval.models.hf import HFModel
+from Eval.records import TOKEN_STATS_FIELDS, RecordError, read_records
+
+DEMO = ROOT / "Eval" / "models" / "demo"
+TARGET, RETAIN = DEMO / "unlearn-target", DEMO / "unlearn-retain"
+TOFU = SHARED / "reference" / "tofu"
+QA_KEYS = {"tofu_forget": {"answer": 1, "paraphrased_answer": 1, "perturbed_answer": 5},
+           "tofu_retain": {"answer": 1, "paraphrased_answer": 1, "perturbed_answer": 5},
+           "tofu_holdout": {"answer": 1}, "tofu_ra": {"answer": 1, "perturbed_answer": 3},
+           "tofu_wf": {"answer": 1, "perturbed_answer": 3}}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return HFModel(str(TARGET), threads=1)
+
+
+def demo_pairs(model, n_items=4):
+    """QA items with all their options (shared prompts), a completion continuation and a bare text."""
+    pairs = []
+    for item in json.loads((ur.DEMO_DATA / "forget.json").read_text(encoding="utf-8"))[:n_items]:
+        prompt = model.build_prompt(item["question"], chat=True, max_new_tokens=0, max_length=None)
+        pairs += [(prompt, a) for a in [item["answer"], item["paraphrased_answer"], *item["perturbed_answer"]]]
+    return pairs
+
+
+def naive(model, prompt, answer, append_eos=True):
+    """A full forward over the whole sequence, statistics in float64 from their textbook formulas."""
+    prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
+    with torch.inference_mode():
+        logits = model.model(torch.tensor([prompt_ids + labels])).logits[0].double()
+    logp = torch.log_softmax(logits, -1)[len(prompt_ids) - 1: len(prompt_ids) - 1 + len(labels)]
+    target = torch.tensor(labels)
+    mean = (logp.exp() * logp).sum(-1)
+    return {"logprobs": logp.gather(-1, target[:, None])[:, 0].tolist(), "greedy": (logp.argmax(-1) == target).tolist(),
+            "mean": mean.tolist(), "var": ((logp.exp() * logp ** 2).sum(-1) - mean ** 2).tolist()}
+
+
+def assert_close(got, want, tol=1e-4):
+    for field in ("logprobs", "mean", "var"):
+        assert len(got[field]) == len(want[field])
+        assert got[field] == pytest.approx(want[field], abs=tol), field
+    assert got["greedy"] == want["greedy"]
+
+
+def test_token_stats_batched_equal_batch_one_and_a_full_forward(model):
+    pairs = demo_pairs(model) + [(Prompt("The harbour was calm", 4, 0, True), " and the boats came home."),
+                                 (Prompt("", 0, 0, True), "A storm kept every ship in port.")]
+    shared = model.token_stats(pairs, batch_size=8)  # prompt passes shared through the prefix tree
+    flat = model.token_stats(pairs, batch_size=8, share_prompts=False)
+    tiny = model.token_stats(pairs, batch_size=8, max_logit_elements=1)  # every batch split to single rows
+    assert len(shared) == len(pairs)
+    for pair, a, b, c in zip(pairs, shared, flat, tiny):
+        assert set(a) == set(TOKEN_STATS_FIELDS)
+        alone = model.token_stats([pair])[0]
+        full = naive(model, *pair)
+        for got in (a, b, c):
+            assert_close(got, alone)
+            assert_close(got, full)
+        assert a["text"] == alone["text"] and a["eos"] == alone["eos"]
+    # Options of one prompt share its pass: fewer tokens than running every text whole.
+    model.forward_counts.clear()
+    model.token_stats(pairs[:7])
+    shared_tokens = model.forward_counts["tokens"]
+    model.forward_counts.clear()
+    model.token_stats(pairs[:7], share_prompts=False)
+    assert shared_tokens < 0.7 * model.forward_counts["tokens"]
+
+
+def test_eos_convention(model):
+    eos = model.tokenizer.eos_token_id
+    prompt = model.build_prompt("Where was Maren Tolvik born?", chat=True, max_new_tokens=0, max_length=None)
+    answer = "Maren Tolvik was born in Bergen, Norway."
+    qa, qa_with_eos, completion = model.token_stats([(prompt, answer), (prompt, answer + "<|im_end|>")]) + \
+        model.token_stats([(prompt, answer)], append_eos=False)
+    n = len(model.tokenize(answer))
+    assert qa["eos"] is True and len(qa["logprobs"]) == n + 1  # EOS appended and labelled
+    assert model.encode_pair(prompt, answer)[1][-1] == eos
+    assert qa_with_eos["eos"] is False and qa_with_eos["logprobs"] == pytest.approx(qa["logprobs"], abs=1e-6)
+    assert completion["eos"] is False and len(completion["logprobs"]) == n  # completion text: no EOS
+    assert qa["text"] == completion["text"] == answer  # decoded labels, special tokens skipped
+    # An empty prompt without BOS: the first token is the context, never labelled.
+    bare = model.token_stats([(Prompt("", 0, 0, True), answer)], append_eos=False)[0]
+    assert len(bare["logprobs"]) == n - 1
+
+
+def test_gradnorm_matches_a_hand_computation(model):
+    prompt = model.build_prompt("Where was Maren Tolvik born?", chat=True, max_new_tokens=0, max_length=None)
+    answer = "Maren Tolvik was born in Bergen, Norway."
+    prompt_ids, labels, _ = model.encode_pair(prompt, answer)
+    net = model.model
+    net.train()
+    net.zero_grad()
+    logits = net(torch.tensor([prompt_ids + labels])).logits[0]
+    logp = torch.log_softmax(logits, -1)[len(prompt_ids) - 1: len(prompt_ids) - 1 + len(labels)]
+    token_lp = logp.gather(-1, torch.tensor(labels)[:, None])[:, 0]
+    (-token_lp[:-1].mean()).backward()  # the last labelled position (the EOS) is dropped
+    norms = [torch.linalg.vector_norm(p.grad) for p in net.parameters() if p.grad is not None]
+    expected = torch.stack(norms).mean().item()
+    net.zero_grad(set_to_none=True)
+    net.eval()
+    got = model.grad_norms([(prompt, answer)])[0]
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert not net.training and all(p.grad is None for p in net.parameters())
+
+
+@pytest.mark.skipif(not (TOFU / "forget01_perturbed.json").is_file(), reason="needs ../shared/reference/tofu")
+def test_tofu_readers_on_the_shared_files():
+    forget = ur.read_items(TOFU / "forget01_perturbed.json", "qa")
+    assert len(forget) == 40
+    for item in forget:
+        counts = {k: len(v) for k, v in ur.options_of(item, "qa").items()}
+        assert counts == {"answer": 1, "paraphrased_answer": 1, "perturbed_answer": 5}
+    holdout = ur.read_items(TOFU / "holdout01.json", "qa")
+    assert len(holdout) == 40 and all(ur.options_of(i, "qa").keys() == {"answer"} for i in holdout)
+    ra = ur.read_items(TOFU / "real_authors_perturbed.json", "qa")
+    assert {len(ur.options_of(i, "qa")["perturbed_answer"]) for i in ra} == {3}
+    found = [ur.find_file(TOFU, s.files) for s in ur.tofu_splits("forget01", "holdout01")]
+    assert [p.name for p in found] == ["forget01_perturbed.json", "retain_perturbed.json", "holdout01.json",
+                                       "real_authors_perturbed.json", "world_facts_perturbed.json"]
+
+
+def test_readers_name_file_and_line_of_bad_rows(tmp_path):
+    path = tmp_path / "forget.json"
+    path.write_text('[\n {"question": "q", "answer": "a"},\n {"question": "q2", "answer": 3}\n]\n')
+    with pytest.raises(RecordError, match=r"forget.json:3: field 'answer' must be a string"):
+        ur.read_items(path, "qa")
+    path.write_text('{"prompt": "p", "gt": "g"}\n{"prompt": "p"}\n')
+    with pytest.raises(RecordError, match=r":2: field 'gt'"):
+        ur.read_items(path, "verbmem")
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_tofu_demo_run_records_and_resume(tmp_path):
+    args = ["--unlearning", "tofu", "--model", str(TARGET), "--limit", "3", "--max-new-tokens", "24",
+            "--threads", "1", "--gradnorm", "--reference-model", str(RETAIN), "--out-dir", str(tmp_path)]
+    assert inference.main(args) == 0
+    out = tmp_path / "unlearn-target"
+    assert sorted(p.name for p in out.glob("*.jsonl")) == sorted(f"{s}.jsonl" for s in QA_KEYS)
+    for split, keys in QA_KEYS.items():
+        records = read(out / f"{split}.jsonl")
+        assert [r["index"] for r in records] == [0, 1, 2] and read_records(out / f"{split}.jsonl")
+        for r in records:
+            assert r["id"] == f"{split}-{r['index']}" and r["dataset"] == split
+            assert {k: len(v) for k, v in r["logprobs"].items()} == keys
+            assert all(set(ts) == set(TOKEN_STATS_FIELDS) and ts["eos"] for v in r["logprobs"].values() for ts in v)
+            assert isinstance(r["question"], str) and len(r["answers"]) == 1
+            mia = split in ("tofu_forget", "tofu_holdout")
+            assert ("gradnorm" in r) == mia and ("reference_avg_loss" in r) == mia
+            if mia:
+                assert r["gradnorm"]["answer"] > 0 and r["reference_avg_loss"]["answer"] > 0
+            assert (r["pred"] == "") == (split == "tofu_holdout")
+        sidecar = json.loads((out / f"{split}.run.json").read_text())
+        assert sidecar["summary"]["examples"] == 3 and sidecar["summary"]["complete"]
+    forget = read(out / "tofu_forget.jsonl")
+    # The target memorised its forget set: near-certain answers, greedy generation reproduces them.
+    assert math.exp(sum(forget[0]["logprobs"]["answer"][0]["logprobs"])) > 0.5
+    assert forget[0]["pred"] == forget[0]["answers"][0]
+
+    # Resume: a finished run is left as it is; a lost line is redone and the file comes back identical.
+    before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+    assert inference.main(args) == 0
+    assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == before
+    retain = out / "tofu_retain.jsonl"
+    retain.write_bytes(b"".join(before["tofu_retain.jsonl"].splitlines(keepends=True)[:1]) + b'{"id": "tofu_ret')
+    assert inference.main(args) == 0
+    assert retain.read_bytes() == before["tofu_retain.jsonl"]
+    assert json.loads((out / "tofu_retain.run.json").read_text())["summary"]["skipped_done"] == 1
+    # Different settings never mix into one file.
+    assert inference.main([a for a in args if a != "--gradnorm"]) == 2
+
+
+def test_muse_synthetic_files(tmp_path):
+    data = tmp_path / "muse"
+    for sub in ("knowmem", "verbmem", "privleak"):
+        (data / sub).mkdir(parents=True)
+    qa = [{"question": f"What colour is box {i}?", "answer": f"Box {i} is blue."} for i in range(3)]
+    for split in ("forget", "retain"):
+        (data / "knowmem" / f"{split}_qa.json").write_text(json.dumps(qa))
+        (data / "knowmem" / f"{split}_qa_icl.json").write_text(json.dumps(qa[:2]))
+    (data / "verbmem" / "forget.jsonl").write_text("".join(
+        json.dumps({"prompt": f"Keeper {i} climbed", "gt": "the stairs every night."}) + "\n" for i in range(3)))
+    for split in ("forget", "holdout"):
+        (data / "privleak" / f"{split}.json").write_text(json.dumps([{"text": f"Day {i}: the {split} harbour."}
+                                                                     for i in range(3)]))
+    assert inference.main(["--unlearning", "muse", "--data-dir", str(data), "--model", str(TARGET), "--limit", "2",
+                           "--max-new-tokens", "8", "--threads", "1", "--out-dir", str(tmp_path / "pred")]) == 0
+    out = tmp_path / "pred" / "unlearn-target"
+    files = {p.stem: read(p) for p in out.glob("*.jsonl")}
+    assert sorted(files) == ["muse_knowmem_forget", "muse_knowmem_retain", "muse_privleak_forget",
+                             "muse_privleak_holdout", "muse_verbmem_forget"]
+    knowmem = files["muse_knowmem_forget"][0]
+    assert knowmem["logprobs"] == {} and knowmem["input"].count("Question:") == 3  # 2 shots + the question
+    verbmem = files["muse_verbmem_forget"][0]
+    assert verbmem["prompt"] == "Keeper 0 climbed" and verbmem["answers"] == ["the stairs every night."]
+    assert verbmem["logprobs"]["answer"][0]["eos"] is False
+    assert verbmem["logprobs"]["answer"][0]["text"] == " the stairs every night."
+    for split in ("muse_privleak_forget", "muse_privleak_holdout"):
+        record = files[split][1]
+        assert record["pred"] == "" and "question" not in record and record["answers"][0].startswith("Day 1")
+        assert not record["logprobs"]["answer"][0]["eos"]
+
+
+def test_demo_unlearning_models_load_offline_and_differ_on_the_forget_set():
+    data = json.loads((ur.DEMO_DATA / "forget.json").read_text(encoding="utf-8"))[:5]
+    probs = {}
+    for path in (TARGET, RETAIN):
+        build = json.loads((path / "BUILD.json").read_text(encoding="utf-8"))
+        weights = path / "model.safetensors"
+        assert hashlib.sha256(weights.read_bytes()).hexdigest() == build["sha256"]["model.safetensors"]
+        assert weights.stat().st_size <= 2_000_000
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        net = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()
+        assert net.config.model_type == "qwen2" and tok.eos_token == "<|im_end|>"
+        total = 0.0
+        for item in data:
+            prompt = tok.apply_chat_template([{"role": "user", "content": item["question"]}], tokenize=False,
+                                             add_generation_prompt=True)
+            ids = tok(prompt, add_special_tokens=False)["input_ids"]
+            labels = tok(item["answer"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+            with torch.inference_mode():
+                logp = torch.log_softmax(net(torch.tensor([ids + labels])).logits[0, len(ids) - 1:-1], -1)
+            total += math.exp(logp.gather(-1, torch.tensor(labels)[:, None]).mean().item())
+        probs[path.name] = total / len(data)
+    assert probs["unlearn-target"] > 0.9 and probs["unlearn-retain"] < 0.1
