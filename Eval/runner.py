@@ -43,7 +43,8 @@ def package_versions() -> dict:
 
 
 def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, latency: float) -> dict:
-    record = {"id": example.id, "dataset": ds.name, "question": _question(example), "pred": out.text, "answers": example.answers,
+    record = {"id": example.id, "dataset": ds.name, "question": _question(example), "pred": out.text,
+              "answers": example.answers,
               "all_classes": example.all_classes, "length": example.length, "prompt_tokens": prompt.n_tokens,
               "truncated_tokens": prompt.truncated_tokens, "gen_tokens": out.n_tokens,
               "finish_reason": out.finish_reason, "latency_s": round(latency, 4), "batch_size": out.batch_size}

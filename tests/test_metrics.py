@@ -1,7 +1,6 @@
 """Metrics: every card's example runs; per-sample values equal the reference tools'."""
 import doctest
 import importlib
-import json
 import random
 import string
 from collections import Counter

@@ -159,15 +159,6 @@ class APIModel(BaseLLM):
         self._semaphore: asyncio.Semaphore | None = None
 
     # --- tokenizer hooks (the HF adapter's, on the local tokenizer) ----------------------------------------
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def detokenize(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def adds_bos(self) -> bool:
-        return len(self.tokenizer("a", add_special_tokens=True)["input_ids"]) > len(self.tokenize("a"))
-
     def _messages(self, text: str) -> list[dict]:
         messages = [{"role": "user", "content": text}]
         if self.options.system_prompt:

@@ -111,10 +111,11 @@ class BaseLLM:
 
     # --- tokenizer hooks -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
-        raise NotImplementedError
+        # Defaults for adapters that hold a transformers tokenizer in `self.tokenizer` (hf, masked, api).
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def detokenize(self, ids: list[int]) -> str:
-        raise NotImplementedError
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def apply_chat(self, text: str) -> str:
         """`text` as the user turn of the tokenizer's own chat template, with the generation prompt."""
@@ -124,7 +125,9 @@ class BaseLLM:
         return len(self.tokenize(text)) + (1 if add_special_tokens and self.adds_bos() else 0)
 
     def adds_bos(self) -> bool:
-        return False
+        tokenizer = getattr(self, "tokenizer", None)
+        return tokenizer is not None and len(tokenizer("a", add_special_tokens=True)["input_ids"]) > \
+            len(self.tokenize("a"))
 
     def context_window(self) -> int | None:
         return None

@@ -40,6 +40,23 @@ def _is_oom(err: BaseException) -> bool:
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
 
 
+def checkpoint_identity(path: str, model, tokenizer) -> dict:
+    """What identifies a local checkpoint in a run sidecar: path, dtype, type, size, a weights fingerprint
+    (the first shard's size and first MiB, cheap on 100 GB checkpoints) and the chat template's hash."""
+    weights = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else []
+    digest = hashlib.sha256()
+    for w in weights[:1]:
+        digest.update(str(w.stat().st_size).encode())
+        with open(w, "rb") as f:
+            digest.update(f.read(1 << 20))
+    template = tokenizer.chat_template or ""
+    return {"path": os.path.abspath(path) if os.path.exists(path) else path, "dtype": str(model.dtype),
+            "model_type": getattr(model.config, "model_type", None),
+            "num_parameters": sum(p.numel() for p in model.parameters()),
+            "weights_fingerprint": digest.hexdigest()[:16] if weights else None,
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None}
+
+
 class HFModel(BaseLLM):
     name = "hf"
 
@@ -68,15 +85,6 @@ class HFModel(BaseLLM):
         self.forward_counts: Counter = Counter()
 
     # --- tokenizer hooks -------------------------------------------------------------------------------
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def detokenize(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def adds_bos(self) -> bool:
-        return len(self.tokenizer("a", add_special_tokens=True)["input_ids"]) > len(self.tokenize("a"))
-
     def apply_chat(self, text: str) -> str:
         if not self.tokenizer.chat_template:
             raise ValueError(f"{self.path}: the tokenizer has no chat template; run the task in completion mode "
@@ -106,20 +114,8 @@ class HFModel(BaseLLM):
         return sorted(i for i in ids if i is not None)
 
     def identity(self) -> dict:
-        weights = sorted(Path(self.path).glob("*.safetensors")) if Path(self.path).is_dir() else []
-        digest = hashlib.sha256()
-        for w in weights[:1]:  # the first shard's size and head identify a checkpoint cheaply
-            digest.update(str(w.stat().st_size).encode())
-            with open(w, "rb") as f:
-                digest.update(f.read(1 << 20))
-        template = self.tokenizer.chat_template or ""
-        return {"adapter": self.name, "path": os.path.abspath(self.path) if os.path.exists(self.path) else self.path,
-                "peft": self.peft, "dtype": str(self.model.dtype), "device": self.device,
-                "model_type": getattr(self.model.config, "model_type", None),
-                "num_parameters": sum(p.numel() for p in self.model.parameters()),
-                "weights_fingerprint": digest.hexdigest()[:16] if weights else None,
-                "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None,
-                "stop_token_ids": self.stop_ids}
+        return {**checkpoint_identity(self.path, self.model, self.tokenizer), "adapter": self.name,
+                "peft": self.peft, "device": self.device, "stop_token_ids": self.stop_ids}
 
     # --- generation ----------------------------------------------------------------------------------
     def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:

@@ -34,10 +34,7 @@ chat template when it has one, else plain text.
 """
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -45,7 +42,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
-from Eval.models.hf import DTYPES, resolve_device
+from Eval.models.hf import DTYPES, checkpoint_identity, resolve_device
 
 
 class Row(NamedTuple):
@@ -121,20 +118,9 @@ class MaskedLMModel(BaseLLM):
         return getattr(self.model.config, "max_position_embeddings", None)
 
     def identity(self) -> dict:
-        weights = sorted(Path(self.path).glob("*.safetensors")) if Path(self.path).is_dir() else []
-        digest = hashlib.sha256()
-        for w in weights[:1]:  # the first shard's size and head identify a checkpoint cheaply (as HFModel)
-            digest.update(str(w.stat().st_size).encode())
-            with open(w, "rb") as f:
-                digest.update(f.read(1 << 20))
-        template = self.tokenizer.chat_template or ""
-        return {"adapter": self.name, "path": os.path.abspath(self.path) if os.path.exists(self.path) else self.path,
-                "peft": self.peft, "dtype": str(self.model.dtype), "device": self.device,
-                "model_type": getattr(self.model.config, "model_type", None),
-                "num_parameters": sum(p.numel() for p in self.model.parameters()),
-                "weights_fingerprint": digest.hexdigest()[:16] if weights else None,
-                "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None,
-                "mask_token_id": self.mask_id, "end_token_id": self.end_id, "decode_steps": self.steps}
+        return {**checkpoint_identity(self.path, self.model, self.tokenizer), "adapter": self.name,
+                "peft": self.peft, "device": self.device, "mask_token_id": self.mask_id,
+                "end_token_id": self.end_id, "decode_steps": self.steps}
 
     # --- scoring -------------------------------------------------------------------------------------
     def _encode(self, prompt: str | Prompt, answer: str, append_eos: bool, max_length: int | None = None) -> Row:
