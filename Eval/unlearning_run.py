@@ -66,6 +66,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from Eval.models.base import BaseLLM, Prompt, plan_batches
+from Eval.models.confidence import confidence_ordered_probs
 from Eval.records import RecordError, iter_json_objects
 from Eval.runner import package_versions
 from Eval.runs import PredictionFile, check_resume, merge_predictions, sidecar_path, write_sidecar
@@ -211,6 +212,8 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
     """open-unlearning's ROUGE reference: decode(prompt + labels) minus decode(prompt), stripped, with the
     tokenization-space clean-up (" ," -> ",", " 's" -> "'s", ...) that its decode applied. transformers 5 skips
     that clean-up for BPE tokenizers, so it is applied here explicitly."""
+    if not hasattr(model, "encode_pair"):  # masked models: no causal label shift to decode around
+        return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
     tok = model.tokenizer
     full = tok.clean_up_tokenization(tok.decode(prompt_ids + labels, skip_special_tokens=True,
@@ -286,6 +289,9 @@ def _score_chunk(model, split: Split, items: list[dict], indices: list[int], sho
         truth = item["text"] if split.kind == "text" else _ground_truth(model, prompt, answer, append_eos)
         record.update(input=prompt.text, pred="", answers=[truth],
                       logprobs={key: [next(flat) for _ in texts] for key, texts in opts.items()})
+        if getattr(model, "bidirectional", False):  # diffusion / masked LMs: keep the confidence ordering
+            record["confidence_ordered_probs"] = {key: [confidence_ordered_probs(st) for st in stats]
+                                                  for key, stats in record["logprobs"].items()}
         records.append(record)
     if max_new:
         _generate(model, prompts, records, max_new, split.stop, settings)

@@ -185,3 +185,22 @@ def test_generate_unmasks_by_confidence(model):
     logits[:, model.mask_id] = -math.inf
     assert out.finish_reason == "length" and out.n_tokens == 6
     assert out.text == model.detokenize(logits.argmax(-1).tolist())
+
+
+def test_unlearning_run_on_a_masked_model_keeps_the_confidence_order(ckpt, tmp_path):
+    import json
+    root = ROOT
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    run = subprocess.run([sys.executable, "inference.py", "--unlearning", "tofu", "--backend", "masked", "--model",
+                          str(ckpt), "--limit", "3", "--max-new-tokens", "4", "--out-dir", str(tmp_path)],
+                         cwd=root, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    folder = tmp_path / os.path.basename(str(ckpt).rstrip("/"))
+    record = json.loads((folder / "tofu_forget.jsonl").read_text().splitlines()[0])
+    ordered = record["confidence_ordered_probs"]["answer"][0]
+    assert ordered == sorted(ordered, reverse=True) and len(ordered) == len(record["logprobs"]["answer"][0]["logprobs"])
+    score = subprocess.run([sys.executable, "eval.py", "--unlearning", "tofu", "--pred-dir", str(folder)],
+                           cwd=root, env=env, capture_output=True, text=True)
+    assert score.returncode == 0, score.stderr[-2000:]
+    summary = json.loads((folder / "TOFU_SUMMARY.json").read_text())
+    assert summary["forget_Q_A_Prob_confidence_ordered"] == pytest.approx(summary["forget_Q_A_Prob"], rel=1e-6)

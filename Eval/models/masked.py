@@ -53,6 +53,7 @@ class Row(NamedTuple):
 
 
 class MaskedLMModel(BaseLLM):
+    bidirectional = True  # label probabilities come from full context; records keep their confidence order
     name = "masked"
 
     def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",

@@ -81,8 +81,10 @@ def probability(value_by_index: dict) -> dict:
     return _leaf_result(value_by_index, "prob")
 
 
+# Gated on `confidence_ordered_probs`, which only masked (bidirectional) models' records carry: for a causal
+# model the geometric mean would just repeat `probability`.
 @handler("probability_confidence_ordered", sample=samples.confidence_ordered_sample, fields=PROB_FIELDS,
-         reads=("logprobs",))
+         reads=("logprobs", "confidence_ordered_probs"))
 def probability_confidence_ordered(value_by_index: dict) -> dict:
     """Diffusion-LLM probability (spec 1.5): per sample the label probabilities of one masked forward pass,
     sorted most confident first (`confidence_ordered_probs`), and their geometric mean `prob`; agg = mean.

@@ -36,6 +36,9 @@ or whose file is absent, is skipped and said so; a key present in some records b
                         (clean_up_tokenization_spaces=True), which differs from the raw answer on rare items
     input               str, optional: the prompt, kept in the ROUGE sample for reading only
     gradnorm            {"answer": float|null}: mia_gradnorm (needs gradients, so inference computes it)
+    confidence_ordered_probs  {ANSWER_KEY: [[p, ...], ...]}, masked (diffusion) models only: each option's
+                        label probabilities sorted most confident first; its presence turns on
+                        forget_Q_A_Prob_confidence_ordered (the geometric mean, spec 1.5)
     reference_avg_loss  {"answer": float|null}: mia_reference (a reference model's avg_loss on the answer)
                         null = no such number for this sample: it is left out of that attack's AUC and means
 
@@ -111,6 +114,7 @@ MIA_NAMES = ("mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_gr
 
 TOFU = Suite("TOFU", "tofu_", ("forget", "retain", "holdout", "ra", "wf"), metrics={
     "forget_Q_A_Prob": _prob("forget"),
+    "forget_Q_A_Prob_confidence_ordered": Spec("probability_confidence_ordered", split="forget"),
     "forget_Q_A_PARA_Prob": _prob("forget", "paraphrased_answer"),
     "forget_Q_A_PERT_Prob": _prob("forget", "perturbed_answer"),
     "forget_truth_ratio": _truth_ratio("forget_Q_A_PARA_Prob", "forget_Q_A_PERT_Prob", "closer_to_1_better"),
@@ -128,7 +132,8 @@ TOFU = Suite("TOFU", "tofu_", ("forget", "retain", "holdout", "ra", "wf"), metri
     "extraction_strength": Spec("extraction_strength", split="forget"),
     "exact_memorization": Spec("exact_memorization", split="forget"),
     **_mia_family("forget", "holdout"),
-}, top_level=("forget_quality", "forget_truth_ratio", "forget_Q_A_Prob", "forget_Q_A_ROUGE", "model_utility",
+}, top_level=("forget_quality", "forget_truth_ratio", "forget_Q_A_Prob", "forget_Q_A_Prob_confidence_ordered",
+              "forget_Q_A_ROUGE", "model_utility",
               "privleak", "extraction_strength", "exact_memorization", *MIA_NAMES, "forget_Q_A_gibberish"))
 
 MUSE = Suite("MUSE", "muse_", ("knowmem_forget", "knowmem_retain", "verbmem_forget", "privleak_forget",
