@@ -41,6 +41,20 @@ def _is_oom(err: BaseException) -> bool:
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
 
 
+def load_weights(auto_class, path: str, dtype: str, device: str, trust_remote_code: bool, allow_pickle: bool,
+                 peft: str | None):
+    """Weights from safetensors (pickle only if allowed), in the dtype asked (auto: float32 on CPU, the
+    checkpoint's own on GPU), with an optional PEFT adapter, on `device`, in eval mode."""
+    torch_dtype = DTYPES[dtype] if dtype in DTYPES else (torch.float32 if device == "cpu" else "auto")
+    model = auto_class.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+                                       use_safetensors=not allow_pickle)
+    if peft:
+        from peft import PeftModel  # optional dependency, needed only for adapters
+
+        model = PeftModel.from_pretrained(model, peft)
+    return model.to(device).eval()
+
+
 def checkpoint_identity(path: str, model, tokenizer) -> dict:
     """What identifies a local checkpoint in a run sidecar: path, dtype, type, size, a weights fingerprint
     (the first shard's size and first MiB, cheap on 100 GB checkpoints) and the chat template's hash."""
@@ -73,14 +87,7 @@ class HFModel(BaseLLM):
         self.tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves; silence the length warning
         if self.tokenizer.pad_token_id is None:  # left padding needs a pad id; it is masked out anyway
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        torch_dtype = DTYPES[dtype] if dtype in DTYPES else (torch.float32 if self.device == "cpu" else "auto")
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                                          use_safetensors=not allow_pickle)
-        if peft:
-            from peft import PeftModel  # optional dependency, needed only for adapters
-
-            self.model = PeftModel.from_pretrained(self.model, peft)
-        self.model.to(self.device).eval()
+        self.model = load_weights(AutoModelForCausalLM, path, dtype, self.device, trust_remote_code, allow_pickle, peft)
         self.stop_ids = self._stop_token_ids()
         # Work done by token_stats: forward calls, real tokens fed, tokens fed including padding (benchmarks).
         self.forward_counts: Counter = Counter()

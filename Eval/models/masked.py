@@ -42,7 +42,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
-from Eval.models.hf import DTYPES, checkpoint_identity, resolve_device
+from Eval.models.hf import checkpoint_identity, load_weights, resolve_device
 
 
 class Row(NamedTuple):
@@ -68,14 +68,8 @@ class MaskedLMModel(BaseLLM):
         tok = self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code,
                                                              padding_side="right")
         tok.model_max_length = int(1e30)  # long prompts are cut by build_prompt; silence the length warning
-        torch_dtype = DTYPES[dtype] if dtype in DTYPES else (torch.float32 if self.device == "cpu" else "auto")
-        self.model = AutoModelForMaskedLM.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                                          use_safetensors=not allow_pickle)
-        if peft:
-            from peft import PeftModel  # optional dependency, needed only for adapters
-
-            self.model = PeftModel.from_pretrained(self.model, peft)
-        self.model.to(self.device).eval()
+        self.model = load_weights(AutoModelForMaskedLM, path, dtype, self.device, trust_remote_code, allow_pickle,
+                                  peft)
         # BERT-style tokenizers end a text with sep ([SEP], </s>); decoder-style ones with eos.
         self.end_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
         self.mask_id = tok.mask_token_id
