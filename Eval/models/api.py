@@ -159,18 +159,12 @@ class APIModel(BaseLLM):
         self._semaphore: asyncio.Semaphore | None = None
 
     # --- tokenizer hooks (the HF adapter's, on the local tokenizer) ----------------------------------------
-    def _messages(self, text: str) -> list[dict]:
-        messages = [{"role": "user", "content": text}]
-        if self.options.system_prompt:
-            messages.insert(0, {"role": "system", "content": self.options.system_prompt})
-        return messages
-
     def apply_chat(self, text: str) -> str:
         """The local rendering of what a chat server builds from our messages (used to count tokens)."""
         if not self.tokenizer.chat_template:
             raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat prompts cannot "
                              "be sized; pass --tokenizer with the served model's tokenizer, or use completion mode")
-        return self.tokenizer.apply_chat_template(self._messages(text), tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
 
     def context_window(self) -> int | None:
         """The `context_window` argument, else the server's max_model_len (vLLM lists it in /v1/models), else
@@ -289,7 +283,7 @@ class APIModel(BaseLLM):
             body["stop"] = list(stop)
         chat = isinstance(prompt, APIPrompt) and prompt.user_text is not None
         if chat:
-            path, body["messages"] = "/chat/completions", self._messages(prompt.user_text)
+            path, body["messages"] = "/chat/completions", self.chat_messages(prompt.user_text)
         else:  # completion mode, or a Prompt built elsewhere: its text is exactly what the model gets
             path, body["prompt"] = "/completions", prompt.text
         try:

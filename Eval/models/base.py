@@ -117,6 +117,13 @@ class BaseLLM:
     def detokenize(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def chat_messages(self, text: str) -> list[dict]:
+        """`text` as the user turn, after the system prompt when one is set (every chat adapter sends these)."""
+        messages = [{"role": "user", "content": text}]
+        if self.options.system_prompt:
+            messages.insert(0, {"role": "system", "content": self.options.system_prompt})
+        return messages
+
     def apply_chat(self, text: str) -> str:
         """`text` as the user turn of the tokenizer's own chat template, with the generation prompt."""
         raise NotImplementedError

@@ -97,10 +97,7 @@ class HFModel(BaseLLM):
         if not self.tokenizer.chat_template:
             raise ValueError(f"{self.path}: the tokenizer has no chat template; run the task in completion mode "
                              "or use a chat model")
-        messages = [{"role": "user", "content": text}]
-        if self.options.system_prompt:
-            messages.insert(0, {"role": "system", "content": self.options.system_prompt})
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
 
     def context_window(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)

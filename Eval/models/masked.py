@@ -104,10 +104,7 @@ class MaskedLMModel(BaseLLM):
     def apply_chat(self, text: str) -> str:
         if not self.tokenizer.chat_template:  # most encoders have none: the text goes in as it is
             return text
-        messages = [{"role": "user", "content": text}]
-        if self.options.system_prompt:
-            messages.insert(0, {"role": "system", "content": self.options.system_prompt})
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
 
     def context_window(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)

@@ -31,6 +31,7 @@ import hashlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import random  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -40,6 +41,8 @@ import transformers  # noqa: E402
 from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: reuse the demo build's helpers
+from Eval.models.demo.build import portable  # noqa: E402
 HERE = Path(__file__).resolve().parent
 SPLITS = {"target": ("forget", "retain", "real_authors", "world_facts"),
           "retain": ("retain", "real_authors", "world_facts")}
@@ -141,15 +144,6 @@ def mean_answer_prob(model, examples) -> float:
         logp = torch.log_softmax(model(torch.tensor([seq])).logits[0, n_prompt - 1:-1], -1)
         probs.append(math.exp(logp.gather(-1, torch.tensor(seq[n_prompt:])[:, None]).mean().item()))
     return sum(probs) / len(probs)
-
-
-def portable(value):
-    if isinstance(value, Path):
-        try:
-            return str(value.resolve().relative_to(ROOT))
-        except ValueError:
-            return str(value)
-    return value
 
 
 def build_one(name: str, tok, args) -> dict:
