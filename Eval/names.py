@@ -1,0 +1,47 @@
+"""Names that become file names: a dataset, a model folder, a rubric. Names are names, never paths.
+
+A name read from the command line or from data (a run sidecar, a record) is joined to an output folder, so a
+separator, `..` or an absolute path in it would read or write outside that folder. `check_name` refuses them
+with a message that says which option or file the name came from.
+
+Usage:
+    from Eval.names import check_name
+    out = out_dir / check_name(args.model_name, "--model-name")     # ValueError: --model-name '../x': ...
+"""
+from __future__ import annotations
+
+MAX_NAME = 200  # well under every file system's 255-byte limit, leaving room for suffixes we add
+_FORBIDDEN = ("/", "\\", "\x00")
+
+
+def name_problem(name: object) -> str | None:
+    """Why `name` cannot be a file name, or None when it can.
+
+    >>> name_problem("multifieldqa_zh"), name_problem("mydata.v2")
+    (None, None)
+    >>> name_problem("../x")
+    "a name cannot hold '/' or '\\\\' (it would be a path)"
+    >>> name_problem("..")
+    "'.' and '..' are not names"
+    """
+    if not isinstance(name, str) or not name:
+        return "a name must be a non-empty string"
+    if any(sep in name for sep in _FORBIDDEN):
+        return "a name cannot hold '/' or '\\' (it would be a path)"
+    if name in (".", ".."):
+        return "'.' and '..' are not names"
+    if name.startswith("."):
+        return "a name cannot start with '.' (hidden files are the toolkit's own)"
+    if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
+        return "a name cannot hold control characters or lone surrogates"
+    if len(name.encode("utf-8")) > MAX_NAME:
+        return f"a name is at most {MAX_NAME} bytes"
+    return None
+
+
+def check_name(name: object, source: str) -> str:
+    """`name` itself when it is a safe file name; else ValueError naming `source` (an option or a file)."""
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(f"{source} {name!r}: {problem}; give a plain name (letters, digits, '_', '-', '.')")
+    return name  # type: ignore[return-value]
