@@ -11,8 +11,11 @@ Usage:
     python eval.py --compare DIR_A DIR_B --judge JUDGE_MODEL                                    # pairwise
 
 Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json and
-DIR/per_example/<dataset>.scores.jsonl; see Eval/report.py. Bad input (unknown dataset, malformed line, ...)
-prints every problem found with its file and line, exits 2, and writes nothing. The two unlearning modes write
+DIR/per_example/<dataset>.scores.jsonl, all or nothing; see Eval/report.py. Scoring a subset (--datasets) keeps
+the other datasets' results while their prediction files are unchanged. Each file is checked against its run
+sidecar (Eval/provenance.py): a partial file, one edited after inference, or one whose dataset has changed since
+is reported. Bad input (unknown dataset, malformed line, ...) prints every problem found with its file and line,
+exits 2, and writes nothing. The two unlearning modes write
 open-unlearning's TOFU_EVAL.json / TOFU_SUMMARY.json (MUSE_*); see Eval/unlearning/cli.py.
 """
 from __future__ import annotations
@@ -23,24 +26,29 @@ import sys
 import time
 from pathlib import Path
 
-from Eval.metrics.registry import get_metric
-from Eval.records import RecordError, read_records
-from Eval.report import dataset_table, write_model_results, write_models_table
-from Eval.scoring import score_dataset
-from Eval.tasks import TASKS, get_task, task_from_dict
+from Eval.args import HelpFormatter, name_list, positive_float
 from Eval.judge_run import add_judge_args
+from Eval.names import check_name, name_problem
+from Eval.provenance import check_prediction_file, file_sha256
+from Eval.records import RecordError, read_records
+from Eval.report import RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs, write_models_table
+from Eval.scoring import score_dataset
+from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
+from Eval.tasks import TASKS, get_task, task_from_dict
 from Eval.unlearning.suites import RECORD_FILES
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--pred-dir", type=Path, default=None, help="score the *.jsonl files of this folder")
     where.add_argument("--model", default=None, help="score PRED_ROOT/MODEL")
     p.add_argument("--pred-root", type=Path, default=Path("pred"),
                    help="folder of model folders, used by --model and when neither option is given")
-    p.add_argument("--datasets", default=None, help="comma-separated dataset names to score (default: all)")
+    p.add_argument("--datasets", default=None, help="comma-separated dataset names to score; the other "
+                   "datasets' results are kept (default: all)")
+    p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
+                   help="score 0 (and count, with the reason) a sample whose metric takes longer; None: no limit")
     p.add_argument("--quiet", action="store_true", help="print only errors")
     unl = p.add_argument_group("unlearning (TOFU / MUSE, open-unlearning's files)")
     mode = unl.add_mutually_exclusive_group()
@@ -54,6 +62,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                      help="where the unlearning files go (default: --pred-dir, or pred/open-unlearning/<folder>)")
     add_judge_args(p)
     args = p.parse_args(argv)
+    _check_combinations(p, args)
+    return args
+
+
+def _check_combinations(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if (args.compare or args.judge_mode != "text") and not args.judge:
         p.error("--compare and --judge-mode need --judge MODEL")
     if args.unlearning and (args.pred_dir is None or args.datasets):
@@ -62,19 +75,35 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--from-open-unlearning reads one log; it takes no --pred-dir, --model or --datasets")
     if not (args.unlearning or args.from_open_unlearning) and (args.retain_logs or args.out_dir):
         p.error("--retain-logs and --out-dir go with --unlearning or --from-open-unlearning")
-    return args
+    try:
+        if args.datasets is not None:
+            args.datasets = ",".join(check_name(n, "--datasets entry") for n in name_list(args.datasets))
+        if args.model is not None:
+            check_name(args.model, "--model")
+    except (argparse.ArgumentTypeError, ValueError) as err:
+        p.error(f"--datasets {err}" if isinstance(err, argparse.ArgumentTypeError) else str(err))
 
 
-def find_pred_dirs(args) -> tuple[list[Path], bool]:
-    """The folders to score, and whether this is the all-models mode (which also writes the table)."""
+def prediction_files(folder: Path) -> list[Path]:
+    """The folder's prediction files: *.jsonl at its top level, less TOFU / MUSE score records."""
+    return sorted(f for f in folder.glob("*.jsonl") if f.name not in RECORD_FILES)
+
+
+def find_pred_dirs(args, notes: list[str]) -> tuple[list[Path], bool]:
+    """The folders to score, and whether this is the all-models mode (which also writes the table). Folders the
+    toolkit writes that hold no prediction files (a --compare output, a judge cache) are skipped, said so."""
     if args.pred_dir is not None:
         return [args.pred_dir], False
     if args.model is not None:
         return [args.pred_root / args.model], False
     if not args.pred_root.is_dir():
         raise FileNotFoundError(f"{args.pred_root}: no such folder; run inference.py first or pass --pred-dir")
-    dirs = sorted(d for d in args.pred_root.iterdir()
-                  if d.is_dir() and any(f.name not in RECORD_FILES for f in d.glob("*.jsonl")))
+    dirs = []
+    for folder in sorted(d for d in args.pred_root.iterdir() if d.is_dir() and not d.name.startswith(".")):
+        if prediction_files(folder):
+            dirs.append(folder)
+        else:
+            notes.append(f"{folder}: no prediction files (*.jsonl); skipped")
     if not dirs:
         raise FileNotFoundError(f"{args.pred_root}: no model folder with *.jsonl prediction files")
     return dirs, True
@@ -82,10 +111,16 @@ def find_pred_dirs(args) -> tuple[list[Path], bool]:
 
 def task_for_file(path: Path, notes: list[str]):
     """The table's task for the file stem; for a dataset the table lacks, the task inference.py chose and
-    saved in the run sidecar (said out loud); otherwise an error with close-name suggestions."""
+    saved in the run sidecar (said out loud); otherwise an error with close-name suggestions. The file stem
+    names the dataset, always: a name inside the sidecar is never used."""
     sidecar = path.with_name(path.stem + ".run.json")
-    if path.stem not in TASKS and sidecar.is_file():
-        task = task_from_dict(json.loads(sidecar.read_text(encoding="utf-8"))["task"])
+    if path.stem not in TASKS and (sidecar.exists() or sidecar.is_symlink()):
+        try:
+            saved = json.loads(read_regular_bytes(sidecar))
+            task = task_from_dict(saved.get("task") if isinstance(saved, dict) else None, path.stem)
+        except (StorageError, ValueError, RecursionError, KeyError) as err:
+            detail = err.args[0] if err.args else err
+            raise RecordError(sidecar, None, f"cannot tell how to score {path.name}: {detail}") from None
         notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
                      f"(metrics {', '.join(task.metrics)})")
         return task
@@ -93,33 +128,71 @@ def task_for_file(path: Path, notes: list[str]):
 
 
 def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str]) -> list[tuple]:
-    """(task, records) for each prediction file; every problem is appended to `problems`."""
+    """(task, records, sources) for each prediction file; every problem is appended to `problems`."""
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
         return []
+    notes += [n for n in recover(pred_dir, RESULT_FILES, ("per_example",))]
     every = sorted(pred_dir.glob("*.jsonl"))
-    files = [f for f in every if f.name not in RECORD_FILES]  # TOFU / MUSE score records: --unlearning
-    hint = "; its TOFU / MUSE score records are scored by --unlearning" if len(files) < len(every) else ""
-    if hint:
+    files = prediction_files(pred_dir)
+    if len(files) < len(every):
         notes.append(f"{pred_dir}: TOFU / MUSE score records left to `python eval.py --unlearning ...`")
     if only is not None:
         files = [f for f in files if f.stem in only]
         for missing in sorted(only - {f.stem for f in files}):
             problems.append(f"{pred_dir}: no prediction file {missing}.jsonl")
     if not files and only is None:
-        problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
+        problems.append(f"{pred_dir}: no *.jsonl prediction files")
     loaded = []
     for path in files:
         try:
+            problem = name_problem(path.stem) or regular_file_problem(path)
+            if problem:
+                raise RecordError(path, None, problem)
             task = task_for_file(path, notes)
-            for name in task.metrics:
-                get_metric(name)
-            loaded.append((task, read_records(path)))
-        except RecordError as err:
+            records = read_records(path)
+            sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
+                       "examples_sha256": example_set(records), "data_check": check_prediction_file(path, records)}
+            loaded.append((task, records, sources))
+        except (RecordError, StorageError) as err:
             problems.append(str(err))
-        except (KeyError, TypeError, ValueError) as err:  # unknown dataset / metric, unreadable sidecar
+        except KeyError as err:  # unknown dataset / metric
             problems.append(f"{path}: {err.args[0] if err.args else err}")
     return loaded
+
+
+def score_folders(loaded: dict[Path, list[tuple]], only, time_limit) -> tuple[dict, list[str]]:
+    """Every folder scored and its outputs built in memory; nothing is written here."""
+    outputs, problems = {}, []
+    for pred_dir, items in loaded.items():
+        start = time.perf_counter()
+        results = [{**score_dataset(task, records, time_limit), "data_check": sources["data_check"]}
+                   for task, records, sources in items]
+        try:
+            built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items}, full_run=only is None)
+        except (UnicodeEncodeError, ValueError) as err:
+            problems.append(f"{pred_dir}: results cannot be written as JSON: {err}")
+            continue
+        outputs[pred_dir] = (results, built, time.perf_counter() - start)
+    return outputs, problems
+
+
+def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, quiet: bool) -> None:
+    for note in built.notes:
+        print(f"note: {note}")
+    if quiet:
+        return
+    print(f"\n{pred_dir}  ({seconds:.2f} s) -> {pred_dir / 'result.json'}")
+    print(dataset_table(results))
+    for r in results:
+        if r["duplicates"]:
+            print(f"warning: {r['dataset']}: {r['duplicates']} lines repeat an earlier example "
+                  "(kept, as the published figures count every line)")
+        if r["no_references"] or r["no_classes"]:
+            print(f"warning: {r['dataset']}: {r['no_references']} records have no reference answer and "
+                  f"{r['no_classes']} no class list (all_classes); they score 0")
+        for warning in r["data_check"]["warnings"]:
+            print(f"warning: {r['dataset']}: {warning}")
 
 
 def main(argv=None) -> int:
@@ -133,41 +206,43 @@ def main(argv=None) -> int:
 
         return run_judge_cli(args, {})
     only = set(args.datasets.split(",")) if args.datasets else None
+    problems: list[str] = []
+    notes: list[str] = []
     try:
-        pred_dirs, all_models = find_pred_dirs(args)
+        pred_dirs, all_models = find_pred_dirs(args, notes)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    problems: list[str] = []
-    notes: list[str] = []
     loaded = {d: load_folder(d, only, problems, notes) for d in pred_dirs}
-    if problems:  # validate everything before writing anything
+    outputs, more = score_folders(loaded, only, args.sample_time_limit) if not problems else ({}, [])
+    problems += more
+    if problems:  # validate and compute everything before writing anything
         print("error: nothing was written; fix these first:", *problems, sep="\n  ", file=sys.stderr)
         return 2
     for note in notes:
         print(f"note: {note}")
-    by_model = {}
-    for pred_dir, items in loaded.items():
-        start = time.perf_counter()
-        results = [score_dataset(task, records) for task, records in items]
-        write_model_results(pred_dir, results)
-        by_model[pred_dir.name] = {r["dataset"]: r["metrics"][r["headline_metric"]]["score"] for r in results}
-        if not args.quiet:
-            print(f"\n{pred_dir}  ({time.perf_counter() - start:.2f} s) -> {pred_dir / 'result.json'}")
-            print(dataset_table(results))
-            for r in results:
-                if r["duplicates"]:
-                    print(f"warning: {r['dataset']}: {r['duplicates']} lines repeat an earlier example "
-                          "(kept, as the published figures count every line)")
-    if all_models:
-        table = write_models_table(args.pred_root, by_model)
-        if not args.quiet:
-            print(f"\nmodels x datasets -> {args.pred_root / 'results.md'}\n{table}")
+    for pred_dir, (results, built, seconds) in outputs.items():
+        commit_folder(pred_dir, built)
+        report_folder(pred_dir, results, built, seconds, args.quiet)
+    write_table(args, pred_dirs, all_models)
     if args.judge:  # loads a model (torch for local judges) only now, after every score is written
         from Eval.judge_run import run_judge_cli
 
-        return run_judge_cli(args, {d: [(t.name, r) for t, r in items] for d, items in loaded.items()})
+        return run_judge_cli(args, {d: [(t.name, r) for t, r, _ in items] for d, items in loaded.items()})
     return 0
+
+
+def write_table(args, pred_dirs: list[Path], all_models: bool) -> None:
+    """ROOT/results.{md,csv} from every model folder's current results, whenever a folder of ROOT was scored,
+    so the table always agrees with the folders' result files."""
+    root = args.pred_root
+    if not all_models and not (root.is_dir() and any(d.resolve().parent == root.resolve() for d in pred_dirs)):
+        return
+    table, table_notes = write_models_table(root)
+    for note in table_notes:
+        print(f"note: {note}")
+    if not args.quiet:
+        print(f"\nmodels x datasets -> {root / 'results.md'}\n{table}")
 
 
 if __name__ == "__main__":

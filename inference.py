@@ -20,13 +20,17 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from Eval.datasets import load_dataset, template_fields  # noqa: E402
+from Eval.args import HelpFormatter, name_list, nonnegative_float, nonnegative_int, positive_float, positive_int  # noqa: E402,E501
+from Eval.datasets import load_dataset  # noqa: E402
 from Eval.models import MODELS  # noqa: E402
 from Eval.models.base import AdapterOptions  # noqa: E402
+from Eval.names import output_folder  # noqa: E402
 from Eval.records import RecordError  # noqa: E402
+from Eval.storage import StorageError  # noqa: E402
+from Eval.templates import template_fields  # noqa: E402
 from Eval.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
 from Eval.runner import RunSettings, run_dataset  # noqa: E402
-from Eval.runs import PredictionFile, merge_predictions  # noqa: E402
+from Eval.runs import PredictionFile, merge_predictions, record_output, sidecar_path  # noqa: E402
 from Eval.unlearning_run import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
@@ -35,25 +39,30 @@ DEMO_MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--model", default=str(DEMO_MODEL.relative_to(ROOT)), help="model path or name")
     p.add_argument("--model-name", default=None, help="output folder name (default: the model path's last part)")
-    p.add_argument("--backend", default="hf", choices=sorted(MODELS), help="model adapter")
-    p.add_argument("--datasets", default=None, help="comma-separated names (default: every DATASET_DIR/*.jsonl)")
+    p.add_argument("--backend", default="hf", choices=sorted(MODELS),
+                   help="model adapter: hf (transformers, local or hub checkpoint), masked (masked / diffusion LMs), "
+                        "api (an OpenAI-compatible server, see below), echo (no model: answers with the prompt's "
+                        "last line reversed; checks data, templates and files in seconds)")
+    p.add_argument("--datasets", type=name_list, default=None,
+                   help="comma-separated names (default: every DATASET_DIR/*.jsonl)")
     p.add_argument("--dataset-dir", type=Path, default=ROOT / "dataset", help="where NAME.jsonl datasets live")
     p.add_argument("--prompt-dir", type=Path, default=ROOT / "prompts", help="where NAME.txt templates live")
     p.add_argument("--out-dir", type=Path, default=Path("pred"), help="records go to OUT_DIR/MODEL_NAME/")
-    p.add_argument("--batch-size", type=int, default=16, help="most examples per batch (halved on OOM)")
-    p.add_argument("--max-batch-tokens", type=int, default=16384, help="most padded prompt tokens per batch")
-    p.add_argument("--max-length", type=int, default=None,
-                   help="prompt + answer token budget; longer prompts are cut in the middle (default: the model's)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="override every task's generation length")
-    p.add_argument("--limit", type=int, default=None, help="only the first N examples of each dataset")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="most examples per batch (halved on OOM)")
+    p.add_argument("--max-batch-tokens", type=positive_int, default=16384, help="most padded prompt tokens per batch")
+    p.add_argument("--max-length", type=positive_int, default=None,
+                   help="prompt + answer token budget; longer prompts are cut in the middle (default: the model's "
+                        "context window)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="override every task's generation length")
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N examples of each dataset")
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
     p.add_argument("--validate", action="store_true", help="check datasets and templates, load no model")
     d = p.add_argument_group("scale-out (see Eval/distributed.py; torchrun sets these itself)")
-    d.add_argument("--num-shards", type=int, default=None, help="split each dataset into this many shards")
-    d.add_argument("--shard-id", type=int, default=None, help="the shard this process runs (0-based)")
+    d.add_argument("--num-shards", type=positive_int, default=None, help="split each dataset into this many shards")
+    d.add_argument("--shard-id", type=nonnegative_int, default=None, help="the shard this process runs (0-based)")
     d.add_argument("--merge", action="store_true", help="only merge shard files into the main files; no model")
     g = p.add_argument_group("Hugging Face backend")
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
@@ -62,18 +71,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--peft", default=None, help="path of a PEFT adapter to apply")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the checkpoint")
     g.add_argument("--allow-pickle", action="store_true", help="allow non-safetensors (pickle) weights")
-    g.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    g.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     o = p.add_argument_group("API backend (--backend api: an OpenAI-compatible server, e.g. vllm serve)")
     o.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the server's /v1 URL")
     o.add_argument("--api-model", default=None,
                    help="served model name; None: --model (without --model, it names the output folder)")
     o.add_argument("--tokenizer", default=None, help="local tokenizer for truncation and token counts; None: --model")
     o.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    o.add_argument("--concurrency", type=int, default=8, help="most requests in flight")
-    o.add_argument("--rpm", type=int, default=None, help="most requests started per minute; None: no limit")
-    o.add_argument("--timeout", type=float, default=300.0, help="seconds per request before it is retried")
-    o.add_argument("--max-retries", type=int, default=5, help="retries on 429 / 5xx / timeouts / connection errors")
-    o.add_argument("--backoff", type=float, default=1.0, help="first retry delay in seconds, doubled each retry")
+    o.add_argument("--concurrency", type=positive_int, default=8, help="most requests in flight")
+    o.add_argument("--rpm", type=positive_int, default=None, help="most requests started per minute; None: no limit")
+    o.add_argument("--timeout", type=positive_float, default=300.0, help="deadline in seconds for a whole request (connect, send, read) before it is retried")
+    o.add_argument("--max-retries", type=nonnegative_int, default=5, help="retries on 429 / 5xx / timeouts / connection errors")
+    o.add_argument("--backoff", type=nonnegative_float, default=1.0, help="first retry delay in seconds, doubled each retry")
     a = p.add_argument_group("adapter options (per model family, instead of name checks)")
     a.add_argument("--system-prompt", default=None, help="system message for chat templates")
     a.add_argument("--stop", action="append", default=[], help="extra stop string (repeatable)")
@@ -87,10 +96,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load_datasets(args) -> list:
-    if args.datasets:
-        names = [n for n in args.datasets.split(",") if n]
-    else:
-        names = sorted(p.stem for p in args.dataset_dir.glob("*.jsonl"))
+    names = args.datasets or sorted(p.stem for p in args.dataset_dir.glob("*.jsonl"))
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl datasets")
     return [load_dataset(n, args.dataset_dir, args.prompt_dir) for n in names]
@@ -119,7 +125,11 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
     for ds in datasets:
         examples = ds.examples[:limit] if limit else ds.examples
         path = out_dir / f"{ds.name}.jsonl"
-        if not merge_predictions(path, [e.id for e in ds.examples], [e.id for e in examples]):
+        merged = merge_predictions(path, [e.id for e in ds.examples], [e.id for e in examples],
+                                   {e.id: e.sha256 for e in ds.examples})
+        if merged:
+            record_output(sidecar_path(path), merged)
+        else:
             missing.append(ds.name)
     for name in missing:
         print(f"error: {out_dir / name}.jsonl: some examples have no record yet; run the missing shards",
@@ -127,40 +137,58 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
     return 1 if missing else 0
 
 
-def run_all(model, datasets: list, args, shards, out_dir: Path) -> dict | None:
-    """Every dataset through the model; under torchrun, ranks meet after each dataset and rank 0 merges."""
+TOTALS = ("examples", "truncated", "failed", "skipped_done", "new", "changed_redone", "failed_redone", "removed")
+
+
+def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
+    """Every dataset through the model; under torchrun, ranks meet after each dataset and rank 0 merges.
+    `saved` collects the number of records written by each batch (for the message after Ctrl-C)."""
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens,
                            args.limit, args.overwrite and not shards.torchrun, shards.num_shards, shards.shard_id,
                            merge=not shards.torchrun)
-    start, totals = time.perf_counter(), {"examples": 0, "truncated": 0, "failed": 0, "skipped_done": 0}
+    start, totals = time.perf_counter(), dict.fromkeys(TOTALS, 0)
     for ds in datasets:
         try:
             if shards.torchrun and args.overwrite:  # rank 0 clears old files before any rank reads them
                 if shards.is_first:
                     PredictionFile(out_dir / f"{ds.name}.jsonl", overwrite=True)
                 barrier(shards)
-            summary = run_dataset(model, ds, out_dir, settings)
+            summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append)
             barrier(shards)
             if shards.torchrun and shards.is_first:
                 merge_only([ds], out_dir, args.limit)
-        except (ValueError, RecordError) as err:
+        except (ValueError, RecordError) as err:  # StorageError (another process writes the file) included
             print(f"error: {err}", file=sys.stderr)
             return None
+        print(f"{ds.name}: {_describe_run(summary)}")
         for key in totals:
             totals[key] += summary[key]
     finish(shards)
     return {**totals, "seconds": time.perf_counter() - start}
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning_run.py)
-        return run_unlearning(args, lambda path, **over: build_model(argparse.Namespace(**{**vars(args), "model": path,
-                                                                                           **over})),
-                              default_model=str(DEMO_MODEL.relative_to(ROOT)))
-    try:  # every dataset and template is checked before the model loads or any file is touched
+def _describe_run(summary: dict) -> str:
+    """What a rerun did, in words: '4 new, 1 changed (redone), 25 removed, 3 already done'."""
+    parts = [f"{summary['new']} new"]
+    if summary["changed_redone"]:
+        parts.append(f"{summary['changed_redone']} changed since the last run (redone)")
+    if summary["failed_redone"]:
+        parts.append(f"{summary['failed_redone']} failed before (redone)")
+    if summary["removed"]:
+        parts.append(f"{summary['removed']} no longer in the dataset (dropped from the file)")
+    parts.append(f"{summary['skipped_done']} already done")
+    if summary["failed"]:
+        parts.append(f"{summary['failed']} FAILED now (rerun to retry)")
+    return ", ".join(parts)
+
+
+def prepare(args):
+    """Datasets checked, names checked, output folder checked: everything refused before a model loads.
+    Returns (datasets, out_dir), or an exit code."""
+    try:
         datasets = load_datasets(args)
-    except (FileNotFoundError, RecordError) as err:
+        out_dir = output_folder(args.out_dir, args.model_name, args.model)
+    except (FileNotFoundError, RecordError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for ds in datasets:
@@ -171,11 +199,23 @@ def main(argv=None) -> int:
                   f"(fields: {', '.join(sorted(template_fields(ds.template)))}), metrics "
                   f"{', '.join(ds.task.metrics)}, max_new_tokens {ds.task.max_new_tokens}, "
                   f"{'chat' if ds.task.chat else 'completion'} mode")
+    return datasets, out_dir
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning_run.py)
+        return run_unlearning(args, lambda path, **over: build_model(argparse.Namespace(**{**vars(args), "model": path,
+                                                                                           **over})),
+                              default_model=str(DEMO_MODEL.relative_to(ROOT)))
+    prepared = prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    datasets, out_dir = prepared
     if args.validate:
         return 0
-    name = args.model_name or Path(args.model.rstrip("/")).name
     if args.merge:
-        return merge_only(datasets, args.out_dir / name, args.limit)
+        return merge_only(datasets, out_dir, args.limit)
     try:
         shards = resolve_shards(args.num_shards, args.shard_id)
         if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
@@ -183,6 +223,16 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    saved: list[int] = []
+    try:
+        return generate_everything(args, datasets, shards, out_dir, saved)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+
+
+def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list[int]) -> int:
     init_process_group(shards)
     args.device = local_device(args.device, shards)
     try:
@@ -190,12 +240,14 @@ def main(argv=None) -> int:
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {err}", file=sys.stderr)
         return 2
-    totals = run_all(model, datasets, args, shards, args.out_dir / name)
+    totals = run_all(model, datasets, args, shards, out_dir, saved)
     if totals is None:
         return 2
-    print(f"done: {totals['examples']} examples generated ({totals['skipped_done']} already done), "
-          f"{totals['truncated']} truncated, {totals['failed']} failed, {totals['seconds']:.1f} s "
-          f"-> {args.out_dir / name}; score with: python eval.py --model {name}"
+    name = out_dir.name
+    print(f"done: {totals['examples']} examples generated ({totals['new']} new, {totals['changed_redone']} changed, "
+          f"{totals['failed_redone']} failed before; {totals['skipped_done']} already done, {totals['removed']} "
+          f"removed), {totals['truncated']} truncated, {totals['failed']} failed, {totals['seconds']:.1f} s "
+          f"-> {out_dir}; score with: python eval.py --model {name}"
           + ("" if args.out_dir == Path("pred") else f" --pred-root {args.out_dir}"))
     return 0 if totals["failed"] == 0 else 1
 

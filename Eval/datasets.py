@@ -3,9 +3,14 @@
 A dataset is `dataset/NAME.jsonl` in one of two forms:
     LongBench:    {"input", "context", "answers": [..], "length", "all_classes", "_id", ...}
     instruction:  {"instruction", "input", "output"}          (SFT style: TinyEval's custom_zh / GAOKAO_math)
-Its template is `prompts/NAME.txt` (str.format placeholders naming record fields). A dataset with no row in
+Its template is `prompts/NAME.txt` ({field} placeholders, see Eval/templates.py). A dataset with no row in
 Eval/tasks.py still works: `resolve_task` picks a metric and generation length from the data's form and
 language, a missing template falls back to a default for the form, and both choices are reported.
+
+Each example has an id (`_id` / `id`, else `NAME-<position>`) and a content hash over all its fields: resume
+redoes an example whose content changed, and eval.py tells when predictions no longer match their data. A line
+that repeats an earlier one exactly is run once (and said so); an id repeated with different content is an
+error naming both lines.
 
 Usage:
     from Eval.datasets import load_dataset
@@ -17,18 +22,16 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
-import string
+import json
+import math
 from pathlib import Path
 
+from Eval.names import check_name
 from Eval.records import RecordError, iter_json_objects
+from Eval.storage import regular_file_problem
 from Eval.tasks import TASKS, Task
+from Eval.templates import fill_template, load_template, template_fields  # noqa: F401  (fill_template: API)
 
-DEFAULT_TEMPLATES = {
-    ("longbench", "en"): "Read the text below and answer the question.\n\n{context}\n\nQuestion: {input}\nAnswer:",
-    ("longbench", "zh"): "阅读下面的材料并回答问题。\n\n{context}\n\n问题：{input}\n回答：",
-    ("instruction", "en"): "{instruction}\n{input}",
-    ("instruction", "zh"): "{instruction}\n{input}",
-}
 # Metric and generation length for a dataset that has no row in TASKS, by (form, language).
 DEFAULT_METRICS = {("longbench", "en"): ("qa_f1",), ("longbench", "zh"): ("qa_f1_zh",),
                    ("instruction", "en"): ("rouge", "bleu"), ("instruction", "zh"): ("rouge_zh", "bleu_zh")}
@@ -41,7 +44,9 @@ class Example:
     fields: dict  # the record as read; the template is filled from it
     answers: list[str]
     all_classes: list[str] | None
-    length: int | None
+    length: int | float | None
+    sha256: str = ""  # content_hash(fields): resume redoes the example when it changes
+    line: int = 0  # where the example starts in the dataset file
 
 
 @dataclasses.dataclass
@@ -54,10 +59,33 @@ class Dataset:
     template_source: str  # the template file, or "default (...)"
     examples: list[Example]
     notes: list[str]  # choices made for the user (default template / metric), printed before the run
+    file_sha256: str = ""  # of the dataset file's bytes: eval.py tells whether the data changed since the run
 
     @property
     def template_hash(self) -> str:
         return hashlib.sha256(self.template.encode("utf-8")).hexdigest()[:16]
+
+    def digest(self, limit: int | None = None) -> str:
+        """examples_digest over the first `limit` examples (all when None)."""
+        return examples_digest((e.id, e.sha256) for e in self.examples[:limit])
+
+
+def content_hash(record: dict) -> str:
+    """The identity of an example's content: every field, key order ignored (16 hex digits of sha256).
+
+    >>> content_hash({"input": "a", "output": "b"}) == content_hash({"output": "b", "input": "a"})
+    True
+    """
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def examples_digest(pairs) -> str:
+    """One hash over a sequence of (id, content hash): which examples, with which content, in which order."""
+    digest = hashlib.sha256()
+    for rid, sha in pairs:
+        digest.update(json.dumps([str(rid), sha or ""], ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()[:16]
 
 
 def _is_cjk(ch: str) -> bool:
@@ -94,16 +122,46 @@ def _example(record: dict, form: str, index: int, name: str, language: str, path
     answers = [answers] if isinstance(answers, str) else answers
     if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
         raise RecordError(path, line, "answers / output must be a string or a list of strings")
+    classes = record.get("all_classes")
+    if classes is not None and (not isinstance(classes, list) or not all(isinstance(c, str) for c in classes)):
+        raise RecordError(path, line, f"all_classes must be a list of strings (the label set), found "
+                                      f"{_describe(classes)}")
     rid = record.get("_id", record.get("id"))
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
+        raise RecordError(path, line, f"the example id (_id / id) must be a string or an integer, found "
+                                      f"{_describe(rid)}")
     length = record.get("length")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, (int, float))
+                               or not math.isfinite(length) or length < 0):
+        raise RecordError(path, line, f"length must be a finite number >= 0 (LongBench's word or character "
+                                      f"count), found {length!r}")
     return Example(id=str(rid) if rid is not None else f"{name}-{index}", fields=record, answers=answers,
-                   all_classes=record.get("all_classes"),
-                   length=length if isinstance(length, int) else _length(record, answers, language))
+                   all_classes=classes,
+                   length=length if length is not None else _length(record, answers, language),
+                   sha256=content_hash(record), line=line)
 
 
-def template_fields(template: str) -> set[str]:
-    """The field names a str.format template uses (`{context}` -> "context"; `{{` is a literal brace)."""
-    return {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(template) if f}
+def _describe(value: object) -> str:
+    if isinstance(value, list):
+        kinds = sorted({type(v).__name__ for v in value if not isinstance(v, str)})
+        return f"a list holding {', '.join(kinds)}"
+    return f"{type(value).__name__} {str(value)[:40]!r}"
+
+
+def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
+    """Examples with repeated lines dropped (same id, same content) and the number dropped; an id repeated
+    with different content is an error naming both lines."""
+    first: dict[str, Example] = {}
+    kept = []
+    for e in examples:
+        seen = first.get(e.id)
+        if seen is None:
+            first[e.id] = e
+            kept.append(e)
+        elif seen.sha256 != e.sha256:
+            raise RecordError(path, e.line, f"example id {e.id!r} was already used by line {seen.line} with "
+                                            "different content; ids must name one example")
+    return kept, len(examples) - len(kept)
 
 
 def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]:
@@ -117,23 +175,24 @@ def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]
                   f"(default for {form}-form {language} data), max_new_tokens {task.max_new_tokens}")
 
 
-def load_template(name: str, prompt_dir: Path, form: str, language: str) -> tuple[str, str, str | None]:
-    path = prompt_dir / f"{name}.txt"
-    if path.is_file():
-        return path.read_text(encoding="utf-8"), str(path), None
-    return (DEFAULT_TEMPLATES[(form, language)], f"default ({form}, {language})",
-            f"{name}: no {path}; using the default {form}-form template")
-
-
-def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path) -> Dataset:
-    """Read, validate and template-check one dataset; RecordError / FileNotFoundError name what and where."""
-    path = dataset_dir / f"{name}.jsonl"
-    if not path.is_file():
+def _dataset_path(name: str, dataset_dir: Path) -> Path:
+    path = dataset_dir / f"{check_name(name, 'dataset name')}.jsonl"
+    if not (path.exists() or path.is_symlink()):
         known = sorted(p.stem for p in dataset_dir.glob("*.jsonl"))
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise FileNotFoundError(f"unknown dataset {name!r}: no file {path}.{hint} "
                                 f"Available: {', '.join(known) or 'none'}")
+    problem = regular_file_problem(path)
+    if problem:
+        raise RecordError(path, None, problem)
+    return path
+
+
+def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path) -> Dataset:
+    """Read, validate and template-check one dataset; RecordError / FileNotFoundError / ValueError (a name that
+    is a path) say what and where."""
+    path = _dataset_path(name, dataset_dir)
     items = list(iter_json_objects(path))
     if not items:
         raise RecordError(path, None, "file is empty: no examples")
@@ -154,13 +213,13 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path) -> Dataset:
             raise RecordError(path, line, f"template {source} needs field(s) {', '.join(missing)}, "
                                           "which this record lacks")
         examples.append(_example(record, form, index, name, task.language, path, line))
-    ids = [e.id for e in examples]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise RecordError(path, None, f"example id {dup!r} occurs more than once; ids must be unique")
+    examples, repeated = _unique(examples, path)
     notes = [n for n in (task_note, template_note) if n]
-    return Dataset(name, path, form, task, template, source, examples, notes)
-
-
-def fill_template(template: str, fields: dict) -> str:
-    return template.format(**fields)
+    if repeated:
+        notes.append(f"{name}: {repeated} line(s) repeat an earlier example exactly (same id and content); "
+                     "each example is run once")
+    unanswerable = sum(1 for e in examples if not e.answers)
+    if unanswerable:
+        notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will score 0")
+    file_sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return Dataset(name, path, form, task, template, source, examples, notes, file_sha)

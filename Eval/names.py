@@ -10,6 +10,9 @@ Usage:
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 MAX_NAME = 200  # well under every file system's 255-byte limit, leaving room for suffixes we add
 _FORBIDDEN = ("/", "\\", "\x00")
 
@@ -45,3 +48,15 @@ def check_name(name: object, source: str) -> str:
     if problem:
         raise ValueError(f"{source} {name!r}: {problem}; give a plain name (letters, digits, '_', '-', '.')")
     return name  # type: ignore[return-value]
+
+
+def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
+    """OUT_DIR/MODEL_NAME, checked before anything is written: the model name (given, or the model path's last
+    part) is a name, never a path, and OUT_DIR is not a file."""
+    if model_name is not None:
+        name = check_name(model_name, "--model-name")
+    else:
+        name = check_name(Path(os.path.abspath(model)).name, "the model path's last part (set --model-name)")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out-dir {out_dir}: is a file, not a folder")
+    return out_dir / name

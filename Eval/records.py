@@ -12,9 +12,13 @@ Every field, in one table (name, JSON type, required, who writes it, meaning):
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from pathlib import Path
 from typing import Iterable
+
+from Eval.storage import StorageError, read_regular_bytes, write_json_atomic, write_jsonl_atomic  # noqa: F401
 
 # name: (allowed JSON types, required, meaning). Types are Python types after json.loads; None means null.
 FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
@@ -26,6 +30,9 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
                                                 "input+context+answers; drives the LongBench-E buckets"),
     "_id": ((str, type(None)), False, "LongBench's example id"),
     "id": ((str, int, type(None)), False, "example id written by inference.py (resume and merge key)"),
+    "example_sha256": ((str, type(None)), False, "hash of the dataset example the record was made from "
+                                                 "(Eval/datasets.py); resume redoes an example whose content "
+                                                 "changed, eval.py checks the file against the run sidecar"),
     "dataset": ((str, type(None)), False, "dataset name; the file stem is authoritative"),
     "question": ((str, type(None)), False, "the example's question (input / instruction), shown to a judge"),
     "prompt_tokens": ((int, type(None)), False, "tokens in the final prompt after truncation and template"),
@@ -77,7 +84,10 @@ def _line_of(text: str, offset: int) -> int:
 
 
 def _decode(path: Path) -> str:
-    raw = path.read_bytes()
+    try:
+        raw = read_regular_bytes(path)
+    except StorageError as err:
+        raise RecordError(path, None, str(err).removeprefix(f"{path}: ")) from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -86,11 +96,52 @@ def _decode(path: Path) -> str:
                                       "as UTF-8") from None
 
 
+def _raw_decode(decoder: json.JSONDecoder, text: str, pos: int, path: Path, line: int) -> tuple[object, int]:
+    """One JSON value at `pos`; every way the parser can fail becomes a RecordError naming the line."""
+    try:
+        return decoder.raw_decode(text, pos)
+    except json.JSONDecodeError as err:
+        # Name the line where the broken value starts (a torn JSONL line fails only at the next one).
+        where = "" if err.lineno == line else f" at line {err.lineno}"
+        raise RecordError(path, line, f"not valid JSON ({err.msg}{where}, column {err.colno})") from None
+    except RecursionError:
+        raise RecordError(path, line, "a value is nested too deeply (hundreds of levels of [ or {) to be a "
+                                      "record") from None
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise RecordError(path, line, f"a value cannot be read: {str(err).split(';')[0]}") from None
+
+
+# A record holding a lone surrogate can be parsed but never written back as UTF-8; such text can only come
+# from a \uD800-\uDFFF escape, so only values whose text has one are walked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate_at(value: object, where: str = "") -> str | None:
+    """The field path of the first string holding a lone surrogate, or None."""
+    stack = [(where, value)]
+    while stack:
+        name, item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return name or "the value"
+        elif isinstance(item, dict):
+            stack.extend((f"{name}.{k}" if name else repr(k), v) for k, v in item.items())
+            stack.extend((f"{name} (a key)", k) for k in item)
+        elif isinstance(item, list):
+            stack.extend((f"{name}[{i}]", v) for i, v in enumerate(item))
+    return None
+
+
 def iter_json_objects(path: os.PathLike | str) -> Iterable[tuple[int, object]]:
     """Yield (line number, parsed value) for each JSON value in the file.
 
     Reads JSON Lines, and also the two shapes TinyEval ships under a .jsonl name: pretty-printed objects one
     after another, and one JSON array of objects (each element is yielded with the line it starts on).
+    Refuses, naming file and line: anything but a regular file, bytes that are not UTF-8, broken JSON, values
+    nested too deeply or integers too long to read, and strings holding a lone surrogate (a `\\ud800`
+    escape), which could never be written back as UTF-8.
     """
     path = Path(path)
     text = _decode(path)
@@ -105,21 +156,25 @@ def iter_json_objects(path: os.PathLike | str) -> Iterable[tuple[int, object]]:
         start = pos
         line += text.count("\n", counted, start)  # incremental: counting from 0 each time is quadratic
         counted = start
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
-            # Name the line where the broken value starts (a torn JSONL line fails only at the next one).
-            where = "" if err.lineno == line else f" at line {err.lineno}"
-            raise RecordError(path, line, f"not valid JSON ({err.msg}{where}, column {err.colno})") from None
+        value, pos = _raw_decode(decoder, text, pos, path, line)
+        if _SURROGATE_ESCAPE.search(text, start, pos):
+            _refuse_surrogates(value, path, line)
         values.append((line, value, start))
     if len(values) == 1 and isinstance(values[0][1], list):
-        yield from _array_elements(text, values[0][2], values[0][1])
+        yield from _array_elements(text, values[0][2], values[0][1], path)
         return
     for line, value, _ in values:
         yield line, value
 
 
-def _array_elements(text: str, start: int, items: list) -> Iterable[tuple[int, object]]:
+def _refuse_surrogates(value: object, path: Path, line: int) -> None:
+    field = _lone_surrogate_at(value)
+    if field:
+        raise RecordError(path, line, f"{field} holds a lone surrogate (an unpaired \\ud800-\\udfff escape), "
+                                      "which is not valid Unicode; fix the text that produced it")
+
+
+def _array_elements(text: str, start: int, items: list, path: Path) -> Iterable[tuple[int, object]]:
     # Re-scan the array to find where each element starts, so errors can still name a line.
     decoder, pos = json.JSONDecoder(), start + 1
     line, counted = _line_of(text, start), start
@@ -128,7 +183,10 @@ def _array_elements(text: str, start: int, items: list) -> Iterable[tuple[int, o
             pos += 1
         line += text.count("\n", counted, pos)
         counted = pos
-        _, pos = decoder.raw_decode(text, pos)
+        _, end = decoder.raw_decode(text, pos)
+        if _SURROGATE_ESCAPE.search(text, pos, end):
+            _refuse_surrogates(item, path, line)
+        pos = end
         yield line, item
 
 
@@ -158,6 +216,10 @@ def validate_record(obj: object, path: os.PathLike | str, line: int) -> dict:
     classes = obj.get("all_classes")
     if classes is not None and not all(isinstance(c, str) for c in classes):
         raise RecordError(path, line, "field 'all_classes' must hold only strings")
+    length = obj.get("length")
+    if length is not None and not (math.isfinite(length) and length >= 0):
+        raise RecordError(path, line, f"field 'length' must be a finite number >= 0 (LongBench's word or "
+                                      f"character count), found {length!r}")
     return {**obj, "answers": answers}
 
 
@@ -167,20 +229,3 @@ def read_records(path: os.PathLike | str) -> list[dict]:
     if not records:
         raise RecordError(path, None, "file is empty: no prediction records")
     return records
-
-
-def write_json_atomic(path: os.PathLike | str, obj: object) -> None:
-    """Write JSON via a temporary file and rename, so a crash never leaves a half-written result."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=4, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_jsonl_atomic(path: os.PathLike | str, rows: Iterable[dict]) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
-    os.replace(tmp, path)

@@ -5,32 +5,124 @@ eval.py never mistakes its own output for predictions):
     DIR/result.json               {dataset: headline score}, exactly TinyEval's result file
     DIR/result_detail.json        per dataset: every metric unrounded and rounded, n, LongBench-E length
                                   buckets (empty bucket = null), duplicates, extraction failures, failed
-                                  records, zeroed-by-exception counts, metric versions, source file
+                                  records, records without references / classes, zeroed-by-exception counts,
+                                  metric versions, the data check against the run sidecar, and what the entry
+                                  was computed from (the prediction file's sha256, the set of examples)
     DIR/per_example/<ds>.scores.jsonl   one line per prediction line: id, scores, extraction, zeroed reason
-and, when several model folders are scored at once, ROOT/results.csv and ROOT/results.md (models x datasets).
+and ROOT/results.csv and ROOT/results.md (models x datasets, with the metric and n of every cell, and cells
+scored on another set of examples than the rest of their column marked).
+
+Scoring a subset (--datasets) updates those entries and keeps the others, but only those whose prediction file
+is unchanged since they were scored: an entry whose file changed or is gone is dropped, with a note, so no stale
+score survives. The three outputs are committed together (Eval/storage.py commit_files): a kill cannot leave
+result.json, result_detail.json and per_example/ from two runs.
+
+Usage:
+    outputs = folder_outputs(DIR, results, sources, full_run=True)      # nothing written yet
+    commit_folder(DIR, outputs)
+    markdown, notes = write_models_table(ROOT)
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
 import json
+from collections import Counter
 from pathlib import Path
 
-from Eval.records import write_json_atomic, write_jsonl_atomic
+from Eval.names import name_problem
+from Eval.provenance import file_sha256
+from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
+
+RESULT_FILES = ("result.json", "result_detail.json")
 
 
-def headline_scores(results: list[dict]) -> dict[str, float | None]:
-    return {r["dataset"]: r["metrics"][r["headline_metric"]]["score"] for r in results}
+@dataclasses.dataclass
+class FolderOutputs:
+    files: dict[str, bytes]  # relative path -> bytes, committed together
+    delete: list[str]
+    details: dict[str, dict]  # the merged result_detail.json content
+    notes: list[str]
 
 
-def write_model_results(pred_dir: Path, results: list[dict]) -> None:
-    per_example_dir = pred_dir / "per_example"
-    per_example_dir.mkdir(exist_ok=True)
+def example_set(records: list[dict]) -> str:
+    """Which examples a file holds, order ignored: ids (and content hashes) when present, else each line's
+    references and length. Two cells of a table are comparable only when these agree."""
+    keys = []
+    for r in records:
+        rid = r.get("id", r.get("_id"))
+        key = [str(rid), r.get("example_sha256")] if rid is not None else [None, r["answers"], r.get("length")]
+        keys.append(json.dumps(key, ensure_ascii=False, sort_keys=True))
+    return hashlib.sha256("\n".join(sorted(keys)).encode("utf-8")).hexdigest()[:16]
+
+
+def _entry_is_current(folder: Path, name: str, entry: object) -> str | None:
+    """Why a kept result entry can no longer stand, or None when its prediction file is unchanged."""
+    if name_problem(name):
+        return "is not a dataset name"
+    source = entry.get("source") if isinstance(entry, dict) else None
+    path = folder / f"{name}.jsonl"
+    if regular_file_problem(path):
+        return "has no prediction file any more"
+    if not isinstance(source, dict) or "sha256" not in source:
+        return "was scored by an older version of eval.py"
+    try:
+        return None if file_sha256(path) == source["sha256"] else "has predictions that changed since it was scored"
+    except StorageError:
+        return "has no readable prediction file"
+
+
+def read_details(folder: Path) -> tuple[dict, list[str]]:
+    path = folder / "result_detail.json"
+    if regular_file_problem(path):
+        return {}, []
+    try:
+        details = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(details, dict):
+            return details, []
+    except (ValueError, RecursionError):
+        pass
+    return {}, [f"{path}: unreadable; rebuilt from the datasets scored now"]
+
+
+def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool) -> FolderOutputs:
+    """Everything eval.py writes for `folder`, as bytes, merged with the entries it keeps; writes nothing.
+    `sources[dataset]` holds the prediction file's sha256, its example set and its data check."""
+    existing, notes = read_details(folder)
+    details, delete = {}, []
+    for name, entry in existing.items():
+        if any(r["dataset"] == name for r in results):
+            continue
+        why = "has no prediction file any more" if full_run else _entry_is_current(folder, name, entry)
+        if why is None:
+            details[name] = entry
+            continue
+        notes.append(f"{folder}: dropped the old result of {name!r}: it {why}"
+                     + ("" if full_run or why.startswith(("has no", "is not")) else
+                        f"; rescore it with --datasets {name}"))
+        if not name_problem(name):
+            delete.append(f"per_example/{name}.scores.jsonl")
+    files = {}
     for r in results:
-        write_jsonl_atomic(per_example_dir / f"{r['dataset']}.scores.jsonl", r["per_example"])
-    details = {r["dataset"]: {k: v for k, v in r.items() if k != "per_example"} for r in results}
-    write_json_atomic(pred_dir / "result_detail.json", details)
-    write_json_atomic(pred_dir / "result.json", headline_scores(results))
+        name = r["dataset"]
+        files[f"per_example/{name}.scores.jsonl"] = jsonl_bytes(r["per_example"])
+        details[name] = {**{k: v for k, v in r.items() if k != "per_example"}, **sources[name],
+                         "per_example_sha256": hashlib.sha256(files[f"per_example/{name}.scores.jsonl"])
+                         .hexdigest()[:16]}
+    details = dict(sorted(details.items()))
+    files["result_detail.json"] = json_bytes(details)
+    files["result.json"] = json_bytes(headline_scores(details))
+    return FolderOutputs(files, delete, details, notes)
+
+
+def commit_folder(folder: Path, outputs: FolderOutputs) -> None:
+    commit_files(folder, outputs.files, outputs.delete)
+
+
+def headline_scores(details: dict[str, dict]) -> dict[str, float | None]:
+    return {name: d["metrics"][d["headline_metric"]]["score"] for name, d in details.items()}
 
 
 def _cell(value) -> str:
@@ -39,39 +131,82 @@ def _cell(value) -> str:
 
 def dataset_table(results: list[dict]) -> str:
     """A readable per-dataset table for the terminal."""
-    rows = [("dataset", "metric", "score", "n", "dup", "unparsed", "failed", "zeroed")]
+    rows = [("dataset", "metric", "score", "n", "dup", "unparsed", "failed", "zeroed", "no_refs", "data")]
     for r in results:
         for name, m in r["metrics"].items():
             rows.append((r["dataset"], name, _cell(m["score"]), str(r["n"]), str(r["duplicates"]),
                          str(r["extraction"]["failed"]), str(r["failed_records"]),
-                         str(sum(m["zeroed_by_exception"].values()))))
+                         str(sum(m["zeroed_by_exception"].values())), str(r["no_references"]),
+                         r.get("data_check", {}).get("status", "unchecked")))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.ljust(w) if i in (0, 1, 9) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def models_matrix(by_model: dict[str, dict[str, float | None]]) -> tuple[list[str], list[list[str]]]:
-    datasets = sorted({d for scores in by_model.values() for d in scores})
-    header = ["model", *datasets]
-    rows = [[model, *(_cell(scores.get(d)) for d in datasets)] for model, scores in sorted(by_model.items())]
-    return header, rows
+# --- models x datasets ----------------------------------------------------------------------------------------
+def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """model -> dataset -> detail entry, for every model folder under ROOT whose entries are still current."""
+    by_model, notes = {}, []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        details, _ = read_details(folder)
+        current = {}
+        for name, entry in details.items():
+            why = _entry_is_current(folder, name, entry)
+            if why is None:
+                current[name] = entry
+            else:
+                notes.append(f"results table: left out {folder.name}/{name}: it {why}; run python eval.py")
+        if current:
+            by_model[folder.name] = current
+    return by_model, notes
 
 
-def write_models_table(root: Path, by_model: dict[str, dict[str, float | None]]) -> str:
-    """Write ROOT/results.csv and ROOT/results.md; return the Markdown table."""
-    header, rows = models_matrix(by_model)
+def _reference_sets(by_model: dict[str, dict[str, dict]]) -> dict[str, str]:
+    """Per dataset, the example set most models were scored on (ties: the larger n): the column's baseline."""
+    reference = {}
+    for dataset in {d for entries in by_model.values() for d in entries}:
+        cells = [e for entries in by_model.values() for d, e in entries.items() if d == dataset]
+        counts = Counter(e.get("examples_sha256") for e in cells)
+        reference[dataset] = max(cells, key=lambda e: (counts[e.get("examples_sha256")], e["n"]))["examples_sha256"]
+    return reference
+
+
+def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
+    """(Markdown matrix, tidy CSV). Each cell is `score (n=N)`; † marks a cell scored on another set of
+    examples than its column's baseline, which a reader must not compare with the rest of the column."""
+    datasets = sorted({d for entries in by_model.values() for d in entries})
+    reference = _reference_sets(by_model)
+    metric_of = {d: next(e["headline_metric"] for m in by_model.values() for k, e in m.items() if k == d)
+                 for d in datasets}
+    header = ["model", *(f"{d} ({metric_of[d]})" for d in datasets)]
+    rows, tidy, marked = [], [["model", "dataset", "metric", "score", "n", "same_examples_as_column"]], False
+    for model, entries in sorted(by_model.items()):
+        row = [model]
+        for d in datasets:
+            e = entries.get(d)
+            if e is None:
+                row.append("-")
+                continue
+            same = e.get("examples_sha256") == reference[d]
+            marked |= not same
+            score = e["metrics"][e["headline_metric"]]["score"]
+            row.append(f"{_cell(score)} (n={e['n']})" + ("" if same else " †"))
+            tidy.append([model, d, e["headline_metric"], _cell(score), e["n"], "yes" if same else "no"])
+        rows.append(row)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+    if marked:
+        lines += ["", "† scored on a different set of examples than the rest of its column (another n, a --limit run, "
+                      "or other data): not comparable with it."]
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows([header, *rows])
-    markdown = "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-                          *("| " + " | ".join(row) + " |" for row in rows)]) + "\n"
-    for name, text in (("results.csv", buf.getvalue()), ("results.md", markdown)):
-        tmp = root / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(root / name)
-    return markdown
+    csv.writer(buf, lineterminator="\n").writerows(tidy)
+    return "\n".join(lines) + "\n", buf.getvalue()
 
 
-def dumps(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False, indent=4)
+def write_models_table(root: Path) -> tuple[str, list[str]]:
+    """Rebuild ROOT/results.md and ROOT/results.csv from every model folder's current results."""
+    by_model, notes = collect_models(root)
+    markdown, tidy = models_table(by_model)
+    commit_files(root, {"results.md": markdown.encode("utf-8"), "results.csv": tidy.encode("utf-8")})
+    return markdown, notes

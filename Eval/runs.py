@@ -1,27 +1,34 @@
-"""A prediction file being written: resume, torn-line repair, shards, the run sidecar.
+"""A prediction file being written: content-aware resume, torn-line repair, shards, merge, the run sidecar.
 
 `pred/<model>/<dataset>.jsonl` is appended and flushed batch by batch, so a killed run loses at most the batch in
 flight. A sharded run (torchrun ranks, or `--num-shards K --shard-id I` processes) appends to its own
-`pred/<model>/shards/<dataset>.I-of-K.jsonl` instead. Reopening reads the main file and every shard file (any K),
-repairs a torn last line of the file it writes, and treats an id as done when some file holds a record for it
-without an `error`; failed ids are run again. Finishing merges all files by id into the main file in dataset
-order (a good record beats a failed one) and removes the shard files, so resuming does not depend on how many
-shards the earlier run had. `pred/<model>/<dataset>.run.json` (the sidecar) records how the file was made; a
-resumed run must match it, or the user passes --overwrite.
+`pred/<model>/shards/<dataset>.I-of-K.jsonl` instead. Reopening reads the main file and every shard file of this
+dataset (any K), and repairs a torn last line of the file it writes.
+
+Every record carries `example_sha256`, the hash of the dataset example it was made from. An example counts as
+done only when some file holds a record for its id, without an `error`, made from the example's CURRENT content.
+So after the user edits the data: changed examples are redone, new ones generated, and finishing merges the
+files by id into the main file in dataset order, keeping only records of examples still in the dataset with
+their current content (a good record beats a failed one) and removing the shard files. Resuming does not depend
+on how many shards the earlier run had. `pred/<model>/<dataset>.run.json` (the sidecar) records how the file was
+made and what it holds; a resumed run must match its settings, or the user passes --overwrite.
 
 Usage:
-    out = PredictionFile(path, overwrite=False, shard_id=0, num_shards=1)
-    todo = [e for e in examples if e.id not in out.done_ids]
+    out = PredictionFile(path, expected={e.id: e.sha256 for e in dataset.examples})
+    todo = [e for e in examples if e.id not in out.done]
     out.append(records)          # one batch
-    merge_predictions(path, order=[e.id for e in all_examples], required=[e.id for e in examples])
+    merged = merge_predictions(path, order=[...], required=[...], expected={...})
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
-from Eval.records import RecordError, write_json_atomic, write_jsonl_atomic
+from Eval.datasets import examples_digest
+from Eval.records import RecordError
+from Eval.storage import write_json_atomic, write_jsonl_atomic
 
 
 def _read_complete_lines(path: Path, repair: bool) -> list[dict]:
@@ -32,10 +39,14 @@ def _read_complete_lines(path: Path, repair: bool) -> list[dict]:
     records, lines = [], raw[:end].split(b"\n")[:-1]
     for number, line in enumerate(lines, 1):
         try:
-            records.append(json.loads(line))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise RecordError(path, number, f"unreadable record ({err}); fix or remove the line, or rerun with "
-                                            "--overwrite") from None
+            record = json.loads(line)
+        except (ValueError, RecursionError, UnicodeDecodeError) as err:
+            raise RecordError(path, number, f"unreadable record ({type(err).__name__}: {str(err)[:80]}); fix or "
+                                            "remove the line, or rerun with --overwrite") from None
+        if not isinstance(record, dict) or "id" not in record:
+            raise RecordError(path, number, "not a prediction record with an id; remove the line, or rerun with "
+                                            "--overwrite")
+        records.append(record)
     if repair and end < len(raw):
         with open(path, "r+b") as f:
             f.truncate(end)
@@ -47,73 +58,120 @@ def shard_path(path: Path, shard_id: int, num_shards: int) -> Path:
 
 
 def shard_paths(path: Path) -> list[Path]:
-    return sorted((path.parent / "shards").glob(f"{path.stem}.*-of-*.jsonl"))
+    """This dataset's shard files only: `mydata.v2.0-of-2.jsonl` is not a shard of `mydata` (an exact match on
+    the name, never a glob that a dotted or bracketed dataset name could widen)."""
+    folder = path.parent / "shards"
+    if not folder.is_dir():
+        return []
+    pattern = re.compile(re.escape(path.stem) + r"\.(\d+)-of-(\d+)\.jsonl")
+    return sorted(p for p in folder.iterdir() if pattern.fullmatch(p.name))
 
 
-def best_records(path: Path, repair: Path | None = None) -> dict[str, dict]:
-    """id -> record over the main file and all shard files; a record without `error` beats a failed one."""
+def _rank(record: dict, expected: dict[str, str] | None) -> int:
+    """Which record of an id to keep: current and good (2) > current and failed (1) > made from other data (0)."""
+    current = expected is None or record.get("example_sha256") == expected.get(str(record.get("id")))
+    return (1 + (record.get("error") is None)) if current else 0
+
+
+def best_records(path: Path, repair: Path | None = None, expected: dict[str, str] | None = None) -> dict[str, dict]:
+    """id -> the best record over the main file and all shard files (see _rank; earlier files win ties)."""
     best: dict[str, dict] = {}
     for source in [path, *shard_paths(path)]:
         if not source.exists():
             continue
         for record in _read_complete_lines(source, repair=source == repair):
             rid = str(record.get("id"))
-            if rid not in best or (best[rid].get("error") is not None and record.get("error") is None):
+            if rid not in best or _rank(record, expected) > _rank(best[rid], expected):
                 best[rid] = record
     return best
 
 
+def has_records(path: Path) -> bool:
+    """Whether the main file or a shard file of this dataset holds any bytes (a sidecar alone means nothing)."""
+    return any(p.exists() and p.stat().st_size > 0 for p in [path, *shard_paths(path)])
+
+
 class PredictionFile:
-    def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1):
-        self.path = path
+    """The records written so far for one dataset, seen against the dataset's current examples."""
+
+    def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1,
+                 expected: dict[str, str] | None = None):
+        self.path, self.expected = path, expected
         self.write_path = path if num_shards == 1 else shard_path(path, shard_id, num_shards)
         if overwrite:
             for stale in [self.write_path, *(shard_paths(path) if num_shards == 1 else [])]:
                 stale.unlink(missing_ok=True)
         size = self.write_path.stat().st_size if self.write_path.exists() else 0
-        records = best_records(path, repair=self.write_path)
+        self.records = best_records(path, repair=self.write_path, expected=expected)
         self.torn_line_repaired = self.write_path.exists() and self.write_path.stat().st_size != size
-        self.done = {rid for rid, r in records.items() if r.get("error") is None}
-        self.failed_to_redo = len(records) - len(self.done)
+        self.done = {rid for rid, r in self.records.items() if _rank(r, expected) == 2}
 
-    @property
-    def done_ids(self) -> set[str]:
-        return set(self.done)
+    def status(self, ids: list[str]) -> dict[str, int]:
+        """How the given examples stand: done, new (no record), changed (a record of older content), failed."""
+        counts = {"done": 0, "new": 0, "changed": 0, "failed": 0}
+        for rid in ids:
+            record = self.records.get(rid)
+            rank = -1 if record is None else _rank(record, self.expected)
+            counts[{2: "done", 1: "failed", 0: "changed", -1: "new"}[rank]] += 1
+        return counts
 
     def append(self, records: list[dict]) -> None:
+        lines = [_serialise(record) for record in records]
         self.write_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.write_path, "a", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.writelines(lines)
             f.flush()
             os.fsync(f.fileno())
-        self.done.update(str(r["id"]) for r in records if r.get("error") is None)
+        for line in lines:
+            saved = json.loads(line)
+            if saved.get("error") is None:
+                self.done.add(str(saved["id"]))
 
 
-def merge_predictions(path: Path, order: list[str], required: list[str]) -> bool:
-    """Merge the main file and all shard files by id into the main file, in `order` (ids the dataset does not
-    list go last), and remove the shard files. Only when every `required` id has a record; True if so.
-    Safe to run twice at once: the main file is replaced atomically before any shard file is removed."""
-    records = best_records(path)
-    if not all(i in records for i in required):
-        return False
+def _serialise(record: dict) -> str:
+    """One JSONL line; an output that cannot be saved (e.g. a lone surrogate from a server) becomes a failed
+    record of that example, redone on the next run, instead of stopping the run."""
+    try:
+        return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+    except (UnicodeEncodeError, ValueError) as err:
+        reason = "text that is not valid Unicode" if isinstance(err, UnicodeEncodeError) else str(err)
+        failed = {**record, "pred": "", "finish_reason": "error",
+                  "error": f"the model's output could not be saved: it holds {reason}"}
+        return json.dumps(failed, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def merge_predictions(path: Path, order: list[str], required: list[str],
+                      expected: dict[str, str] | None = None) -> dict | None:
+    """Merge the main file and all shard files into the main file, in `order`, keeping only records of ids in
+    `order` made from their `expected` content, and remove the shard files. Only when every `required` id has
+    such a record; returns {"records", "dropped", "digest"} then, else None. Safe to run twice at once: the
+    main file is replaced atomically before any shard file is removed."""
+    records, listed = best_records(path, expected=expected), set(order)
+    current = {rid: r for rid, r in records.items() if rid in listed and _rank(r, expected) > 0}
+    if not all(i in current for i in required):
+        return None
     position = {rid: k for k, rid in enumerate(order)}
-    ordered = sorted(records.values(), key=lambda r: position.get(str(r.get("id")), len(order)))
+    ordered = sorted(current.values(), key=lambda r: position[str(r["id"])])
     write_jsonl_atomic(path, ordered)
     for shard in shard_paths(path):
         shard.unlink(missing_ok=True)
-    return True
+    return {"records": len(ordered), "dropped": len(records) - len(current),
+            "digest": examples_digest((r["id"], r.get("example_sha256")) for r in ordered)}
 
 
 def sidecar_path(pred_path: Path) -> Path:
     return pred_path.with_name(pred_path.stem + ".run.json")
 
 
-def check_resume(sidecar: Path, fingerprint: dict) -> None:
-    """A resumed file must come from the same model, template and generation settings."""
-    if not sidecar.exists():
+def check_resume(sidecar: Path, fingerprint: dict, pred_path: Path) -> None:
+    """A resumed file must come from the same model, template and generation settings. A sidecar with no
+    records beside it (a run that stopped before its first batch) binds nothing."""
+    if not sidecar.exists() or not has_records(pred_path):
         return
-    previous = json.loads(sidecar.read_text(encoding="utf-8")).get("fingerprint", {})
+    try:
+        previous = json.loads(sidecar.read_text(encoding="utf-8")).get("fingerprint", {})
+    except (ValueError, AttributeError):
+        raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") from None
     fingerprint = json.loads(json.dumps(fingerprint))  # compare as saved: tuples become lists
     changed = sorted(k for k in set(previous) | set(fingerprint) if previous.get(k) != fingerprint.get(k))
     if changed:
@@ -123,3 +181,12 @@ def check_resume(sidecar: Path, fingerprint: dict) -> None:
 
 def write_sidecar(sidecar: Path, content: dict) -> None:
     write_json_atomic(sidecar, content)
+
+
+def record_output(sidecar: Path, merged: dict) -> None:
+    """Note in the sidecar what the merged main file holds (a merge done apart from the run: torchrun's rank 0,
+    --merge), so eval.py can check the file against it."""
+    if sidecar.is_file():
+        content = json.loads(sidecar.read_text(encoding="utf-8"))
+        content["output"] = {"records": merged["records"], "digest": merged["digest"]}
+        write_sidecar(sidecar, content)

@@ -11,6 +11,7 @@ Usage:
 """
 from __future__ import annotations
 
+import inspect
 import json
 from collections import Counter
 
@@ -36,26 +37,44 @@ def length_bucket(length) -> str | None:
     return next(name for bound, name in LENGTH_BUCKETS if length < bound)
 
 
-def best_over_answers(metric, prediction: str, answers: list[str], classes) -> tuple[float, str | None]:
-    """max(0, max over answers); also the reason when the score is 0 because the metric zeroed an exception."""
+def best_over_answers(metric, prediction: str, answers: list[str], classes,
+                      time_limit: float | None = None) -> tuple[float, str | None]:
+    """max(0, max over answers); also the reason when the score is 0 because the metric zeroed an exception
+    (or, with `time_limit`, because one call took longer than that many seconds)."""
     score, reason = 0.0, None
     for answer in answers:
-        value = metric(prediction, answer, all_classes=classes)
+        if time_limit is None:
+            value = metric(prediction, answer, all_classes=classes)
+        else:
+            from Eval.timelimit import SampleTimeLimit, call_with_limit  # only when a limit is asked for
+
+            try:
+                value = call_with_limit(metric, time_limit, prediction, answer, all_classes=classes)
+            except SampleTimeLimit as err:
+                value = Zeroed(str(err))
         if isinstance(value, Zeroed):
             reason = reason or value.reason
         score = max(score, value)
     return float(score), (reason if score == 0.0 else None)
 
 
+def record_key(record: dict):
+    """What makes two lines the same example: the id when there is one, else the whole record."""
+    rid = record.get("id", record.get("_id"))
+    return ("id", str(rid)) if rid is not None else ("record", json.dumps(record, sort_keys=True, ensure_ascii=False))
+
+
 def duplicate_count(records: list[dict]) -> int:
-    """Lines that repeat an earlier example: by id when the file has ids, else by (length, answers)."""
-    def key(r: dict):
-        rid = r.get("id", r.get("_id"))
-        return ("id", rid) if rid is not None else ("la", r.get("length"), json.dumps(r["answers"]))
-    return len(records) - len({key(r) for r in records})
+    """Lines that repeat an earlier example: the same id, or (files without ids) the very same record."""
+    return len(records) - len({record_key(r) for r in records})
 
 
-def score_dataset(task: Task, records: list[dict]) -> dict:
+def uses_classes(metric) -> bool:
+    """Whether a metric reads the label set (it names `all_classes` in its signature)."""
+    return "all_classes" in inspect.signature(metric.fn).parameters
+
+
+def score_dataset(task: Task, records: list[dict], time_limit: float | None = None) -> dict:
     """Score records of one dataset with every metric of its task; returns the detailed result dict with
     a `per_example` list (one entry per line, in file order)."""
     metrics = [get_metric(name) for name in task.metrics]
@@ -63,20 +82,27 @@ def score_dataset(task: Task, records: list[dict]) -> dict:
     fallback_classes = records[-1].get("all_classes")
     per_example, values = [], {m.name: [] for m in metrics}
     zeroed = {m.name: Counter() for m in metrics}
-    extraction_failed = failed = 0
+    counts = Counter()
+    needs_classes = any(uses_classes(m) for m in metrics)
     for line_no, record in enumerate(records, 1):
         extracted = run_extraction(task.extract, record["pred"], record)
-        failed += record.get("error") is not None
+        counts["failed"] += record.get("error") is not None
         entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
         if extracted is None:
-            extraction_failed += 1
+            counts["extraction_failed"] += 1
             entry["extraction_failed"] = True
         elif extracted != record["pred"]:
             entry["extracted"] = extracted
         classes = record.get("all_classes") or fallback_classes
+        if not record["answers"]:
+            counts["no_references"] += 1
+            entry["no_references"] = True
+        if needs_classes and not classes:
+            counts["no_classes"] += 1
+            entry["no_classes"] = True
         for m in metrics:
             score, reason = (0.0, None) if extracted is None else best_over_answers(
-                m, extracted, record["answers"], classes)
+                m, extracted, record["answers"], classes, time_limit)
             values[m.name].append(score)
             entry["scores"][m.name] = score
             if reason:
@@ -89,8 +115,10 @@ def score_dataset(task: Task, records: list[dict]) -> dict:
         "n": len(records),
         "metrics": {m.name: _metric_summary(m, values[m.name], records, zeroed[m.name]) for m in metrics},
         "duplicates": duplicate_count(records),
-        "extraction": {"steps": list(task.extract), "failed": extraction_failed},
-        "failed_records": failed,
+        "extraction": {"steps": list(task.extract), "failed": counts["extraction_failed"]},
+        "failed_records": counts["failed"],
+        "no_references": counts["no_references"],
+        "no_classes": counts["no_classes"],
         "per_example": per_example,
     }
 

@@ -71,10 +71,33 @@ TASKS: dict[str, Task] = _rows(
 )
 
 
-def task_from_dict(data: dict) -> Task:
-    """A Task saved by inference.py in a run sidecar (lists become tuples again)."""
-    fields = {f.name for f in dataclasses.fields(Task)}
-    return Task(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields})
+def task_from_dict(data: object, name: str) -> Task:
+    """A Task saved by inference.py in a run sidecar, checked field by field (a sidecar is data, and may have been
+    edited): ValueError says which field is wrong. The saved name is ignored: `name` (the prediction file's
+    stem) names the dataset, always."""
+    from Eval.extract import EXTRACTORS
+    from Eval.metrics.registry import get_metric
+
+    if not isinstance(data, dict):
+        raise ValueError(f"'task' must be an object with the dataset's metrics, found {type(data).__name__}")
+    metrics, extract = data.get("metrics"), data.get("extract", ["strip_think"])
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+        raise ValueError(f"task.metrics must be a non-empty list of metric names, found {metrics!r}")
+    for metric_name in metrics:
+        get_metric(metric_name)  # KeyError with close names
+    if not isinstance(extract, list) or any(step not in EXTRACTORS for step in extract):
+        raise ValueError(f"task.extract must list extraction steps of Eval/extract.py "
+                         f"({', '.join(sorted(EXTRACTORS))}), found {extract!r}")
+    checks = {"max_new_tokens": int, "chat": bool, "language": str, "description": str}
+    for key, kind in checks.items():
+        if key in data and (not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool))):
+            raise ValueError(f"task.{key} must be {kind.__name__}, found {data[key]!r}")
+    stop = data.get("stop", [])
+    if not isinstance(stop, list) or not all(isinstance(x, str) for x in stop):
+        raise ValueError(f"task.stop must be a list of strings, found {stop!r}")
+    fields = {f.name for f in dataclasses.fields(Task)} - {"name"}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
+    return Task(**{"max_new_tokens": 0, **values, "name": name})
 
 
 def get_task(name: str) -> Task:

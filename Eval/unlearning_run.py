@@ -69,7 +69,10 @@ from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.confidence import confidence_ordered_probs
 from Eval.records import RecordError, iter_json_objects
 from Eval.runner import package_versions
+from Eval.datasets import content_hash
+from Eval.names import output_folder
 from Eval.runs import PredictionFile, check_resume, merge_predictions, sidecar_path, write_sidecar
+from Eval.storage import OutputLock
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
@@ -232,23 +235,35 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
     max_new = (settings.max_new_tokens or split.generate) if split.generate and settings.generate else 0
     max_length = settings.max_length or model.context_window()
     append_eos = split.kind in ("qa", "knowmem")
-    fingerprint = {"format": FORMAT, "split": split.name, "data_sha256": _sha256(data_file),
+    fingerprint = {"format": FORMAT, "split": split.name,
                    "model": _identity(model), "max_length": max_length, "max_new_tokens": max_new,
                    "stop": list(split.stop), "append_eos": append_eos,
                    "gradnorm": settings.gradnorm and split.mia,
                    "reference": _identity(reference) if split.mia else None,
                    "options": dataclasses.asdict(model.options)}
-    if not settings.overwrite:
-        check_resume(sidecar_path(path), fingerprint)
     out_dir.mkdir(parents=True, exist_ok=True)
-    out = PredictionFile(path, overwrite=settings.overwrite)
-    sidecar = {"dataset": split.name, "file": str(path), "source": {"path": str(data_file), "items": len(items)},
+    with OutputLock(path, "inference.py --unlearning"):
+        if not settings.overwrite:
+            check_resume(sidecar_path(path), fingerprint, path)
+        return _run_split_locked(model, split, items, data_file, path, settings, reference, shots, fingerprint,
+                                 (max_new, max_length, append_eos))
+
+
+def _run_split_locked(model, split: Split, items: list[dict], data_file: Path, path: Path, settings: Settings,
+                      reference, shots: list[dict], fingerprint: dict, lengths: tuple) -> dict:
+    max_new, max_length, append_eos = lengths
+    ids = [f"{split.name}-{i}" for i in range(len(items))]
+    expected = {rid: content_hash(item) for rid, item in zip(ids, items)}  # redo items whose data changed
+    out = PredictionFile(path, overwrite=settings.overwrite, expected=expected)
+    sidecar = {"dataset": split.name, "file": str(path),
+               "source": {"path": str(data_file), "items": len(items), "sha256": _sha256(data_file)},
                "split": dataclasses.asdict(split), "fingerprint": fingerprint, "model": model.identity(),
                "reference_model": reference.identity() if reference is not None and split.mia else None,
                "settings": dataclasses.asdict(settings), "versions": package_versions(), "summary": None}
     write_sidecar(sidecar_path(path), sidecar)
     indices = list(range(len(items)))[: settings.limit] if settings.limit else list(range(len(items)))
-    todo = [i for i in indices if f"{split.name}-{i}" not in out.done_ids]
+    status = out.status([ids[i] for i in indices])
+    todo = [i for i in indices if ids[i] not in out.done]
     started = time.perf_counter()
     stats = {"examples": 0, "failed": 0, "scored_texts": 0}
     with tqdm(total=len(todo), desc=split.name, unit="ex", disable=not todo) as bar:
@@ -256,16 +271,18 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
             chunk = todo[start:start + settings.chunk]
             records = _score_chunk(model, split, [items[i] for i in chunk], chunk, shots, settings, max_new,
                                    max_length, append_eos, reference)
+            for record in records:
+                record["example_sha256"] = expected[record["id"]]
             out.append(records)
             stats["examples"] += len(records)
             stats["failed"] += sum(1 for r in records if r.get("error"))
             stats["scored_texts"] += sum(len(v) for r in records for v in r["logprobs"].values())
             bar.update(len(chunk))
-    complete = merge_predictions(path, [f"{split.name}-{i}" for i in range(len(items))],
-                                 [f"{split.name}-{i}" for i in indices])  # dataset order once all are done
-    summary = {**stats, "skipped_done": len(indices) - len(todo), "complete": complete,
-               "seconds": round(time.perf_counter() - started, 2), "torn_line_repaired": out.torn_line_repaired,
-               "failed_redone": out.failed_to_redo}
+    merged = merge_predictions(path, ids, [ids[i] for i in indices], expected)  # dataset order once all done
+    summary = {**stats, "skipped_done": status["done"], "new": status["new"], "changed_redone": status["changed"],
+               "failed_redone": status["failed"], "removed": merged["dropped"] if merged else 0,
+               "complete": bool(merged), "seconds": round(time.perf_counter() - started, 2),
+               "torn_line_repaired": out.torn_line_repaired}
     sidecar.update(summary=summary, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     write_sidecar(sidecar_path(path), sidecar)
     return summary
@@ -351,6 +368,13 @@ def _splits_and_data(args) -> tuple[list[Split], Path]:
     return tofu_splits(forget, holdout), data_dir
 
 
+def _model_path(args, default_model: str) -> str:
+    """--model, except that the TOFU demo runs on the demo target model when no model is given."""
+    if args.model == default_model and args.unlearning == "tofu":
+        return str(DEMO_TARGET.relative_to(ROOT)) if DEMO_TARGET.is_relative_to(ROOT) else str(DEMO_TARGET)
+    return args.model
+
+
 def run(args, load_model, default_model: str) -> int:
     """inference.py --unlearning: `load_model(path)` builds an adapter with the command's backend options."""
     try:
@@ -365,6 +389,7 @@ def run(args, load_model, default_model: str) -> int:
                 read_items(path, split.kind)  # every file is checked before a model loads
         if getattr(args, "num_shards", None) not in (None, 1) or getattr(args, "merge", False):
             raise ValueError("--unlearning runs in one process: --num-shards / --shard-id / --merge do not apply")
+        out_dir = output_folder(args.out_dir, args.model_name, _model_path(args, default_model))
     except (FileNotFoundError, RecordError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -373,8 +398,8 @@ def run(args, load_model, default_model: str) -> int:
             if path is not None:
                 print(f"ok: {split.name}: {len(read_items(path, split.kind))} items from {path}")
         return 0
-    if args.model == default_model and args.unlearning == "tofu":
-        args.model = str(DEMO_TARGET.relative_to(ROOT)) if DEMO_TARGET.is_relative_to(ROOT) else str(DEMO_TARGET)
+    if args.model != _model_path(args, default_model):
+        args.model = _model_path(args, default_model)
         print(f"note: no --model given; using the demo target model {args.model}")
     try:
         model = load_model(args.model)
@@ -388,8 +413,6 @@ def run(args, load_model, default_model: str) -> int:
         return 2
     settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens, args.limit,
                         args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm)
-    name = args.model_name or Path(args.model.rstrip("/")).name
-    out_dir = args.out_dir / name
     start, failed = time.perf_counter(), 0
     for split, path in found:
         if path is None:

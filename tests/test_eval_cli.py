@@ -26,7 +26,9 @@ def test_pred_dir_reproduces_tinyeval_result_json(internlm):
     assert text.startswith('{\n    "multi_news": 23.66,')  # TinyEval's json.dump(indent=4) layout
     detail = json.loads((internlm / "result_detail.json").read_text(encoding="utf-8"))
     trec = detail["trec"]
-    assert trec["n"] == 300 and trec["duplicates"] == 101 and trec["extraction"]["failed"] == 0
+    # 100 lines repeat an earlier record exactly (the run was appended twice); one more pair shares (length,
+    # answers) but asks a different question, and is not a repeat
+    assert trec["n"] == 300 and trec["duplicates"] == 100 and trec["extraction"]["failed"] == 0
     assert trec["metrics"]["classification"]["score_unrounded"] == 52.0
     assert set(trec["metrics"]["classification"]["length_buckets"]) == {"0-4k", "4-8k", "8k+"}
     assert detail["multi_news"]["metrics"]["rouge"]["version"]
@@ -53,10 +55,21 @@ def test_model_name_and_all_models_table(internlm, tmp_path):
     assert eval_cli.main(["--pred-root", str(root), "--model", "other", "--quiet"]) == 0
     assert json.loads((other / "result.json").read_text()) == {"trec": 52.0}
     assert eval_cli.main(["--pred-root", str(root), "--quiet"]) == 0
-    csv_lines = (root / "results.csv").read_text().splitlines()
-    assert csv_lines == ["model,multi_news,multifieldqa_zh,trec", "internlm,23.66,34.97,52.00",
-                         "other,-,-,52.00"]
-    assert (root / "results.md").read_text().startswith("| model | multi_news | multifieldqa_zh | trec |")
+    assert (root / "results.csv").read_text().splitlines() == [
+        "model,dataset,metric,score,n,same_examples_as_column",
+        "internlm,multi_news,rouge,23.66,300,yes", "internlm,multifieldqa_zh,qa_f1_zh,34.97,501,yes",
+        "internlm,trec,classification,52.00,300,yes", "other,trec,classification,52.00,300,yes"]
+    assert (root / "results.md").read_text().splitlines()[:4] == [
+        "| model | multi_news (rouge) | multifieldqa_zh (qa_f1_zh) | trec (classification) |", "|---|---|---|---|",
+        "| internlm | 23.66 (n=300) | 34.97 (n=501) | 52.00 (n=300) |", "| other | - | - | 52.00 (n=300) |"]
+
+
+def test_gaokao_lines_without_length_are_not_called_repeats(tmp_path):
+    folder = tmp_path / "qwen2"
+    shutil.copytree(TINYEVAL / "pred" / "Qwen2", folder)
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0
+    detail = json.loads((folder / "result_detail.json").read_text())["GAOKAO_math"]
+    assert detail["n"] == 10 and detail["duplicates"] == 0  # 10 questions, all `length: null`
 
 
 def test_bad_input_writes_nothing_and_exits_2(internlm):

@@ -1,0 +1,60 @@
+"""Command-line helpers shared by inference.py, eval.py and the bridges: argument types that refuse nonsense at
+parse time, and a help formatter that shows each default once.
+
+Usage:
+    p = argparse.ArgumentParser(formatter_class=HelpFormatter)
+    p.add_argument("--batch-size", type=positive_int, default=16, help="most examples per batch")
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to every option's help, unless the help already says what its default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text.lower():
+            return text
+        return super()._get_help_string(action)
+
+
+def _number(kind, text: str, lowest, what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if not (math.isfinite(value) and value >= lowest) or (what == "positive" and value <= 0):
+        raise argparse.ArgumentTypeError(f"must be {what}, not {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (a batch size, a limit, a token count)."""
+    return _number(int, text, 1, "an integer >= 1")
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0 (a shard id, a retry count)."""
+    return _number(int, text, 0, "an integer >= 0")
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (a timeout in seconds)."""
+    return _number(float, text, 0, "positive")
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (a back-off delay)."""
+    return _number(float, text, 0, "a number >= 0")
+
+
+def name_list(text: str) -> list[str]:
+    """A comma-separated list of names; empty entries ("a,,b", a trailing comma) are ignored, an empty list is
+    refused."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("is empty: give one or more names separated by commas")
+    return names

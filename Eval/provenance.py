@@ -1,0 +1,79 @@
+"""Whether a prediction file still is what inference.py wrote, for the data it was run on.
+
+inference.py records in the run sidecar (`<dataset>.run.json`) the dataset it read (path, the file's sha256, the
+number of examples and a digest of their ids and content hashes) and what the merged prediction file holds
+(record count and digest). eval.py checks every file against its sidecar before scoring and reports, per
+dataset, a status and the warnings behind it (also counted in result_detail.json under `data_check`):
+
+    ok             the file holds exactly the records the run wrote, for every example of the dataset as it was
+    partial        the file covers only part of the dataset (a --limit run, an unfinished or sharded run)
+    modified       the file was changed after inference.py wrote it (lines appended, edited or removed)
+    data_changed   the dataset file changed since the run: these predictions answer older data
+    unchecked      no sidecar with this information (files from other tools, or older runs): nothing to check
+
+Usage:
+    check = check_prediction_file(Path("pred/m/custom_en.jsonl"), records)
+    check["status"], check["warnings"]
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from Eval.datasets import examples_digest
+from Eval.storage import StorageError, read_regular_bytes, regular_file_problem
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(read_regular_bytes(path)).hexdigest()[:16]
+
+
+def _sidecar(path: Path) -> dict | None:
+    sidecar = path.with_name(path.stem + ".run.json")
+    if regular_file_problem(sidecar):
+        return None
+    try:
+        content = json.loads(read_regular_bytes(sidecar))
+    except (ValueError, RecursionError, StorageError):
+        return None
+    return content if isinstance(content, dict) else None
+
+
+def _dataset_changed(data: dict) -> bool:
+    """Whether the dataset file the run read is still there with other bytes (gone: nothing to compare)."""
+    source = data.get("path")
+    if not isinstance(source, str) or regular_file_problem(Path(source)):
+        return False
+    try:
+        return file_sha256(Path(source)) != data.get("file_sha256")
+    except StorageError:
+        return False
+
+
+def check_prediction_file(path: Path, records: list[dict]) -> dict:
+    """The file's status against its run sidecar (see the module docstring)."""
+    sidecar = _sidecar(path)
+    data = sidecar.get("data") if sidecar else None
+    output = sidecar.get("output") if sidecar else None
+    result = {"status": "unchecked", "warnings": [], "records": len(records)}
+    if not isinstance(data, dict) or not isinstance(output, dict):
+        return result
+    result["dataset_examples"] = data.get("examples")
+    digest = examples_digest((r.get("id"), r.get("example_sha256")) for r in records)
+    warnings, statuses = result["warnings"], []
+    if digest != output.get("digest"):
+        statuses.append("modified")
+        warnings.append(f"the file holds {len(records)} records, not the {output.get('records')} inference.py "
+                        "wrote: it was changed afterwards (lines appended, edited or removed)")
+    elif digest != data.get("digest"):
+        statuses.append("partial")
+        limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""
+        warnings.append(f"the file covers {len(records)} of the dataset's {data.get('examples')} examples{limit}; "
+                        "the score is for that part only")
+    if _dataset_changed(data):
+        statuses.append("data_changed")
+        warnings.append(f"the dataset {data.get('path')} changed since these predictions were made; rerun "
+                        "inference.py (it redoes only the examples that changed)")
+    result["status"] = statuses[-1] if statuses else "ok"
+    return result
