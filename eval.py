@@ -41,23 +41,25 @@ from Eval.unlearning.suites import RECORD_FILES
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--pred-dir", type=Path, default=None, help="score the *.jsonl files of this folder")
-    where.add_argument("--model", default=None, help="score PRED_ROOT/MODEL")
+    where.add_argument("--pred-dir", type=Path, default=None, help="score the *.jsonl files of this folder (default: every model folder under PRED_ROOT)")
+    where.add_argument("--model", default=None, help="score PRED_ROOT/MODEL (default: every model folder)")
     p.add_argument("--pred-root", type=Path, default=Path("pred"),
                    help="folder of model folders, used by --model and when neither option is given")
     p.add_argument("--datasets", default=None, help="comma-separated dataset names to score; the other "
                    "datasets' results are kept (default: all)")
     p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
-                   help="score 0 (and count, with the reason) a sample whose metric takes longer; None: no limit")
+                   help="score 0 (and count, with the reason) a sample whose metric takes longer (default: no limit)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
     unl = p.add_argument_group("unlearning (TOFU / MUSE, open-unlearning's files)")
     mode = unl.add_mutually_exclusive_group()
     mode.add_argument("--unlearning", choices=("tofu", "muse"), default=None,
-                      help="score the score records --pred-dir/<tofu|muse>_<split>.jsonl")
+                      help="score the score records --pred-dir/<tofu|muse>_<split>.jsonl (default: off)")
     mode.add_argument("--from-open-unlearning", type=Path, default=None, metavar="EVAL_JSON",
-                      help="re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json from its per-sample values")
+                      help="re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json from its per-sample values "
+                           "(default: off)")
     unl.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
-                     help="the retain model's EVAL.json, for forget_quality and privleak")
+                     help="the retain model's EVAL.json, for forget_quality and privleak (default: none: forget_quality null, "
+                          "privleak against AUC 0.5)")
     unl.add_argument("--out-dir", type=Path, default=None,
                      help="where the unlearning files go (default: --pred-dir, or pred/open-unlearning/<folder>)")
     add_judge_args(p)
@@ -135,14 +137,15 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
     notes += [n for n in recover(pred_dir, RESULT_FILES, ("per_example",))]
     every = sorted(pred_dir.glob("*.jsonl"))
     files = prediction_files(pred_dir)
-    if len(files) < len(every):
+    hint = "; its TOFU / MUSE score records are scored by --unlearning" if len(files) < len(every) else ""
+    if hint:
         notes.append(f"{pred_dir}: TOFU / MUSE score records left to `python eval.py --unlearning ...`")
     if only is not None:
         files = [f for f in files if f.stem in only]
         for missing in sorted(only - {f.stem for f in files}):
             problems.append(f"{pred_dir}: no prediction file {missing}.jsonl")
     if not files and only is None:
-        problems.append(f"{pred_dir}: no *.jsonl prediction files")
+        problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
     loaded = []
     for path in files:
         try:

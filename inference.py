@@ -56,35 +56,35 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-length", type=positive_int, default=None,
                    help="prompt + answer token budget; longer prompts are cut in the middle (default: the model's "
                         "context window)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="override every task's generation length")
-    p.add_argument("--limit", type=positive_int, default=None, help="only the first N examples of each dataset")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="override every task's generation length (default: the task's)")
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N examples of each dataset (default: all)")
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
     p.add_argument("--validate", action="store_true", help="check datasets and templates, load no model")
     d = p.add_argument_group("scale-out (see Eval/distributed.py; torchrun sets these itself)")
-    d.add_argument("--num-shards", type=positive_int, default=None, help="split each dataset into this many shards")
-    d.add_argument("--shard-id", type=nonnegative_int, default=None, help="the shard this process runs (0-based)")
+    d.add_argument("--num-shards", type=positive_int, default=None, help="split each dataset into this many shards (default: 1, or torchrun's WORLD_SIZE)")
+    d.add_argument("--shard-id", type=nonnegative_int, default=None, help="the shard this process runs, 0-based (default: 0, or torchrun's RANK)")
     d.add_argument("--merge", action="store_true", help="only merge shard files into the main files; no model")
     g = p.add_argument_group("Hugging Face backend")
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="auto: float32 on CPU, the checkpoint's dtype on GPU")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    g.add_argument("--peft", default=None, help="path of a PEFT adapter to apply")
+    g.add_argument("--peft", default=None, help="path of a PEFT adapter to apply (default: none)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the checkpoint")
     g.add_argument("--allow-pickle", action="store_true", help="allow non-safetensors (pickle) weights")
-    g.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    g.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
     o = p.add_argument_group("API backend (--backend api: an OpenAI-compatible server, e.g. vllm serve)")
     o.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the server's /v1 URL")
     o.add_argument("--api-model", default=None,
                    help="served model name; None: --model (without --model, it names the output folder)")
-    o.add_argument("--tokenizer", default=None, help="local tokenizer for truncation and token counts; None: --model")
+    o.add_argument("--tokenizer", default=None, help="local tokenizer for truncation and token counts (default: --model)")
     o.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     o.add_argument("--concurrency", type=positive_int, default=8, help="most requests in flight")
-    o.add_argument("--rpm", type=positive_int, default=None, help="most requests started per minute; None: no limit")
+    o.add_argument("--rpm", type=positive_int, default=None, help="most requests started per minute (default: no limit)")
     o.add_argument("--timeout", type=positive_float, default=300.0, help="deadline in seconds for a whole request (connect, send, read) before it is retried")
     o.add_argument("--max-retries", type=nonnegative_int, default=5, help="retries on 429 / 5xx / timeouts / connection errors")
     o.add_argument("--backoff", type=nonnegative_float, default=1.0, help="first retry delay in seconds, doubled each retry")
     a = p.add_argument_group("adapter options (per model family, instead of name checks)")
-    a.add_argument("--system-prompt", default=None, help="system message for chat templates")
+    a.add_argument("--system-prompt", default=None, help="system message for chat templates (default: none)")
     a.add_argument("--stop", action="append", default=[], help="extra stop string (repeatable)")
     a.add_argument("--cut-at", action="append", default=[], help="cut the output at this marker, e.g. <eoa>")
     a.add_argument("--strip-think", action="store_true", help="drop <think>...</think> from outputs")
@@ -147,6 +147,13 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
                            args.limit, args.overwrite and not shards.torchrun, shards.num_shards, shards.shard_id,
                            merge=not shards.torchrun)
     start, totals = time.perf_counter(), dict.fromkeys(TOTALS, 0)
+    try:  # every dataset's token budget, before any dataset runs
+        for ds in datasets:
+            model.check_budget(ds.task.chat, args.max_new_tokens or ds.task.max_new_tokens,
+                               args.max_length or model.context_window())
+    except ValueError as err:
+        print(f"error: {ds.name}: {err}", file=sys.stderr)
+        return None
     for ds in datasets:
         try:
             if shards.torchrun and args.overwrite:  # rank 0 clears old files before any rank reads them

@@ -2,17 +2,20 @@
 
 Usage (through eval.py, which loads the judge model only when asked):
     python eval.py --pred-dir pred/demo --judge PATH_OR_NAME [--rubric graded] [--judge-mode logits]
-    python eval.py --compare pred/model_a pred/model_b --judge PATH_OR_NAME
+    python eval.py --compare pred/model_a pred/model_b --judge PATH_OR_NAME [--datasets a,b]
 
 A rubric is `prompts/judge_<name>.txt`: a header line `options: Label=value | Label=value ...`, a line `---`,
 then the prompt with {question}, {references}, {prediction} (pairwise: {answer_1}, {answer_2}). Drop a new file
 there to add a rubric. The judge's prompt goes through the same adapter path as inference (chat template,
-middle truncation). Verdicts are read either from the generated text, by whole words and longest label first
-(so "Not" is not "No", "10" is not "1", and "Partially correct" is not also "Correct"), or, from the first
-answer token's probabilities restricted to the options (`logits` mode, any adapter with `score`): the
-probability-weighted option value. A verdict that names no option or several is unparseable: excluded from the
-mean, counted and listed, never scored 0. Verdicts are cached by (judge, rubric, mode, question, references,
-prediction), so a rerun makes no model calls.
+middle truncation). Verdicts are read either from the generated text (`parse_verdict`: whole words, longest
+label first, negated labels refused), or from the first answer token's probabilities restricted to the options
+(`logits` mode, any adapter with `score`): the probability-weighted option value.
+
+Three outcomes per example, counted apart: scored; unparseable (the verdict names no option, several, or a
+negated one: excluded from the mean, counted and listed, never scored 0); failed (the model call itself failed,
+`error` set: excluded from the mean, counted and listed, never cached, so a rerun asks again for exactly those).
+Good verdicts are cached by (judge, rubric, mode, question, references, prediction) in an append-only JSONL, so
+a rerun makes no model calls; a torn last line (a run killed mid-write) is cut off, as in prediction files.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ import re
 from pathlib import Path
 
 from Eval.models.base import BaseLLM
+from Eval.names import check_name
+from Eval.records import RecordError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +44,8 @@ class Rubric:
 
 
 def load_rubric(name: str, prompt_dir: Path) -> Rubric:
-    """Read prompts/judge_<name>.txt; a missing or malformed file is an error that says what to fix."""
-    path = prompt_dir / f"judge_{name}.txt"
+    """Read prompts/judge_<name>.txt; a bad name, a missing or malformed file is an error that says what to fix."""
+    path = prompt_dir / f"judge_{check_name(name, '--rubric')}.txt"
     if not path.is_file():
         known = sorted(p.stem[len("judge_"):] for p in prompt_dir.glob("judge_*.txt"))
         raise FileNotFoundError(f"no rubric {path}; available: {', '.join(known) or 'none'}")
@@ -59,23 +64,54 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
     return Rubric(name, template.strip("\n"), tuple(options))
 
 
+# English negators: a label after one of these, in the same clause, is negated. "no" is one too, so that
+# "no correct answer" is not read as Correct; a label "No" itself still counts when nothing negates it.
+_NEGATOR = re.compile(r"(?<!\w)(?:not|never|no|nor|neither|cannot|without|\w+n['’]t)(?!\w)", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[.,;:!?\n]")
+
+
+def _negated(before: str) -> bool:
+    """Whether a negator occurs in the clause that ends where a label starts (`before` is the text up to it)."""
+    return _NEGATOR.search(_CLAUSE_END.split(before)[-1]) is not None
+
+
 def parse_verdict(text: str, rubric: Rubric) -> float | None:
-    """The value of the one option the text names, by whole words; None when it names none or several.
+    """The value of the one option the text names, or None (unparseable): never a guess.
+
+    Labels are found as whole words, case-insensitively, longest first, and a found label's text is blanked
+    before shorter ones are looked for: "Not" is not "No", "10" is not "1", "Partially correct" is not also
+    "Correct". The text must name exactly one label (repeating it is fine). A negated mention makes the whole
+    verdict unparseable, even next to another label: "not 2 but 1" is plain, but "1 is not better than 2"
+    names 1 plainly and 2 negated, and reading it as 1 would be wrong, so no mixed reading is attempted. A
+    mention is negated when not / never / no / nor / neither / cannot / without or a word ending in n't
+    occurs before it in the same clause (the text since the last . , ; : ! ? or line break), however many
+    words lie between ("not entirely correct", "isn't correct", "I would not say it is correct"). Negation
+    after a label ("Correct? Not really") is not looked for: the rubrics ask for a bare label.
 
     >>> r = Rubric("binary", "", (("Yes", 1.0), ("No", 0.0)))
-    >>> parse_verdict("Yes.", r), parse_verdict("Not sure", r), parse_verdict("Yes or No", r)
-    (1.0, None, None)
+    >>> parse_verdict("Yes.", r), parse_verdict("No, it is not correct.", r), parse_verdict("Yes or No", r)
+    (1.0, 0.0, None)
+    >>> parse_verdict("Not yes", r), parse_verdict("Not sure", r), parse_verdict("I wouldn't say yes", r)
+    (None, None, None)
     >>> g = Rubric("graded", "", (("Correct", 1.0), ("Partially correct", 0.5), ("Wrong", 0.0)))
-    >>> parse_verdict("partially correct", g), parse_verdict("10", Rubric("p", "", (("1", 1.0), ("2", 0.0))))
-    (0.5, None)
+    >>> parse_verdict("partially correct", g), parse_verdict("Correct. Nothing is missing.", g)
+    (0.5, 1.0)
+    >>> [parse_verdict(t, g) for t in ("Not correct", "The answer is not correct.", "It isn't correct",
+    ...                                 "not entirely correct", "It is not really correct", "Wrong, not correct")]
+    [None, None, None, None, None, None]
+    >>> parse_verdict("10", Rubric("p", "", (("1", 1.0), ("2", 0.0))))
     """
-    found, rest = [], text
+    mentions, rest = [], text
     for label, value in sorted(rubric.options, key=lambda o: -len(o[0])):
         pattern = re.compile(r"(?<!\w)" + re.escape(label) + r"(?!\w)", re.IGNORECASE)
-        if pattern.search(rest):
-            found.append(value)
-            rest = pattern.sub(" ", rest)
-    return found[0] if len(found) == 1 else None
+        hits = [m.start() for m in pattern.finditer(rest)]
+        if hits:
+            mentions += [(label, value, start) for start in hits]
+            rest = pattern.sub(lambda m: "\0" * len(m.group()), rest)  # same length: offsets stay valid
+    if any(_negated(text[:start]) for _, _, start in mentions):
+        return None
+    named = {label: value for label, value, _ in mentions}
+    return next(iter(named.values())) if len(named) == 1 else None
 
 
 def option_expectation(first_logprobs: list[float], values: list[float]) -> float:
@@ -90,15 +126,35 @@ def option_expectation(first_logprobs: list[float], values: list[float]) -> floa
 
 
 class VerdictCache:
-    """Append-only JSONL of verdicts keyed by everything that determines them."""
+    """Append-only JSONL of good verdicts keyed by everything that determines them.
+
+    A torn last line (a process killed mid-write) is cut off the file (`repaired` says so); a broken complete
+    line is an error naming the file and line. Entries with an `error` (written by older versions) are ignored,
+    so those verdicts are asked again.
+    """
 
     def __init__(self, path: Path):
-        self.path, self.entries = path, {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    entry = json.loads(line)
-                    self.entries[entry["key"]] = entry
+        self.path, self.entries, self.repaired = path, {}, False
+        if not path.exists():
+            return
+        raw = path.read_bytes()
+        end = raw.rfind(b"\n") + 1  # as in prediction files (Eval/runs.py): a line without its newline is torn
+        for number, line in enumerate(raw[:end].split(b"\n")[:-1], 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+                entry = err
+            if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+                raise RecordError(path, number, "not a cached verdict (a JSON object with a 'key'); delete this "
+                                                "line, or the whole cache file (its verdicts are then asked again)")
+            if not entry.get("error"):
+                self.entries[entry["key"]] = entry
+        if end < len(raw):
+            with open(path, "r+b") as f:
+                f.truncate(end)
+            self.repaired = True
 
     @staticmethod
     def key(*parts) -> str:
@@ -135,16 +191,27 @@ class Judge:
                 raise ValueError(f"rubric {rubric.name}: options share a first token, so logits mode cannot "
                                  "tell them apart; use --judge-mode text or relabel the options")
 
+    def provenance(self) -> dict:
+        """What a verdict was computed from, as saved beside each result."""
+        return {"rubric": self.rubric.name, "rubric_sha": self.rubric.sha, "mode": self.mode,
+                "judge": hashlib.sha256(self.identity.encode()).hexdigest()[:16],
+                "judge_adapter": self.model.name}
+
     def verdicts(self, fields: list[dict]) -> list[dict]:
-        """One {score, raw, cached} per filled-in field dict (question, references, prediction / answers)."""
+        """One {score, raw, error, cached} per filled-in field dict (question, references, prediction /
+        answers). Failed calls (`error` set, score None) are returned but never cached."""
         keys = [VerdictCache.key(self.identity, self.rubric.sha, self.mode, f) for f in fields]
         missing = [i for i, k in enumerate(keys) if k not in self.cache.entries]
         self.from_cache += len(fields) - len(missing)
+        fresh: dict[int, dict] = {}
         for start in range(0, len(missing), self.batch_size):
             chunk = missing[start:start + self.batch_size]
             prompts = [self.rubric.template.format(**fields[i]) for i in chunk]
-            self.cache.put([{"key": keys[i], **v} for i, v in zip(chunk, self._ask(prompts))])
-        return [{**self.cache.entries[k], "cached": i not in missing} for i, k in enumerate(keys)]
+            for i, verdict in zip(chunk, self._ask(prompts)):
+                fresh[i] = {"key": keys[i], **verdict, "score": None if verdict["error"] else verdict["score"]}
+            self.cache.put([fresh[i] for i in chunk if not fresh[i]["error"]])
+        return [{**fresh[i], "cached": False} if i in fresh else {**self.cache.entries[k], "cached": True}
+                for i, k in enumerate(keys)]
 
     def _ask(self, texts: list[str]) -> list[dict]:
         built = self.model.build_prompts(texts, chat=True, max_new_tokens=16, max_length=self.max_length)
@@ -168,13 +235,20 @@ def question_of(record: dict) -> str:
     return str(record.get("question") or record.get("input") or "")
 
 
-def summarize(scores: list[float | None], ids: list, judge: Judge, **extra) -> dict:
-    valid = [s for s in scores if s is not None]
+def tally(scores: list[float | None], errors: list[str | None], ids: list) -> tuple[dict, list[float]]:
+    """Counts and ids of the three outcomes (scored, unparseable, failed), and the scored values."""
+    failed = [i for i, e in zip(ids, errors) if e]
+    unparseable = [i for i, s, e in zip(ids, scores, errors) if s is None and not e]
+    valid = [s for s, e in zip(scores, errors) if s is not None and not e]
+    return {"n": len(scores), "scored": len(valid), "unparseable": len(unparseable), "unparseable_ids": unparseable,
+            "failed": len(failed), "failed_ids": failed}, valid
+
+
+def summarize(verdicts: list[dict], ids: list) -> dict:
+    """Mean over parseable verdicts x 100 (None when there is none), with the outcome counts."""
+    counts, valid = tally([v["score"] for v in verdicts], [v.get("error") for v in verdicts], ids)
     mean = 100 * sum(valid) / len(valid) if valid else None
-    return {"rubric": judge.rubric.name, "mode": judge.mode, "n": len(scores), "scored": len(valid),
-            "unparseable": len(scores) - len(valid), "unparseable_ids": [i for i, s in zip(ids, scores) if s is None],
-            "score": None if mean is None else round(mean, 2), "score_unrounded": mean,
-            "from_cache": judge.from_cache, **extra}
+    return {**counts, "score": None if mean is None else round(mean, 2), "score_unrounded": mean}
 
 
 def pairwise_swaps(n: int, seed: int) -> set[int]:
@@ -188,10 +262,17 @@ def pairwise_swaps(n: int, seed: int) -> set[int]:
     return set(order[: n // 2])
 
 
-def rates(a_scores: list[float | None]) -> dict:
-    """Win / tie / lose percentages of model A over parseable verdicts, with their counts."""
-    valid = [s for s in a_scores if s is not None]
-    counts = {"win": sum(s == 1 for s in valid), "tie": sum(s == 0.5 for s in valid), "lose": sum(s == 0 for s in valid)}
-    total = len(valid)
-    return {**{k: (round(100 * c / total, 2) if total else None) for k, c in counts.items()},
-            "counts": counts, "scored": total, "unparseable": len(a_scores) - total}
+def rates(a_values: list[float]) -> dict:
+    """Win / tie / lose percentages of model A over its parseable verdict values, with their counts, and the
+    mean value x 100. A value above 0.5 is a win, exactly 0.5 a tie, below a loss, so text verdicts (1 / 0.5 /
+    0) and logits mode's probability-weighted values are counted alike and the counts sum to `scored`.
+
+    >>> r = rates([1.0, 0.5, 0.0, 0.9, 0.2])
+    >>> r["counts"], r["win"], r["mean_a_score"]
+    ({'win': 2, 'tie': 1, 'lose': 2}, 40.0, 52.0)
+    """
+    counts = {"win": sum(v > 0.5 for v in a_values), "tie": sum(v == 0.5 for v in a_values),
+              "lose": sum(v < 0.5 for v in a_values)}
+    total = len(a_values)
+    return {**{k: (round(100 * c / total, 2) if total else None) for k, c in counts.items()}, "counts": counts,
+            "mean_a_score": round(100 * sum(a_values) / total, 2) if total else None}

@@ -1,37 +1,55 @@
 """eval.py's judge commands: grade a prediction folder, or compare two, and write what the judge said.
 
 Writes, for `--judge` on DIR: DIR/judge/<dataset>.<rubric>.jsonl (per record: id, score or null, raw verdict,
-cached), DIR/judge_result.json (per dataset: mean over parseable verdicts x 100, n, unparseable count and ids,
-from_cache, model_calls), and the cache DIR/judge/cache.jsonl. For `--compare A B`: OUT/compare_result.json with
-win / tie / lose rates of A against B per dataset and the per-example verdicts; the cache is OUT/cache.jsonl.
-The judge model is loaded here, only when asked, so plain scoring never imports torch.
+cached, error when the call failed), DIR/judge_result.json ({dataset: entry}; an entry holds the mean over
+parseable verdicts x 100, the counts and ids of unparseable and failed verdicts, from_cache, model_calls, and
+what it was computed from: rubric, rubric_sha, mode, judge (a short hash of the judge's identity),
+judge_adapter, source_sha256 of DIR/<dataset>.jsonl), and the cache DIR/judge/cache.jsonl. For `--compare A B`:
+OUT/compare_result.json ({"a", "b", "datasets": {dataset: entry}} with win / tie / lose rates of A against B,
+A's mean verdict value, the per-example verdicts and the sha256 of both prediction files); the cache is
+OUT/judge/cache.jsonl, so OUT holds no *.jsonl that `eval.py` would take for a prediction file.
+
+Both result files are merged per dataset: a run replaces the entries it judged and keeps the others, except
+those whose prediction file is gone or changed since (dropped, with a note). Every output of a run is written
+only after all its verdicts are computed. The judge model is loaded here, only when asked, so plain scoring
+never imports torch.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
+from typing import Callable
 
+from Eval.args import positive_int
+from Eval.provenance import file_sha256
 from Eval.extract import run_extraction
-from Eval.judge import Judge, Rubric, VerdictCache, load_rubric, pairwise_swaps, question_of, rates, summarize
+from Eval.judge import (Judge, Rubric, VerdictCache, load_rubric, pairwise_swaps, question_of, rates, summarize,
+                        tally)
 from Eval.models import MODELS
 from Eval.models.base import AdapterOptions, BaseLLM
+from Eval.names import check_name, name_problem
 from Eval.records import RecordError, read_records, write_json_atomic, write_jsonl_atomic
 from Eval.tasks import TASKS
+from Eval.unlearning.suites import RECORD_FILES
 
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+NO_VERDICT = "n/a (no parseable verdict)"
 
 
 def add_judge_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("LLM judge (loads a model; plain scoring does not)")
-    g.add_argument("--judge", default=None, help="judge model: a local path, or the served name with --judge-backend api")
+    g.add_argument("--judge", default=None,
+                   help="judge model: a local path, or the served name with --judge-backend api (default: none, no judge)")
     g.add_argument("--judge-backend", default="hf", help=f"adapter for the judge, one of {', '.join(sorted(MODELS))}")
     g.add_argument("--rubric", default="binary", help="prompts/judge_<RUBRIC>.txt (pairwise uses judge_pairwise)")
     g.add_argument("--judge-mode", default="text", choices=["text", "logits"], help="read verdicts from text or "
                    "from the first answer token's probabilities")
-    g.add_argument("--judge-max-length", type=int, default=None, help="judge prompt budget (default: the model's)")
+    g.add_argument("--judge-max-length", type=positive_int, default=None, help="judge prompt budget (default: the model's)")
     g.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("DIR_A", "DIR_B"),
-                   help="pairwise: which of two prediction folders answers better")
+                   help="pairwise: which of two prediction folders answers better (--datasets picks datasets)")
     g.add_argument("--compare-out", type=Path, default=None, help="default: DIR_A/../compare_A_vs_B")
     g.add_argument("--seed", type=int, default=0, help="which half of the pairs is shown in swapped order")
     g.add_argument("--judge-base-url", default="http://127.0.0.1:8000/v1", help="with --judge-backend api")
@@ -48,24 +66,41 @@ def load_judge_model(args) -> BaseLLM:
     return MODELS[args.judge_backend](args.judge, AdapterOptions())
 
 
+def _counts_text(r: dict) -> str:
+    return (f"unparseable {r['unparseable']}, failed {r['failed']}, from cache {r['from_cache']}, "
+            f"model calls {r['model_calls']}")
+
+
+def _print_failed(where: str, r: dict) -> None:
+    if r["failed"]:
+        print(f"  {where}: {r['failed']} verdicts failed (ids {r['failed_ids'][:10]}); they are not cached, so "
+              "rerunning the same command asks the judge again for exactly those")
+
+
 def run_judge_cli(args, scored: dict[Path, list[tuple[str, list[dict]]]]) -> int:
     """--judge over scored folders, or --compare; prints a short table. Returns the exit code."""
     try:
-        model = load_judge_model(args)
         if args.compare:
             a, b = args.compare
-            out = args.compare_out or a.parent / f"compare_{a.name}_vs_{b.name}"
-            results = compare_folders(a, b, out, model, args.judge_mode, args.seed, args.judge_max_length)
+            only = set(args.datasets.split(",")) if getattr(args, "datasets", None) else None
+            _compare_datasets(a, b, only)  # bad input is reported before a model is loaded
+            out = args.compare_out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
+            results = compare_folders(a, b, out, load_judge_model(args), args.judge_mode, args.seed,
+                                      args.judge_max_length, only=only)
             for name, r in results.items():
-                print(f"{name}: {a.name} vs {b.name}: win {r['win']} tie {r['tie']} lose {r['lose']} "
-                      f"(n {r['scored']}, unparseable {r['unparseable']}, from cache {r['from_cache']})")
+                head = (f"win {r['win']} tie {r['tie']} lose {r['lose']}, mean A score {r['mean_a_score']} over "
+                        f"{r['scored']}" if r["scored"] else f"win {NO_VERDICT} over 0")
+                print(f"{name}: {a.name} vs {b.name}: {head} of {r['n']} ({_counts_text(r)})")
+                _print_failed(name, r)
             return 0
         rubric = load_rubric(args.rubric, PROMPTS)
+        model = load_judge_model(args)
         for folder, datasets in scored.items():
             results = judge_folder(folder, datasets, model, rubric, args.judge_mode, args.judge_max_length)
             for name, r in results.items():
-                print(f"{folder.name}/{name}: judge {r['score']} over {r['scored']} verdicts "
-                      f"(unparseable {r['unparseable']}, from cache {r['from_cache']}, model calls {r['model_calls']})")
+                head = f"judge {r['score']} over {r['scored']}" if r["scored"] else f"judge {NO_VERDICT} over 0"
+                print(f"{folder.name}/{name}: {head} of {r['n']} verdicts ({_counts_text(r)})")
+                _print_failed(f"{folder.name}/{name}", r)
         return 0
     except (FileNotFoundError, ValueError, OSError, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -79,21 +114,85 @@ def _prediction(record: dict, dataset: str) -> str:
     return "" if text is None else text
 
 
+def _record_id(record: dict, position: int):
+    return record.get("id", record.get("_id", position + 1))
+
+
+def _open_cache(path: Path, say: Callable[[str], None]) -> VerdictCache:
+    cache = VerdictCache(path)
+    if cache.repaired:
+        say(f"note: {path}: cut off a torn last line (a run killed while writing); its verdict is asked again")
+    return cache
+
+
+def merge_results(path: Path, fresh: dict, why_stale: Callable[[str, object], str | None],
+                  say: Callable[[str], None], inside: str | None = None) -> tuple[dict, dict]:
+    """The entries of the result file at `path` (under key `inside`, or at the top) that this run did not
+    judge and that are still valid, plus `fresh`; and the old entries left out. An unreadable file is replaced."""
+    old: dict = {}
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            old = saved.get(inside, {}) if inside else saved
+            if not isinstance(old, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, AttributeError) as err:
+            say(f"note: {path}: unreadable ({err}); it is replaced by this run's results")
+            old = {}
+    merged, dropped = {}, {}
+    for name, entry in old.items():
+        why = None if name in fresh else why_stale(name, entry)
+        if why:
+            say(f"note: {path}: dropped the result of {name!r}: {why}")
+        (dropped if name in fresh or why else merged)[name] = entry
+    merged.update(fresh)
+    return dict(sorted(merged.items())), dropped
+
+
+def _source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
+    """Why a saved result no longer describes folder/<name>.jsonl, or None when it still does."""
+    if name_problem(name):
+        return name_problem(name)
+    source = folder / f"{name}.jsonl"
+    if not source.is_file():
+        return f"its prediction file {source} is gone"
+    if not isinstance(saved_sha, str):
+        return f"it records no sha256 of {source} (judged by an older version); judge it again"
+    if saved_sha != file_sha256(source):
+        return f"{source} changed since it was judged; judge it again"
+    return None
+
+
 def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: BaseLLM, rubric: Rubric,
-                 mode: str, max_length: int | None) -> dict:
-    judge = Judge(model, rubric, mode, VerdictCache(pred_dir / "judge" / "cache.jsonl"), max_length)
-    results = {}
+                 mode: str, max_length: int | None, say: Callable[[str], None] = print) -> dict:
+    """Judge each (dataset, records) of pred_dir; write the per-record files and merge judge_result.json, only
+    after every verdict is computed. Returns this run's entries."""
+    judge_dir = pred_dir / "judge"
+    judge = Judge(model, rubric, mode, _open_cache(judge_dir / "cache.jsonl", say), max_length)
+    rows, results = {}, {}
     for name, records in datasets:
+        source_sha = file_sha256(pred_dir / f"{check_name(name, f'dataset of {pred_dir}')}.jsonl")
         judge.model_calls = judge.from_cache = 0
         fields = [{"question": question_of(r), "references": " | ".join(r["answers"]),
                    "prediction": _prediction(r, name)} for r in records]
         verdicts = judge.verdicts(fields)
-        ids = [r.get("id", r.get("_id", k + 1)) for k, r in enumerate(records)]
-        write_jsonl_atomic(pred_dir / "judge" / f"{name}.{rubric.name}.jsonl",
-                           [{"id": i, "score": v["score"], "raw": v["raw"], "cached": v["cached"],
-                             **({"error": v["error"]} if v.get("error") else {})} for i, v in zip(ids, verdicts)])
-        results[name] = summarize([v["score"] for v in verdicts], ids, judge, model_calls=judge.model_calls)
-    write_json_atomic(pred_dir / "judge_result.json", results)
+        ids = [_record_id(r, k) for k, r in enumerate(records)]
+        rows[name] = [{"id": i, "score": v["score"], "raw": v["raw"], "cached": v["cached"],
+                       **({"error": v["error"]} if v.get("error") else {})} for i, v in zip(ids, verdicts)]
+        results[name] = {**summarize(verdicts, ids), "from_cache": judge.from_cache,
+                         "model_calls": judge.model_calls, **judge.provenance(), "source_sha256": source_sha}
+    result_path = pred_dir / "judge_result.json"
+    merged, dropped = merge_results(result_path, results, lambda name, entry: _source_problem(
+        pred_dir, name, entry.get("source_sha256") if isinstance(entry, dict) else None), say)
+    judge_dir.mkdir(parents=True, exist_ok=True)
+    for name, entry in dropped.items():  # a per-record file no entry describes any more would go stale unseen
+        old_rubric = entry.get("rubric") if isinstance(entry, dict) else None
+        replaced = results.get(name, {}).get("rubric") == old_rubric  # the same file, rewritten below
+        if not (replaced or name_problem(name) or name_problem(old_rubric)):
+            (judge_dir / f"{name}.{old_rubric}.jsonl").unlink(missing_ok=True)
+    for name, name_rows in rows.items():
+        write_jsonl_atomic(judge_dir / f"{name}.{rubric.name}.jsonl", name_rows)
+    write_json_atomic(result_path, merged)
     return results
 
 
@@ -109,32 +208,81 @@ def _aligned(a: list[dict], b: list[dict], name: str) -> list[tuple[dict, dict]]
     return list(zip(a, b))
 
 
+def prediction_names(folder: Path) -> set[str]:
+    """Dataset names of a folder's prediction files (TOFU / MUSE score records are not predictions)."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder")
+    return {p.stem for p in folder.glob("*.jsonl") if p.name not in RECORD_FILES}
+
+
+def _compare_datasets(dir_a: Path, dir_b: Path, only: set[str] | None) -> list[str]:
+    names = {dir_a: prediction_names(dir_a), dir_b: prediction_names(dir_b)}
+    if only is None:
+        common = sorted(names[dir_a] & names[dir_b])
+        if not common:
+            raise ValueError(f"{dir_a} and {dir_b} share no prediction file")
+        return common
+    for name in sorted(only):
+        check_name(name, "--datasets")
+        for folder, held in names.items():
+            if name not in held:
+                raise ValueError(f"{folder}: no prediction file {name}.jsonl (named in --datasets)")
+    return sorted(only)
+
+
+def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> None:
+    # Older versions kept the cache as OUT/cache.jsonl, which eval.py then read as a dataset named "cache".
+    old = out / "cache.jsonl"
+    if old.is_file() and not cache_path.exists():
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(old, cache_path)
+        say(f"note: moved the compare cache {old} to {cache_path}")
+    elif old.is_file():
+        say(f"note: {old} is an old compare cache, now unused; delete it (eval.py would read it as a dataset)")
+
+
+def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int) -> dict:
+    pairs = _aligned(read_records(dir_a / f"{name}.jsonl"), read_records(dir_b / f"{name}.jsonl"), name)
+    swapped = pairwise_swaps(len(pairs), seed)
+    fields = []
+    for k, (ra, rb) in enumerate(pairs):
+        first, second = (rb, ra) if k in swapped else (ra, rb)
+        fields.append({"question": question_of(ra), "references": " | ".join(ra["answers"]),
+                       "answer_1": _prediction(first, name), "answer_2": _prediction(second, name)})
+    judge.model_calls = judge.from_cache = 0
+    verdicts = judge.verdicts(fields)
+    a_scores = [None if v["score"] is None else (1 - v["score"] if k in swapped else v["score"])
+                for k, v in enumerate(verdicts)]
+    ids = [_record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
+    counts, valid = tally(a_scores, [v.get("error") for v in verdicts], ids)
+    return {**rates(valid), **counts, "swapped": len(swapped), "seed": seed, "from_cache": judge.from_cache,
+            "model_calls": judge.model_calls, **judge.provenance(),
+            "source_sha256_a": file_sha256(dir_a / f"{name}.jsonl"),
+            "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"),
+            "per_example": [{"id": i, "a_score": s, "swapped": k in swapped, "raw": v["raw"],
+                             **({"error": v["error"]} if v.get("error") else {})}
+                            for k, (i, s, v) in enumerate(zip(ids, a_scores, verdicts))]}
+
+
 def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: str, seed: int,
-                    max_length: int | None) -> dict:
+                    max_length: int | None, only: set[str] | None = None,
+                    say: Callable[[str], None] = print) -> dict:
+    """Pairwise verdicts of A against B for their common datasets (or `only`), merged into
+    OUT/compare_result.json after all are computed. Returns this run's entries."""
     rubric = load_rubric("pairwise", PROMPTS)
+    names = _compare_datasets(dir_a, dir_b, only)
+    cache_path = out / "judge" / "cache.jsonl"
+    _legacy_cache(out, cache_path, say)
+    judge = Judge(model, rubric, mode, _open_cache(cache_path, say), max_length)
+    results = {name: _compare_one(judge, name, dir_a, dir_b, seed) for name in names}
+
+    def why_stale(name: str, entry: object) -> str | None:
+        entry = entry if isinstance(entry, dict) else {}
+        return (_source_problem(dir_a, name, entry.get("source_sha256_a"))
+                or _source_problem(dir_b, name, entry.get("source_sha256_b")))
+
+    result_path = out / "compare_result.json"
+    merged, _ = merge_results(result_path, results, why_stale, say, inside="datasets")
     out.mkdir(parents=True, exist_ok=True)
-    judge = Judge(model, rubric, mode, VerdictCache(out / "cache.jsonl"), max_length)
-    common = sorted({p.stem for p in dir_a.glob("*.jsonl")} & {p.stem for p in dir_b.glob("*.jsonl")})
-    if not common:
-        raise ValueError(f"{dir_a} and {dir_b} share no prediction file")
-    results = {}
-    for name in common:
-        pairs = _aligned(read_records(dir_a / f"{name}.jsonl"), read_records(dir_b / f"{name}.jsonl"), name)
-        swapped = pairwise_swaps(len(pairs), seed)
-        fields = []
-        for k, (ra, rb) in enumerate(pairs):
-            first, second = (rb, ra) if k in swapped else (ra, rb)
-            fields.append({"question": question_of(ra), "references": " | ".join(ra["answers"]),
-                           "answer_1": _prediction(first, name), "answer_2": _prediction(second, name)})
-        judge.model_calls = judge.from_cache = 0
-        verdicts = judge.verdicts(fields)
-        a_scores = [None if v["score"] is None else (1 - v["score"] if k in swapped else v["score"])
-                    for k, v in enumerate(verdicts)]
-        results[name] = {**rates(a_scores), "n": len(pairs), "swapped": len(swapped),
-                         "from_cache": judge.from_cache, "model_calls": judge.model_calls,
-                         "per_example": [{"id": ra.get("id", k + 1), "a_score": s, "swapped": k in swapped,
-                                          "raw": v["raw"]} for k, ((ra, _), s, v) in
-                                         enumerate(zip(pairs, a_scores, verdicts))]}
-    write_json_atomic(out / "compare_result.json", {"a": str(dir_a), "b": str(dir_b), "judge_mode": mode,
-                                                    "seed": seed, "datasets": results})
+    write_json_atomic(result_path, {"a": str(dir_a), "b": str(dir_b), "datasets": merged})
     return results

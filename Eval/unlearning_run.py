@@ -342,17 +342,18 @@ def _generate(model, prompts: list[Prompt], records: list[dict], max_new: int, s
 def add_arguments(parser) -> None:
     g = parser.add_argument_group("unlearning (TOFU / MUSE score records for eval.py --unlearning)")
     g.add_argument("--unlearning", choices=("tofu", "muse"), default=None,
-                   help="write score records of the TOFU / MUSE splits instead of running dataset/*.jsonl")
+                   help="write score records of the TOFU / MUSE splits instead of running dataset/*.jsonl "
+                        "(default: off)")
     g.add_argument("--data-dir", type=Path, default=None,
                    help=f"folder of the split files (tofu default: {DEMO_DATA.relative_to(ROOT)})")
     g.add_argument("--tofu-dir", type=Path, default=None,
                    help="a TOFU folder (forget10_perturbed.json, ...); sets --data-dir and the forget10 / "
-                        "holdout10 defaults")
+                        "holdout10 defaults (default: none)")
     g.add_argument("--forget-split", default=None, help="forget file stem (default: forget; forget10 with --tofu-dir)")
     g.add_argument("--holdout-split", default=None,
                    help="holdout file stem (default: holdout; holdout10 with --tofu-dir)")
     g.add_argument("--gradnorm", action="store_true", help="GradNorm MIA scores (batch 1, backward per sample)")
-    g.add_argument("--reference-model", default=None, help="a second model for the Reference MIA")
+    g.add_argument("--reference-model", default=None, help="a second model for the Reference MIA (default: none, the attack is skipped)")
     g.add_argument("--no-generate", action="store_true", help="skip the greedy generations (no ROUGE)")
 
 

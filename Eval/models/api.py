@@ -16,49 +16,46 @@ prompt-token count is checked against the local one on every answer (`stats["pro
 Completion-mode prompts are sent as the built text to /v1/completions. Decoding is greedy (temperature 0).
 
 Requests run concurrently (at most `concurrency` in flight, optionally at most `rpm` started per `rpm_window`
-seconds) and are retried with exponential back-off and jitter on HTTP 429, 5xx, timeouts and connection
-errors (a Retry-After header is honoured up to `backoff_max`). A request that still fails becomes a Generation
-with finish_reason "error" and `error` set, so the runner writes the record with its error and a rerun redoes
-exactly those. The API key is read from the environment variable named by `api_key_env`; it is sent as a Bearer
-header and never stored in identity(), records, errors or logs.
+seconds), each bounded as a whole by `timeout` seconds, and are retried with exponential back-off and jitter on
+HTTP 429, 5xx, timeouts and connection errors (Eval/models/api_http.py). A request that still fails, and a reply
+that is not OpenAI-shaped (no choices, a `content` that is neither a string, a list of content parts nor null,
+text that is not valid Unicode, ...), becomes a Generation with finish_reason "error" and `error` naming what
+was wrong, so the runner writes the record with its error and a rerun redoes exactly those. Chat `content` given
+as content parts is saved as the concatenation of its text parts. `usage` is optional (a non-object counts as
+absent; the local tokenizer then counts the answer).
+
+Secrets: the API key is read from the environment variable named by `api_key_env` and sent as a Bearer header;
+credentials inside the base URL (`https://KEY@host/v1`, `?api_key=KEY`) are sent as given. Neither is ever
+stored in identity(), records, errors or logs: every URL shown is redact_url()'s, every message is scrubbed.
 
 score() needs prompt log-probabilities (vLLM: /v1/completions with echo=true, logprobs=1, max_tokens=0 and a
 token-id prompt); a server without them (e.g. `transformers serve`, which ignores echo/logprobs) raises
-APIFeatureError naming the server and what is missing, never zeros.
+APIFeatureError naming the server and what is missing, never zeros; a malformed reply raises APIError.
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import hashlib
 import os
-import random
 import sys
-import threading
-import time
 from pathlib import Path
 
-try:  # httpx's successor; a dependency of huggingface_hub, so installed wherever transformers is
-    import httpx2 as httpx
-except ImportError:  # pragma: no cover - plain httpx has the same API
-    import httpx
-
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, middle_truncate
+from Eval.models.api_http import (APIError, EventLoopThread, JSONPoster, RateLimiter, Scrubber, redact_url,
+                                  split_base_url)
+
+__all__ = ["APIError", "APIFeatureError", "APIModel", "APIPrompt", "redact_url"]
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
-class APIError(RuntimeError):
-    """A request that failed for good. The message names the URL and the cause, never the API key."""
-
-    def __init__(self, message: str, status: int | None = None, detail: str = ""):
-        super().__init__(message)
-        self.status, self.detail = status, detail
-
-
 class APIFeatureError(APIError):
     """The server lacks something the adapter needs (prompt log-probabilities for score())."""
+
+
+class MalformedReply(ValueError):
+    """A 200 reply that is not OpenAI-shaped; the message names the field and what it held."""
 
 
 @dataclasses.dataclass
@@ -66,57 +63,86 @@ class APIPrompt(Prompt):
     user_text: str | None = None  # chat mode: the (truncated) user message; the server applies its template
 
 
-class RateLimiter:
-    """At most `rpm` request starts in any `window` seconds (a sliding window; retries count as requests)."""
-
-    def __init__(self, rpm: int, window: float = 60.0):
-        if rpm < 1:
-            raise ValueError(f"requests per minute must be at least 1, not {rpm}")
-        self.rpm, self.window = rpm, window
-        self._starts: collections.deque[float] = collections.deque()
-        self._lock: asyncio.Lock | None = None
-        self.waited_s = 0.0
-
-    async def acquire(self) -> None:
-        self._lock = self._lock or asyncio.Lock()
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                while self._starts and now - self._starts[0] >= self.window:
-                    self._starts.popleft()
-                if len(self._starts) < self.rpm:
-                    self._starts.append(now)
-                    return
-                wait = self._starts[0] + self.window - now
-                self.waited_s += wait
-                await asyncio.sleep(wait)
+def _json_kind(value) -> str:
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
-class _Loop:
-    """One event loop in a daemon thread: generate() stays synchronous (batch in, list out) while its
-    requests run concurrently, and the HTTP connections and the rate limiter live across batches."""
-
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="api-adapter", daemon=True)
-        self.thread.start()
-
-    def run(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout=5)
-        if not self.loop.is_running():
-            self.loop.close()
+def _found(obj: dict, key: str) -> str:
+    return _json_kind(obj[key]) if key in obj else "missing"
 
 
-def _retry_after(response) -> float | None:
+def _first_choice(data) -> dict:
+    if not isinstance(data, dict):
+        raise MalformedReply(f"the reply is {_json_kind(data)}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        found = "empty" if choices == [] else _found(data, "choices")
+        error = data.get("error")  # some servers answer a failure with HTTP 200 and an error object
+        raise MalformedReply(f"choices is {found}, not a non-empty list"
+                             + (f" (the reply's error: {str(error)[:300]})" if error else ""))
+    if not isinstance(choices[0], dict):
+        raise MalformedReply(f"choices[0] is {_json_kind(choices[0])}, not an object")
+    return choices[0]
+
+
+def _content_text(content, field: str) -> str:
+    """A chat message's content as text: a string, the joined text parts of a content-part list, or null."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise MalformedReply(f"{field} is {_json_kind(content)}, not a string, a list of content parts or null")
+    texts = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise MalformedReply(f"{field}[{i}] is {_json_kind(part)}, not a content part object")
+        if part.get("type") == "text":  # other parts (images, audio, refusals) are not text the model wrote
+            if not isinstance(part.get("text"), str):
+                raise MalformedReply(f"{field}[{i}].text is {_json_kind(part.get('text'))}, not a string")
+            texts.append(part["text"])
+    return "".join(texts)
+
+
+def _valid_unicode(text: str, field: str) -> str:
+    # JSON's "\ud800" escapes decode to lone surrogates, which no UTF-8 file can hold
     try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise MalformedReply(f"reply is not valid Unicode: lone surrogate at character {err.start} of {field}") \
+            from None
+    return text
+
+
+def parse_reply(data, chat: bool) -> tuple[str, object, dict]:
+    """(raw output, finish_reason as sent, usage or {}) of a chat or completion reply; MalformedReply else."""
+    choice = _first_choice(data)
+    if chat:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise MalformedReply(f"choices[0].message is {_found(choice, 'message')}, not an object")
+        raw = _valid_unicode(_content_text(message.get("content"), "choices[0].message.content"),
+                             "choices[0].message.content")
+        reasoning = message.get("reasoning_content")  # split off by the server's reasoning parser
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise MalformedReply(f"choices[0].message.reasoning_content is {_json_kind(reasoning)}, not a string")
+        if reasoning:  # keep the raw output whole, as the HF adapter saves it (--strip-think)
+            raw = f"<think>{_valid_unicode(reasoning, 'choices[0].message.reasoning_content')}</think>{raw}"
+    else:
+        raw = choice.get("text")
+        if not isinstance(raw, str):
+            raise MalformedReply(f"choices[0].text is {_found(choice, 'text')}, not a string")
+        _valid_unicode(raw, "choices[0].text")
+    usage = data.get("usage")
+    return raw, choice.get("finish_reason"), usage if isinstance(usage, dict) else {}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(usage: dict, name: str) -> int | None:
+    value = usage.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 class APIModel(BaseLLM):
@@ -133,18 +159,17 @@ class APIModel(BaseLLM):
         super().__init__(options)
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
-        self.base_url = base_url.rstrip("/")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base URL {base_url!r} must start with http:// or https:// (e.g. "
-                             "http://127.0.0.1:8000/v1)")
+        # Requests go to ROOT + path + ?QUERY and carry any credentials as given; everything shown is redacted.
+        self._root, self._query = split_base_url(base_url)
+        self.base_url = redact_url(self._root + (f"?{self._query}" if self._query else ""))
         self.api_model = api_model
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env)
         if key is None and api_key_env != DEFAULT_KEY_ENV:
             raise ValueError(f"environment variable {api_key_env} (named by --api-key-env) is not set")
         self._key = key or None  # never written anywhere: sent as a header, scrubbed from error messages
+        self._scrub = Scrubber(self._key, base_url)
         self.concurrency, self.timeout, self.max_retries = concurrency, timeout, max_retries
-        self.backoff, self.backoff_max = backoff, backoff_max
         self.limiter = RateLimiter(rpm, rpm_window) if rpm else None
         self._context_window = context_window
         self.stats = {"requests": 0, "retries": 0, "rate_limited": 0, "failed": 0, "prompt_token_mismatch": 0}
@@ -154,9 +179,10 @@ class APIModel(BaseLLM):
         self.tokenizer_path = tokenizer or api_model
         self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_path, trust_remote_code=trust_remote_code)
         self.tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves
-        self._loop = _Loop()
-        self._client = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._loop = EventLoopThread()
+        self.http = JSONPoster({"Authorization": f"Bearer {self._key}"} if self._key else {}, self._scrub,
+                               concurrency=concurrency, timeout=timeout, max_retries=max_retries, backoff=backoff,
+                               backoff_max=backoff_max, limiter=self.limiter, stats=self.stats)
 
     # --- tokenizer hooks (the HF adapter's, on the local tokenizer) ----------------------------------------
     def apply_chat(self, text: str) -> str:
@@ -184,7 +210,7 @@ class APIModel(BaseLLM):
     def _server_max_len(self) -> int | None:
         models = self._loop.run(self._models())
         for m in models:
-            if m.get("id") == self.api_model and isinstance(m.get("max_model_len"), int):
+            if m.get("id") == self.api_model and _count(m, "max_model_len"):
                 return m["max_model_len"]
         return None
 
@@ -203,67 +229,18 @@ class APIModel(BaseLLM):
         return APIPrompt(final, self.count_tokens(final, add_special_tokens=False), cut, False, user_text=text)
 
     # --- HTTP ----------------------------------------------------------------------------------------------
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+    def _url(self, path: str) -> str:
+        """The request URL for an endpoint path ("/completions"), credentials and query included."""
+        return self._root + path + (f"?{self._query}" if self._query else "")
 
-    async def _http(self):
-        if self._client is None:
-            headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-            self._client = httpx.AsyncClient(
-                headers=headers, timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
-            self._semaphore = asyncio.Semaphore(self.concurrency)
-        return self._client
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential back-off with jitter: base * 2^(attempt-1), scaled by a random factor in [0.5, 1]."""
-        delay = min(self.backoff_max, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.backoff_max))
-        return delay
-
-    async def _post(self, path: str, body: dict) -> dict:
-        client, url = await self._http(), self.base_url + path
-        attempts, last, retry_after = self.max_retries + 1, "", None
-        for attempt in range(attempts):
-            if attempt:
-                self.stats["retries"] += 1
-                await asyncio.sleep(self._delay(attempt, retry_after))
-            retry_after = None
-            try:
-                async with self._semaphore:  # the budget is taken when a request really starts
-                    if self.limiter:
-                        await self.limiter.acquire()
-                    self.stats["requests"] += 1
-                    response = await client.post(url, json=body)
-            except httpx.TimeoutException as err:
-                last = f"timed out after {self.timeout:g} s ({type(err).__name__})"
-                continue
-            except httpx.TransportError as err:
-                last = f"connection error ({type(err).__name__}: {self._scrub(str(err)) or 'no detail'})"
-                continue
-            if response.status_code == 200:
-                try:
-                    return response.json()
-                except ValueError:
-                    last = "HTTP 200 with a body that is not JSON"
-                    continue
-            detail = self._scrub(response.text.strip())[:300]
-            if response.status_code == 429 or response.status_code >= 500:
-                self.stats["rate_limited"] += response.status_code == 429
-                last, retry_after = f"HTTP {response.status_code}: {detail}", _retry_after(response)
-                continue
-            raise APIError(f"POST {url}: HTTP {response.status_code}: {detail}", response.status_code, detail)
-        raise APIError(f"POST {url}: failed after {attempts} attempt{'s' * (attempts > 1)}; last: {last}")
+    async def _post(self, path: str, body: dict):
+        return await self.http.post(self._url(path), body)
 
     async def _models(self) -> list[dict]:
         """The server's /v1/models entries ([] when it has none or does not answer)."""
-        try:
-            response = await (await self._http()).get(self.base_url + "/models", timeout=10.0)
-            data = response.json().get("data", []) if response.status_code == 200 else []
-            return [m for m in data if isinstance(m, dict)]
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return []
+        data = await self.http.get_json(self._url("/models"))
+        entries = data.get("data") if isinstance(data, dict) else None
+        return [m for m in entries if isinstance(m, dict)] if isinstance(entries, list) else []
 
     # --- generation ----------------------------------------------------------------------------------------
     def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
@@ -287,39 +264,34 @@ class APIModel(BaseLLM):
         else:  # completion mode, or a Prompt built elsewhere: its text is exactly what the model gets
             path, body["prompt"] = "/completions", prompt.text
         try:
-            data = await self._post(path, body)
-            choice = data["choices"][0]
-            raw = (choice["message"]["content"] if chat else choice["text"]) or ""
-            reasoning = choice["message"].get("reasoning_content") if chat else None
+            raw, finish_reason, usage = parse_reply(await self._post(path, body), chat)
         except APIError as err:
-            self.stats["failed"] += 1
-            return Generation("", 0, "error", error=str(err), batch_size=batch_size)
-        except (KeyError, IndexError, TypeError) as err:
-            self.stats["failed"] += 1
-            return Generation("", 0, "error", error=f"POST {self.base_url + path}: malformed response "
-                                                    f"({type(err).__name__}: {err})", batch_size=batch_size)
-        if isinstance(reasoning, str) and reasoning:  # split off by the server's reasoning parser: keep the raw
-            raw = f"<think>{reasoning}</think>{raw}"   # output whole, as the HF adapter saves it (--strip-think)
-        usage = data.get("usage") or {}
-        self._check_prompt_tokens(prompt, usage.get("prompt_tokens"))
+            return self._failed(str(err), batch_size)
+        except MalformedReply as err:
+            return self._failed(f"POST {self.base_url}{path}: malformed reply: {err}", batch_size)
+        self._check_prompt_tokens(prompt, _count(usage, "prompt_tokens"))
         # Cut at the stop strings here too: OpenAI and vLLM drop the matched stop string, `transformers serve`
         # returns it (generate()'s stop_strings semantics); cutting client-side makes both the same.
         text, cut = cut_at_stop(raw, stop)
-        n_tokens = usage.get("completion_tokens")
-        if not isinstance(n_tokens, int):
+        n_tokens = _count(usage, "completion_tokens")
+        if n_tokens is None:
             n_tokens = len(self.tokenize(raw))
-        reason = "length" if choice.get("finish_reason") == "length" and not cut else "stop"
+        reason = "length" if finish_reason == "length" and not cut else "stop"
         return Generation(self.post_process(text), n_tokens, reason, batch_size=batch_size)
 
-    def _check_prompt_tokens(self, prompt: Prompt, server_count) -> None:
-        if not isinstance(server_count, int) or server_count == prompt.n_tokens:
+    def _failed(self, error: str, batch_size: int) -> Generation:
+        self.stats["failed"] += 1
+        return Generation("", 0, "error", error=self._scrub(error), batch_size=batch_size)
+
+    def _check_prompt_tokens(self, prompt: Prompt, server_count: int | None) -> None:
+        if server_count is None or server_count == prompt.n_tokens:
             return
         self.stats["prompt_token_mismatch"] += 1
         if self.stats["prompt_token_mismatch"] == 1:
-            print(f"warning: {self.base_url} counted {server_count} prompt tokens where the local tokenizer "
-                  f"{self.tokenizer_path} counts {prompt.n_tokens}: the server's tokenizer or chat template "
-                  "differs from the local one, so truncation budgets and prompt_tokens may be off",
-                  file=sys.stderr)
+            print(self._scrub(f"warning: {self.base_url} counted {server_count} prompt tokens where the local "
+                              f"tokenizer {self.tokenizer_path} counts {prompt.n_tokens}: the server's tokenizer or "
+                              "chat template differs from the local one, so truncation budgets and prompt_tokens "
+                              "may be off"), file=sys.stderr)
 
     # --- scoring -------------------------------------------------------------------------------------------
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
@@ -352,10 +324,12 @@ class APIModel(BaseLLM):
                 raise await self._feature_error(f"it rejected the request with HTTP {err.status}: {err.detail}")
             raise
         try:
-            logprobs = data["choices"][0].get("logprobs") or {}
-        except (KeyError, IndexError, TypeError, AttributeError):
-            logprobs = {}
-        token_lps, tops = logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
+            logprobs = _first_choice(data).get("logprobs")
+            if logprobs is not None and not isinstance(logprobs, dict):
+                raise MalformedReply(f"choices[0].logprobs is {_json_kind(logprobs)}, not an object")
+        except MalformedReply as err:
+            raise APIError(self._scrub(f"POST {self.base_url}/completions: malformed reply: {err}")) from None
+        token_lps, tops = (logprobs or {}).get("token_logprobs"), (logprobs or {}).get("top_logprobs")
         if not isinstance(token_lps, list) or len(token_lps) < len(ids):
             found = "none" if not isinstance(token_lps, list) else f"{len(token_lps)} entries"
             raise await self._feature_error(
@@ -363,10 +337,14 @@ class APIModel(BaseLLM):
                 f"one entry per prompt token ({len(ids)}), found {found}; it ignores echo/logprobs")
         answer_lps = token_lps[len(prompt_ids):len(ids)]
         answer_tops = tops[len(prompt_ids):len(ids)] if isinstance(tops, list) and len(tops) >= len(ids) else None
-        if any(not isinstance(x, (int, float)) for x in answer_lps) or answer_tops is None \
-                or any(not isinstance(t, dict) or not t for t in answer_tops):
+        if any(x is None for x in answer_lps) or answer_tops is None or any(not t for t in answer_tops):
             raise await self._feature_error("its prompt log-probabilities lack token_logprobs or top_logprobs "
                                             "values at the answer positions")
+        if not all(_is_number(x) for x in answer_lps) or \
+                not all(isinstance(t, dict) and all(_is_number(v) for v in t.values()) for t in answer_tops):
+            raise APIError(f"POST {self.base_url}/completions: malformed reply: choices[0].logprobs holds "
+                           "token_logprobs that are not numbers or top_logprobs that are not objects of numbers "
+                           "at the answer positions")
         greedy = [lp >= max(top.values()) for lp, top in zip(answer_lps, answer_tops)]
         return TokenScores([float(x) for x in answer_lps], greedy)
 
@@ -374,11 +352,11 @@ class APIModel(BaseLLM):
         server = f"the server at {self.base_url} (model {self.api_model!r}"
         owners = sorted({str(m["owned_by"]) for m in await self._models() if m.get("owned_by")})
         server += f", /v1/models owned_by {', '.join(owners)})" if owners else ")"
-        return APIFeatureError(
-            f"score() needs prompt log-probabilities, which {server} does not provide: {self._scrub(what)}. "
+        return APIFeatureError(self._scrub(
+            f"score() needs prompt log-probabilities, which {server} does not provide: {what}. "
             f"The API backend asks POST {self.base_url}/completions with a token-id prompt, echo=true, logprobs=1, "
             "max_tokens=0 (what vLLM returns: `vllm serve MODEL`). `transformers serve` ignores echo and logprobs "
-            "and takes text prompts only; score with --backend hf or a vLLM server instead.")
+            "and takes text prompts only; score with --backend hf or a vLLM server instead."))
 
     # --- identity and shutdown -----------------------------------------------------------------------------
     def identity(self) -> dict:
@@ -396,9 +374,8 @@ class APIModel(BaseLLM):
                 "max_retries": self.max_retries}
 
     def close(self) -> None:
-        if self._client is not None and self._loop.loop.is_running():
-            self._loop.run(self._client.aclose())
-            self._client = None
+        if self._loop.loop.is_running():
+            self._loop.run(self.http.aclose())
         self._loop.close()
 
     def __enter__(self) -> "APIModel":

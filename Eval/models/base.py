@@ -171,7 +171,19 @@ class BaseLLM:
 
     def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int,
                       max_length: int | None) -> list[Prompt]:
+        self.check_budget(chat, max_new_tokens, max_length)
         return [self.build_prompt(t, chat, max_new_tokens, max_length) for t in texts]
+
+    def check_budget(self, chat: bool, max_new_tokens: int, max_length: int | None) -> None:
+        """ValueError when `max_length` cannot hold the chat template, the answer and a few prompt tokens."""
+        if max_length is None:
+            return
+        overhead = self.chat_overhead() if chat else 1
+        if max_length - max_new_tokens - overhead < 2:
+            template = f"the chat template takes {overhead} tokens and " if chat else ""
+            raise ValueError(f"--max-length {max_length} leaves no room for the prompt: {template}the answer "
+                             f"max_new_tokens {max_new_tokens}; raise --max-length to at least "
+                             f"{max_new_tokens + overhead + 2}, or lower --max-new-tokens")
 
     def post_process(self, text: str) -> str:
         """The adapter's output clean-up options (off by default: raw outputs are saved as generated)."""

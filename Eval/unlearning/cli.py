@@ -79,10 +79,10 @@ def format_outcome(outcome: Outcome, paths: tuple[Path, Path], seconds: float) -
     for name in top:
         value = outcome.eval_log[name]["agg_value"]
         shown = "null (left out of the summary)" if value is None else f"{value:.6g}"
-        if any(n.startswith(f"{name}: ") for n in outcome.notes):
+        if name in outcome.run.fallbacks or any(n.startswith(f"{name}: ") for n in outcome.notes):
             shown += "  (see note)"  # a fallback was used, e.g. no retain-model logs
         lines.append(f"  {name:{width}}  {shown}")
-    lines += [f"note: {n}" for n in outcome.notes]
+    lines += [f"note: {n}" for n in outcome.notes if n not in outcome.run.warnings]  # warnings: shown once
     return "\n".join(lines)
 
 

@@ -140,11 +140,14 @@ class Run:
         self.reference_logs, self.reference_path = reference_logs, reference_path
         self.results: dict[str, dict] = {}
         self.computed: list[str] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = []  # everything to tell the user, warnings included
+        self.warnings: list[str] = []  # the notes already shown through `warn` (printed once, not again)
+        self.fallbacks: dict[str, str] = {}  # metric -> the fallback open-unlearning uses without retain logs
         self._warn, self._why_not = warn or _stderr, {}
 
     def warn(self, message: str) -> None:
         self.notes.append(message)
+        self.warnings.append(message)
         self._warn(message)
 
     def unavailable(self, name: str) -> str | None:
@@ -190,9 +193,10 @@ class Run:
     def _reference(self, name: str, spec: Spec, handler: Handler) -> dict | None:
         entry = (self.reference_logs or {}).get(spec.reference)
         if entry is None:
-            why = "no retain-model logs given" if self.reference_logs is None else \
-                f"the retain-model logs {self.reference_path} hold no {spec.reference!r}"
-            self.warn(f"{name}: {why}; {handler.reference} (open-unlearning's fallback)")
+            self.fallbacks[name] = handler.reference
+            if self.reference_logs is not None:  # no logs at all: evaluate() says it once for every metric
+                self.warn(f"{name}: the retain-model logs {self.reference_path} hold no {spec.reference!r}; "
+                          f"{handler.reference} (open-unlearning's fallback)")
         return entry
 
     def plan(self) -> list[str]:
