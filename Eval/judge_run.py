@@ -91,6 +91,9 @@ def run_judge_cli(args, scored: dict[Path, list[tuple[str, list[dict]]]]) -> int
                 head = (f"win {r['win']} tie {r['tie']} lose {r['lose']}, mean A score {r['mean_a_score']} over "
                         f"{r['scored']}" if r["scored"] else f"win {NO_VERDICT} over 0")
                 print(f"{name}: {a.name} vs {b.name}: {head} of {r['n']} ({_counts_text(r)})")
+                if r["only_in_a"] or r["only_in_b"]:
+                    print(f"note: {name}: compared over the {r['n']} examples both folders hold; {r['only_in_a']} "
+                          f"only in {a}, {r['only_in_b']} only in {b}")
                 _print_failed(name, r)
             return 0
         rubric = load_rubric(args.rubric, PROMPTS)
@@ -196,16 +199,18 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
     return results
 
 
-def _aligned(a: list[dict], b: list[dict], name: str) -> list[tuple[dict, dict]]:
+def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, dict]], dict]:
+    """Pairs of records of the same example, over the ids both files have (in A's order), and how many of
+    each side had no partner. Files without ids pair line by line and must have as many lines."""
     if all("id" in r for r in a + b):
-        by_id = {r["id"]: r for r in b}
-        missing = [r["id"] for r in a if r["id"] not in by_id]
-        if missing:
-            raise ValueError(f"{name}: ids {missing[:5]} are in the first folder only")
-        return [(r, by_id[r["id"]]) for r in a]
+        by_id = {str(r["id"]): r for r in b}
+        pairs = [(r, by_id[str(r["id"])]) for r in a if str(r["id"]) in by_id]
+        if not pairs:
+            raise ValueError(f"{name}: the two folders share no example id")
+        return pairs, {"only_in_a": len(a) - len(pairs), "only_in_b": len(b) - len(pairs)}
     if len(a) != len(b):
         raise ValueError(f"{name}: {len(a)} vs {len(b)} records and no ids to align them by")
-    return list(zip(a, b))
+    return list(zip(a, b)), {"only_in_a": 0, "only_in_b": 0}
 
 
 def prediction_names(folder: Path) -> set[str]:
@@ -242,7 +247,7 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
 
 
 def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int) -> dict:
-    pairs = _aligned(read_records(dir_a / f"{name}.jsonl"), read_records(dir_b / f"{name}.jsonl"), name)
+    pairs, unpaired = _aligned(read_records(dir_a / f"{name}.jsonl"), read_records(dir_b / f"{name}.jsonl"), name)
     swapped = pairwise_swaps(len(pairs), seed)
     fields = []
     for k, (ra, rb) in enumerate(pairs):
@@ -255,7 +260,8 @@ def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int) -
                 for k, v in enumerate(verdicts)]
     ids = [_record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
     counts, valid = tally(a_scores, [v.get("error") for v in verdicts], ids)
-    return {**rates(valid), **counts, "swapped": len(swapped), "seed": seed, "from_cache": judge.from_cache,
+    return {**rates(valid), **counts, **unpaired, "swapped": len(swapped), "seed": seed,
+            "from_cache": judge.from_cache,
             "model_calls": judge.model_calls, **judge.provenance(),
             "source_sha256_a": file_sha256(dir_a / f"{name}.jsonl"),
             "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"),

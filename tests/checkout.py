@@ -1,0 +1,38 @@
+"""A fresh copy of the project in a temporary folder, for tests that run the command line as a user does.
+
+Usage:
+    repo = copy_checkout(tmp_path)              # tmp_path/main, with tmp_path/shared -> ../shared when present
+    proc = sh("python inference.py --backend echo", repo)   # CompletedProcess; OMP_WAIT_POLICY set
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import ROOT, SHARED
+
+# What a clone does not have: outputs, caches, the git folder.
+_SKIP = shutil.ignore_patterns(".git", "pred", "__pycache__", ".pytest_cache", "*.pyc", "*.tmp", ".locks")
+
+
+def copy_checkout(tmp_path: Path) -> Path:
+    """The tracked project files under tmp_path/main, the reference data beside it as ../shared."""
+    repo = tmp_path / "main"
+    shutil.copytree(ROOT, repo, ignore=_SKIP)
+    for folder in ("tests/data/pred/demo",):  # drop what eval.py wrote beside the shipped example predictions
+        for generated in ("result.json", "result_detail.json", "per_example", "judge", "judge_result.json"):
+            target = repo / folder / generated
+            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    if SHARED.is_dir():
+        (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
+    return repo
+
+
+def sh(command: str, cwd: Path, timeout: float = 600, **env) -> subprocess.CompletedProcess:
+    """Run a shell command line as a user types it."""
+    environ = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONDONTWRITEBYTECODE": "1", **env}
+    environ.pop("PYTEST_CURRENT_TEST", None)
+    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=environ,
+                          timeout=timeout)
