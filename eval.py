@@ -119,7 +119,11 @@ def task_for_file(path: Path, notes: list[str]):
     if path.stem not in TASKS and (sidecar.exists() or sidecar.is_symlink()):
         try:
             saved = json.loads(read_regular_bytes(sidecar))
-            task = task_from_dict(saved.get("task") if isinstance(saved, dict) else None, path.stem)
+            task_data = saved.get("task") if isinstance(saved, dict) else None
+            saved_name = task_data.get("name") if isinstance(task_data, dict) else None
+            if saved_name is not None and name_problem(saved_name):  # a name that is a path: the data is damaged
+                raise ValueError(f"task.name {saved_name!r} is not a dataset name ({name_problem(saved_name)})")
+            task = task_from_dict(task_data, path.stem)
         except (StorageError, ValueError, RecursionError, KeyError) as err:
             detail = err.args[0] if err.args else err
             raise RecordError(sidecar, None, f"cannot tell how to score {path.name}: {detail}") from None

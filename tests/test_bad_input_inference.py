@@ -1,0 +1,188 @@
+"""Bad input for inference.py: refused while datasets, templates and names are checked, before any model loads
+and before anything is written; exit 2, a message naming the file (and line) and the problem, earlier outputs
+byte for byte as they were.
+
+The runs that must fail early name a model path that does not exist: were the model loaded first, the message
+would be about the model, not the data.
+"""
+import fcntl
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT
+from test_bad_input import snapshot
+import inference
+
+NO_MODEL = "/nonexistent/model"
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """dataset/ and prompts/ with one good dataset, and pred/echo/ holding an earlier run's outputs."""
+    data, prompts = tmp_path / "dataset", tmp_path / "prompts"
+    data.mkdir()
+    prompts.mkdir()
+    lines = (ROOT / "dataset" / "custom_en.jsonl").read_text(encoding="utf-8").splitlines()[:3]
+    (data / "mine.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (prompts / "mine.txt").write_text("{instruction}\n{input}", encoding="utf-8")
+    base = ["--dataset-dir", str(data), "--prompt-dir", str(prompts), "--out-dir", str(tmp_path / "pred")]
+    assert inference.main(["--backend", "echo", "--model-name", "echo", *base]) == 0
+    return tmp_path, base
+
+
+def refused(capsys, argv, message, before, out):
+    assert inference.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "could not load model" not in err, err
+    assert snapshot(out) == before
+
+
+def _line(record: str) -> str:
+    return '{"instruction": "a", "input": "b", "output": "c"}\n' + record + "\n"
+
+
+DATA_CASES = {
+    "all_classes a string": ('{"input": "q", "answers": ["a"], "all_classes": "Human"}',
+                             "mine.jsonl:1: all_classes must be a list of strings (the label set), found str 'Human'"),
+    "all_classes with numbers": ('{"input": "q", "answers": ["a"], "all_classes": ["Human", 3]}',
+                                 "mine.jsonl:1: all_classes must be a list of strings (the label set), found a list "
+                                 "holding int"),
+    "lone surrogate in _id": (_line('{"_id": "\\ud800", "instruction": "a", "input": "b", "output": "c"}'),
+                              "mine.jsonl:2: '_id' holds a lone surrogate"),
+    "lone surrogate in input": (_line('{"instruction": "a", "input": "b\\udc00", "output": "c"}'),
+                                "mine.jsonl:2: 'input' holds a lone surrogate"),
+    "100k-deep value": (_line('{"instruction": ' + "[" * 100000), "mine.jsonl:2: a value is nested too deeply"),
+    "5000-digit integer": (_line('{"instruction": "a", "input": "b", "output": "c", "n": ' + "9" * 5000 + "}"),
+                           "mine.jsonl:2: a value cannot be read: Exceeds the limit (4300 digits)"),
+    "id repeated with other content": (_line('{"id": "k", "instruction": "a", "input": "b", "output": "c"}\n'
+                                             '{"id": "k", "instruction": "a", "input": "B", "output": "c"}'),
+                                       "mine.jsonl:3: example id 'k' was already used by line 2 with different "
+                                       "content"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DATA_CASES))
+def test_bad_data_is_refused_before_the_model_loads(setup, capsys, case):
+    tmp_path, base = setup
+    text, message = DATA_CASES[case]
+    (tmp_path / "dataset" / "mine.jsonl").write_text(text if text.endswith("\n") else text + "\n")
+    if case.startswith("all_classes"):
+        (tmp_path / "prompts" / "mine.txt").write_text("{input}")
+    before = snapshot(tmp_path / "pred")
+    refused(capsys, ["--model", NO_MODEL, *base], message, before, tmp_path / "pred")
+
+
+TEMPLATE_CASES = {
+    "positional {}": (b"{instruction} {}", "mine.txt:1: placeholder {} is not allowed"),
+    "conversion !x": (b"{input!x}", "mine.txt:1: placeholder {input!x} is not allowed"),
+    "lone brace": (b"Question:\n{input", "mine.txt:2: a lone '{' in the template; write {{ for a literal brace"),
+    "attribute access": (b"{input.__class__}", "mine.txt:1: placeholder {input.__class__} is not allowed"),
+    "not UTF-8": (b"{input}\n\xff\xfe", "mine.txt:2: byte 0xff is not valid UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TEMPLATE_CASES))
+def test_bad_templates_are_refused_before_the_model_loads(setup, capsys, case):
+    tmp_path, base = setup
+    content, message = TEMPLATE_CASES[case]
+    (tmp_path / "prompts" / "mine.txt").write_bytes(content)
+    before = snapshot(tmp_path / "pred")
+    refused(capsys, ["--model", NO_MODEL, *base], message, before, tmp_path / "pred")
+
+
+NAME_CASES = {
+    "dataset with ..": (["--datasets", "../../x/data"], "dataset name '../../x/data': a name cannot hold '/'"),
+    "dataset absolute": (["--datasets", "/tmp/data"], "dataset name '/tmp/data': a name cannot hold '/'"),
+    "model name with ..": (["--model-name", "../../x"], "--model-name '../../x': a name cannot hold '/'"),
+    "model name absolute": (["--model-name", "/tmp/x"], "--model-name '/tmp/x': a name cannot hold '/'"),
+    "model name ..": (["--model-name", ".."], "--model-name '..': '.' and '..' are not names"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NAME_CASES))
+def test_names_are_names_never_paths(setup, capsys, case):
+    tmp_path, base = setup
+    before = {**snapshot(tmp_path / "pred"), **snapshot(tmp_path / "dataset")}
+    extra, message = NAME_CASES[case]
+    assert inference.main(["--model", NO_MODEL, *base, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "could not load model" not in err, err
+    assert {**snapshot(tmp_path / "pred"), **snapshot(tmp_path / "dataset")} == before
+
+
+def test_out_dir_that_is_a_file(setup, capsys, tmp_path):
+    _, base = setup
+    (tmp_path / "a-file").write_text("keep me")
+    argv = ["--model", NO_MODEL, *base[:4], "--out-dir", str(tmp_path / "a-file")]
+    assert inference.main(argv) == 2
+    assert f"--out-dir {tmp_path / 'a-file'}: is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "a-file").read_text() == "keep me"
+
+
+OPTION_CASES = {
+    "--limit 0": (["--limit", "0"], "argument --limit: must be an integer >= 1, not 0"),
+    "--batch-size 0": (["--batch-size", "0"], "argument --batch-size: must be an integer >= 1, not 0"),
+    "--batch-size -4": (["--batch-size", "-4"], "argument --batch-size: must be an integer >= 1, not -4"),
+    "--max-batch-tokens 0": (["--max-batch-tokens", "0"], "argument --max-batch-tokens: must be an integer >= 1"),
+    "--max-new-tokens 0": (["--max-new-tokens", "0"], "argument --max-new-tokens: must be an integer >= 1, not 0"),
+    "--datasets empty": (["--datasets", ""], "argument --datasets: is empty"),
+    "--shard-id -1": (["--shard-id", "-1"], "argument --shard-id: must be an integer >= 0, not -1"),
+    "--timeout nan": (["--timeout", "nan"], "argument --timeout: must be positive, not nan"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTION_CASES))
+def test_nonsense_options_are_usage_errors(capsys, case):
+    argv, message = OPTION_CASES[case]
+    with pytest.raises(SystemExit) as exit_info:
+        inference.main(["--backend", "echo", *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_shard_out_of_range_and_a_too_small_max_length(setup, capsys):
+    tmp_path, base = setup
+    before = snapshot(tmp_path / "pred")
+    refused(capsys, ["--backend", "echo", "--model-name", "echo", *base, "--num-shards", "2", "--shard-id", "2"],
+            "--shard-id 2 is not in 0..1", before, tmp_path / "pred")
+    refused(capsys, ["--backend", "echo", "--model-name", "other", *base, "--max-length", "40"],
+            "mine: --max-length 40 leaves no room for the prompt: the chat template takes 18 tokens and the answer "
+            "max_new_tokens 512; raise --max-length to at least 532", before, tmp_path / "pred")
+    assert not (tmp_path / "pred" / "other").exists()  # no sidecar to block the corrected rerun
+    assert inference.main(["--backend", "echo", "--model-name", "other", *base, "--max-length", "600"]) == 0
+
+
+def test_a_second_process_on_the_same_output_is_refused(setup, capsys):
+    tmp_path, base = setup
+    lock = tmp_path / "pred" / "echo" / ".locks" / "mine.jsonl.lock"
+    before = snapshot(tmp_path / "pred" / "echo")
+    with open(lock, "r+") as held:  # another inference.py writing mine.jsonl right now, as OutputLock holds it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.truncate()
+        held.write("inference.py (pid 4242)")
+        held.flush()
+        assert inference.main(["--backend", "echo", "--model-name", "echo", "--overwrite", *base]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'pred' / 'echo' / 'mine.jsonl'}: inference.py (pid 4242) is writing this file now" in err
+    assert {k: v for k, v in snapshot(tmp_path / "pred" / "echo").items() if ".locks" not in k} == \
+        {k: v for k, v in before.items() if ".locks" not in k}
+    assert inference.main(["--backend", "echo", "--model-name", "echo", *base]) == 0  # lock released: runs
+
+
+def test_shard_files_of_a_dotted_name_are_kept_apart(tmp_path):
+    data = tmp_path / "dataset"
+    data.mkdir()
+    rows = [{"instruction": "i", "input": f"q{k}", "output": "a"} for k in range(6)]
+    for name in ("mydata", "mydata.v2"):
+        (data / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["--backend", "echo", "--model-name", "echo", "--dataset-dir", str(data), "--out-dir", str(tmp_path / "p"),
+            "--datasets", "mydata,mydata.v2", "--num-shards", "2"]
+    assert inference.main([*base, "--shard-id", "0"]) == 0
+    assert inference.main([*base, "--shard-id", "1"]) == 0  # the last shard merges each dataset on its own
+    out = tmp_path / "p" / "echo"
+    for name in ("mydata", "mydata.v2"):
+        ids = [json.loads(line)["id"] for line in (out / f"{name}.jsonl").read_text().splitlines()]
+        assert ids == [f"{name}-{k}" for k in range(6)]
+    assert not list((out / "shards").glob("*.jsonl"))
+    shutil.rmtree(out)
