@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -104,6 +105,9 @@ def find_pred_dirs(args, notes: list[str]) -> tuple[list[Path], bool]:
     for folder in sorted(d for d in args.pred_root.iterdir() if d.is_dir() and not d.name.startswith(".")):
         if prediction_files(folder):
             dirs.append(folder)
+        elif any(f.name in RECORD_FILES for f in folder.glob("*.jsonl")):
+            notes.append(f"{folder}: TOFU / MUSE score records only; score them with "
+                         f"python eval.py --unlearning tofu|muse --pred-dir {folder}")
         else:
             notes.append(f"{folder}: no prediction files (*.jsonl); skipped")
     if not dirs:
@@ -253,4 +257,8 @@ def write_table(args, pred_dirs: list[Path], all_models: bool) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the output was piped into a reader that stopped early (`| head`): not our error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -20,7 +20,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from Eval.args import HelpFormatter, name_list, nonnegative_float, nonnegative_int, positive_float, positive_int  # noqa: E402,E501
+from Eval.args import HelpFormatter, name_list, one_line, nonnegative_float, nonnegative_int, positive_float, positive_int  # noqa: E402,E501
 from Eval.datasets import load_dataset  # noqa: E402
 from Eval.models import MODELS  # noqa: E402
 from Eval.models.base import AdapterOptions  # noqa: E402
@@ -114,6 +114,8 @@ def build_model(args):
         return MODELS[args.backend](args.model, options)
     if not Path(args.model).exists() and (args.model.startswith((".", "/", "~")) or args.model.count("/") != 1):
         raise FileNotFoundError(f"model {args.model!r}: no such folder (and not a hub name like org/model)")
+    if Path(args.model).is_dir() and not (Path(args.model) / "config.json").is_file():
+        raise FileNotFoundError(f"model folder {args.model}: no config.json, so not a transformers checkpoint")
     return MODELS[args.backend](args.model, options, dtype=args.dtype, device=args.device, peft=args.peft,
                         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
                         threads=args.threads)
@@ -245,7 +247,7 @@ def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list
     try:
         model = build_model(args)
     except (FileNotFoundError, OSError, ValueError) as err:
-        print(f"error: could not load model: {err}", file=sys.stderr)
+        print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     totals = run_all(model, datasets, args, shards, out_dir, saved)
     if totals is None:
@@ -260,4 +262,8 @@ def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the output was piped into a reader that stopped early (`| head`): not our error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -58,3 +58,12 @@ def name_list(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError("is empty: give one or more names separated by commas")
     return names
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (transformers' and datasets' messages span several), with its direct
+    cause where the message alone says nothing specific (datasets' "error while generating the dataset")."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err.__cause__, Exception) and str(err.__cause__).strip():
+        text += f" ({' '.join(str(err.__cause__).split())})"
+    return text

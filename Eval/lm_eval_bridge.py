@@ -23,6 +23,9 @@ How lm-eval's three requests map onto the adapter (Eval/models/base.py):
   generate_until(context, gen_kwargs) -> generate(): greedy, stops at `until`, --stop strings and EOS/end-of-turn
     tokens, after max_gen_toks (default 256; --max-new-tokens overrides); --cut-at etc. apply. do_sample or
     temperature > 0 run greedily ("sampling_requests_run_greedy"); other sampling keys are ignored, with a warning.
+Every task's data loads before the model does, so a task that cannot run stops the bridge at once, in one line
+(exit 2): an unknown task, a local data file missing or malformed, or a builtin task whose data lives on the Hugging
+Face Hub when the Hub cannot be reached (the line says how to run a local JSONL task instead).
 lm-eval is an optional dependency (pip install lm-eval); nothing else in Eval imports this module.
 """
 from __future__ import annotations
@@ -40,6 +43,7 @@ try:
 except ImportError as err:
     raise ImportError("Eval.lm_eval_bridge needs lm-eval, an optional dependency: pip install lm-eval") from err
 
+from Eval.args import one_line
 from Eval.models.base import BaseLLM, Prompt, TokenScores, plan_batches
 
 log = logging.getLogger(__name__)
@@ -238,6 +242,51 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, argparse.Namespace]:
     return args, inference.parse_args(rest)
 
 
+class TaskError(Exception):
+    """A task that cannot run (unknown, or its data cannot be loaded); the message is one line."""
+
+
+OFFLINE_HINT = ("to run a local task instead, pass --include-path DIR --no-builtin-tasks, DIR holding a task YAML "
+                "with `dataset_path: json`, `dataset_kwargs: {data_files: {test: /abs/path/data.jsonl}}` and "
+                "`test_split: test` (see the README section \"lm-evaluation-harness tasks\")")
+
+
+def offline_errors() -> tuple[type[Exception], ...]:
+    """What loading a Hub-hosted dataset raises without network, HF_HUB_OFFLINE set or not: datasets turns a Hub it
+    cannot reach into the builtin ConnectionError (message: "Couldn't reach '<repo>' on the Hub (...)"), as
+    huggingface_hub's OfflineModeIsEnabled is one; a file neither reachable nor cached is huggingface_hub's
+    LocalEntryNotFoundError; Hub API calls outside datasets' own checks raise httpx2's transport errors."""
+    import httpx2
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    return ConnectionError, LocalEntryNotFoundError, httpx2.TransportError
+
+
+def load_tasks(manager, names: list[str]) -> list:
+    """lm-eval's Task / Group objects for `names`, their data loaded, before any model is: a task that cannot run
+    stops the bridge here with a TaskError. Passed to simple_evaluate, which uses them as they are."""
+    from datasets.exceptions import DatasetsError
+
+    unknown = [name for name in names if name not in manager.all_tasks]
+    if unknown:
+        raise TaskError(f"unknown lm-eval task(s): {', '.join(unknown)} (add --include-path?)")
+    built = []
+    for name in names:
+        yaml_path = getattr(manager.task_index.get(name), "yaml_path", None)
+        where = f"lm-eval task {name!r}" + (f" ({yaml_path})" if yaml_path else "")
+        try:
+            loaded = manager.load([name])  # ConfigurableTask loads its dataset as it is built
+        except offline_errors() as err:
+            raise TaskError(f"{where}: its data is not available offline ({one_line(err)}); {OFFLINE_HINT}") from err
+        except (FileNotFoundError, DatasetsError) as err:
+            raise TaskError(f"{where}: its data could not be loaded: {one_line(err)}") from err
+        # One name builds one group (holding its subgroups and tasks), one task, or a tag's tasks.
+        groups = list(loaded["groups"].values())
+        inner = {id(sub) for group in groups for sub in group.get_all_groups()}
+        built += [group for group in groups if id(group) not in inner] or list(loaded["tasks"].values())
+    return built
+
+
 def main(argv=None) -> int:
     args, margs = parse_args(argv)
     import inference
@@ -245,16 +294,20 @@ def main(argv=None) -> int:
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import make_table
 
-    tasks = [t for t in args.tasks.split(",") if t]
+    missing = [str(path) for path in args.include_path if not Path(path).is_dir()]
+    if missing:
+        print(f"error: --include-path {', '.join(missing)}: no such folder", file=sys.stderr)
+        return 2
     manager = TaskManager(include_path=args.include_path or None, include_defaults=not args.no_builtin_tasks)
-    unknown = [t for t in tasks if t not in manager.all_tasks]
-    if unknown:
-        print(f"error: unknown lm-eval task(s): {', '.join(unknown)} (add --include-path?)", file=sys.stderr)
+    try:
+        tasks = load_tasks(manager, [t for t in args.tasks.split(",") if t])
+    except TaskError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     try:
         model = inference.build_model(margs)
     except (FileNotFoundError, OSError, ValueError) as err:
-        print(f"error: could not load model: {err}", file=sys.stderr)
+        print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     lm = BridgeLM(model, margs.batch_size, margs.max_batch_tokens, margs.max_length,
                   force_gen_toks=margs.max_new_tokens)

@@ -69,6 +69,7 @@ from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.confidence import confidence_ordered_probs
 from Eval.records import RecordError, iter_json_objects
 from Eval.runner import package_versions
+from Eval.args import one_line
 from Eval.datasets import content_hash
 from Eval.names import output_folder
 from Eval.runs import PredictionFile, check_resume, merge_predictions, sidecar_path, write_sidecar
@@ -406,7 +407,7 @@ def run(args, load_model, default_model: str) -> int:
         model = load_model(args.model)
         reference = load_model(args.reference_model, peft=None) if args.reference_model else None
     except (FileNotFoundError, OSError, ValueError) as err:
-        print(f"error: could not load model: {err}", file=sys.stderr)
+        print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     if not hasattr(model, "token_stats"):
         print(f"error: backend {args.backend!r} has no token_stats (teacher-forced scoring); use --backend hf",
