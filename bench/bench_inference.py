@@ -3,6 +3,7 @@
 Usage:
     python bench/bench_inference.py [--model PATH] [--datasets demo_qa_en,demo_qa_zh] [--limit 16]
                                     [--batch-size 8] [--max-length 1024]
+    python bench/bench_inference.py --quick       # smoke run: 2 examples a dataset, 8 new tokens at most
 
 Generation: the baseline is TinyEval's loop (per example: tokenize, cut the middle, apply the chat template,
 tokenize again, generate at batch size 1, decode); ours builds the same prompts, sorts them by length and
@@ -25,6 +26,8 @@ import torch  # noqa: E402
 from Eval.datasets import fill_template, load_dataset  # noqa: E402
 from Eval.models.base import plan_batches  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
+
+QUICK = {"limit": 2, "batch_size": 2, "max_new_tokens": 8}  # what --quick sets (tests/test_bench.py runs it)
 
 
 def tinyeval_loop(model: HFModel, texts: list[str], chat: bool, max_length: int, max_new: int) -> list[str]:
@@ -80,7 +83,10 @@ def main() -> None:
     p.add_argument("--max-length", type=int, default=1024)
     p.add_argument("--max-new-tokens", type=int, default=64, help="cap on each task's generation length")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--quick", action="store_true", help=f"smoke run, the same code on a tiny input: {QUICK}")
     args = p.parse_args()
+    if args.quick:
+        vars(args).update(QUICK)
     model = HFModel(args.model, threads=args.threads)
     groups, pairs = [], []
     for name in args.datasets.split(","):

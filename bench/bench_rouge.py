@@ -1,7 +1,8 @@
 """Benchmark: our ROUGE-L against the pltrdy `rouge` 1.0.1 package on TinyEval's 300 multi_news predictions.
 
 Usage:
-    python bench/bench_rouge.py [--repeats 3]
+    python bench/bench_rouge.py [--repeats 3] [--limit N]
+    python bench/bench_rouge.py --quick           # smoke run: the first 20 lines, one timed run each
 
 Scores ../shared/reference/tinyeval/pred/internlm/multi_news.jsonl the LongBench way (per line the max over
 `answers`, floored at 0; any exception is 0.0) with the package and with Eval.metrics.rouge in the same run,
@@ -23,6 +24,8 @@ MULTI_NEWS = ROOT.parent / "shared" / "reference" / "tinyeval" / "pred" / "inter
 from rouge import Rouge  # noqa: E402  (the reference; test-only dependency)
 
 from Eval.metrics.rouge import rouge  # noqa: E402
+
+QUICK = {"limit": 20, "repeats": 1}  # what --quick sets (tests/test_bench.py runs it)
 
 
 def package_rouge_score(prediction: str, ground_truth: str) -> float:
@@ -50,8 +53,12 @@ def best_of(fn, rows: list[dict], repeats: int) -> tuple[float, list[float]]:
 def main() -> None:
     p = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--repeats", type=int, default=3, help="best of this many runs for each implementation")
+    p.add_argument("--limit", type=int, default=None, help="only the first N lines")
+    p.add_argument("--quick", action="store_true", help=f"smoke run, the same code on a tiny input: {QUICK}")
     args = p.parse_args()
-    rows = [json.loads(line) for line in MULTI_NEWS.open(encoding="utf-8")]
+    if args.quick:
+        vars(args).update(QUICK)
+    rows = [json.loads(line) for line in MULTI_NEWS.open(encoding="utf-8")][:args.limit]
     package_s, expected = best_of(package_rouge_score, rows, args.repeats)
     ours_s, got = best_of(rouge, rows, args.repeats)
     same = sum(float(a).hex() == float(b).hex() for a, b in zip(got, expected))

@@ -4,6 +4,7 @@ Usage:
     python bench/bench_unlearning.py                      # demo target + retain model on dataset/unlearn_demo
     python bench/bench_unlearning.py --data-dir ../shared/reference/tofu --forget-split forget01 \
         --holdout-split holdout01 --limit 40              # TOFU's own texts (demo model, so only costs count)
+    python bench/bench_unlearning.py --quick              # smoke run: 3 items a split, one timed run a side
 
 Ours: Eval/unlearning_run.py scores every split once: each text is read once, the answer options of a question
 continue one prompt pass (KV cache), and only label positions are projected onto the vocabulary; every
@@ -33,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from Eval import unlearning_run as ur  # noqa: E402
-from Eval.models.hf import HFModel, _stats_of  # noqa: E402
+from Eval.models.hf import HFModel  # noqa: E402
+from Eval.models.stats_pass import _stats_of  # noqa: E402
 
 DEMO = ROOT / "Eval" / "models" / "demo"
 # open-unlearning's TOFU full-evals passes on the evaluated model: (metric, split, answer key).
@@ -52,6 +54,8 @@ BASELINE_PASSES = [
     ("wf_Q_A_Prob", "tofu_wf", "answer"), ("wf_Q_A_PERT_Prob", "tofu_wf", "perturbed_answer"),
 ]
 
+QUICK = {"limit": 3, "repeats": 1}  # what --quick sets (tests/test_bench.py runs every benchmark so)
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -64,7 +68,11 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=32, help="both sides (open-unlearning's TOFU default: 32)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per side, alternating; the fastest counts")
     p.add_argument("--threads", type=int, default=2)
-    return p.parse_args()
+    p.add_argument("--quick", action="store_true", help=f"smoke run, the same code on a tiny input: {QUICK}")
+    args = p.parse_args()
+    if args.quick:
+        vars(args).update(QUICK)
+    return args
 
 
 def load_splits(args) -> dict:

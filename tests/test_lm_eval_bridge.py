@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -34,6 +35,10 @@ KINDS = {  # task -> what its YAML adds to the shared header
              'generation_kwargs: {until: ["Question:"], max_gen_toks: 8, do_sample: false}\n'
              "metric_list: [{metric: exact_match, regexes_to_ignore: ['^\\s+']}]\n",
 }
+
+
+HUB_SETTINGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "HF_DATASETS_CACHE",
+                "HF_HUB_CACHE")
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +243,91 @@ def test_unknown_task_stops_before_the_model_loads(task_dir, capsys):
     assert main(["--model", "/no/such/model", "--tasks", "t_mc,t_nope", "--include-path", str(task_dir),
                  "--no-builtin-tasks"]) == 2
     assert "t_nope" in capsys.readouterr().err
+
+
+@needs_lm_eval
+def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
+    """The real CLI on a builtin task whose data is on the Hub, with an empty cache and the Hub's address a port where
+    nothing listens (so no network, whether or not the machine has one): with HF_HUB_OFFLINE=1, and with only
+    datasets' own HF_DATASETS_OFFLINE=1. (With neither flag the error is the same builtin ConnectionError, raised
+    after huggingface_hub's 5 retries: ~23 s of back-off that cannot be configured, too slow for a test.)"""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    runs = {}
+    for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):  # both at once: most of each run is indexing lm-eval's tasks
+        env = {k: v for k, v in os.environ.items() if k not in HUB_SETTINGS}
+        env.update({flag: "1", "HF_HOME": str(tmp_path / flag), "OMP_WAIT_POLICY": "PASSIVE",
+                    "HF_ENDPOINT": f"http://127.0.0.1:{closed.getsockname()[1]}"})
+        runs[flag] = subprocess.Popen(
+            [sys.executable, "-m", "Eval.lm_eval_bridge", "--model", str(DEMO), "--tasks", "arc_easy", "--limit", "2",
+             "--out-dir", str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+    try:
+        outputs = {flag: (proc.communicate(timeout=120), proc.returncode) for flag, proc in runs.items()}
+    finally:
+        for proc in runs.values():
+            proc.kill()
+        closed.close()
+    for flag, ((out, err), code) in outputs.items():
+        assert code == 2, (flag, err[-3000:])
+        assert "Traceback" not in err and out == "", flag
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert errors == [err.strip().splitlines()[-1]], (flag, err[-3000:])  # one line, the last
+        assert re.match(r"error: lm-eval task 'arc_easy' \(/\S+/lm_eval/tasks/arc/arc_easy\.yaml\): its data "
+                        r"is not available offline \(Couldn't reach 'allenai/ai2_arc' on the Hub "
+                        r"\(OfflineModeIsEnabled\)\); to run a local task instead, pass --include-path DIR "
+                        r"--no-builtin-tasks, ", errors[0]), errors[0]
+        for hint in ("`dataset_path: json`", "data_files", "test_split", '"lm-evaluation-harness tasks"'):
+            assert hint in errors[0]
+    assert not (tmp_path / "out").exists()
+
+
+@needs_lm_eval
+def test_tasks_load_before_the_model_as_lm_eval_would_load_them(task_dir, tmp_path):
+    from lm_eval.api.group import Group
+    from lm_eval.tasks import TaskManager
+    from Eval.lm_eval_bridge import load_tasks
+
+    (tmp_path / "group.yaml").write_text("group: g_outer\ntask:\n  - t_gen\n  - g_inner\n", encoding="utf-8")
+    (tmp_path / "inner.yaml").write_text("group: g_inner\ntask: [t_mc, t_ll]\n", encoding="utf-8")
+    manager = TaskManager(include_path=[str(task_dir), str(tmp_path)], include_defaults=False)
+    built = load_tasks(manager, ["t_ppl", "g_outer"])
+    assert [(type(b).__name__, getattr(b, "name", None) or b.task_name) for b in built] \
+        == [("ConfigurableTask", "t_ppl"), ("Group", "g_outer")]  # the top level only, in the order asked
+    assert all(len(task.test_docs()) == len(TREC) for task in built[1].get_all_tasks())  # data already loaded
+    again, direct = manager.load(built), manager.load(["t_ppl", "g_outer"])  # what simple_evaluate does with them
+    assert sorted(again["tasks"]) == sorted(direct["tasks"]) == ["t_gen", "t_ll", "t_mc", "t_ppl"]
+    assert again["group_map"] == direct["group_map"] == {"g_outer": ["t_gen", "g_inner"], "g_inner": ["t_mc", "t_ll"]}
+    assert isinstance(again["groups"]["g_inner"], Group)
+
+
+@needs_lm_eval
+def test_local_task_data_and_model_errors_are_one_line(task_dir, tmp_path, capsys):
+    from Eval.lm_eval_bridge import main
+
+    (tmp_path / "bad.jsonl").write_text('{"question": "a", "label": 0}\n{"question": broken\n', encoding="utf-8")
+    for name, data in (("t_missing", tmp_path / "none.jsonl"), ("t_bad", tmp_path / "bad.jsonl")):
+        yaml = (task_dir / "t_ll.yaml").read_text(encoding="utf-8").replace("task: t_ll", f"task: {name}")
+        (tmp_path / f"{name}.yaml").write_text(yaml.replace(str(task_dir / "data.jsonl"), str(data)), "utf-8")
+    (tmp_path / "empty_model").mkdir()
+    expected = {
+        ("t_missing", str(DEMO)): f"error: lm-eval task 't_missing' ({tmp_path / 't_missing.yaml'}): its data could "
+                                  f"not be loaded: Unable to find '{tmp_path / 'none.jsonl'}'\n",
+        ("t_bad", str(DEMO)): f"error: lm-eval task 't_bad' ({tmp_path / 't_bad.yaml'}): its data could not be loaded: "
+                              "An error occurred while generating the dataset (JSON parse error: Invalid value. in "
+                              "row 1)\n",
+        ("t_ll", str(tmp_path / "empty_model")): "error: could not load model: ",
+        ("t_ll", str(tmp_path / "nope")): f"error: could not load model: model '{tmp_path / 'nope'}': no such folder",
+    }
+    for (task, model), want in expected.items():
+        capsys.readouterr()
+        assert main(["--model", model, "--tasks", task, "--include-path", str(task_dir), "--include-path",
+                     str(tmp_path), "--no-builtin-tasks", "--out-dir", str(tmp_path / "out")]) == 2
+        last = capsys.readouterr().err.splitlines(keepends=True)[-1]  # (datasets logs the file it failed on)
+        assert last.startswith(want) and last.endswith("\n"), last
+    assert main(["--model", str(DEMO), "--tasks", "t_ll", "--include-path", str(tmp_path / "no_dir")]) == 2
+    assert capsys.readouterr().err == f"error: --include-path {tmp_path / 'no_dir'}: no such folder\n"
+    assert not (tmp_path / "out").exists()
 
 
 def test_eval_and_inference_work_without_lm_eval():
