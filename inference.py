@@ -75,7 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     o = p.add_argument_group("API backend (--backend api: an OpenAI-compatible server, e.g. vllm serve)")
     o.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the server's /v1 URL")
     o.add_argument("--api-model", default=None,
-                   help="served model name; None: --model (without --model, it names the output folder)")
+                   help="served model name (default: --model; without --model, it also names the output folder)")
     o.add_argument("--tokenizer", default=None, help="local tokenizer for truncation and token counts (default: --model)")
     o.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     o.add_argument("--concurrency", type=positive_int, default=8, help="most requests in flight")

@@ -49,7 +49,7 @@ def add_judge_args(parser: argparse.ArgumentParser) -> None:
                    "from the first answer token's probabilities")
     g.add_argument("--judge-max-length", type=positive_int, default=None, help="judge prompt budget (default: the model's)")
     g.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("DIR_A", "DIR_B"),
-                   help="pairwise: which of two prediction folders answers better (--datasets picks datasets)")
+                   help="pairwise: which of two prediction folders answers better (--datasets picks datasets; default: off)")
     g.add_argument("--compare-out", type=Path, default=None, help="default: DIR_A/../compare_A_vs_B")
     g.add_argument("--seed", type=int, default=0, help="which half of the pairs is shown in swapped order")
     g.add_argument("--judge-base-url", default="http://127.0.0.1:8000/v1", help="with --judge-backend api")

@@ -348,8 +348,8 @@ def add_arguments(parser) -> None:
     g.add_argument("--data-dir", type=Path, default=None,
                    help=f"folder of the split files (tofu default: {DEMO_DATA.relative_to(ROOT)})")
     g.add_argument("--tofu-dir", type=Path, default=None,
-                   help="a TOFU folder (forget10_perturbed.json, ...); sets --data-dir and the forget10 / "
-                        "holdout10 defaults (default: none)")
+                   help="a TOFU folder (forget10_perturbed.json, ...), which also makes forget10 / holdout10 the "
+                        "split names (default: none)")
     g.add_argument("--forget-split", default=None, help="forget file stem (default: forget; forget10 with --tofu-dir)")
     g.add_argument("--holdout-split", default=None,
                    help="holdout file stem (default: holdout; holdout10 with --tofu-dir)")
