@@ -1,0 +1,142 @@
+"""Scripted OpenAI-compatible servers on 127.0.0.1 and the fixtures the API-backend tests share.
+
+Usage (in a test module):
+    from api_fakes import SECRET, FakeServer, answer, api, fake   # noqa: F401  (fixtures: fake, api)
+"""
+import dataclasses
+import http.server
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT
+from Eval.models.api import APIModel
+
+DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+SERVED = str(DEMO)  # transformers serve pins the model by the path it was started with; requests name it
+KEY_ENV = "EVAL_TEST_API_KEY"
+SECRET = "sk-test-" + uuid.uuid4().hex  # must reach the server as a header and never any file or output
+
+
+# --- a scripted OpenAI-compatible server ------------------------------------------------------------------
+@dataclasses.dataclass
+class Trickle:
+    """As a reply's delay: the headers at once, then the body one byte every `interval` seconds."""
+    interval: float
+
+
+class FakeServer:
+    """`reply(path, body, n)` -> (status, payload, headers, delay_s or Trickle); every request is recorded in
+    `calls`. `path` is the request target, query included."""
+
+    def __init__(self, reply):
+        self.reply, self.calls, self.lock = reply, [], threading.Lock()
+        self.inflight = self.max_inflight = 0
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self._send(200, {"object": "list", "data": []}, {})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with fake.lock:
+                    n = len(fake.calls)
+                    fake.calls.append({"path": self.path, "body": body, "headers": dict(self.headers),
+                                       "t": time.monotonic()})
+                    fake.inflight += 1
+                    fake.max_inflight = max(fake.max_inflight, fake.inflight)
+                try:
+                    status, payload, headers, delay = fake.reply(self.path, body, n)
+                    time.sleep(0 if isinstance(delay, Trickle) else delay)
+                    self._send(status, payload, headers, delay.interval if isinstance(delay, Trickle) else 0)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
+                finally:
+                    with fake.lock:
+                        fake.inflight -= 1
+
+            def _send(self, status, payload, headers, trickle=0.0):
+                data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+                self.send_response(status)
+                for k, v in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                for i in range(0, len(data), 1 if trickle else len(data) or 1):
+                    self.wfile.write(data[i:i + 1] if trickle else data)
+                    self.wfile.flush()
+                    time.sleep(trickle)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def answer(path, text, completion_tokens=3, finish="stop"):
+    """An OpenAI-shaped success for either endpoint."""
+    choice = {"index": 0, "finish_reason": finish}
+    if path.endswith("/chat/completions"):
+        choice["message"] = {"role": "assistant", "content": text}
+    else:
+        choice["text"] = text
+    usage = {"completion_tokens": completion_tokens}  # no prompt_tokens: nothing to cross-check
+    return 200, {"id": "cmpl-1", "object": "text_completion", "choices": [choice], "usage": usage}, {}, 0
+
+
+@pytest.fixture
+def fake():
+    servers = []
+
+    def make(reply):
+        servers.append(FakeServer(reply))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture
+def api():
+    models = []
+
+    def make(base_url, **kwargs):
+        kwargs = {"tokenizer": str(DEMO), "backoff": 0.01, "max_retries": 2, "timeout": 10.0, **kwargs}
+        models.append(APIModel(base_url, kwargs.pop("api_model", SERVED), **kwargs))
+        return models[-1]
+
+    yield make
+    for m in models:
+        m.close()
+
+
+def completion_prompts(model, n=1):
+    return model.build_prompts([f"Question {i}: what is frozen water called?\nAnswer:" for i in range(n)],
+                               chat=False, max_new_tokens=8, max_length=None)
+
+
+def assert_no_secret(root, *texts):
+    for path in [p for p in root.rglob("*") if p.is_file()]:
+        assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
+    for text in texts:
+        assert SECRET not in text
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
