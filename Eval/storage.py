@@ -146,7 +146,7 @@ def recover(folder: os.PathLike | str, owned: Iterable[str] = (), owned_folders:
             done.append(f"{folder}: finished an interrupted write of results (journal {JOURNAL})")
         except (ValueError, KeyError, TypeError):  # unreadable journal: its renames cannot be trusted
             (folder / JOURNAL).unlink()
-    stale = [folder / (name + TMP_SUFFIX) for name in owned]
+    stale = [folder / (name + TMP_SUFFIX) for name in (JOURNAL, *owned)]
     for sub in owned_folders:
         stale += sorted((folder / sub).glob("*" + TMP_SUFFIX)) if (folder / sub).is_dir() else []
     for tmp in stale:

@@ -1,0 +1,127 @@
+"""eval.py's result files stay right as the user's loop goes on: subset scoring keeps only current entries, a kill
+in the middle of writing never leaves a mixed set, and each prediction file is checked against its run sidecar."""
+import json
+import shutil
+
+import pytest
+
+import eval as eval_cli
+import inference
+from conftest import ROOT
+from Eval import storage
+
+TREC = [{"id": "t0", "pred": "Human", "answers": ["Human"], "all_classes": ["Human", "Entity"]},
+        {"id": "t1", "pred": "Human", "answers": ["Entity"], "all_classes": ["Human", "Entity"]}]
+CUSTOM = [{"id": "c0", "pred": "the cat sat", "answers": ["the cat sat"]}]
+
+
+def write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def read(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def folder(tmp_path):
+    folder = tmp_path / "pred" / "m"
+    folder.mkdir(parents=True)
+    write(folder / "trec.jsonl", TREC)
+    write(folder / "custom_en.jsonl", CUSTOM)
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0
+    return folder
+
+
+def test_subset_scoring_keeps_current_entries_and_drops_stale_ones(folder, capsys):
+    assert read(folder / "result.json") == {"custom_en": 100.0, "trec": 50.0}
+    write(folder / "trec.jsonl", TREC[:1])  # trec's predictions change, but only custom_en is rescored
+    assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "custom_en"]) == 0
+    out = capsys.readouterr().out
+    assert "dropped the old result of 'trec': it has predictions that changed since it was scored; rescore it " \
+           "with --datasets trec" in out
+    assert read(folder / "result.json") == {"custom_en": 100.0}
+    assert not (folder / "per_example" / "trec.scores.jsonl").exists()
+    assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "trec", "--quiet"]) == 0
+    assert read(folder / "result.json") == {"custom_en": 100.0, "trec": 100.0}  # custom_en unchanged: kept
+    (folder / "trec.jsonl").unlink()
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0  # a full run: only files that exist
+    assert read(folder / "result.json") == {"custom_en": 100.0} and list(read(folder / "result_detail.json")) == \
+        ["custom_en"]
+
+
+@pytest.mark.parametrize("fail_at", ["tmp", "rename"])
+@pytest.mark.parametrize("call", [1, 2, 3, 4])
+def test_a_kill_while_writing_never_leaves_a_mixed_set(folder, monkeypatch, fail_at, call):
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    write(folder / "trec.jsonl", TREC[:1])
+    calls = {"n": 0}
+    target = "_fsync_write" if fail_at == "tmp" else "replace"
+    real = getattr(storage, "_fsync_write") if fail_at == "tmp" else storage.os.replace
+
+    def dying(*args):
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise KeyboardInterrupt  # the process dies here
+        return real(*args)
+
+    if fail_at == "tmp":
+        monkeypatch.setattr(storage, target, dying)
+    else:
+        monkeypatch.setattr(storage.os, target, dying)
+    with pytest.raises(KeyboardInterrupt):
+        eval_cli.main(["--pred-dir", str(folder), "--quiet"])
+    monkeypatch.undo()
+    if fail_at == "tmp":  # killed before the journal existed: the old result files are intact
+        assert {p: p.read_bytes() for p in before if p.name != "trec.jsonl"} == \
+            {p: b for p, b in before.items() if p.name != "trec.jsonl"}
+    else:  # killed while renaming: the journal is there, so the half-done set is known and finished next time
+        assert (folder / storage.JOURNAL).exists() or call == 1
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0  # the next run finishes or discards it
+    detail, result = read(folder / "result_detail.json"), read(folder / "result.json")
+    assert result == {"custom_en": 100.0, "trec": 100.0} and detail["trec"]["n"] == 1
+    assert not list(folder.rglob("*.tmp")) and not (folder / storage.JOURNAL).exists()
+
+
+def test_empty_references_and_class_lists_are_counted_and_warned(tmp_path, capsys):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    write(folder / "trec.jsonl", [{"pred": "Human", "answers": [], "all_classes": []},
+                                  {"pred": "Human", "answers": ["Human"], "all_classes": []}])
+    assert eval_cli.main(["--pred-dir", str(folder)]) == 0
+    assert "warning: trec: 1 records have no reference answer and 2 no class list (all_classes); they score 0" in \
+        capsys.readouterr().out
+    detail = read(folder / "result_detail.json")["trec"]
+    assert (detail["no_references"], detail["no_classes"], detail["metrics"]["classification"]["score"]) == (1, 2, 0.0)
+
+
+def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys):
+    data = tmp_path / "dataset"
+    data.mkdir()
+    shutil.copy(ROOT / "dataset" / "custom_en.jsonl", data)
+    pred = tmp_path / "pred"
+    run = ["--backend", "echo", "--model-name", "echo", "--dataset-dir", str(data), "--out-dir", str(pred),
+           "--datasets", "custom_en"]
+    folder = pred / "echo"
+
+    def status():
+        assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0
+        return read(folder / "result_detail.json")["custom_en"]["data_check"]
+
+    assert inference.main([*run, "--limit", "5"]) == 0
+    check = status()
+    assert check["status"] == "partial" and check["records"] == 5 and check["dataset_examples"] == 25
+    assert check["warnings"] == ["the file covers 5 of the dataset's 25 examples (a --limit 5 run); the score is "
+                                 "for that part only"]
+    assert inference.main(run) == 0 and status()["status"] == "ok"
+    lines = (folder / "custom_en.jsonl").read_text(encoding="utf-8").splitlines()
+    (folder / "custom_en.jsonl").write_text("\n".join(lines + lines[:1]) + "\n", encoding="utf-8")
+    assert status()["status"] == "modified"  # a line appended by hand
+    (folder / "custom_en.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (data / "custom_en.jsonl").write_text((data / "custom_en.jsonl").read_text().replace("366", "365"))
+    assert status()["status"] == "data_changed"
+    assert inference.main(run) == 0  # the one changed example is redone, and the file matches its data again
+    assert "custom_en: 0 new, 1 changed since the last run (redone), 24 already done" in capsys.readouterr().out
+    assert status()["status"] == "ok"
+    (folder / "custom_en.run.json").unlink()
+    assert status() == {"status": "unchecked", "warnings": [], "records": 25}
