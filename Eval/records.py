@@ -83,7 +83,9 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _decode(path: Path) -> str:
+def read_text_file(path: Path) -> str:
+    """A regular UTF-8 text file (a BOM is dropped); RecordError naming the file (and the line of a bad byte)
+    for anything else: a folder, a FIFO, a broken link, bytes that are not UTF-8."""
     try:
         raw = read_regular_bytes(path)
     except StorageError as err:
@@ -144,7 +146,7 @@ def iter_json_objects(path: os.PathLike | str) -> Iterable[tuple[int, object]]:
     escape), which could never be written back as UTF-8.
     """
     path = Path(path)
-    text = _decode(path)
+    text = read_text_file(path)
     decoder = json.JSONDecoder()
     pos, end = 0, len(text)
     values, line, counted = [], 1, 0

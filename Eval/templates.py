@@ -15,8 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from Eval.records import RecordError
-from Eval.storage import StorageError, read_regular_bytes
+from Eval.records import RecordError, read_text_file
 
 DEFAULT_TEMPLATES = {
     ("longbench", "en"): "Read the text below and answer the question.\n\n{context}\n\nQuestion: {input}\nAnswer:",
@@ -62,24 +61,11 @@ def template_fields(template: str) -> set[str]:
     return check_template(template, "template")
 
 
-def read_text(path: Path) -> str:
-    """A regular UTF-8 text file; RecordError naming the file (and the line of a bad byte) otherwise."""
-    try:
-        raw = read_regular_bytes(path)
-    except StorageError as err:
-        raise RecordError(path, None, str(err).removeprefix(f"{path}: ")) from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise RecordError(path, raw.count(b"\n", 0, err.start) + 1,
-                          f"byte 0x{raw[err.start]:02x} is not valid UTF-8; re-save the file as UTF-8") from None
-
-
 def load_template(name: str, prompt_dir: Path, form: str, language: str) -> tuple[str, str, str | None]:
     """(template, where it came from, a note when a default was chosen); the file's template is checked."""
     path = prompt_dir / f"{name}.txt"
     if path.exists() or path.is_symlink():
-        template = read_text(path)
+        template = read_text_file(path)
         check_template(template, str(path))
         return template, str(path), None
     return (DEFAULT_TEMPLATES[(form, language)], f"default ({form}, {language})",
