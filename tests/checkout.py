@@ -13,14 +13,19 @@ from pathlib import Path
 
 from conftest import ROOT, SHARED
 
-# What a clone does not have: outputs, caches, the git folder.
-_SKIP = shutil.ignore_patterns(".git", "pred", "__pycache__", ".pytest_cache", "*.pyc", "*.tmp", ".locks")
+# What a clone does not have: caches, the git folder, and the outputs of runs (the top-level pred/ only:
+# tests/data/pred/ is shipped data).
+_CACHES = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", "*.tmp", ".locks")
+
+
+def _skip(folder: str, names: list[str]) -> set[str]:
+    return set(_CACHES(folder, names)) | ({"pred"} if Path(folder) == ROOT else set())
 
 
 def copy_checkout(tmp_path: Path) -> Path:
     """The tracked project files under tmp_path/main, the reference data beside it as ../shared."""
     repo = tmp_path / "main"
-    shutil.copytree(ROOT, repo, ignore=_SKIP)
+    shutil.copytree(ROOT, repo, ignore=_skip)
     for folder in ("tests/data/pred/demo",):  # drop what eval.py wrote beside the shipped example predictions
         for generated in ("result.json", "result_detail.json", "per_example", "judge", "judge_result.json"):
             target = repo / folder / generated
