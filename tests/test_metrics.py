@@ -1,22 +1,31 @@
 """Metrics: every card's example runs; per-sample values equal the reference tools'."""
 import doctest
 import importlib
+import json
+import os
 import random
+import shutil
+import signal
 import string
+import subprocess
+import sys
+import threading
+import time
 from collections import Counter
 
 import pytest
 
-from conftest import TINYEVAL
+from conftest import ROOT, TINYEVAL
 from Eval.extract import EXTRACTORS, run_extraction
-from Eval.metrics import METRICS
+from Eval.metrics import METRICS, metric
 from Eval.metrics.code_bleu import fuzz_ratio
 from Eval.records import read_records
 from Eval.scoring import score_dataset
 from Eval.tasks import TASKS, get_task
+from Eval.timelimit import SampleTimeLimit, call_with_limit, limits_available
 
 METRIC_MODULES = sorted({m.fn.__module__ for m in METRICS.values()}
-                        | {"Eval.extract", "Eval.metrics.zh", "Eval.judge", "Eval.models.base"})
+                        | {"Eval.extract", "Eval.metrics.zh", "Eval.judge", "Eval.models.base", "Eval.timelimit"})
 
 
 @pytest.mark.parametrize("module", METRIC_MODULES)
@@ -149,3 +158,176 @@ def test_squad_family_takes_max_over_references_separately():
     scores = {m: max(METRICS[m]("paris france", a) for a in task_like["answers"])
               for m in ("exact_match", "match", "recall", "recall_char3gram")}
     assert scores == {"exact_match": 0.0, "match": 1.0, "recall": 1.0, "recall_char3gram": 1.0}
+
+
+# --- jieba's HMM: the linear Viterbi Eval.metrics.zh installs, against jieba's own function
+
+def _hmm_tables():
+    from Eval.metrics import zh
+    zh._jieba()
+    import jieba.finalseg
+    return zh, jieba.finalseg
+
+
+def _han_texts(finalseg, rng):
+    # Characters every HMM state knows; CJK characters no state knows, which give every state the same
+    # emission (-3.14e100), so equal probabilities are common; and characters only some states know, where
+    # such ties land on the best path and the (prob, state) tie-break decides it.
+    emit = finalseg.emit_P
+    known = sorted(set(emit["B"]) & set(emit["M"]) & set(emit["E"]) & set(emit["S"]))
+    unknown = [chr(c) for c in range(0x4E00, 0x9FD6) if all(chr(c) not in emit[s] for s in "BMES")]
+    partly = sorted({c for s in "BMES" for c in emit[s] if any(c not in emit[other] for other in "BMES")})
+    texts = ["词" * n for n in (1, 2, 3, 4, 57, 400)] + ["的一" * 150, unknown[0] * 300, unknown[0] + "词" * 99]
+    for _ in range(300):
+        pool = rng.choice([known, unknown, known[:30] + unknown[:30], ["词", "的", unknown[1]],
+                           partly[:80] + unknown[:5]])
+        texts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 120))))
+    texts += ["".join(rng.choice(partly) for _ in range(rng.randint(20, 200))) for _ in range(400)]
+    return texts
+
+
+def test_linear_viterbi_equals_jiebas_own_on_random_and_adversarial_text():
+    zh, finalseg = _hmm_tables()
+    assert finalseg.viterbi is zh.viterbi and zh.jieba_viterbi.__module__ == "jieba.finalseg"
+    tables = ("BMES", finalseg.start_P, finalseg.trans_P, finalseg.emit_P)
+    for text in _han_texts(finalseg, random.Random(11)):
+        assert zh.viterbi(text, *tables) == zh.jieba_viterbi(text, *tables), text  # same prob and state path
+
+
+def test_jieba_cut_is_unchanged_by_the_linear_viterbi():
+    zh, finalseg = _hmm_tables()
+    import jieba
+    lines = (TINYEVAL / "dataset" / "multifieldqa_zh.jsonl").read_text(encoding="utf-8").splitlines()
+    contexts = [json.loads(line)["context"] for line in lines[:40]]
+    texts = contexts + _han_texts(finalseg, random.Random(5))[::5] + ["人民币57081.86元, 词词词abc 北京。"]
+    ours = [list(jieba.cut(t, cut_all=False)) for t in texts]
+    finalseg.viterbi = zh.jieba_viterbi
+    try:
+        theirs = [list(jieba.cut(t, cut_all=False)) for t in texts]
+    finally:
+        finalseg.viterbi = zh.viterbi
+    assert ours == theirs
+
+
+# --- code_sim's shortcut: an upper bound on difflib's matched characters that already rounds to 0
+
+def test_code_sim_bound_agrees_with_fuzzywuzzy_around_the_zero_threshold():
+    fuzz = pytest.importorskip("fuzzywuzzy.fuzz", reason="test dependency from tests/requirements.txt")
+    # "x" * 20000 vs "x" * k: the shorter length bounds the matches; the ratio rounds to 1 from k = 51 on.
+    pairs = [("x" * 20000, "x" * k) for k in range(40, 60)] + [("x" * k, "x" * 2000) for k in range(1, 9)]
+    # 'a' is only 1 of the 'b...' reference's characters: the shared-character count bounds the matches.
+    pairs += [("ab" * 10000, "a" * k + "c" * 300) for k in range(40, 60, 3)]
+    pairs += [("y" + "ab" * 2500, "ba" * k) for k in (5, 6, 7, 12, 13)]
+    values = [fuzz_ratio(a, b) for a, b in pairs]
+    assert values == [fuzz.ratio(a, b) for a, b in pairs]
+    assert 0 in values and 1 in values  # both sides of the threshold are covered
+
+
+def test_code_sim_decides_a_long_line_against_a_short_reference_without_difflib(monkeypatch):
+    from Eval.metrics import code_bleu
+
+    def no_sequence_matcher(*args):
+        raise AssertionError("the SequenceMatcher ran")
+
+    monkeypatch.setattr(code_bleu.difflib, "SequenceMatcher", no_sequence_matcher)
+    # fuzzywuzzy takes minutes on these (one 1-character block per difflib pass over the whole line)
+    assert fuzz_ratio("xy" * 50000, "x" * 199) == 0 and METRICS["code_sim"]("xy" * 50000, "x" * 199) == 0.0
+    assert fuzz_ratio("x = y + 1; " * 9000, "for (int i = 0; i < n; i++) sum += a[i];") == 0
+    with pytest.raises(AssertionError, match="SequenceMatcher ran"):  # a short pair still takes the full path
+        fuzz_ratio("return x + 1", "return x+1")
+
+
+# --- the registry finds every module under Eval/metrics/ by itself
+
+NEW_METRIC = '''
+from Eval.metrics.registry import metric
+
+
+@metric("same_length", version="test-1")
+def same_length(prediction: str, reference: str, **record) -> float:
+    """1 when both texts have the same number of characters.
+
+    >>> same_length("abc", "xyz")
+    1.0
+    """
+    return float(len(prediction) == len(reference))
+'''
+
+
+def _eval_copy(tmp_path, **modules):
+    shutil.copytree(ROOT / "Eval", tmp_path / "Eval", ignore=shutil.ignore_patterns("__pycache__", "demo"))
+    for name, source in modules.items():
+        (tmp_path / "Eval" / "metrics" / f"{name}.py").write_text(source, encoding="utf-8")
+    return tmp_path
+
+
+def _run_in(folder, code):
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    return subprocess.run([sys.executable, "-c", code, str(folder)], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_new_metric_module_is_found_and_scores(tmp_path):
+    folder = _eval_copy(tmp_path, length_metric=NEW_METRIC, _private_helper="raise ImportError('never imported')")
+    code = ("import sys, Eval\n"
+            "from Eval.metrics import get_metric\n"
+            "from Eval.scoring import best_over_answers\n"
+            "m = get_metric('same_length')\n"
+            "print(Eval.__file__.startswith(sys.argv[1]), m('abc', 'xyz'), m('ab', 'xyz'),\n"
+            "      best_over_answers(m, 'abc', ['x', 'xyz'], None), 'jieba' in sys.modules, 'nltk' in sys.modules)")
+    run = _run_in(folder, code)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "1.0", "0.0", "(1.0,", "None)", "False", "False"]
+
+
+def test_a_metric_name_registered_twice_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="'qa_f1' is registered twice"):
+        metric("qa_f1")(lambda prediction, reference, **record: 0.0)
+    folder = _eval_copy(tmp_path, length_metric=NEW_METRIC, length_again=NEW_METRIC)
+    run = _run_in(folder, "import Eval.metrics")
+    assert run.returncode != 0 and "ValueError: metric 'same_length' is registered twice" in run.stderr
+
+
+# --- the opt-in per-sample time limit
+
+def _busy(seconds):
+    end = time.perf_counter() + seconds  # pure-Python work, as a stalled metric is
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def _swallowing(seconds):
+    try:
+        return _busy(seconds)
+    except Exception:  # as rouge's catch-all does: the limit must still win
+        return 0.0
+
+
+def test_time_limit_stops_a_slow_pure_python_call():
+    before = signal.getsignal(signal.SIGALRM)
+    for fn in (_busy, _swallowing):
+        start = time.perf_counter()
+        with pytest.raises(SampleTimeLimit, match=r"took longer than 0\.2 s"):
+            call_with_limit(fn, 0.2, 30)
+        assert time.perf_counter() - start < 5
+    assert call_with_limit(_busy, 5, 0.01) > 0 and call_with_limit(max, 5, [1, 3]) == 3
+    assert call_with_limit(_busy, None, 0.3) > 0  # no limit asked
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_time_limit_keeps_an_outer_timer_and_is_off_outside_the_main_thread():
+    old = signal.signal(signal.SIGALRM, lambda *args: None)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        assert call_with_limit(_busy, 5, 0.05) > 0
+        assert 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30  # re-armed with what remained
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    results = []
+    worker = threading.Thread(target=lambda: results.append((limits_available(), call_with_limit(_busy, 0.05, 0.3))))
+    worker.start()
+    worker.join()
+    assert results[0][0] is False and results[0][1] > 0  # ran to the end: no limit off the main thread

@@ -125,3 +125,18 @@ def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys
     assert status()["status"] == "ok"
     (folder / "custom_en.run.json").unlink()
     assert status() == {"status": "unchecked", "warnings": [], "records": 25}
+
+
+def test_a_sample_over_the_time_limit_scores_0_and_is_counted(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    write(folder / "multifieldqa_zh.jsonl", [{"id": "slow", "pred": "词" * 60000, "answers": ["北京"]},
+                                             {"id": "fast", "pred": "北京", "answers": ["北京"]}])
+    assert eval_cli.main(["--pred-dir", str(folder), "--sample-time-limit", "0.02", "--quiet"]) == 0
+    metric = read(folder / "result_detail.json")["multifieldqa_zh"]["metrics"]["qa_f1_zh"]
+    assert metric["zeroed_by_exception"] == {"SampleTimeLimit: took longer than 0.02 s": 1}
+    assert metric["score"] == 50.0
+    lines = [json.loads(x) for x in (folder / "per_example" / "multifieldqa_zh.scores.jsonl").read_text().splitlines()]
+    assert lines[0]["zeroed"] == {"qa_f1_zh": "SampleTimeLimit: took longer than 0.02 s"}
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0  # without the limit: scored in full
+    assert read(folder / "result_detail.json")["multifieldqa_zh"]["metrics"]["qa_f1_zh"]["zeroed_by_exception"] == {}

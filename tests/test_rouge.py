@@ -18,7 +18,8 @@ from rouge import Rouge
 
 from Eval.metrics import rouge as rouge_module
 from Eval.metrics.registry import Zeroed
-from Eval.metrics.rouge import REFERENCE_FRAMES, _sentences, _walk, rouge, rouge_chinese, rouge_l_f, rouge_zh
+from Eval.metrics.rouge import (REFERENCE_FRAMES, _sentences, _walk, lcs_length, rouge, rouge_chinese,
+                                rouge_chinese_l_f, rouge_l_f, rouge_zh)
 from Eval.metrics.zh import cut
 
 TINYEVAL = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "tinyeval"
@@ -151,6 +152,34 @@ def test_random_texts_match_the_package():
         assert bits(ours(pred, gt)) == bits(package_rouge_score(pred, gt)), (pred, gt)
 
 
+def test_many_and_repeated_sentences_match_the_package():
+    # Repeated sentences are dropped, and only pairs sharing a word the union lacks are walked, each distinct
+    # sequence of shared words once: the union and the value must not change, whatever the order of repeats,
+    # shared words, prediction-only words and tie-breaks.
+    rng = random.Random(99)
+    for _ in range(2500):
+        vocab = ["a", "b", "c", "d", "e"][:rng.randint(2, 5)]
+
+        def text(extra, most):
+            words = vocab + extra
+            pieces = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 6))]
+            return ". ".join(rng.choice(pieces) for _ in range(rng.randint(1, most)))
+        pred = text(["x", "y"][:rng.randint(0, 2)], rng.choice([4, 4, 4, 30]))
+        gt = text([], rng.choice([2, 2, 12]))
+        assert bits(ours(pred, gt)) == bits(package_rouge_score(pred, gt)), (pred, gt)
+
+
+@pytest.mark.parametrize("pred, gt", [
+    ("b a. " * 3000, "a b. c"),                                  # one pair repeated: "b" never joins the union
+    (". ".join(f"w{k} x" for k in range(2000)), "x w7. w3 x"),   # thousands of distinct pieces, two matter
+    ("a." * 600, "a." * 200),                                    # repeats on both sides
+    (". ".join(f"w5 w3 y{k}" for k in range(2000)), " ".join(f"w{k}" for k in range(100))),  # same shared words
+    (" ".join(f"w{k}" for k in range(900)) + ". w1", " ".join(f"w{k}" for k in range(95, 0, -1))),
+], ids=["one_pair_repeated", "distinct_pieces", "repeats_both_sides", "same_shared_words", "long_pairs_walked"])
+def test_long_degenerate_predictions_match_the_package(pred, gt):
+    assert bits(rouge(pred, gt)) == bits(package_rouge_score(pred, gt))
+
+
 def package_rouge_zh_score(pred, gt):
     return package_rouge_score(" ".join(cut(pred)), " ".join(cut(gt)))
 
@@ -176,6 +205,32 @@ def test_rouge_chinese_is_the_named_package_variant():
     pred, gt = "我爱我的家，我的家很大", "我的家很大，我爱它"  # a repeated word: no distinct-word union here
     assert rouge_chinese(pred, gt) != rouge_zh(pred, gt)
     assert isinstance(rouge_chinese("", "有答案"), Zeroed)
+
+
+def test_rouge_chinese_random_texts_match_the_package():
+    from rouge_chinese import Rouge as ChineseRouge
+
+    rng = random.Random(8)
+    vocab = ["a", "b", "我", "的", "。", "！", "？", "?", "”", "’", "…", "……", "......", ".", "\n", " ", "  ", "\t",
+             "，", "a。", "”。", "\u3000", "?”"]
+    for _ in range(2000):
+        pred, gt = ("".join(rng.choice(vocab) for _ in range(rng.randint(0, 14))) for _ in range(2))
+        try:
+            expected = ChineseRouge().get_scores(pred, gt, avg=True)["rouge-l"]["f"]
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=str(exc)):
+                rouge_chinese_l_f(pred, gt)
+        else:
+            assert bits(rouge_chinese_l_f(pred, gt)) == bits(expected), (pred, gt)
+
+
+def test_lcs_length_is_the_package_table_corner():
+    from rouge_chinese.rouge_score import _len_lcs
+
+    rng = random.Random(4)
+    for _ in range(300):
+        x, y = ([rng.choice("abcde") for _ in range(rng.randint(0, 40))] for _ in range(2))
+        assert lcs_length(x, y) == _len_lcs(x, y)
 
 
 def test_docstring_examples():

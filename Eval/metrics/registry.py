@@ -11,6 +11,9 @@ Usage:
         0.8
         '''
 
+The function may live in any module under Eval/metrics/ (names starting with "_" excepted): importing the package
+imports them all, so nothing else has to list a new metric.
+
 Per-reference metrics (the default) take one prediction and ONE reference and return a float; the scorer
 takes the maximum over the record's references, floored at 0 (the LongBench loop), then the mean over
 records. Extra record fields (for example ``all_classes``) arrive as keyword arguments, so every metric must

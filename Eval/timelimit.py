@@ -1,0 +1,84 @@
+"""An opt-in wall-clock limit for one call, such as scoring one sample.
+
+Usage:
+    from Eval.timelimit import SampleTimeLimit, call_with_limit
+
+    try:
+        value = call_with_limit(metric, 10.0, prediction, reference, all_classes=classes)
+    except SampleTimeLimit as exc:   # str(exc) == "took longer than 10 s"
+        ...                          # the scorer zeroes the sample and counts the reason
+
+How: SIGALRM from ``signal.setitimer(ITIMER_REAL, seconds)``; its handler raises ``SampleTimeLimit`` inside the
+running Python code, which unwinds the call. Pure-Python work (jieba, difflib, nltk, our metrics) stops within
+a few bytecodes; one long C call (a huge regex match, a big-int multiply) stops when it returns.
+
+Where it cannot apply: signals exist only on POSIX and Python runs signal handlers only in the main thread, so
+in another thread or on Windows ``call_with_limit`` runs the call WITHOUT a limit (``limits_available()`` says
+which). ``seconds=None`` (or <= 0) also means no limit.
+
+Caveats: a call that catches the exception (a metric's ``except Exception`` turning failures into 0.0) still
+ends as ``SampleTimeLimit``: the limit is checked after the call. An interval timer set by the caller (an outer
+limit) is paused during the call and re-armed afterwards with what remains of it (at once if it ran out).
+The first call of a metric can include one-off imports (nltk, jieba's dictionary); load them before timing
+samples, or the first sample pays for them.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any, Callable
+
+
+class SampleTimeLimit(Exception):
+    """The call ran past its limit; ``seconds`` is the limit."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"took longer than {seconds:g} s")
+        self.seconds = seconds
+
+
+def limits_available() -> bool:
+    """True where ``call_with_limit`` can enforce a limit: POSIX interval timers, called from the main thread."""
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwargs) -> Any:
+    """``fn(*args, **kwargs)``, or ``SampleTimeLimit`` once it has run ``seconds`` of wall-clock time.
+
+    No limit (the plain call) when ``seconds`` is None or <= 0, or where ``limits_available()`` is False.
+
+    >>> call_with_limit(sum, 5, [1, 2, 3])
+    6
+    """
+    if not seconds or seconds <= 0 or not limits_available():
+        return fn(*args, **kwargs)
+    state = {"armed": True, "fired": False}
+
+    def on_alarm(signum, frame):
+        if state["armed"]:  # a signal that lands after the call returned is ignored
+            state["fired"] = True
+            raise SampleTimeLimit(seconds)
+
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as exc:
+        if state["fired"] and not isinstance(exc, SampleTimeLimit):  # the call wrapped our exception
+            raise SampleTimeLimit(seconds) from exc
+        raise
+    finally:
+        # Nested so that an alarm landing in the first statement still restores the timer and the handler.
+        try:
+            state["armed"] = False
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_handler)
+            if outer_delay > 0:
+                remaining = outer_delay - (time.monotonic() - start)
+                signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-6), outer_interval)
+    if state["fired"]:  # the call caught SampleTimeLimit and returned a value anyway
+        raise SampleTimeLimit(seconds)
+    return result
