@@ -19,6 +19,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 INTERNLM = ROOT.parent / "shared" / "reference" / "tinyeval" / "pred" / "internlm"
+NEEDS_SHARED = True  # reads ../shared (tests/test_bench.py skips it, saying so, where that is absent)
 QUICK = {"limit": 10, "repeats": 1}  # what --quick sets (tests/test_bench.py runs it)
 
 

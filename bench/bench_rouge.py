@@ -20,6 +20,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MULTI_NEWS = ROOT.parent / "shared" / "reference" / "tinyeval" / "pred" / "internlm" / "multi_news.jsonl"
+NEEDS_SHARED = True  # reads ../shared (tests/test_bench.py skips it, saying so, where that is absent)
 
 from rouge import Rouge  # noqa: E402  (the reference; test-only dependency)
 

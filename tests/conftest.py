@@ -10,3 +10,10 @@ SHARED = ROOT.parent / "shared"
 TINYEVAL = SHARED / "reference" / "tinyeval"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+import pytest  # noqa: E402
+
+# Tests that compare with published reference data need ../shared beside the checkout; without it they are
+# skipped with this one reason, and every other test still runs.
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"needs the published reference data in {SHARED} "
+                                                               "(the ../shared folder beside the checkout)")

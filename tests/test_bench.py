@@ -9,9 +9,12 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, needs_shared
 
 BENCHMARKS = sorted((ROOT / "bench").glob("*.py"))
+# A benchmark that cannot run without the published reference data declares `NEEDS_SHARED = True`.
+CASES = [pytest.param(path, id=path.stem, marks=[needs_shared] if re.search(
+    r"^NEEDS_SHARED = True", path.read_text(encoding="utf-8"), re.M) else []) for path in BENCHMARKS]
 RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?x\b")  # "3.33x", "50.9x", "2x"; not "0x1f" nor "7x7"
 
 
@@ -20,7 +23,7 @@ def test_the_glob_finds_the_benchmarks():
         <= {path.name for path in BENCHMARKS}
 
 
-@pytest.mark.parametrize("script", BENCHMARKS, ids=[path.stem for path in BENCHMARKS])
+@pytest.mark.parametrize("script", CASES)
 def test_benchmark_runs_quick(script):
     done = subprocess.run([sys.executable, str(script), "--quick"], cwd=ROOT, capture_output=True, text=True,
                           timeout=180, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})

@@ -6,10 +6,18 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TINYEVAL
+from conftest import ROOT, TINYEVAL, needs_shared
 import eval as eval_cli
 
 PUBLISHED = {"multi_news": 23.66, "multifieldqa_zh": 34.97, "trec": 52.0}
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """The project's own example predictions (tests/data/pred/demo), in a folder of their own."""
+    folder = tmp_path / "pred" / "demo"
+    shutil.copytree(ROOT / "tests" / "data" / "pred" / "demo", folder)
+    return folder
 
 
 @pytest.fixture
@@ -19,6 +27,7 @@ def internlm(tmp_path):
     return folder
 
 
+@needs_shared
 def test_pred_dir_reproduces_tinyeval_result_json(internlm):
     assert eval_cli.main(["--pred-dir", str(internlm), "--quiet"]) == 0
     text = (internlm / "result.json").read_text(encoding="utf-8")
@@ -47,6 +56,7 @@ def test_empty_length_bucket_is_null_not_nan(tmp_path):
                                                                               "8k+": None}
 
 
+@needs_shared
 def test_model_name_and_all_models_table(internlm, tmp_path):
     root = internlm.parent
     other = root / "other"
@@ -64,6 +74,7 @@ def test_model_name_and_all_models_table(internlm, tmp_path):
         "| internlm | 23.66 (n=300) | 34.97 (n=501) | 52.00 (n=300) |", "| other | - | - | 52.00 (n=300) |"]
 
 
+@needs_shared
 def test_gaokao_lines_without_length_are_not_called_repeats(tmp_path):
     folder = tmp_path / "qwen2"
     shutil.copytree(TINYEVAL / "pred" / "Qwen2", folder)
@@ -72,17 +83,17 @@ def test_gaokao_lines_without_length_are_not_called_repeats(tmp_path):
     assert detail["n"] == 10 and detail["duplicates"] == 0  # 10 questions, all `length: null`
 
 
-def test_bad_input_writes_nothing_and_exits_2(internlm):
-    (internlm / "result.json").write_text("previous results")
-    (internlm / "trec.jsonl").write_text('{"pred": "x", "answers": ["y"]}\n{"answers": ["y"]}\n')
-    (internlm / "multi-news.jsonl").write_text('{"pred": "x", "answers": ["y"]}\n')
-    proc = subprocess.run([sys.executable, "eval.py", "--pred-dir", str(internlm)], cwd=ROOT,
+def test_bad_input_writes_nothing_and_exits_2(demo):
+    (demo / "result.json").write_text("previous results")
+    (demo / "trec.jsonl").write_text('{"pred": "x", "answers": ["y"]}\n{"answers": ["y"]}\n')
+    (demo / "multi-news.jsonl").write_text('{"pred": "x", "answers": ["y"]}\n')
+    proc = subprocess.run([sys.executable, "eval.py", "--pred-dir", str(demo)], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 2
-    assert f"{internlm / 'trec.jsonl'}:2: missing required field 'pred'" in proc.stderr
+    assert f"{demo / 'trec.jsonl'}:2: missing required field 'pred'" in proc.stderr
     assert "unknown dataset 'multi-news'. Did you mean: multi_news" in proc.stderr
-    assert (internlm / "result.json").read_text() == "previous results"
-    assert not (internlm / "per_example").exists() and not (internlm / "result_detail.json").exists()
+    assert (demo / "result.json").read_text() == "previous results"
+    assert not (demo / "per_example").exists() and not (demo / "result_detail.json").exists()
 
 
 def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
@@ -90,17 +101,17 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
-def test_jieba_loads_only_when_a_zh_metric_runs(internlm):
+def test_jieba_loads_only_when_a_zh_metric_runs(demo):
     code = ("import sys, eval; eval.main(['--pred-dir', sys.argv[1], '--datasets', sys.argv[2], '--quiet']); "
             "print('jieba' in sys.modules)")
-    loaded = {ds: subprocess.run([sys.executable, "-c", code, str(internlm), ds], cwd=ROOT, capture_output=True,
-                                 text=True).stdout.strip() for ds in ("trec", "multifieldqa_zh")}
-    assert loaded == {"trec": "False", "multifieldqa_zh": "True"}
+    loaded = {ds: subprocess.run([sys.executable, "-c", code, str(demo), ds], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip() for ds in ("trec", "custom_zh")}
+    assert loaded == {"trec": "False", "custom_zh": "True"}
 
 
-def test_scoring_never_imports_torch_or_transformers(internlm):
+def test_scoring_never_imports_torch_or_transformers(demo):
     code = ("import sys; import eval; rc = eval.main(['--pred-dir', sys.argv[1], '--quiet']); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')); "
             "print(rc, bad)")
-    proc = subprocess.run([sys.executable, "-c", code, str(internlm)], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code, str(demo)], cwd=ROOT, capture_output=True, text=True)
     assert proc.stdout.strip() == "0 []", proc.stderr

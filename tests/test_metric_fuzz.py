@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from conftest import TINYEVAL
+from conftest import ROOT
 from Eval.extract import EXTRACTORS
 from Eval.metrics import METRICS
 
@@ -95,9 +95,10 @@ def test_extraction_step_survives_arbitrary_text(name):
 
 @pytest.fixture(scope="module")
 def references():
-    multi_news = json.loads(TINYEVAL.joinpath("pred", "internlm", "multi_news.jsonl").open(encoding="utf-8").readline())
-    zh = json.loads(TINYEVAL.joinpath("dataset", "multifieldqa_zh.jsonl").open(encoding="utf-8").readline())
-    return {"short": "北京 x = y + 1", "summary": multi_news["answers"][0], "zh_context": zh["context"][:1500]}
+    """Real-length references from the project's own demo data (a summary, a Chinese context)."""
+    summary = json.loads((ROOT / "dataset" / "demo_summ_en.jsonl").open(encoding="utf-8").readline())
+    zh = json.loads((ROOT / "dataset" / "demo_qa_zh.jsonl").open(encoding="utf-8").readline())
+    return {"short": "北京 x = y + 1", "summary": summary["answers"][0], "zh_context": zh["context"][:1500]}
 
 
 @pytest.mark.parametrize("name", sorted(METRICS))

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, TINYEVAL
+from conftest import ROOT, TINYEVAL, needs_shared
 from Eval.extract import EXTRACTORS, run_extraction
 from Eval.metrics import METRICS, metric
 from Eval.metrics.code_bleu import fuzz_ratio
@@ -69,6 +69,7 @@ def _oracle_zh_f1(pred, gt):
     return 0.0 if same == 0 else 2 * (same / len(p)) * (same / len(g)) / (same / len(p) + same / len(g))
 
 
+@needs_shared
 @pytest.mark.parametrize("folder, expected", [("internlm", 34.96894252964911), ("internlm2", 48.972085372119444)])
 def test_qa_f1_zh_matches_longbench_per_sample(folder, expected):
     records = read_records(TINYEVAL / "pred" / folder / "multifieldqa_zh.jsonl")
@@ -88,6 +89,7 @@ def _oracle_classification(pred, gt, classes):
     return 1.0 / len(matches) if gt in matches else 0.0
 
 
+@needs_shared
 def test_classification_matches_reference_on_trec_and_random_cases():
     records = read_records(TINYEVAL / "pred" / "internlm" / "trec.jsonl")
     result = score_dataset(get_task("trec"), records)
@@ -124,6 +126,7 @@ def test_code_sim_equals_fuzzywuzzy_pure_python():
         assert fuzz_ratio(a, b) == fuzz.ratio(a, b), (a, b)
 
 
+@needs_shared
 def test_gaokao_choice_matches_tinyeval_on_qwen2_predictions():
     records = read_records(TINYEVAL / "pred" / "Qwen2" / "GAOKAO_math.jsonl")
     result = score_dataset(get_task("GAOKAO_math"), records)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import TINYEVAL
+from conftest import TINYEVAL, needs_shared
 from Eval.records import RecordError, read_records, iter_json_objects
 
 
@@ -16,6 +16,7 @@ def write(tmp_path, text, name="trec.jsonl", mode="w"):
     return path
 
 
+@needs_shared
 def test_reads_published_prediction_files_unchanged():
     records = read_records(TINYEVAL / "pred" / "internlm" / "trec.jsonl")
     assert len(records) == 300
@@ -23,11 +24,13 @@ def test_reads_published_prediction_files_unchanged():
     assert isinstance(records[0]["all_classes"], list) and records[0]["length"] > 0
 
 
+@needs_shared
 def test_bare_string_answers_are_one_answer_not_characters():
     records = read_records(TINYEVAL / "pred" / "Qwen2" / "GAOKAO_math.jsonl")
     assert [r["answers"] for r in records][8:] == [["BC"], ["ACD"]]
 
 
+@needs_shared
 def test_pretty_printed_objects_are_read_with_their_start_lines():
     # TinyEval ships GAOKAO_math.jsonl as pretty-printed objects one after another.
     items = list(iter_json_objects(TINYEVAL / "dataset" / "GAOKAO_math.jsonl"))
@@ -35,6 +38,7 @@ def test_pretty_printed_objects_are_read_with_their_start_lines():
     assert items[9][1]["output"] == "ACD"
 
 
+@needs_shared
 def test_json_array_is_read_element_by_element():
     items = list(iter_json_objects(TINYEVAL / "dataset" / "custom_zh.jsonl"))
     assert items == [(2, {"instruction": "假设你是皇帝身边的女人--甄嬛", "input": "你是谁?",

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import needs_shared
 import rouge.rouge_score as package_internals
 from rouge import Rouge
 
@@ -73,6 +75,7 @@ def multi_news():
     return rows, reference
 
 
+@needs_shared
 def test_multi_news_every_sample_bitwise(multi_news):
     rows, reference = multi_news
     assert len(rows) == 300
@@ -80,6 +83,7 @@ def test_multi_news_every_sample_bitwise(multi_news):
         assert [bits(rouge(row["pred"], gt)) for gt in row["answers"]] == [bits(v) for v in expected]
 
 
+@needs_shared
 def test_multi_news_published_figure(multi_news):
     rows, reference = multi_news
     scores = [max([0.0] + [rouge(r["pred"], gt) for gt in r["answers"]]) for r in rows]
@@ -184,6 +188,7 @@ def package_rouge_zh_score(pred, gt):
     return package_rouge_score(" ".join(cut(pred)), " ".join(cut(gt)))
 
 
+@needs_shared
 def test_rouge_zh_matches_the_package_on_real_and_long_chinese():
     pairs = [(r["pred"], gt) for r in jsonl("pred", "internlm", "multifieldqa_zh.jsonl") for gt in r["answers"]]
     contexts = [r["context"] for r in jsonl("dataset", "multifieldqa_zh.jsonl")]
@@ -287,6 +292,7 @@ def _zh_case_with_steps(text, gt, steps):
     raise AssertionError(f"no prefix walks {steps} steps")
 
 
+@needs_shared
 def test_recursion_threshold_matches_the_package_from_a_plain_script(tmp_path):
     limit = sys.getrecursionlimit()
     top = limit - REFERENCE_FRAMES  # most steps a walk survives (3.11: one fewer if its last DP index is > 256)

@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import SHARED
+from conftest import SHARED, needs_shared
 from Eval.unlearning import HANDLERS, aggregate, stats
 from Eval.unlearning.composites import hm_aggregate, probability_w_options, truth_ratio
 
@@ -180,6 +180,7 @@ def test_float32_side_means_only_for_float32_values():
 
 # --- ROUGE ---------------------------------------------------------------------------------------------------
 
+@needs_shared
 def test_rouge_reproduces_every_published_per_sample_value():
     pytest.importorskip("rouge_score")
     from Eval.unlearning.rouge import rouge_scores

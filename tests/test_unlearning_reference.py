@@ -7,12 +7,13 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SHARED
+from conftest import ROOT, SHARED, needs_shared
 import eval as eval_cli
 from Eval.records import RecordError
 from Eval.unlearning import HANDLERS, reaggregate
 
 OU = SHARED / "reference" / "open-unlearning"
+pytestmark = needs_shared  # every test here reads the published open-unlearning logs
 TOFU_TARGET = OU / "tofu_Llama-3.2-1B-Instruct_full_evals_forget10" / "TOFU_EVAL.json"
 TOFU_RETAIN = OU / "tofu_Llama-3.2-1B-Instruct_retain90" / "TOFU_EVAL.json"
 MUSE_TARGET = OU / "muse_Llama-2-7b-hf_News_target" / "MUSE_EVAL.json"
