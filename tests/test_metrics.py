@@ -200,8 +200,9 @@ def test_linear_viterbi_equals_jiebas_own_on_random_and_adversarial_text():
 def test_jieba_cut_is_unchanged_by_the_linear_viterbi():
     zh, finalseg = _hmm_tables()
     import jieba
-    lines = (TINYEVAL / "dataset" / "multifieldqa_zh.jsonl").read_text(encoding="utf-8").splitlines()
-    contexts = [json.loads(line)["context"] for line in lines[:40]]
+    demo = [json.loads(line) for line in (ROOT / "dataset" / "demo_qa_zh.jsonl").read_text(encoding="utf-8")
+            .splitlines()]  # the project's own Chinese reading texts: real prose, with numbers and punctuation
+    contexts = [r["context"] for r in demo] + [a for r in demo for a in r["answers"]]
     texts = contexts + _han_texts(finalseg, random.Random(5))[::5] + ["人民币57081.86元, 词词词abc 北京。"]
     ours = [list(jieba.cut(t, cut_all=False)) for t in texts]
     finalseg.viterbi = zh.jieba_viterbi
