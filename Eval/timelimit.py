@@ -30,6 +30,9 @@ import time
 from typing import Any, Callable
 
 
+REPEAT_S = 0.05  # after the limit, the alarm repeats this often until the call ends
+
+
 class SampleTimeLimit(Exception):
     """The call ran past its limit; ``seconds`` is the limit."""
 
@@ -61,7 +64,9 @@ def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwar
             raise SampleTimeLimit(seconds)
 
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    # The timer repeats: an exception the call swallows (its own `except`, or one raised inside a gc callback,
+    # where Python drops it) is raised again REPEAT_S later, so a slow call cannot outlive its limit that way.
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds, min(seconds, REPEAT_S))
     start = time.monotonic()
     try:
         result = fn(*args, **kwargs)
