@@ -2,6 +2,8 @@
 in the middle of writing never leaves a mixed set, and each prediction file is checked against its run sidecar."""
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -132,7 +134,10 @@ def test_a_sample_over_the_time_limit_scores_0_and_is_counted(tmp_path):
     folder.mkdir()
     write(folder / "multifieldqa_zh.jsonl", [{"id": "slow", "pred": "词" * 60000, "answers": ["北京"]},
                                              {"id": "fast", "pred": "北京", "answers": ["北京"]}])
-    assert eval_cli.main(["--pred-dir", str(folder), "--sample-time-limit", "0.02", "--quiet"]) == 0
+    # in its own process, as a user runs it (this test process has hypothesis' gc callbacks installed)
+    done = subprocess.run([sys.executable, "eval.py", "--pred-dir", str(folder), "--sample-time-limit", "0.02",
+                           "--quiet"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and not done.stderr, done.stderr
     metric = read(folder / "result_detail.json")["multifieldqa_zh"]["metrics"]["qa_f1_zh"]
     assert metric["zeroed_by_exception"] == {"SampleTimeLimit: took longer than 0.02 s": 1}
     assert metric["score"] == 50.0
