@@ -11,12 +11,12 @@ Usage:
     python eval.py --compare DIR_A DIR_B --judge JUDGE_MODEL                                    # pairwise
 
 Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json and
-DIR/per_example/<dataset>.scores.jsonl, all or nothing; see Eval/report.py. Scoring a subset (--datasets) keeps
+DIR/per_example/<dataset>.scores.jsonl, all or nothing; see Eval/scoring/report.py. Scoring a subset (--datasets) keeps
 the other datasets' results while their prediction files are unchanged. Each file is checked against its run
-sidecar (Eval/provenance.py): a partial file, one edited after inference, or one whose dataset has changed since
+sidecar (Eval/scoring/provenance.py): a partial file, one edited after inference, or one whose dataset has changed since
 is reported. Bad input (unknown dataset, malformed line, ...) prints every problem found with its file and line,
 exits 2, and writes nothing. The two unlearning modes write
-open-unlearning's TOFU_EVAL.json / TOFU_SUMMARY.json (MUSE_*); see Eval/unlearning/cli.py.
+open-unlearning's TOFU_EVAL.json / TOFU_SUMMARY.json (MUSE_*); see Eval/unlearning/evaluate.py.
 """
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 
 from Eval.args import HelpFormatter, name_list, positive_float
-from Eval.judge_run import add_judge_args
+from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
-from Eval.provenance import check_prediction_file, file_sha256
+from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.records import RecordError, read_records
-from Eval.report import RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs, write_models_table
-from Eval.scoring import score_dataset
+from Eval.scoring.report import RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs, write_models_table
+from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
 from Eval.tasks import TASKS, get_task, task_from_dict
 from Eval.unlearning.suites import RECORD_FILES
@@ -209,11 +209,11 @@ def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, qu
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.unlearning or args.from_open_unlearning:
-        from Eval.unlearning.cli import main as unlearning_main  # numpy/scipy only when asked for
+        from Eval.unlearning.evaluate import main as unlearning_main  # numpy/scipy only when asked for
 
         return unlearning_main(args)
     if args.compare:
-        from Eval.judge_run import run_judge_cli
+        from Eval.scoring.judge_commands import run_judge_cli
 
         return run_judge_cli(args, {})
     only = set(args.datasets.split(",")) if args.datasets else None
@@ -237,7 +237,7 @@ def main(argv=None) -> int:
         report_folder(pred_dir, results, built, seconds, args.quiet)
     write_table(args, pred_dirs, all_models)
     if args.judge:  # loads a model (torch for local judges) only now, after every score is written
-        from Eval.judge_run import run_judge_cli
+        from Eval.scoring.judge_commands import run_judge_cli
 
         return run_judge_cli(args, {d: [(t.name, r) for t, r, _ in items] for d, items in loaded.items()})
     return 0

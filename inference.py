@@ -20,78 +20,44 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from Eval.args import HelpFormatter, name_list, one_line, nonnegative_float, nonnegative_int, positive_float, positive_int  # noqa: E402,E501
-from Eval.datasets import load_dataset  # noqa: E402
-from Eval.models import MODELS  # noqa: E402
-from Eval.models.base import AdapterOptions  # noqa: E402
+from Eval.args import HelpFormatter, name_list, nonnegative_int, one_line, positive_int  # noqa: E402
+from Eval.inference.datasets import load_dataset  # noqa: E402
+from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default  # noqa: E402
 from Eval.names import output_folder  # noqa: E402
 from Eval.records import RecordError  # noqa: E402
-from Eval.storage import StorageError  # noqa: E402
-from Eval.templates import template_fields  # noqa: E402
-from Eval.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
-from Eval.runner import RunSettings, run_dataset  # noqa: E402
-from Eval.runs import PredictionFile, merge_predictions, record_output, sidecar_path  # noqa: E402
-from Eval.unlearning_run import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
+from Eval.inference.templates import template_fields  # noqa: E402
+from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
+from Eval.inference.run_loop import RunSettings, run_dataset  # noqa: E402
+from Eval.inference.predictions import PredictionFile, merge_predictions, record_output, sidecar_path  # noqa: E402
+from Eval.unlearning.inference import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
-DEMO_MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEFAULT_MODEL = "Eval/models/demo/tiny-qwen2"  # the shipped demo model, relative to the repository root
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=HelpFormatter)
-    p.add_argument("--model", default=str(DEMO_MODEL.relative_to(ROOT)), help="model path or name")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    add_model_arguments(p, default_model=DEFAULT_MODEL)
     p.add_argument("--model-name", default=None, help="output folder name (default: the model path's last part)")
-    p.add_argument("--backend", default="hf", choices=sorted(MODELS),
-                   help="model adapter: hf (transformers, local or hub checkpoint), masked (masked / diffusion LMs), "
-                        "api (an OpenAI-compatible server, see below), echo (no model: answers with the prompt's "
-                        "last line reversed; checks data, templates and files in seconds)")
     p.add_argument("--datasets", type=name_list, default=None,
                    help="comma-separated names (default: every DATASET_DIR/*.jsonl)")
     p.add_argument("--dataset-dir", type=Path, default=ROOT / "dataset", help="where NAME.jsonl datasets live")
     p.add_argument("--prompt-dir", type=Path, default=ROOT / "prompts", help="where NAME.txt templates live")
     p.add_argument("--out-dir", type=Path, default=Path("pred"), help="records go to OUT_DIR/MODEL_NAME/")
-    p.add_argument("--batch-size", type=positive_int, default=16, help="most examples per batch (halved on OOM)")
-    p.add_argument("--max-batch-tokens", type=positive_int, default=16384, help="most padded prompt tokens per batch")
-    p.add_argument("--max-length", type=positive_int, default=None,
-                   help="prompt + answer token budget; longer prompts are cut in the middle (default: the model's "
-                        "context window)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="override every task's generation length (default: the task's)")
-    p.add_argument("--limit", type=positive_int, default=None, help="only the first N examples of each dataset (default: all)")
+    add_batch_arguments(p)
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="only the first N examples of each dataset (default: all)")
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
     p.add_argument("--validate", action="store_true", help="check datasets and templates, load no model")
-    d = p.add_argument_group("scale-out (see Eval/distributed.py; torchrun sets these itself)")
-    d.add_argument("--num-shards", type=positive_int, default=None, help="split each dataset into this many shards (default: 1, or torchrun's WORLD_SIZE)")
-    d.add_argument("--shard-id", type=nonnegative_int, default=None, help="the shard this process runs, 0-based (default: 0, or torchrun's RANK)")
+    d = p.add_argument_group("scale-out (see Eval/inference/distributed.py; torchrun sets these itself)")
+    d.add_argument("--num-shards", type=positive_int, default=None,
+                   help="split each dataset into this many shards (default: 1, or torchrun's WORLD_SIZE)")
+    d.add_argument("--shard-id", type=nonnegative_int, default=None,
+                   help="the shard this process runs, 0-based (default: 0, or torchrun's RANK)")
     d.add_argument("--merge", action="store_true", help="only merge shard files into the main files; no model")
-    g = p.add_argument_group("Hugging Face backend")
-    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                   help="auto: float32 on CPU, the checkpoint's dtype on GPU")
-    g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    g.add_argument("--peft", default=None, help="path of a PEFT adapter to apply (default: none)")
-    g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the checkpoint")
-    g.add_argument("--allow-pickle", action="store_true", help="allow non-safetensors (pickle) weights")
-    g.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")
-    o = p.add_argument_group("API backend (--backend api: an OpenAI-compatible server, e.g. vllm serve)")
-    o.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="the server's /v1 URL")
-    o.add_argument("--api-model", default=None,
-                   help="served model name (default: --model; without --model, it also names the output folder)")
-    o.add_argument("--tokenizer", default=None, help="local tokenizer for truncation and token counts (default: --model)")
-    o.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    o.add_argument("--concurrency", type=positive_int, default=8, help="most requests in flight")
-    o.add_argument("--rpm", type=positive_int, default=None, help="most requests started per minute (default: no limit)")
-    o.add_argument("--timeout", type=positive_float, default=300.0, help="deadline in seconds for a whole request (connect, send, read) before it is retried")
-    o.add_argument("--max-retries", type=nonnegative_int, default=5, help="retries on 429 / 5xx / timeouts / connection errors")
-    o.add_argument("--backoff", type=nonnegative_float, default=1.0, help="first retry delay in seconds, doubled each retry")
-    a = p.add_argument_group("adapter options (per model family, instead of name checks)")
-    a.add_argument("--system-prompt", default=None, help="system message for chat templates (default: none)")
-    a.add_argument("--stop", action="append", default=[], help="extra stop string (repeatable)")
-    a.add_argument("--cut-at", action="append", default=[], help="cut the output at this marker, e.g. <eoa>")
-    a.add_argument("--strip-think", action="store_true", help="drop <think>...</think> from outputs")
     add_unlearning_arguments(p)
     args = p.parse_args(argv)
-    if args.backend == "api" and args.api_model and args.model == p.get_default("model"):
-        args.model = args.api_model  # the served model names the output folder and is the default tokenizer
+    served_model_default(args, DEFAULT_MODEL)
     return args
 
 
@@ -100,25 +66,6 @@ def load_datasets(args) -> list:
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl datasets")
     return [load_dataset(n, args.dataset_dir, args.prompt_dir) for n in names]
-
-
-def build_model(args):
-    options = AdapterOptions(args.system_prompt, tuple(args.stop), tuple(args.cut_at), args.strip_think)
-    if args.backend == "api":
-        return MODELS["api"](args.api_model or args.model, options, base_url=args.base_url,
-                             tokenizer=args.tokenizer or args.model, api_key_env=args.api_key_env,
-                             concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
-                             max_retries=args.max_retries, backoff=args.backoff,
-                             trust_remote_code=args.trust_remote_code)
-    if args.backend not in ("hf", "masked"):
-        return MODELS[args.backend](args.model, options)
-    if not Path(args.model).exists() and (args.model.startswith((".", "/", "~")) or args.model.count("/") != 1):
-        raise FileNotFoundError(f"model {args.model!r}: no such folder (and not a hub name like org/model)")
-    if Path(args.model).is_dir() and not (Path(args.model) / "config.json").is_file():
-        raise FileNotFoundError(f"model folder {args.model}: no config.json, so not a transformers checkpoint")
-    return MODELS[args.backend](args.model, options, dtype=args.dtype, device=args.device, peft=args.peft,
-                        trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-                        threads=args.threads)
 
 
 def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
@@ -213,10 +160,8 @@ def prepare(args):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning_run.py)
-        return run_unlearning(args, lambda path, **over: build_model(argparse.Namespace(**{**vars(args), "model": path,
-                                                                                           **over})),
-                              default_model=str(DEMO_MODEL.relative_to(ROOT)))
+    if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning/inference.py)
+        return run_unlearning(args, lambda path, **over: from_args(args, model=path, **over), DEFAULT_MODEL)
     prepared = prepare(args)
     if isinstance(prepared, int):
         return prepared
@@ -245,7 +190,7 @@ def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list
     init_process_group(shards)
     args.device = local_device(args.device, shards)
     try:
-        model = build_model(args)
+        model = from_args(args)
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2

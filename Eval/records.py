@@ -11,6 +11,7 @@ Every field, in one table (name, JSON type, required, who writes it, meaning):
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -18,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from Eval.storage import StorageError, read_regular_bytes, write_json_atomic, write_jsonl_atomic  # noqa: F401
+from Eval.storage import StorageError, read_regular_bytes
 
 # name: (allowed JSON types, required, meaning). Types are Python types after json.loads; None means null.
 FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
@@ -31,7 +32,7 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "_id": ((str, type(None)), False, "LongBench's example id"),
     "id": ((str, int, type(None)), False, "example id written by inference.py (resume and merge key)"),
     "example_sha256": ((str, type(None)), False, "hash of the dataset example the record was made from "
-                                                 "(Eval/datasets.py); resume redoes an example whose content "
+                                                 "(Eval/inference/datasets.py); resume redoes an example whose content "
                                                  "changed, eval.py checks the file against the run sidecar"),
     "dataset": ((str, type(None)), False, "dataset name; the file stem is authoritative"),
     "question": ((str, type(None)), False, "the example's question (input / instruction), shown to a judge"),
@@ -231,3 +232,21 @@ def read_records(path: os.PathLike | str) -> list[dict]:
     if not records:
         raise RecordError(path, None, "file is empty: no prediction records")
     return records
+
+
+def content_hash(record: dict) -> str:
+    """The identity of an example's content: every field, key order ignored (16 hex digits of sha256).
+
+    >>> content_hash({"input": "a", "output": "b"}) == content_hash({"output": "b", "input": "a"})
+    True
+    """
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def examples_digest(pairs) -> str:
+    """One hash over a sequence of (id, content hash): which examples, with which content, in which order."""
+    digest = hashlib.sha256()
+    for rid, sha in pairs:
+        digest.update(json.dumps([str(rid), sha or ""], ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()[:16]

@@ -9,6 +9,8 @@ Every file the toolkit reads or writes goes through here, so the rules hold ever
   lists the renames is written atomically, then the renames run and the journal is removed. A process killed
   anywhere in between leaves either the old set, or a journal that the next `recover()` rolls forward, so a
   mixed set is never left behind; temporaries no journal names are stale and are removed.
+- Append-only JSONL files are appended whole lines at a time and fsynced (`append_lines`); a line torn by a
+  crash is cut off by the next writer (`read_complete_lines`).
 - `OutputLock` keeps two processes from writing one output file at once (flock on `.locks/NAME.lock`:
   released when the process dies, so a killed run never leaves a stale lock behind).
 
@@ -97,6 +99,32 @@ def write_json_atomic(path: os.PathLike | str, obj: object) -> None:
 
 def write_jsonl_atomic(path: os.PathLike | str, rows: Iterable[dict]) -> None:
     write_bytes_atomic(path, jsonl_bytes(rows))
+
+
+# --- append-only JSONL files (prediction files, the judge's verdict cache) ------------------------------------
+def append_lines(path: os.PathLike | str, lines: list[str]) -> None:
+    """Append complete lines (each ending in a newline) and fsync, so a crash loses at most this call's lines,
+    and at worst leaves one torn last line that `read_complete_lines` repairs."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.writelines(lines)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_complete_lines(path: os.PathLike | str, repair: bool) -> tuple[list[tuple[int, bytes]], bool]:
+    """(line number, bytes) of every complete line, and whether a torn last line (one without its newline: a
+    crash mid-write) was there. With `repair` (the file this process appends to) it is cut off the file;
+    another process's file is only read."""
+    path = Path(path)
+    raw = path.read_bytes()
+    end = raw.rfind(b"\n") + 1
+    torn = end < len(raw)
+    if repair and torn:
+        with open(path, "r+b") as f:
+            f.truncate(end)
+    return list(enumerate(raw[:end].split(b"\n")[:-1], 1)), torn
 
 
 # --- all-or-nothing commits --------------------------------------------------------------------------------

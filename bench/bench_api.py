@@ -20,11 +20,10 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from Eval.datasets import fill_template, load_dataset  # noqa: E402
+from Eval.inference.datasets import fill_template, load_dataset  # noqa: E402
 from Eval.models.api import APIModel  # noqa: E402
-from transformers_serve import TransformersServe  # noqa: E402
+from Eval.models.serve_local import TransformersServe  # noqa: E402
 
 # What --quick sets (tests/test_bench.py runs it): one chat-mode and one completion-mode dataset, a few tokens.
 QUICK = {"datasets": "demo_qa_en,demo_trec", "limit": 2, "max_new_tokens": 8, "concurrency": 2}

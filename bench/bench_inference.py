@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from Eval.datasets import fill_template, load_dataset  # noqa: E402
+from Eval.inference.datasets import fill_template, load_dataset  # noqa: E402
 from Eval.models.base import plan_batches  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
 

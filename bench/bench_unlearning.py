@@ -6,7 +6,7 @@ Usage:
         --holdout-split holdout01 --limit 40              # TOFU's own texts (demo model, so only costs count)
     python bench/bench_unlearning.py --quick              # smoke run: 3 items a split, one timed run a side
 
-Ours: Eval/unlearning_run.py scores every split once: each text is read once, the answer options of a question
+Ours: Eval/unlearning/inference.py scores every split once: each text is read once, the answer options of a question
 continue one prompt pass (KV cache), and only label positions are projected onto the vocabulary; every
 probability, truth-ratio, MIA, EM and ES number is later computed from the saved statistics.
 Baseline: what open-unlearning's TOFU "full evals" run does, on the same model and texts: every metric runs its
@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from Eval import unlearning_run as ur  # noqa: E402
+from Eval.unlearning import inference as ur  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
-from Eval.models.stats_pass import _stats_of  # noqa: E402
+from Eval.models.token_stats import _stats_of  # noqa: E402
 
 DEMO = ROOT / "Eval" / "models" / "demo"
 # open-unlearning's TOFU full-evals passes on the evaluated model: (metric, split, answer key).
@@ -87,7 +87,7 @@ def load_splits(args) -> dict:
 
 
 def ours(model, reference, splits, batch_size: int) -> dict:
-    """Our scoring of every split, as Eval/unlearning_run does it (prompts, one token_stats pass over all answer
+    """Our scoring of every split, as Eval/unlearning/inference.py does it (prompts, one token_stats pass over all answer
     options, the reference model's pass, the records), without generation and file writing."""
     settings = ur.Settings(batch_size=batch_size, max_batch_tokens=8192)
     model.forward_counts.clear()

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from conftest import ROOT
-from transformers_serve import TransformersServe
-from Eval.datasets import fill_template, load_dataset
+from Eval.models.serve_local import TransformersServe
+from Eval.inference.datasets import fill_template, load_dataset
 from Eval.models.api import APIFeatureError
 from Eval.models.base import AdapterOptions
 from Eval.models.hf import HFModel

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from conftest import ROOT
-from Eval.datasets import fill_template, load_dataset
-from Eval.judge import judge_identity
-from Eval.judge_run import load_judge_model
+from Eval.inference.datasets import fill_template, load_dataset
+from Eval.scoring.judge import judge_identity
+from Eval.scoring.judge_commands import load_judge_model
 from Eval.models.api import APIError, APIModel, redact_url
 from Eval.models.api_http import Scrubber
 from Eval.records import read_records

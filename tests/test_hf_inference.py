@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from Eval.datasets import fill_template, load_dataset
+from Eval.inference.datasets import fill_template, load_dataset
 from Eval.models.hf import HFModel
 import inference
 

@@ -10,9 +10,9 @@ import shutil
 import pytest
 
 from conftest import ROOT
-import Eval.judge
-from Eval.judge import Judge, Rubric, VerdictCache, load_rubric, parse_verdict
-from Eval.judge_run import compare_folders, judge_folder
+import Eval.scoring.judge
+from Eval.scoring.judge import Judge, Rubric, VerdictCache, load_rubric, parse_verdict
+from Eval.scoring.judge_commands import compare_folders, judge_folder
 from Eval.models.base import BaseLLM, Generation, TokenScores
 from Eval.records import RecordError, read_records
 
@@ -179,7 +179,7 @@ def test_verdict_parser_refuses_negated_labels(text, rubric, value):
 
 
 def test_parser_docstring_examples_run():
-    result = doctest.testmod(Eval.judge)
+    result = doctest.testmod(Eval.scoring.judge)
     assert result.attempted >= 10 and result.failed == 0
 
 
@@ -225,7 +225,7 @@ def test_torn_cache_line_is_cut_off_and_a_broken_line_names_file_and_line(folder
         judge_folder(*args)
 
 
-def sha256(path):  # the 16-hex file hash every result file records (Eval/provenance.py)
+def sha256(path):  # the 16-hex file hash every result file records (Eval/scoring/provenance.py)
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 

@@ -1,5 +1,5 @@
-"""The lm-evaluation-harness bridge (Eval/lm_eval_bridge.py) on the shipped demo model, offline: local JSONL tasks
-of every output type run through `python -m Eval.lm_eval_bridge`, each response checked against our adapter and a
+"""The lm-evaluation-harness bridge (Eval/inference/lm_eval_bridge.py) on the shipped demo model, offline: local JSONL tasks
+of every output type run through `python -m Eval.inference.lm_eval_bridge`, each response checked against our adapter and a
 plain full forward pass; and Eval, eval.py and inference.py --validate working with lm_eval absent."""
 import importlib.util
 import json
@@ -64,7 +64,7 @@ def task_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run(task_dir):
     """The command line, once, over all four tasks: (lm_eval_results.json, {task: logged samples})."""
-    from Eval.lm_eval_bridge import main
+    from Eval.inference.lm_eval_bridge import main
 
     out = task_dir / "out"
     assert main(["--model", str(DEMO), "--tasks", ",".join(KINDS), "--include-path", str(task_dir),
@@ -161,7 +161,7 @@ def test_rolling_loglikelihood_is_the_sum_of_token_logprobs(run, model):
 @needs_lm_eval
 def test_rolling_windows_follow_lm_evals_disjoint_windows(model):
     from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
-    from Eval.lm_eval_bridge import BridgeLM
+    from Eval.inference.lm_eval_bridge import BridgeLM
 
     bridge = BridgeLM(model, max_length=8)  # 7 predicted tokens a window after 1 context token; the last window
     for text in TEXTS:
@@ -183,7 +183,7 @@ def test_rolling_windows_follow_lm_evals_disjoint_windows(model):
 
 @needs_lm_eval
 def test_loglikelihood_conventions(model):
-    from Eval.lm_eval_bridge import BridgeLM
+    from Eval.inference.lm_eval_bridge import BridgeLM
 
     bridge = BridgeLM(model)
     ll = lambda *pair: bridge.loglikelihood([request("loglikelihood", *pair)])[0][0]  # noqa: E731
@@ -205,7 +205,7 @@ def test_loglikelihood_conventions(model):
 
 @needs_lm_eval
 def test_generation_is_greedy_whatever_the_gen_kwargs(model):
-    from Eval.lm_eval_bridge import BridgeLM
+    from Eval.inference.lm_eval_bridge import BridgeLM
 
     bridge = BridgeLM(model)
     context = "Question: How many sides does a hexagon have?\nType:"
@@ -220,7 +220,7 @@ def test_generation_is_greedy_whatever_the_gen_kwargs(model):
 
 @needs_lm_eval
 def test_chat_templates_go_through_the_adapter(model):
-    from Eval.lm_eval_bridge import BridgeLM
+    from Eval.inference.lm_eval_bridge import BridgeLM
     from Eval.models.base import AdapterOptions
     from Eval.models.echo import EchoModel
 
@@ -238,7 +238,7 @@ def test_chat_templates_go_through_the_adapter(model):
 
 @needs_lm_eval
 def test_unknown_task_stops_before_the_model_loads(task_dir, capsys):
-    from Eval.lm_eval_bridge import main
+    from Eval.inference.lm_eval_bridge import main
 
     assert main(["--model", "/no/such/model", "--tasks", "t_mc,t_nope", "--include-path", str(task_dir),
                  "--no-builtin-tasks"]) == 2
@@ -259,7 +259,7 @@ def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
         env.update({flag: "1", "HF_HOME": str(tmp_path / flag), "OMP_WAIT_POLICY": "PASSIVE",
                     "HF_ENDPOINT": f"http://127.0.0.1:{closed.getsockname()[1]}"})
         runs[flag] = subprocess.Popen(
-            [sys.executable, "-m", "Eval.lm_eval_bridge", "--model", str(DEMO), "--tasks", "arc_easy", "--limit", "2",
+            [sys.executable, "-m", "Eval.inference.lm_eval_bridge", "--model", str(DEMO), "--tasks", "arc_easy", "--limit", "2",
              "--out-dir", str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
     try:
@@ -286,7 +286,7 @@ def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
 def test_tasks_load_before_the_model_as_lm_eval_would_load_them(task_dir, tmp_path):
     from lm_eval.api.group import Group
     from lm_eval.tasks import TaskManager
-    from Eval.lm_eval_bridge import load_tasks
+    from Eval.inference.lm_eval_bridge import load_tasks
 
     (tmp_path / "group.yaml").write_text("group: g_outer\ntask:\n  - t_gen\n  - g_inner\n", encoding="utf-8")
     (tmp_path / "inner.yaml").write_text("group: g_inner\ntask: [t_mc, t_ll]\n", encoding="utf-8")
@@ -303,7 +303,7 @@ def test_tasks_load_before_the_model_as_lm_eval_would_load_them(task_dir, tmp_pa
 
 @needs_lm_eval
 def test_local_task_data_and_model_errors_are_one_line(task_dir, tmp_path, capsys):
-    from Eval.lm_eval_bridge import main
+    from Eval.inference.lm_eval_bridge import main
 
     (tmp_path / "bad.jsonl").write_text('{"question": "a", "label": 0}\n{"question": broken\n', encoding="utf-8")
     for name, data in (("t_missing", tmp_path / "none.jsonl"), ("t_bad", tmp_path / "bad.jsonl")):
@@ -345,7 +345,7 @@ def test_eval_and_inference_work_without_lm_eval():
         except SystemExit as exit:
             assert exit.code in (0, None), exit.code
         try:
-            import Eval.lm_eval_bridge
+            import Eval.inference.lm_eval_bridge
         except ImportError as err:
             assert "pip install lm-eval" in str(err)
         else:

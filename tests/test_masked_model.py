@@ -1,5 +1,6 @@
 """The masked / diffusion-LLM adapter (Eval/models/masked.py) on a tiny ModernBERT built offline into a tmp dir by
-Eval/models/demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/models/confidence.py)."""
+Eval/models/demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/unlearning/confidence.py)."""
+import argparse
 import hashlib
 import math
 import os
@@ -13,9 +14,9 @@ import pytest
 import torch
 
 from conftest import ROOT
-from Eval.models import MODELS
+from Eval.models.factory import from_args
 from Eval.models.base import AdapterOptions, plan_batches
-from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs
+from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs
 from Eval.models.demo.build_masked import build
 from Eval.models.masked import MaskedLMModel
 from Eval.records import TOKEN_STATS_FIELDS
@@ -149,7 +150,7 @@ def test_confidence_ordering_and_geometric_mean(model):
 
 
 def test_confidence_helpers_and_registry_import_without_torch():
-    code = ("import sys; from Eval.models.confidence import confidence_ordered_prob; from Eval.models import MODELS; "
+    code = ("import sys; from Eval.unlearning.confidence import confidence_ordered_prob; from Eval.models import MODELS; "
             "assert 'masked' in MODELS; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; "
             "print(confidence_ordered_prob([0.0]))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -158,7 +159,8 @@ def test_confidence_helpers_and_registry_import_without_torch():
 
 
 def test_registry_loader_and_chat_template(ckpt, model):
-    loaded = MODELS["masked"](str(ckpt), AdapterOptions(system_prompt="Be brief."), device="cpu")
+    args = argparse.Namespace(model=str(ckpt), backend="masked", system_prompt="Be brief.", device="cpu")
+    loaded = from_args(args)  # the registry finds the backend by reading Eval/models/, then imports it
     assert isinstance(loaded, MaskedLMModel) and loaded.identity()["adapter"] == "masked"
     assert loaded.apply_chat("Hi") == "system: Be brief.\nuser: Hi\nassistant:"
     prompt = loaded.build_prompt("Hi", chat=True, max_new_tokens=4, max_length=None)

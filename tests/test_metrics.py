@@ -18,14 +18,14 @@ import pytest
 from conftest import ROOT, TINYEVAL, needs_shared
 from Eval.extract import EXTRACTORS, run_extraction
 from Eval.metrics import METRICS, metric
-from Eval.metrics.code_bleu import fuzz_ratio
+from Eval.metrics.code_sim import fuzz_ratio
 from Eval.records import read_records
-from Eval.scoring import score_dataset
+from Eval.scoring.scorer import score_dataset
 from Eval.tasks import TASKS, get_task
-from Eval.timelimit import SampleTimeLimit, call_with_limit, limits_available
+from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit, limits_available
 
 METRIC_MODULES = sorted({m.fn.__module__ for m in METRICS.values()}
-                        | {"Eval.extract", "Eval.metrics.zh", "Eval.judge", "Eval.models.base", "Eval.timelimit"})
+                        | {"Eval.extract", "Eval.metrics.zh", "Eval.scoring.judge", "Eval.models.base", "Eval.scoring.timelimit"})
 
 
 @pytest.mark.parametrize("module", METRIC_MODULES)
@@ -228,12 +228,12 @@ def test_code_sim_bound_agrees_with_fuzzywuzzy_around_the_zero_threshold():
 
 
 def test_code_sim_decides_a_long_line_against_a_short_reference_without_difflib(monkeypatch):
-    from Eval.metrics import code_bleu
+    from Eval.metrics import code_sim
 
     def no_sequence_matcher(*args):
         raise AssertionError("the SequenceMatcher ran")
 
-    monkeypatch.setattr(code_bleu.difflib, "SequenceMatcher", no_sequence_matcher)
+    monkeypatch.setattr(code_sim.difflib, "SequenceMatcher", no_sequence_matcher)
     # fuzzywuzzy takes minutes on these (one 1-character block per difflib pass over the whole line)
     assert fuzz_ratio("xy" * 50000, "x" * 199) == 0 and METRICS["code_sim"]("xy" * 50000, "x" * 199) == 0.0
     assert fuzz_ratio("x = y + 1; " * 9000, "for (int i = 0; i < n; i++) sum += a[i];") == 0
@@ -275,7 +275,7 @@ def test_a_new_metric_module_is_found_and_scores(tmp_path):
     folder = _eval_copy(tmp_path, length_metric=NEW_METRIC, _private_helper="raise ImportError('never imported')")
     code = ("import sys, Eval\n"
             "from Eval.metrics import get_metric\n"
-            "from Eval.scoring import best_over_answers\n"
+            "from Eval.scoring.scorer import best_over_answers\n"
             "m = get_metric('same_length')\n"
             "print(Eval.__file__.startswith(sys.argv[1]), m('abc', 'xyz'), m('ab', 'xyz'),\n"
             "      best_over_answers(m, 'abc', ['x', 'xyz'], None), 'jieba' in sys.modules, 'nltk' in sys.modules)")

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT, SHARED
 import inference
-from Eval import unlearning_run as ur
+from Eval.unlearning import inference as ur
 from Eval.models.base import Prompt
 from Eval.models.hf import HFModel
 from Eval.records import TOKEN_STATS_FIELDS, RecordError, read_records

@@ -1,48 +1,14 @@
-"""Model adapters, one registry: MODELS[backend] -> a loader taking (model, options, **backend args).
+"""Model adapters (the inference stage), one registry: MODELS[backend] is a BaseLLM subclass.
 
-Backends import their heavy dependencies (torch, transformers) only when loaded, so importing this package
-stays cheap and the scoring stage never pulls them in.
+A backend is a BaseLLM subclass decorated with `@register_model("name")` in any module of this package, with a
+`from_args(model, options, args)` classmethod; nothing else lists it. The registry finds the names by reading the
+modules and imports a module only when its backend is used, so listing backends (--help) and importing this
+package stay cheap and the scoring stage never pulls in torch. Build an adapter with Eval/models/factory.py.
 """
 from __future__ import annotations
 
-from typing import Callable
+from Eval.registry import Registry
 
-from Eval.models.base import AdapterOptions, BaseLLM
-
-MODELS: dict[str, Callable[..., BaseLLM]] = {}
-
-
-def register(name: str):
-    def add(loader: Callable[..., BaseLLM]) -> Callable[..., BaseLLM]:
-        MODELS[name] = loader
-        return loader
-    return add
-
-
-@register("hf")
-def _load_hf(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
-    from Eval.models.hf import HFModel
-
-    return HFModel(model, options, **kwargs)
-
-
-@register("masked")
-def _load_masked(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
-    from Eval.models.masked import MaskedLMModel
-
-    return MaskedLMModel(model, options, **kwargs)
-
-
-@register("echo")
-def _load_echo(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
-    from Eval.models.echo import EchoModel
-
-    return EchoModel(options)
-
-
-@register("api")
-def _load_api(model: str, options: AdapterOptions, **kwargs) -> BaseLLM:
-    """`model` is the served model name; kwargs: base_url, tokenizer (default: model), api_key_env, ..."""
-    from Eval.models.api import APIModel
-
-    return APIModel(kwargs.pop("base_url"), model, options, **kwargs)
+MODELS = Registry("model backend", discover="Eval.models", marker="register_model",
+                  hint='Add one: a BaseLLM subclass decorated with @register_model("name") in a module of Eval/models/.')
+register_model = MODELS.register

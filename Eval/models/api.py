@@ -41,6 +41,7 @@ import os
 import sys
 from pathlib import Path
 
+from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, middle_truncate
 from Eval.models.api_http import (APIError, EventLoopThread, JSONPoster, RateLimiter, Scrubber, redact_url,
                                   split_base_url)
@@ -145,8 +146,16 @@ def _count(usage: dict, name: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+@register_model("api")
 class APIModel(BaseLLM):
     name = "api"
+
+    @classmethod
+    def from_args(cls, model: str, options: AdapterOptions, args) -> "APIModel":
+        """`model` names the served model (unless --api-model does) and is the default local tokenizer."""
+        return cls(args.base_url, args.api_model or model, options, tokenizer=args.tokenizer or model,
+                   api_key_env=args.api_key_env, concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
+                   max_retries=args.max_retries, backoff=args.backoff, trust_remote_code=args.trust_remote_code)
     # Requests are independent, so prompts of any lengths batch together for free; a runner that reads this
     # groups them regardless of padding (plan_batches' max_pad_fraction exists for local models).
     max_pad_fraction = 1.0

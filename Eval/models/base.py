@@ -9,7 +9,7 @@ a token budget, output clean-up options. Differences between model families are 
 checks on the model's name.
 
 Usage:
-    model = MODELS["hf"](path, options)                 # see Eval/models/__init__.py
+    model = from_args(args)                             # Eval/models/factory.py; or HFModel(path, options)
     prompts = model.build_prompts(texts, chat=True, max_new_tokens=64, max_length=4096)
     outputs = model.generate(prompts, max_new_tokens=64, stop=())
 """
@@ -102,9 +102,20 @@ _THINK = re.compile(r"<think>.*?</think>\s*", re.S)
 
 
 class BaseLLM:
-    """Shared prompt building and output clean-up; subclasses supply the tokenizer hooks and model calls."""
+    """Shared prompt building and output clean-up; subclasses supply the tokenizer hooks and model calls.
+
+    What an adapter can do is declared, not probed: `capabilities` names the calls it implements beyond the
+    tokenizer hooks ("generate", "score", "token_stats": teacher-forced statistics for the unlearning metrics,
+    "gradients": grad_norms, "label_encoding": encode_pair), and a caller asks `model.can("token_stats")`.
+    """
 
     name: str = "base"
+    capabilities: frozenset[str] = frozenset({"generate", "score"})
+    bidirectional = False  # label probabilities from full context (masked / diffusion LMs)
+    max_pad_fraction = 0.1  # plan_batches' padding limit: a local model computes the padding, a server does not
+
+    def can(self, what: str) -> bool:
+        return what in self.capabilities
 
     def __init__(self, options: AdapterOptions | None = None):
         self.options = options or AdapterOptions()

@@ -5,11 +5,17 @@ and are deterministic; `score` gives each answer character log-probability -1. N
 """
 from __future__ import annotations
 
-from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
+from Eval.models import register_model
+from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
 
 
+@register_model("echo")
 class EchoModel(BaseLLM):
     name = "echo"
+
+    @classmethod
+    def from_args(cls, model: str, options: AdapterOptions, args) -> "EchoModel":
+        return cls(options)
 
     def tokenize(self, text: str) -> list[int]:
         return [ord(c) for c in text]

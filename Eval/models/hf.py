@@ -24,9 +24,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.greedy import greedy_decode
-from Eval.models.stats_pass import _Node, _prefix_tree, _pad_seq, _stats_rows
+from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -72,8 +73,29 @@ def checkpoint_identity(path: str, model, tokenizer) -> dict:
             "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None}
 
 
+def checked_checkpoint(path: str) -> str:
+    """`path` when it can be a checkpoint: an existing folder with a config.json, or a hub name like org/model."""
+    if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
+        raise FileNotFoundError(f"model {path!r}: no such folder (and not a hub name like org/model)")
+    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
+        raise FileNotFoundError(f"model folder {path}: no config.json, so not a transformers checkpoint")
+    return path
+
+
+def checkpoint_options(args) -> dict:
+    """The Hugging Face backends' options from parsed arguments (Eval/models/factory.py fills in defaults)."""
+    return {"dtype": args.dtype, "device": args.device, "peft": args.peft, "allow_pickle": args.allow_pickle,
+            "trust_remote_code": args.trust_remote_code, "threads": args.threads}
+
+
+@register_model("hf")
 class HFModel(BaseLLM):
     name = "hf"
+    capabilities = frozenset({"generate", "score", "token_stats", "gradients", "label_encoding"})
+
+    @classmethod
+    def from_args(cls, model: str, options: AdapterOptions, args) -> "HFModel":
+        return cls(checked_checkpoint(model), options, **checkpoint_options(args))
 
     def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
                  device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,

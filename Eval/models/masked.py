@@ -2,11 +2,11 @@
 with `AutoModelForMaskedLM`, from a local path.
 
 Usage:
-    from Eval.models.masked import MaskedLMModel          # or MODELS["masked"](path, options, device="cpu")
+    from Eval.models.masked import MaskedLMModel          # or Eval/models/factory.py from_args(args)
     model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])  # TokenStats dicts
     stats = model.token_stats(pairs, mask_answer=True)    # answer hidden: the diffusion-LLM view
-    from Eval.models.confidence import confidence_ordered_prob   # torch-free, spec 1.5
+    from Eval.unlearning.confidence import confidence_ordered_prob   # torch-free, spec 1.5
     outputs = model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16)
 
 Scoring: ONE forward pass per batch with full bidirectional context, and the logit at position i predicts token i
@@ -40,9 +40,10 @@ from typing import NamedTuple
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
-from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
-from Eval.models.hf import checkpoint_identity, load_weights, resolve_device
+from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
+from Eval.models.hf import checked_checkpoint, checkpoint_identity, checkpoint_options, load_weights, resolve_device
 
 
 class Row(NamedTuple):
@@ -52,9 +53,15 @@ class Row(NamedTuple):
     eos: bool  # whether the end token was appended and labelled
 
 
+@register_model("masked")
 class MaskedLMModel(BaseLLM):
     bidirectional = True  # label probabilities come from full context; records keep their confidence order
     name = "masked"
+    capabilities = frozenset({"generate", "score", "token_stats"})
+
+    @classmethod
+    def from_args(cls, model: str, options: AdapterOptions, args) -> "MaskedLMModel":
+        return cls(checked_checkpoint(model), options, **checkpoint_options(args))
 
     def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
                  device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,

@@ -11,15 +11,15 @@ Usage:
 Modules: stats (per-sample statistics of one TokenStats), samples (one record -> one per-sample entry),
 aggregate (means, truth ratio, AUC, KS, privleak, hmean), rouge (Google rouge-score), handlers + composites
 (the handler registry), suites (TOFU / MUSE composition and the record layout), engine (memoised resolution),
-files (reading and writing), cli (eval.py's two modes). Torch-free: numpy and scipy only (rouge-score when a
+files (reading and writing), evaluate (eval.py's two modes), inference (the inference side: score records). Torch-free: numpy and scipy only (rouge-score when a
 ROUGE is computed from records).
 """
 import importlib
 
 # The public names load on first use: eval.py's LongBench path imports only `suites` (to recognise score-record
 # files) and should not pay for numpy. Importing `composites` first fills the handler registry.
-_API = {"HANDLERS": "handlers", "handler": "handlers", "SUITES": "suites", "Outcome": "cli",
-        "reaggregate": "cli", "score_records": "cli"}
+_API = {"HANDLERS": "handlers", "handler": "handlers", "SUITES": "suites", "Outcome": "evaluate",
+        "reaggregate": "evaluate", "score_records": "evaluate"}
 __all__ = sorted(_API)
 
 

@@ -12,12 +12,12 @@ Every problem raises RecordError ("path[:line]: problem"), the error eval.py rep
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from Eval.records import RecordError, iter_json_objects
+from Eval.storage import write_bytes_atomic
 
 # Keys that only one suite's log holds: enough to tell a TOFU log from a MUSE log whatever the file is named.
 _MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility", "forget_Q_A_PARA_Prob"),
@@ -101,9 +101,7 @@ def _jsonable(value):
 def _write_atomic(path: Path, obj: object) -> None:
     # open-unlearning's layout: indent 4, ASCII escapes, no final newline. NaN is written as NaN, as the
     # reference does for an answer with no labelled token (Python's json reads it back).
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=4, default=_jsonable), encoding="utf-8")
-    os.replace(tmp, path)
+    write_bytes_atomic(path, json.dumps(obj, indent=4, default=_jsonable).encode("utf-8"))
 
 
 def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:

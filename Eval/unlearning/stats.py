@@ -20,7 +20,7 @@ import zlib
 
 import numpy as np
 
-from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs
+from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs
 
 VAR_FLOOR = 1e-6      # Min-K%++ clamps the per-position variance before the square root, as the reference does
 CONF_EPS = 1e-12      # confidence-ordered probability: log(p + eps) keeps a zero probability finite

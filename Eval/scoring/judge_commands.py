@@ -24,18 +24,19 @@ from pathlib import Path
 from typing import Callable
 
 from Eval.args import positive_int
-from Eval.provenance import file_sha256
+from Eval.scoring.provenance import file_sha256
 from Eval.extract import run_extraction
-from Eval.judge import (Judge, Rubric, VerdictCache, load_rubric, pairwise_swaps, question_of, rates, summarize,
+from Eval.scoring.judge import (Judge, Rubric, VerdictCache, load_rubric, pairwise_swaps, question_of, rates, summarize,
                         tally)
 from Eval.models import MODELS
-from Eval.models.base import AdapterOptions, BaseLLM
+from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
-from Eval.records import RecordError, read_records, write_json_atomic, write_jsonl_atomic
+from Eval.records import RecordError, read_records
+from Eval.storage import write_json_atomic, write_jsonl_atomic
 from Eval.tasks import TASKS
 from Eval.unlearning.suites import RECORD_FILES
 
-PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 NO_VERDICT = "n/a (no parseable verdict)"
 
 
@@ -43,7 +44,7 @@ def add_judge_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("LLM judge (loads a model; plain scoring does not)")
     g.add_argument("--judge", default=None,
                    help="judge model: a local path, or the served name with --judge-backend api (default: none, no judge)")
-    g.add_argument("--judge-backend", default="hf", help=f"adapter for the judge, one of {', '.join(sorted(MODELS))}")
+    g.add_argument("--judge-backend", default="hf", choices=MODELS.names(), help="adapter for the judge")
     g.add_argument("--rubric", default="binary", help="prompts/judge_<RUBRIC>.txt (pairwise uses judge_pairwise)")
     g.add_argument("--judge-mode", default="text", choices=["text", "logits"], help="read verdicts from text or "
                    "from the first answer token's probabilities")
@@ -58,12 +59,11 @@ def add_judge_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load_judge_model(args) -> BaseLLM:
-    if args.judge_backend not in MODELS:
-        raise ValueError(f"unknown --judge-backend {args.judge_backend!r}; one of {', '.join(sorted(MODELS))}")
-    if args.judge_backend == "api":
-        return MODELS["api"](args.judge, AdapterOptions(), base_url=args.judge_base_url,
-                             tokenizer=args.judge_tokenizer or args.judge)
-    return MODELS[args.judge_backend](args.judge, AdapterOptions())
+    """The judge adapter, built as inference builds models (Eval/models/factory.py), from the --judge options."""
+    from Eval.models.factory import from_args  # only when a judge is asked for
+
+    return from_args(args, model=args.judge, backend=args.judge_backend, base_url=args.judge_base_url,
+                     tokenizer=args.judge_tokenizer, api_model=None)
 
 
 def _counts_text(r: dict) -> str:

@@ -21,7 +21,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from Eval.datasets import examples_digest
+from Eval.records import examples_digest
 from Eval.storage import StorageError, read_regular_bytes, regular_file_problem
 
 

@@ -1,4 +1,5 @@
-"""A real OpenAI-compatible server for tests and benchmarks: `transformers serve MODEL` on 127.0.0.1, offline.
+"""A local OpenAI-compatible server for a checkpoint: `transformers serve MODEL` on 127.0.0.1, offline. Used by
+the API-backend tests and benchmark, and usable to try `--backend api` against the demo model.
 
 Usage:
     server = TransformersServe(model_path, workdir)   # a free port on 127.0.0.1

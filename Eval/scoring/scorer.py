@@ -5,7 +5,7 @@ all_classes=...)); dataset score = round(100 * sum / n, 2) over EVERY line (dupl
 published figures count them; duplicates are counted and reported, not dropped).
 
 Usage:
-    from Eval.scoring import score_dataset
+    from Eval.scoring.scorer import score_dataset
     result = score_dataset(get_task("trec"), read_records("pred/internlm/trec.jsonl"))
     result["metrics"]["classification"]["score"]   # 52.0
 """
@@ -46,7 +46,7 @@ def best_over_answers(metric, prediction: str, answers: list[str], classes,
         if time_limit is None:
             value = metric(prediction, answer, all_classes=classes)
         else:
-            from Eval.timelimit import SampleTimeLimit, call_with_limit  # only when a limit is asked for
+            from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit  # only when a limit is asked for
 
             try:
                 value = call_with_limit(metric, time_limit, prediction, answer, all_classes=classes)

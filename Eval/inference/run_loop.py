@@ -16,11 +16,11 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from Eval.datasets import Dataset, Example
+from Eval.inference.datasets import Dataset, Example
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
-from Eval.runs import PredictionFile, check_resume, merge_predictions, shard_path, sidecar_path, write_sidecar
+from Eval.inference.predictions import PredictionFile, check_resume, merge_predictions, shard_path, sidecar_path, write_sidecar
 from Eval.storage import OutputLock
-from Eval.templates import fill_template
+from Eval.inference.templates import fill_template
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +128,7 @@ def _generate_all(model: BaseLLM, ds: Dataset, out: PredictionFile, todo: list[E
                   max_new: int, settings: RunSettings, on_saved: Callable[[int], None]) -> dict:
     """Length-sorted batches through the model, each appended (and flushed) as soon as it is done."""
     batches = plan_batches([p.n_tokens for p in prompts], settings.batch_size, settings.max_batch_tokens,
-                           getattr(model, "max_pad_fraction", 0.1))  # a server pads nothing: API batches any lengths
+                           model.max_pad_fraction)
     stats = {"examples": 0, "gen_tokens": 0, "truncated": 0, "failed": 0}
     started = time.perf_counter()
     with tqdm(total=len(todo), desc=ds.name, unit="ex", disable=not todo) as bar:

@@ -3,7 +3,7 @@
 The scoring stage (eval.py) imports this, and it must never pull in torch, so it depends on nothing but `math`.
 
 Usage:
-    from Eval.models.confidence import confidence_ordered_prob, confidence_ordered_probs
+    from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs
     stats = record["logprobs"]["answer"][0]            # one TokenStats dict (Eval/records.py)
     record_value = {"prob": confidence_ordered_prob(stats),
                     "confidence_ordered_probs": confidence_ordered_probs(stats)}   # for probability-vs-rank plots

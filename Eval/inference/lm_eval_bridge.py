@@ -1,16 +1,16 @@
 """lm-evaluation-harness tasks on our model adapters: lm_eval runs on exactly the model inference.py builds.
 
 Usage:
-    python -m Eval.lm_eval_bridge --model PATH --tasks my_mc,my_gen --include-path my_tasks/ --limit 100
-    python -m Eval.lm_eval_bridge --model /path/base --peft /path/lora --dtype bfloat16 --tasks arc_easy \
+    python -m Eval.inference.lm_eval_bridge --model PATH --tasks my_mc,my_gen --include-path my_tasks/ --limit 100
+    python -m Eval.inference.lm_eval_bridge --model /path/base --peft /path/lora --dtype bfloat16 --tasks arc_easy \
         --apply-chat-template --system-prompt 'You are a helpful assistant.'
 Every model option of inference.py is accepted as is (--backend, --dtype, --device, --peft, --system-prompt,
---stop, --cut-at, --batch-size, --max-batch-tokens, --max-length, --max-new-tokens, ...; see inference.py --help).
+--stop, --cut-at, --batch-size, --max-batch-tokens, --max-length, --max-new-tokens, ...: Eval/models/factory.py).
 Writes OUT_DIR/lm_eval_results.json (default OUT_DIR: pred/<model-name>, beside inference.py's records): lm-eval's
 results dict, plus "bridge" (adapter identity and options, counts of the convention events below); with
 --log-samples also OUT_DIR/lm_eval_samples/<task>.jsonl (a subfolder, so eval.py never reads them as predictions).
 
-In Python:  lm = BridgeLM(MODELS["hf"](path, AdapterOptions()));  lm_eval.simple_evaluate(model=lm, tasks=[...])
+In Python:  lm = BridgeLM(HFModel(path));  lm_eval.simple_evaluate(model=lm, tasks=[...])
 
 How lm-eval's three requests map onto the adapter (Eval/models/base.py):
   loglikelihood(context, continuation) -> score(): sum of the continuation's log-probs, is_greedy = all argmax.
@@ -41,9 +41,12 @@ from pathlib import Path
 try:
     from lm_eval.api.model import LM
 except ImportError as err:
-    raise ImportError("Eval.lm_eval_bridge needs lm-eval, an optional dependency: pip install lm-eval") from err
+    raise ImportError("Eval.inference.lm_eval_bridge needs lm-eval, an optional dependency: pip install lm-eval") from err
 
-from Eval.args import one_line
+from Eval.args import HelpFormatter, one_line
+from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default
+from Eval.names import output_folder
+from Eval.storage import write_bytes_atomic
 from Eval.models.base import BaseLLM, Prompt, TokenScores, plan_batches
 
 log = logging.getLogger(__name__)
@@ -217,29 +220,33 @@ def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
     for task, rows in (results.pop("samples", None) or {}).items():
         (out_dir / "lm_eval_samples").mkdir(exist_ok=True)
         (out_dir / "lm_eval_samples" / f"{task}.jsonl").write_text("".join(dump(r) + "\n" for r in rows), "utf-8")
-    path, tmp = out_dir / "lm_eval_results.json", out_dir / "lm_eval_results.json.tmp"
-    tmp.write_text(dump({**results, "bridge": lm.report()}, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    path = out_dir / "lm_eval_results.json"
+    write_bytes_atomic(path, (dump({**results, "bridge": lm.report()}, indent=2) + "\n").encode("utf-8"))
     return path
 
 
-def parse_args(argv=None) -> tuple[argparse.Namespace, argparse.Namespace]:
-    """The bridge's own options, then every other option parsed by inference.py's own parser."""
-    p = argparse.ArgumentParser(prog="python -m Eval.lm_eval_bridge", description=__doc__.split("\n")[0],
-                                allow_abbrev=False, epilog="Model options: those of inference.py (see its --help).")
+def parse_args(argv=None) -> argparse.Namespace:
+    """The bridge's own options, the model options every model-building command takes (Eval/models/factory.py)
+    and inference.py's batching options."""
+    p = argparse.ArgumentParser(prog="python -m Eval.inference.lm_eval_bridge", description=__doc__.split("\n")[0],
+                                allow_abbrev=False, formatter_class=HelpFormatter)
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task or group names")
     p.add_argument("--include-path", action="append", default=[], help="a folder of task YAMLs (repeatable)")
     p.add_argument("--no-builtin-tasks", action="store_true", help="index only --include-path (saves ~8 s)")
-    p.add_argument("--limit", type=float, default=None, help="first N documents of each task (< 1: a fraction)")
+    p.add_argument("--limit", type=float, default=None, help="first N documents of each task (< 1: a fraction; "
+                                                              "default: all)")
     p.add_argument("--num-fewshot", type=int, default=None, help="few-shot examples (default: the task's)")
     p.add_argument("--apply-chat-template", action="store_true", help="wrap prompts in the chat template")
     p.add_argument("--bootstrap-iters", type=int, default=100000, help="stderr bootstrap samples (0: off)")
     p.add_argument("--log-samples", action="store_true", help="also write lm_eval_samples/<task>.jsonl")
     p.add_argument("--out-dir", type=Path, default=None, help="results folder (default: pred/<model-name>)")
-    args, rest = p.parse_known_args(argv)
-    import inference  # the repository root is on sys.path whenever Eval is importable as `python -m` runs it
-
-    return args, inference.parse_args(rest)
+    p.add_argument("--model-name", default=None, help="names pred/<model-name> (default: the model path's last "
+                                                       "part)")
+    add_model_arguments(p, default_model="Eval/models/demo/tiny-qwen2")
+    add_batch_arguments(p)
+    args = p.parse_args(argv)
+    served_model_default(args, "Eval/models/demo/tiny-qwen2")
+    return args
 
 
 class TaskError(Exception):
@@ -288,8 +295,7 @@ def load_tasks(manager, names: list[str]) -> list:
 
 
 def main(argv=None) -> int:
-    args, margs = parse_args(argv)
-    import inference
+    args = parse_args(argv)
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import make_table
@@ -305,17 +311,16 @@ def main(argv=None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        model = inference.build_model(margs)
+        out_dir = args.out_dir or output_folder(Path("pred"), args.model_name, args.model)
+        model = from_args(args)
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    lm = BridgeLM(model, margs.batch_size, margs.max_batch_tokens, margs.max_length,
-                  force_gen_toks=margs.max_new_tokens)
+    lm = BridgeLM(model, args.batch_size, args.max_batch_tokens, args.max_length, force_gen_toks=args.max_new_tokens)
     limit = args.limit if args.limit is None or args.limit < 1 else int(args.limit)
     results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot, limit=limit,
                               bootstrap_iters=args.bootstrap_iters, log_samples=args.log_samples,
                               apply_chat_template=args.apply_chat_template, task_manager=manager)
-    out_dir = args.out_dir or margs.out_dir / (margs.model_name or Path(margs.model.rstrip("/")).name)
     print(make_table(results) + (make_table(results, "groups") if results.get("groups") else ""))
     print(f"done -> {write_results(results, lm, out_dir)}; bridge events: {dict(+lm.stats) or 'none'}")
     return 0

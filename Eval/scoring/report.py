@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 from Eval.names import name_problem
-from Eval.provenance import file_sha256
+from Eval.scoring.provenance import file_sha256
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
 
 RESULT_FILES = ("result.json", "result_detail.json")

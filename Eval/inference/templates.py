@@ -6,7 +6,7 @@ literal braces. Nothing else that str.format would accept is allowed: `{}` and `
 refused with the file, line and placeholder, before any model loads.
 
 Usage:
-    from Eval.templates import load_template, fill_template
+    from Eval.inference.templates import load_template, fill_template
     template, source, note = load_template("demo_qa_en", Path("prompts"), form="longbench", language="en")
     text = fill_template(template, record)
 """

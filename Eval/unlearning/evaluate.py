@@ -7,7 +7,7 @@ Usage:
         re-aggregates a published log from its per-sample values -> DIR/TOFU_EVAL.json, DIR/TOFU_SUMMARY.json
         (TOFU or MUSE is told from the log's metrics; DIR defaults to pred/open-unlearning/<log's folder>)
 
-    from Eval.unlearning.cli import score_records, reaggregate
+    from Eval.unlearning.evaluate import score_records, reaggregate
     outcome = reaggregate(Path(".../TOFU_EVAL.json"), retain_logs=Path(".../retain90/TOFU_EVAL.json"))
     outcome.summary["forget_quality"]
 

@@ -1,7 +1,7 @@
 """An opt-in wall-clock limit for one call, such as scoring one sample.
 
 Usage:
-    from Eval.timelimit import SampleTimeLimit, call_with_limit
+    from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit
 
     try:
         value = call_with_limit(metric, 10.0, prediction, reference, all_classes=classes)

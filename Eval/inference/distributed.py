@@ -7,7 +7,7 @@
 
 Example k of a dataset goes to shard k % num_shards. Each process appends to its own shard file; torchrun rank 0
 merges after a barrier, independent shards merge as soon as one of them finds every id written (see
-Eval/runs.py), and `--merge` does it explicitly. Resume reads every shard file whatever the shard count was.
+Eval/inference/predictions.py), and `--merge` does it explicitly. Resume reads every shard file whatever the shard count was.
 """
 from __future__ import annotations
 

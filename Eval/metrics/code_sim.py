@@ -1,4 +1,4 @@
-"""Code similarity (LongBench lcc / repobench-p) and sentence BLEU-4.
+"""Code similarity: LongBench's code_sim (lcc / repobench-p), fuzzywuzzy's ratio on the first code line.
 
 code_sim reproduces fuzzywuzzy's pure-Python `fuzz.ratio` (difflib, no python-Levenshtein) without the
 dependency: with python-Levenshtein or rapidfuzz installed the numbers change, so we pin the semantics here.
@@ -11,7 +11,6 @@ import difflib
 from collections import Counter
 
 from Eval.metrics.registry import metric
-from Eval.metrics.zh import cut
 
 
 def fuzz_ratio(a: str, b: str) -> int:
@@ -63,35 +62,3 @@ def code_sim(prediction: str, reference: str, **record) -> float:
     0.91
     """
     return fuzz_ratio(first_code_line(prediction), reference) / 100
-
-
-def _bleu4(prediction: list[str], reference: list[str]) -> float:
-    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
-
-    if not prediction or not reference:
-        return 0.0
-    return float(sentence_bleu([reference], prediction, weights=(0.25, 0.25, 0.25, 0.25),
-                               smoothing_function=SmoothingFunction().method1))
-
-
-@metric("bleu", version="nltk-sentence-bleu4-method1")
-def bleu(prediction: str, reference: str, **record) -> float:
-    """Sentence BLEU-4 (nltk `sentence_bleu`, uniform weights) on whitespace words, case kept.
-
-    Smoothing: nltk's `SmoothingFunction().method1` (an epsilon of 0.1 added to zero n-gram counts), so a
-    short answer with no 4-gram match gets a small positive score instead of 0. An empty side scores 0.
-
-    >>> round(bleu("the cat sat on the mat", "the cat sat on a mat"), 4)
-    0.5373
-    """
-    return _bleu4(prediction.split(), reference.split())
-
-
-@metric("bleu_zh", version="nltk-sentence-bleu4-method1-jieba", needs_jieba=True)
-def bleu_zh(prediction: str, reference: str, **record) -> float:
-    """`bleu` on jieba words (whitespace tokens dropped), for Chinese.
-
-    >>> round(bleu_zh("臣妾是甄嬛", "臣妾是甄嬛，家父是大理寺少卿。"), 4)
-    0.2231
-    """
-    return _bleu4([t for t in cut(prediction) if t.strip()], [t for t in cut(reference) if t.strip()])

@@ -22,34 +22,26 @@ Usage:
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
-from Eval.datasets import examples_digest
-from Eval.records import RecordError
-from Eval.storage import write_json_atomic, write_jsonl_atomic
+from Eval.records import RecordError, examples_digest
+from Eval.storage import append_lines, read_complete_lines, write_json_atomic, write_jsonl_atomic
 
 
-def _read_complete_lines(path: Path, repair: bool) -> list[dict]:
-    """Records of every complete line. A torn last line (a crash mid-write) is cut off the file when
-    `repair` (the file this process writes); another process's file is only read."""
-    raw = path.read_bytes()
-    end = raw.rfind(b"\n") + 1
-    records, lines = [], raw[:end].split(b"\n")[:-1]
-    for number, line in enumerate(lines, 1):
+def _read_records(path: Path, repair: bool) -> list[dict]:
+    """Records of every complete line; a torn last line (a crash mid-write) is cut off when `repair`."""
+    records = []
+    for number, line in read_complete_lines(path, repair)[0]:
         try:
             record = json.loads(line)
-        except (ValueError, RecursionError, UnicodeDecodeError) as err:
+        except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
             raise RecordError(path, number, f"unreadable record ({type(err).__name__}: {str(err)[:80]}); fix or "
                                             "remove the line, or rerun with --overwrite") from None
         if not isinstance(record, dict) or "id" not in record:
             raise RecordError(path, number, "not a prediction record with an id; remove the line, or rerun with "
                                             "--overwrite")
         records.append(record)
-    if repair and end < len(raw):
-        with open(path, "r+b") as f:
-            f.truncate(end)
     return records
 
 
@@ -79,7 +71,7 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
     for source in [path, *shard_paths(path)]:
         if not source.exists():
             continue
-        for record in _read_complete_lines(source, repair=source == repair):
+        for record in _read_records(source, repair=source == repair):
             rid = str(record.get("id"))
             if rid not in best or _rank(record, expected) > _rank(best[rid], expected):
                 best[rid] = record
@@ -117,11 +109,7 @@ class PredictionFile:
 
     def append(self, records: list[dict]) -> None:
         lines = [_serialise(record) for record in records]
-        self.write_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.write_path, "a", encoding="utf-8") as f:
-            f.writelines(lines)
-            f.flush()
-            os.fsync(f.fileno())
+        append_lines(self.write_path, lines)
         for line in lines:
             saved = json.loads(line)
             if saved.get("error") is None:

@@ -3,7 +3,7 @@
 A dataset is `dataset/NAME.jsonl` in one of two forms:
     LongBench:    {"input", "context", "answers": [..], "length", "all_classes", "_id", ...}
     instruction:  {"instruction", "input", "output"}          (SFT style: TinyEval's custom_zh / GAOKAO_math)
-Its template is `prompts/NAME.txt` ({field} placeholders, see Eval/templates.py). A dataset with no row in
+Its template is `prompts/NAME.txt` ({field} placeholders, see Eval/inference/templates.py). A dataset with no row in
 Eval/tasks.py still works: `resolve_task` picks a metric and generation length from the data's form and
 language, a missing template falls back to a default for the form, and both choices are reported.
 
@@ -13,7 +13,7 @@ that repeats an earlier one exactly is run once (and said so); an id repeated wi
 error naming both lines.
 
 Usage:
-    from Eval.datasets import load_dataset
+    from Eval.inference.datasets import load_dataset
     ds = load_dataset("demo_qa_en", Path("dataset"), Path("prompts"))
     ds.task, ds.template, ds.examples[0].fields, ds.notes
 """
@@ -22,15 +22,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
-import json
 import math
 from pathlib import Path
 
 from Eval.names import check_name
-from Eval.records import RecordError, iter_json_objects
+from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.storage import regular_file_problem
 from Eval.tasks import TASKS, Task
-from Eval.templates import fill_template, load_template, template_fields  # noqa: F401  (fill_template: API)
+from Eval.inference.templates import fill_template, load_template, template_fields  # noqa: F401  (fill_template: API)
 
 # Metric and generation length for a dataset that has no row in TASKS, by (form, language).
 DEFAULT_METRICS = {("longbench", "en"): ("qa_f1",), ("longbench", "zh"): ("qa_f1_zh",),
@@ -68,24 +67,6 @@ class Dataset:
     def digest(self, limit: int | None = None) -> str:
         """examples_digest over the first `limit` examples (all when None)."""
         return examples_digest((e.id, e.sha256) for e in self.examples[:limit])
-
-
-def content_hash(record: dict) -> str:
-    """The identity of an example's content: every field, key order ignored (16 hex digits of sha256).
-
-    >>> content_hash({"input": "a", "output": "b"}) == content_hash({"output": "b", "input": "a"})
-    True
-    """
-    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def examples_digest(pairs) -> str:
-    """One hash over a sequence of (id, content hash): which examples, with which content, in which order."""
-    digest = hashlib.sha256()
-    for rid, sha in pairs:
-        digest.update(json.dumps([str(rid), sha or ""], ensure_ascii=False).encode("utf-8"))
-    return digest.hexdigest()[:16]
 
 
 def _is_cjk(ch: str) -> bool:

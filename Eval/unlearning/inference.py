@@ -66,16 +66,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from Eval.models.base import BaseLLM, Prompt, plan_batches
-from Eval.models.confidence import confidence_ordered_probs
-from Eval.records import RecordError, iter_json_objects
-from Eval.runner import package_versions
+from Eval.unlearning.confidence import confidence_ordered_probs
+from Eval.records import RecordError, content_hash, iter_json_objects
+from Eval.inference.run_loop import package_versions
 from Eval.args import one_line
-from Eval.datasets import content_hash
 from Eval.names import output_folder
-from Eval.runs import PredictionFile, check_resume, merge_predictions, sidecar_path, write_sidecar
+from Eval.inference.predictions import PredictionFile, check_resume, merge_predictions, sidecar_path, write_sidecar
 from Eval.storage import OutputLock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
 DEMO_TARGET = ROOT / "Eval" / "models" / "demo" / "unlearn-target"
 ANSWER_KEYS = ("answer", "paraphrased_answer", "perturbed_answer")
@@ -216,7 +215,7 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
     """open-unlearning's ROUGE reference: decode(prompt + labels) minus decode(prompt), stripped, with the
     tokenization-space clean-up (" ," -> ",", " 's" -> "'s", ...) that its decode applied. transformers 5 skips
     that clean-up for BPE tokenizers, so it is applied here explicitly."""
-    if not hasattr(model, "encode_pair"):  # masked models: no causal label shift to decode around
+    if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
     tok = model.tokenizer
@@ -307,7 +306,7 @@ def _score_chunk(model, split: Split, items: list[dict], indices: list[int], sho
         truth = item["text"] if split.kind == "text" else _ground_truth(model, prompt, answer, append_eos)
         record.update(input=prompt.text, pred="", answers=[truth],
                       logprobs={key: [next(flat) for _ in texts] for key, texts in opts.items()})
-        if getattr(model, "bidirectional", False):  # diffusion / masked LMs: keep the confidence ordering
+        if model.bidirectional:  # diffusion / masked LMs: keep the confidence ordering
             record["confidence_ordered_probs"] = {key: [confidence_ordered_probs(st) for st in stats]
                                                   for key, stats in record["logprobs"].items()}
         records.append(record)
@@ -409,9 +408,11 @@ def run(args, load_model, default_model: str) -> int:
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    if not hasattr(model, "token_stats"):
-        print(f"error: backend {args.backend!r} has no token_stats (teacher-forced scoring); use --backend hf",
-              file=sys.stderr)
+    needed = ["token_stats"] + (["gradients"] if args.gradnorm else [])
+    missing = [what for what in needed if not model.can(what)]
+    if missing:
+        print(f"error: backend {args.backend!r} cannot compute {' and '.join(missing)} (needed for --unlearning"
+              f"{' --gradnorm' if args.gradnorm else ''}); use --backend hf", file=sys.stderr)
         return 2
     settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens, args.limit,
                         args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm)

@@ -30,6 +30,7 @@ from pathlib import Path
 from Eval.models.base import BaseLLM
 from Eval.names import check_name
 from Eval.records import RecordError
+from Eval.storage import append_lines, read_complete_lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,9 +138,8 @@ class VerdictCache:
         self.path, self.entries, self.repaired = path, {}, False
         if not path.exists():
             return
-        raw = path.read_bytes()
-        end = raw.rfind(b"\n") + 1  # as in prediction files (Eval/runs.py): a line without its newline is torn
-        for number, line in enumerate(raw[:end].split(b"\n")[:-1], 1):
+        lines, self.repaired = read_complete_lines(path, repair=True)
+        for number, line in lines:
             if not line.strip():
                 continue
             try:
@@ -151,21 +151,14 @@ class VerdictCache:
                                                 "line, or the whole cache file (its verdicts are then asked again)")
             if not entry.get("error"):
                 self.entries[entry["key"]] = entry
-        if end < len(raw):
-            with open(path, "r+b") as f:
-                f.truncate(end)
-            self.repaired = True
 
     @staticmethod
     def key(*parts) -> str:
         return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
 
     def put(self, entries: list[dict]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            for entry in entries:
-                f.write(json.dumps(entry, ensure_ascii=False) + "\n")
-                self.entries[entry["key"]] = entry
+        append_lines(self.path, [json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries])
+        self.entries.update((entry["key"], entry) for entry in entries)
 
 
 def judge_identity(model: BaseLLM) -> str:
