@@ -13,17 +13,11 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
+from Eval.registry import Registry
+
 Extractor = Callable[[str, dict], Optional[str]]
-EXTRACTORS: dict[str, Extractor] = {}
-
-
-def extractor(name: str):
-    def register(fn: Extractor) -> Extractor:
-        if name in EXTRACTORS:
-            raise ValueError(f"extractor {name!r} is registered twice")
-        EXTRACTORS[name] = fn
-        return fn
-    return register
+EXTRACTORS = Registry("extraction step", hint="Add one: a function decorated with @extractor in Eval/extract.py.")
+extractor = EXTRACTORS.register
 
 
 @extractor("first_line")

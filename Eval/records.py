@@ -47,7 +47,6 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "index": ((int, type(None)), False, "row position in a TOFU / MUSE split (open-unlearning's value_by_index)"),
     "gradnorm": ((dict, type(None)), False, "GradNorm MIA score per answer key, computed at inference"),
     "reference_avg_loss": ((dict, type(None)), False, "a reference model's avg loss per answer key (Reference MIA)"),
-    "judge": ((dict, type(None)), False, "judge verdicts attached by eval.py --judge"),
     "error": ((str, type(None)), False, "per-record failure (API error, ...); such a record counts as "
                                         "failed in the results, never silently dropped"),
 }

@@ -9,7 +9,8 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
-import difflib
+
+from Eval.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,11 +29,15 @@ _THINK = "strip_think"  # no-op on outputs without <think> tags, so parity with 
 _FIRST = (_THINK, "first_line")
 
 
-def _rows(*tasks: Task) -> dict[str, Task]:
-    return {t.name: t for t in tasks}
+TASKS = Registry("dataset", hint="To add one: dataset/NAME.jsonl, prompts/NAME.txt and a row in TASKS in Eval/tasks.py.")
 
 
-TASKS: dict[str, Task] = _rows(
+def _rows(*tasks: Task) -> None:
+    for task in tasks:
+        TASKS.register(task.name, task)
+
+
+_rows(
     # LongBench v1: metric and generation length as in LongBench's dataset2metric / dataset2maxlen.
     Task("narrativeqa", ("qa_f1",), 128, description="story QA"),
     Task("qasper", ("qa_f1",), 128, description="paper QA"),
@@ -101,10 +106,5 @@ def task_from_dict(data: object, name: str) -> Task:
 
 
 def get_task(name: str) -> Task:
-    """The task for a dataset name; an unknown name is an error that suggests the closest known names."""
-    if name not in TASKS:
-        close = difflib.get_close_matches(name, TASKS, n=3, cutoff=0.6)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown dataset {name!r}.{hint} Known datasets: {', '.join(TASKS)}. "
-                       f"To add one, add a row to TASKS in Eval/tasks.py.")
+    """The task for a dataset name; an unknown name is a KeyError that suggests the closest known names."""
     return TASKS[name]

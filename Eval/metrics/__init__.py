@@ -1,19 +1,7 @@
-"""Metrics: importing this package imports every module in this folder, which registers each metric in METRICS.
+"""Metrics (the scoring stage): one decorated pure function per metric, in any module of this folder.
 
-A new metric is one decorated function in any module here (see registry.py for the contract); nothing else
-lists it. Modules whose name starts with "_" are private and not imported. Importing stays cheap because the
-metric modules load their heavy dependencies (jieba, nltk) on first use only.
+METRICS (Eval/metrics/registry.py) imports every module here on its first lookup, which registers each metric
+where it is defined; nothing lists them. Modules whose name starts with "_" are private. Importing stays cheap:
+the metric modules load their heavy dependencies (jieba, nltk) on first use only.
 """
-import importlib
-import pkgutil
-
 from Eval.metrics.registry import METRICS, Metric, Zeroed, get_metric, metric  # noqa: F401
-
-
-def _import_metric_modules() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{module.name}")
-
-
-_import_metric_modules()

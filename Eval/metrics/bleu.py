@@ -30,7 +30,7 @@ def bleu(prediction: str, reference: str, **record) -> float:
     return _bleu4(prediction.split(), reference.split())
 
 
-@metric("bleu_zh", version="nltk-sentence-bleu4-method1-jieba", needs_jieba=True)
+@metric("bleu_zh", version="nltk-sentence-bleu4-method1-jieba")
 def bleu_zh(prediction: str, reference: str, **record) -> float:
     """`bleu` on jieba words (whitespace tokens dropped), for Chinese.
 

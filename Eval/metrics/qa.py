@@ -66,7 +66,7 @@ def zh_tokens(text: str) -> list[str]:
     return [t for t in tokens if t]
 
 
-@metric("qa_f1_zh", version="longbench-1", needs_jieba=True)
+@metric("qa_f1_zh", version="longbench-1")
 def qa_f1_zh(prediction: str, reference: str, **record) -> float:
     """LongBench qa_f1_zh_score: F1 over jieba words, punctuation removed per word after the cut.
 

@@ -22,10 +22,12 @@ accept ``**record``. The docstring is the metric's card and its ``>>>`` example 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Callable
 
-METRICS: dict[str, "Metric"] = {}
+from Eval.registry import Registry
+
+METRICS = Registry("metric", discover="Eval.metrics",
+                   hint="Add one: a function decorated with @metric in any module of Eval/metrics/.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +35,6 @@ class Metric:
     name: str
     fn: Callable[..., float]
     version: str  # bump when the per-sample values change, so stored results say what produced them
-    needs_jieba: bool = False  # scoring loads jieba's dictionary (1-2 s) only when such a metric runs
 
     def __call__(self, prediction: str, reference: str, **record) -> float:
         return self.fn(prediction, reference, **record)
@@ -55,26 +56,14 @@ class Zeroed(float):
         return "0.0"
 
 
-def metric(name: str, *, version: str = "1", needs_jieba: bool = False):
+def metric(name: str, *, version: str = "1"):
     """Register ``fn`` under ``name``; a second registration of the same name is a bug and raises."""
     def register(fn: Callable[..., float]) -> Callable[..., float]:
-        if name in METRICS:
-            raise ValueError(f"metric {name!r} is registered twice")
-        METRICS[name] = Metric(name, fn, version, needs_jieba)
+        METRICS.register(name, Metric(name, fn, version))
         return fn
     return register
 
 
 def get_metric(name: str) -> Metric:
-    """Look a metric up by name; an unknown name is an error that lists the closest known names."""
-    _load_all()
-    if name not in METRICS:
-        close = difflib.get_close_matches(name, METRICS, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown metric {name!r}{hint} (known: {', '.join(sorted(METRICS))})")
+    """Look a metric up by name; an unknown name is a KeyError that names the closest known ones."""
     return METRICS[name]
-
-
-def _load_all() -> None:
-    # Importing the package imports every metric module, which fills METRICS where each metric is defined.
-    import Eval.metrics  # noqa: F401

@@ -227,7 +227,7 @@ def rouge(prediction: str, reference: str, **record) -> float:
         return _zeroed(exc)
 
 
-@metric("rouge_zh", version="pltrdy-1.0.1", needs_jieba=True)
+@metric("rouge_zh", version="pltrdy-1.0.1")
 def rouge_zh(prediction: str, reference: str, **record) -> float:
     """ROUGE-L F on jieba words, as LongBench's ``rouge_zh_score`` (dureader, vcsum).
 
@@ -300,7 +300,7 @@ def rouge_chinese_l_f(hypothesis: str, reference: str) -> float:
     return 2.0 * ((precision * recall) / (precision + recall + 1e-8))
 
 
-@metric("rouge_chinese", version="rouge-chinese-1.0.3", needs_jieba=True)
+@metric("rouge_chinese", version="rouge-chinese-1.0.3")
 def rouge_chinese(prediction: str, reference: str, **record) -> float:
     """ROUGE-L F of the ``rouge-chinese`` package on jieba words: a named variant, not LongBench's figure.
 

@@ -79,7 +79,3 @@ def cut(text: str) -> list[str]:
         raise TypeError(f"jieba segmentation needs a str, got {type(text).__name__}")
     # References repeat across samples (and predictions across metrics), so segment each text once.
     return list(_cut_cached(text))
-
-
-def jieba_version() -> str:
-    return getattr(_jieba(), "__version__", "unknown")

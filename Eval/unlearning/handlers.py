@@ -16,9 +16,10 @@ names, and the run (Eval/unlearning/engine.py) resolves them once each:
   inputs=(...)  pre-computed results of other metrics, passed by role: fn(role=result, ...); ("*",) = any
   reference=t   also reads the retain model's logs (fn(..., reference=entry or None)); t says the fallback
   fields, reads what a published per-sample entry must hold / which record fields `sample` reads
-This is a registry of its own, not Eval/metrics/registry.py: those metrics score one prediction against one
-reference string and the LongBench loop maximises and averages them; these are dataset-level handlers with
-dependencies between them, so sharing one table would give each side entries the other cannot run.
+A table of its own (the same Registry helper as METRICS, Eval/registry.py), not METRICS: those metrics score one
+prediction against one reference string and the LongBench loop maximises and averages them; these are
+dataset-level handlers with dependencies between them, so sharing one table would give each side entries the
+other cannot run.
 Every handler's docstring is its card, and its >>> example is run by the tests.
 """
 from __future__ import annotations
@@ -26,9 +27,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from Eval.registry import Registry
 from Eval.unlearning import aggregate, samples
 
-HANDLERS: dict[str, "Handler"] = {}
+HANDLERS = Registry("unlearning handler", hint="Add one with @handler in Eval/unlearning/handlers.py or "
+                                               "composites.py.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +54,7 @@ def handler(name: str, *, sample=None, mia: bool = False, inputs=(), reference: 
             fields=(), reads=()):
     """Register `fn` as handler `name`; a second registration of the same name is a bug and raises."""
     def register(fn):
-        if name in HANDLERS:
-            raise ValueError(f"unlearning handler {name!r} is registered twice")
-        HANDLERS[name] = Handler(name, fn, sample, mia, tuple(inputs), reference, tuple(fields), tuple(reads))
+        HANDLERS.register(name, Handler(name, fn, sample, mia, tuple(inputs), reference, tuple(fields), tuple(reads)))
         return fn
     return register
 
