@@ -15,7 +15,7 @@ import torch
 
 from conftest import ROOT
 from Eval.models.factory import from_args
-from Eval.models.base import AdapterOptions, plan_batches
+from Eval.models.base import plan_batches
 from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs
 from Eval.models.demo.build_masked import build
 from Eval.models.masked import MaskedLMModel
