@@ -31,12 +31,11 @@ from Eval.args import HelpFormatter, name_list, positive_float
 from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
 from Eval.scoring.provenance import check_prediction_file, file_sha256
-from Eval.records import RecordError, read_records
+from Eval.records import RecordError, is_prediction_file, read_records
 from Eval.scoring.report import RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs, write_models_table
 from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
 from Eval.tasks import TASKS, get_task, task_from_dict
-from Eval.unlearning.suites import RECORD_FILES
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -89,7 +88,7 @@ def _check_combinations(p: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 def prediction_files(folder: Path) -> list[Path]:
     """The folder's prediction files: *.jsonl at its top level, less TOFU / MUSE score records."""
-    return sorted(f for f in folder.glob("*.jsonl") if f.name not in RECORD_FILES)
+    return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f))
 
 
 def find_pred_dirs(args, notes: list[str]) -> tuple[list[Path], bool]:
@@ -105,7 +104,7 @@ def find_pred_dirs(args, notes: list[str]) -> tuple[list[Path], bool]:
     for folder in sorted(d for d in args.pred_root.iterdir() if d.is_dir() and not d.name.startswith(".")):
         if prediction_files(folder):
             dirs.append(folder)
-        elif any(f.name in RECORD_FILES for f in folder.glob("*.jsonl")):
+        elif any(folder.glob("*.jsonl")):
             notes.append(f"{folder}: TOFU / MUSE score records only; score them with "
                          f"python eval.py --unlearning tofu|muse --pred-dir {folder}")
         else:

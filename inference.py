@@ -27,7 +27,7 @@ from Eval.names import output_folder  # noqa: E402
 from Eval.records import RecordError  # noqa: E402
 from Eval.inference.templates import template_fields  # noqa: E402
 from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
-from Eval.inference.run_loop import RunSettings, run_dataset  # noqa: E402
+from Eval.inference.predict import RunSettings, run_dataset  # noqa: E402
 from Eval.inference.predictions import PredictionFile, merge_predictions, record_output, sidecar_path  # noqa: E402
 from Eval.unlearning.inference import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 

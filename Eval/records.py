@@ -249,3 +249,18 @@ def examples_digest(pairs) -> str:
     for rid, sha in pairs:
         digest.update(json.dumps([str(rid), sha or ""], ensure_ascii=False).encode("utf-8"))
     return digest.hexdigest()[:16]
+
+
+def is_prediction_file(path: os.PathLike | str) -> bool:
+    """Whether a *.jsonl in a prediction folder holds predictions for the LongBench scorer: yes, unless its run
+    sidecar (<stem>.run.json) says it holds something else, such as TOFU / MUSE score records
+    ("kind": "unlearning_score_records"; sidecars of older runs say so with a "split" entry)."""
+    path = Path(path)
+    sidecar = path.with_name(path.stem + ".run.json")
+    try:
+        content = json.loads(read_regular_bytes(sidecar))
+    except (StorageError, ValueError, RecursionError):
+        return True
+    if not isinstance(content, dict):
+        return True
+    return content.get("kind", "predictions") == "predictions" and "split" not in content

@@ -5,6 +5,8 @@ Usage:
     write_tofu_records(tmp_path, n=12, memorised=True)   # tofu_forget.jsonl, ... as the inference stage writes
 """
 import json
+
+from Eval.unlearning.splits import RECORD_KIND
 import math
 
 import numpy as np
@@ -43,6 +45,8 @@ def _qa_record(rng, index: int, skill: float, n_perturbed: int, paraphrase: bool
 
 def _write(path, records) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    # the sidecar inference.py writes beside score records says what they are (Eval/records.py is_prediction_file)
+    path.with_name(path.stem + ".run.json").write_text(json.dumps({"kind": RECORD_KIND}), encoding="utf-8")
 
 
 def write_tofu_records(folder, n: int = 12, memorised: bool = True, seed: int = 0) -> None:

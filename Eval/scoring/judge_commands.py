@@ -31,10 +31,9 @@ from Eval.scoring.judge import (Judge, Rubric, VerdictCache, load_rubric, pairwi
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
-from Eval.records import RecordError, read_records
+from Eval.records import RecordError, is_prediction_file, read_records
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 from Eval.tasks import TASKS
-from Eval.unlearning.suites import RECORD_FILES
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 NO_VERDICT = "n/a (no parseable verdict)"
@@ -217,7 +216,7 @@ def prediction_names(folder: Path) -> set[str]:
     """Dataset names of a folder's prediction files (TOFU / MUSE score records are not predictions)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
-    return {p.stem for p in folder.glob("*.jsonl") if p.name not in RECORD_FILES}
+    return {p.stem for p in folder.glob("*.jsonl") if is_prediction_file(p)}
 
 
 def _compare_datasets(dir_a: Path, dir_b: Path, only: set[str] | None) -> list[str]:

@@ -21,19 +21,9 @@ prompt path, BaseLLM.build_prompt); prompt + answer are tokenized together and t
 the prompt's, plus an EOS unless the answer already ends with one. Completion texts (MUSE verbmem, privleak) get
 no EOS; an empty prefix leaves the first token unlabelled, as the reference does.
 
-Files, in --out-dir/<model-name>/ (one JSON object per line, dataset order once complete, resumable):
-    TOFU  tofu_forget.jsonl   {forget}_perturbed (or {forget}): answer, paraphrased_answer, perturbed_answer
-          tofu_retain.jsonl   retain_perturbed (or retain): the same keys
-          tofu_holdout.jsonl  {holdout}: answer only; not generated (MIA non-members)
-          tofu_ra.jsonl       real_authors_perturbed (or real_authors): answer, perturbed_answer (3)
-          tofu_wf.jsonl       world_facts_perturbed (or world_facts): answer, perturbed_answer (3)
-    MUSE  muse_knowmem_forget.jsonl / muse_knowmem_retain.jsonl   knowmem/{forget,retain}_qa (+ _qa_icl
-                              few-shot examples): generation only (32 new tokens, stops at a new question)
-          muse_verbmem_forget.jsonl   verbmem/forget: prompt -> " " + gt as "answer" (no EOS); 128 new tokens
-          muse_privleak_forget.jsonl / muse_privleak_holdout.jsonl   privleak/{forget,holdout}: `text` as
-                              "answer" (no EOS, empty prompt); not generated
-    Beside each: <file>.run.json, the run sidecar (settings, model identity, data hash, summary).
-Data files are JSON arrays or JSON Lines; a MUSE file SUBSET/SPLIT may also be named SUBSET_SPLIT.json(l).
+Files, one score-record file per split in --out-dir/<model-name>/, and where each split's data comes from: the
+split table, Eval/unlearning/splits.py. Each run goes through the shared run loop (Eval/inference/run_loop.py):
+resumable, content-aware, one writer per file.
 
 A record (what Eval/unlearning reads):
     id                  str    "<file stem>-<index>", the resume key
@@ -60,110 +50,20 @@ import dataclasses
 import hashlib
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from tqdm import tqdm
-
-from Eval.models.base import BaseLLM, Prompt, plan_batches
-from Eval.unlearning.confidence import confidence_ordered_probs
-from Eval.records import RecordError, content_hash, iter_json_objects
-from Eval.inference.run_loop import package_versions
 from Eval.args import one_line
+from Eval.inference.run_loop import Job, run_job
+from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.names import output_folder
-from Eval.inference.predictions import PredictionFile, check_resume, merge_predictions, sidecar_path, write_sidecar
-from Eval.storage import OutputLock
+from Eval.records import RecordError, content_hash
+from Eval.unlearning.confidence import confidence_ordered_probs
+from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, options_of, read_items, tofu_splits
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
 DEMO_TARGET = ROOT / "Eval" / "models" / "demo" / "unlearn-target"
-ANSWER_KEYS = ("answer", "paraphrased_answer", "perturbed_answer")
-MUSE_STOP = ("\n\n", "\nQuestion", "Question:")
 FORMAT = 1  # bump when the record layout or the sample encoding changes (part of the resume fingerprint)
-
-
-@dataclasses.dataclass(frozen=True)
-class Split:
-    name: str                   # output file stem
-    files: tuple[str, ...]      # candidate data files under the data folder, first found wins (no suffix)
-    kind: str                   # "qa", "knowmem", "verbmem" or "text"
-    generate: int = 0           # max new tokens of the greedy generation; 0: none
-    mia: bool = False           # GradNorm / Reference attack computed on "answer"
-    stop: tuple[str, ...] = ()
-    icl: tuple[str, ...] = ()   # knowmem: few-shot example files
-
-
-def tofu_splits(forget: str, holdout: str, max_new_tokens: int = 200) -> list[Split]:
-    return [Split("tofu_forget", (f"{forget}_perturbed", forget), "qa", max_new_tokens, mia=True),
-            Split("tofu_retain", ("retain_perturbed", "retain"), "qa", max_new_tokens),
-            Split("tofu_holdout", (holdout,), "qa", 0, mia=True),
-            Split("tofu_ra", ("real_authors_perturbed", "real_authors"), "qa", max_new_tokens),
-            Split("tofu_wf", ("world_facts_perturbed", "world_facts"), "qa", max_new_tokens)]
-
-
-def muse_splits() -> list[Split]:
-    def names(subset: str, split: str) -> tuple[str, ...]:
-        return (f"{subset}/{split}", f"{subset}_{split}")
-    return [Split("muse_knowmem_forget", names("knowmem", "forget_qa"), "knowmem", 32, stop=MUSE_STOP,
-                  icl=names("knowmem", "forget_qa_icl")),
-            Split("muse_knowmem_retain", names("knowmem", "retain_qa"), "knowmem", 32, stop=MUSE_STOP,
-                  icl=names("knowmem", "retain_qa_icl")),
-            Split("muse_verbmem_forget", names("verbmem", "forget"), "verbmem", 128),
-            Split("muse_privleak_forget", names("privleak", "forget"), "text", 0, mia=True),
-            Split("muse_privleak_holdout", names("privleak", "holdout"), "text", 0, mia=True)]
-
-
-# --- readers ---------------------------------------------------------------------------------------------
-REQUIRED = {"qa": ("question", "answer"), "knowmem": ("question", "answer"), "verbmem": ("prompt", "gt"),
-            "text": ("text",)}
-
-
-def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
-    for stem in stems:
-        for suffix in (".json", ".jsonl"):
-            if (data_dir / f"{stem}{suffix}").is_file():
-                return data_dir / f"{stem}{suffix}"
-    return None
-
-
-def read_items(path: Path, kind: str) -> list[dict]:
-    """The rows of a TOFU / MUSE-style file (a JSON array or JSON Lines), each checked for its kind's fields:
-    qa: question, answer, optional paraphrased_answer (str) and perturbed_answer (list of str, or one str);
-    knowmem: question, answer; verbmem: prompt, gt; text: text. RecordError names the file and line."""
-    rows = []
-    for line, row in iter_json_objects(path):
-        if not isinstance(row, dict):
-            raise RecordError(path, line, f"expected a JSON object, found {type(row).__name__}")
-        for field in REQUIRED[kind]:
-            if not isinstance(row.get(field), str):
-                raise RecordError(path, line, f"field {field!r} must be a string")
-        if kind == "qa":
-            if "paraphrased_answer" in row and not isinstance(row["paraphrased_answer"], str):
-                raise RecordError(path, line, "field 'paraphrased_answer' must be a string")
-            pert = row.get("perturbed_answer")
-            if isinstance(pert, str):
-                row = {**row, "perturbed_answer": [pert]}
-            elif pert is not None and not (isinstance(pert, list) and pert and all(isinstance(p, str) for p in pert)):
-                raise RecordError(path, line, "field 'perturbed_answer' must be a non-empty list of strings")
-        rows.append(row)
-    if not rows:
-        raise RecordError(path, None, "file is empty: no items")
-    if kind == "qa":  # a key must be on every row or none: the scorer reads whole splits
-        for key in ANSWER_KEYS[1:]:
-            if 0 < sum(key in r for r in rows) < len(rows):
-                raise RecordError(path, None, f"{key!r} is on some rows but not all")
-    return rows
-
-
-def options_of(item: dict, kind: str) -> dict[str, list[str]]:
-    """The answer options scored for one item: {key: [texts]}."""
-    if kind == "qa":
-        return {k: item[k] if isinstance(item[k], list) else [item[k]] for k in ANSWER_KEYS if k in item}
-    if kind == "verbmem":
-        return {"answer": [" " + item["gt"]]}  # MUSE inserts a space between prefix and continuation
-    if kind == "text":
-        return {"answer": [item["text"]]}
-    return {}  # knowmem: ROUGE on generations only
 
 
 def knowmem_prompt(item: dict, shots: list[dict]) -> str:
@@ -228,9 +128,9 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
 
 def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Settings,
               reference=None, shots: list[dict] | None = None) -> dict:
-    """Score (and generate) every not-yet-done item of one split; returns the summary saved in the sidecar."""
-    items = read_items(data_file, split.kind)
-    shots = shots or []
+    """Score (and generate) every item of one split without a current record; returns the summary (also saved in
+    the sidecar). Runs through the shared run loop: lock, content-aware resume, chunks appended as they finish."""
+    items, shots = read_items(data_file, split.kind), shots or []
     path = out_dir / f"{split.name}.jsonl"
     max_new = (settings.max_new_tokens or split.generate) if split.generate and settings.generate else 0
     max_length = settings.max_length or model.context_window()
@@ -241,51 +141,24 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
                    "gradnorm": settings.gradnorm and split.mia,
                    "reference": _identity(reference) if split.mia else None,
                    "options": dataclasses.asdict(model.options)}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with OutputLock(path, "inference.py --unlearning"):
-        if not settings.overwrite:
-            check_resume(sidecar_path(path), fingerprint, path)
-        return _run_split_locked(model, split, items, data_file, path, settings, reference, shots, fingerprint,
-                                 (max_new, max_length, append_eos))
-
-
-def _run_split_locked(model, split: Split, items: list[dict], data_file: Path, path: Path, settings: Settings,
-                      reference, shots: list[dict], fingerprint: dict, lengths: tuple) -> dict:
-    max_new, max_length, append_eos = lengths
     ids = [f"{split.name}-{i}" for i in range(len(items))]
-    expected = {rid: content_hash(item) for rid, item in zip(ids, items)}  # redo items whose data changed
-    out = PredictionFile(path, overwrite=settings.overwrite, expected=expected)
-    sidecar = {"dataset": split.name, "file": str(path),
+    position = {rid: i for i, rid in enumerate(ids)}
+
+    def process(batch: list[str]) -> list[dict]:
+        indices = [position[rid] for rid in batch]
+        return _score_chunk(model, split, [items[i] for i in indices], indices, shots, settings, max_new,
+                            max_length, append_eos, reference)
+
+    sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path),
                "source": {"path": str(data_file), "items": len(items), "sha256": _sha256(data_file)},
-               "split": dataclasses.asdict(split), "fingerprint": fingerprint, "model": model.identity(),
+               "split": dataclasses.asdict(split), "model": model.identity(),
                "reference_model": reference.identity() if reference is not None and split.mia else None,
-               "settings": dataclasses.asdict(settings), "versions": package_versions(), "summary": None}
-    write_sidecar(sidecar_path(path), sidecar)
-    indices = list(range(len(items)))[: settings.limit] if settings.limit else list(range(len(items)))
-    status = out.status([ids[i] for i in indices])
-    todo = [i for i in indices if ids[i] not in out.done]
-    started = time.perf_counter()
-    stats = {"examples": 0, "failed": 0, "scored_texts": 0}
-    with tqdm(total=len(todo), desc=split.name, unit="ex", disable=not todo) as bar:
-        for start in range(0, len(todo), settings.chunk):
-            chunk = todo[start:start + settings.chunk]
-            records = _score_chunk(model, split, [items[i] for i in chunk], chunk, shots, settings, max_new,
-                                   max_length, append_eos, reference)
-            for record in records:
-                record["example_sha256"] = expected[record["id"]]
-            out.append(records)
-            stats["examples"] += len(records)
-            stats["failed"] += sum(1 for r in records if r.get("error"))
-            stats["scored_texts"] += sum(len(v) for r in records for v in r["logprobs"].values())
-            bar.update(len(chunk))
-    merged = merge_predictions(path, ids, [ids[i] for i in indices], expected)  # dataset order once all done
-    summary = {**stats, "skipped_done": status["done"], "new": status["new"], "changed_redone": status["changed"],
-               "failed_redone": status["failed"], "removed": merged["dropped"] if merged else 0,
-               "complete": bool(merged), "seconds": round(time.perf_counter() - started, 2),
-               "torn_line_repaired": out.torn_line_repaired}
-    sidecar.update(summary=summary, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    write_sidecar(sidecar_path(path), sidecar)
-    return summary
+               "settings": dataclasses.asdict(settings)}
+    job = Job(path, {rid: content_hash(item) for rid, item in zip(ids, items)},  # redo items whose data changed
+              ids[: settings.limit] if settings.limit else ids, fingerprint, sidecar, split.name, settings.overwrite,
+              tally=lambda records: {"scored_texts": sum(len(v) for r in records for v in r["logprobs"].values())})
+    plan = lambda todo: [todo[k:k + settings.chunk] for k in range(0, len(todo), settings.chunk)]  # noqa: E731
+    return {"scored_texts": 0, **run_job(job, plan, process)}
 
 
 def _score_chunk(model, split: Split, items: list[dict], indices: list[int], shots, settings: Settings,

@@ -4,17 +4,8 @@ Usage:
     from Eval.unlearning.suites import SUITES
     SUITES["tofu"].metrics["forget_quality"]   # Spec(handler="ks_test", inputs={"forget": ...}, ...)
 
-Record layout read by the evaluators (`python eval.py --unlearning tofu --pred-dir DIR`). DIR holds one JSON
-Lines file per data split, one sample per line:
-
-    TOFU  tofu_forget.jsonl    forget10_perturbed: answer, paraphrased_answer, 5 perturbed answers
-          tofu_retain.jsonl    retain_perturbed: the same three answer keys
-          tofu_holdout.jsonl   holdout10: answer only (MIA non-members)
-          tofu_ra.jsonl        real_authors_perturbed: answer, 3 perturbed answers
-          tofu_wf.jsonl        world_facts_perturbed: answer, 3 perturbed answers
-    MUSE  muse_knowmem_forget.jsonl, muse_knowmem_retain.jsonl   knowmem QA (generations only)
-          muse_verbmem_forget.jsonl                               verbmem: prefix -> continuation ("answer")
-          muse_privleak_forget.jsonl, muse_privleak_holdout.jsonl privleak texts as "answer" (MIA)
+Record layout read by the evaluators (`python eval.py --unlearning tofu --pred-dir DIR`): DIR holds one JSON Lines
+score-record file per data split (the split table and its files: Eval/unlearning/splits.py), one sample per line.
 
 Keys of a record, and which metric reads each (a metric whose input is absent from every record of its file,
 or whose file is absent, is skipped and said so; a key present in some records but not others is an error):
@@ -49,6 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from Eval.unlearning.splits import roles
+
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
@@ -65,13 +58,16 @@ class Spec:
 @dataclasses.dataclass(frozen=True)
 class Suite:
     name: str                     # "TOFU" / "MUSE": NAME_EVAL.json, NAME_SUMMARY.json
-    prefix: str                   # record files are PREFIX<split>.jsonl
-    splits: tuple[str, ...]
+    key: str                      # "tofu" / "muse": the split table's suite (Eval/unlearning/splits.py)
     metrics: dict[str, Spec]
     top_level: tuple[str, ...]    # what the evaluator lists: the SUMMARY's candidates; the rest are pre-computes
 
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return roles(self.key)
+
     def file_name(self, split: str) -> str:
-        return f"{self.prefix}{split}.jsonl"
+        return f"{self.key}_{split}.jsonl"
 
 
 def _prob(split: str, key: str = "answer") -> Spec:
@@ -112,7 +108,7 @@ TOFU_UTILITY = ("retain_Q_A_Prob", "retain_Q_A_ROUGE", "retain_Truth_Ratio",
                 "wf_Q_A_Prob_normalised", "wf_Q_A_ROUGE", "wf_Truth_Ratio")
 MIA_NAMES = ("mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm", "mia_reference")
 
-TOFU = Suite("TOFU", "tofu_", ("forget", "retain", "holdout", "ra", "wf"), metrics={
+TOFU = Suite("TOFU", "tofu", metrics={
     "forget_Q_A_Prob": _prob("forget"),
     "forget_Q_A_Prob_confidence_ordered": Spec("probability_confidence_ordered", split="forget"),
     "forget_Q_A_PARA_Prob": _prob("forget", "paraphrased_answer"),
@@ -136,8 +132,7 @@ TOFU = Suite("TOFU", "tofu_", ("forget", "retain", "holdout", "ra", "wf"), metri
               "forget_Q_A_ROUGE", "model_utility",
               "privleak", "extraction_strength", "exact_memorization", *MIA_NAMES, "forget_Q_A_gibberish"))
 
-MUSE = Suite("MUSE", "muse_", ("knowmem_forget", "knowmem_retain", "verbmem_forget", "privleak_forget",
-                               "privleak_holdout"), metrics={
+MUSE = Suite("MUSE", "muse", metrics={
     "forget_knowmem_ROUGE": _rouge("knowmem_forget", "rougeL_f1"),
     "retain_knowmem_ROUGE": _rouge("knowmem_retain", "rougeL_f1"),
     "forget_verbmem_ROUGE": _rouge("verbmem_forget", "rougeL_f1"),
@@ -150,5 +145,3 @@ MUSE = Suite("MUSE", "muse_", ("knowmem_forget", "knowmem_retain", "verbmem_forg
               "extraction_strength", "exact_memorization", *MIA_NAMES, "forget_gibberish"))
 
 SUITES = {"tofu": TOFU, "muse": MUSE}
-# Score-record file names: eval.py's LongBench mode leaves these to --unlearning instead of failing on them.
-RECORD_FILES = frozenset(suite.file_name(split) for suite in SUITES.values() for split in suite.splits)
