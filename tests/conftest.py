@@ -17,3 +17,16 @@ import pytest  # noqa: E402
 # skipped with this one reason, and every other test still runs.
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"needs the published reference data in {SHARED} "
                                                                "(the ../shared folder beside the checkout)")
+
+
+def needs_package(module: str):
+    """Import a package tests/requirements.txt lists. Under CI (CI=true) a missing one is a failure, since CI
+    installs them all; elsewhere the test is skipped, saying which package to install."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        message = f"{module} is a test dependency (pip install -r tests/requirements.txt)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + ", and CI must have it")
+        pytest.skip(message, allow_module_level=True)

@@ -90,12 +90,12 @@ def test_chat_prompts_go_as_messages_and_reasoning_stays_in_the_raw_output(fake,
 
 
 def test_timeout_is_retried_then_an_error(fake, api):
-    server = fake(lambda path, body, n: (*answer(path, "late")[:3], 2.0))
+    server = fake(lambda path, body, n: (*answer(path, "late")[:3], 30.0))  # a reply that would take 30 s
     model = api(server.base_url, timeout=0.3, max_retries=1)
     start = time.monotonic()
     [out] = model.generate(completion_prompts(model), 8)
     assert out.finish_reason == "error" and "timed out after 0.3 s" in out.error and "after 2 attempts" in out.error
-    assert len(server.calls) == 2 and time.monotonic() - start < 1.5
+    assert len(server.calls) == 2 and time.monotonic() - start < 15  # two 0.3 s deadlines, not 60 s of waiting
 
 
 def test_timeout_bounds_the_whole_request_against_a_trickling_server(fake, api):
@@ -108,7 +108,7 @@ def test_timeout_bounds_the_whole_request_against_a_trickling_server(fake, api):
     assert out.finish_reason == "error" and out.error == (f"POST {server.base_url}/completions: failed after 2 "
                                                           "attempts; last: timed out after 0.5 s (whole-request "
                                                           "deadline)")
-    assert len(server.calls) == 2 and model.stats["retries"] == 1 and 1.0 <= took < 2.5, took
+    assert len(server.calls) == 2 and model.stats["retries"] == 1 and 1.0 <= took < 10, took  # ~15 s per body
     [again] = model.generate(completion_prompts(model), 8)  # the one connection cut off was given back
     assert (again.text, again.finish_reason, again.error) == ("ok", "stop", None)
 
@@ -121,16 +121,15 @@ def test_requests_per_minute_budget_spaces_requests(fake, api):
     assert all(g.text == "ok" for g in outs) and len(server.calls) == 5
     times = sorted(c["t"] for c in server.calls)
     assert all(times[i + 2] - times[i] >= 0.38 for i in range(len(times) - 2))  # <= 2 starts per 0.4 s
-    assert 0.78 <= time.monotonic() - start < 2.0 and model.limiter.waited_s > 0
+    assert time.monotonic() - start >= 0.78 and model.limiter.waited_s > 0  # 5 starts at 2 per 0.4 s
 
 
 def test_concurrency_limit_and_requests_run_concurrently(fake, api):
     server = fake(lambda path, body, n: (*answer(path, "ok")[:3], 0.2))
     model = api(server.base_url, concurrency=3)
-    start = time.monotonic()
     outs = model.generate(completion_prompts(model, 6), 8)
     assert [g.batch_size for g in outs] == [6] * 6 and all(g.text == "ok" for g in outs)
-    assert server.max_inflight == 3 and time.monotonic() - start < 0.9  # 2 waves of 0.2 s, not 6 in a row
+    assert server.max_inflight == 3  # three at once (concurrent), never four (the limit): counted by the server
 
 
 def test_error_messages_never_carry_the_key(fake, api, monkeypatch):

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, needs_package
 from Eval.inference.datasets import fill_template, load_dataset
 from Eval.models.hf import HFModel
 import inference
@@ -119,7 +119,7 @@ def test_main_job_runs_both_stages_on_a_subset(tmp_path):
 
 
 def test_peft_adapter_path_is_applied(tmp_path, model):
-    peft = pytest.importorskip("peft", reason="test dependency from tests/requirements.txt")
+    peft = needs_package("peft")
     torch.manual_seed(0)
     config = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     lora = peft.get_peft_model(HFModel(str(DEMO)).model, config)

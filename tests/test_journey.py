@@ -125,7 +125,9 @@ def test_the_everyday_loop(repo):
     judged = read_json(model_dir / "judge_result.json")
     assert sorted(judged) == ["custom_en", "demo_gaokao", "demo_qa_en"]
     assert [judged[d]["scored"] for d in sorted(judged)] == [4, 30, 30]
-    assert all(0 <= judged[d]["score"] <= 100 for d in judged)
+    for name, entry in judged.items():  # each mean recomputed from the per-example verdicts the judge wrote
+        verdicts = records(model_dir / "judge" / f"{name}.graded.jsonl")
+        assert entry["score"] == round(100 * sum(v["score"] for v in verdicts) / len(verdicts), 2)
 
     # 6. A second model (the model-free echo adapter, 5 examples a dataset) and a pairwise comparison.
     ok("python inference.py --backend echo --model-name echo --limit 5", repo)

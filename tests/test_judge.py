@@ -125,14 +125,34 @@ def test_options_sharing_a_first_token_are_refused_in_logits_mode(tmp_path):
         Judge(model, load_rubric("clash", tmp_path), "logits", VerdictCache(tmp_path / "c.jsonl"))
 
 
+def _first_token_expectation(model, rubric, record) -> float:
+    """The logits-mode verdict recomputed by hand: one plain forward pass over the judge prompt, softmax over the
+    options' first tokens, the expected option value."""
+    import torch
+    fields = {"question": record.get("question") or "", "references": " | ".join(record["answers"]),
+              "prediction": record["pred"].rsplit("</think>", 1)[-1] if "</think>" in record["pred"] else
+              "" if "<think>" in record["pred"] else record["pred"]}  # the task's extraction: an open block, no answer
+    prompt = model.apply_chat(rubric.template.format(**fields))
+    ids = model.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model.model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+    firsts = torch.stack([logprobs[model.tokenize(label)[0]] for label, _ in rubric.options])
+    weights = torch.softmax(firsts, -1)
+    return float(sum(w * value for w, (_, value) in zip(weights.tolist(), rubric.options)))
+
+
 def test_demo_model_judges_in_text_and_logits_modes(folder):
     from Eval.models.hf import HFModel
     model = HFModel(str(ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"), threads=1)
     datasets = [("custom_en", read_records(folder / "custom_en.jsonl"))]
     text = judge_folder(folder, datasets, model, load_rubric("binary", PROMPTS), "text", 512)["custom_en"]
-    assert text["n"] == 3 and text["scored"] + text["unparseable"] == 3 and text["model_calls"] == 3
-    logits = judge_folder(folder, datasets, model, load_rubric("graded", PROMPTS), "logits", 512)["custom_en"]
-    assert logits["unparseable"] == 0 and 0.0 <= logits["score"] <= 100.0 and logits["model_calls"] == 9
+    # the tiny demo model names no option ("D", ...): every verdict is unparseable, none is scored 0
+    assert (text["n"], text["scored"], text["unparseable"], text["model_calls"], text["score"]) == (3, 0, 3, 3, None)
+    graded = load_rubric("graded", PROMPTS)
+    logits = judge_folder(folder, datasets, model, graded, "logits", 512)["custom_en"]
+    assert logits["unparseable"] == 0 and logits["model_calls"] == 9
+    assert logits["score_unrounded"] == pytest.approx(100 * sum(_first_token_expectation(model, graded, r)
+                                                                for r in datasets[0][1]) / 3, abs=1e-4)  # float32
     again = judge_folder(folder, datasets, model, load_rubric("graded", PROMPTS), "logits", 512)["custom_en"]
     assert again["model_calls"] == 0 and again["score"] == logits["score"]
 

@@ -44,11 +44,11 @@ def model(ckpt):
     return MaskedLMModel(str(ckpt), device="cpu", threads=2)
 
 
-def naive(model, prompt, answer, mask_answer=False):
+def naive(model, prompt, answer, mask_answer=False, end_token=True):
     """Per-position log-softmax of one unpadded full forward pass, gathered at the answer labels."""
     tok = model.tokenizer
     head = [tok.cls_token_id] + tok(prompt, add_special_tokens=False)["input_ids"]
-    labels = tok(answer, add_special_tokens=False)["input_ids"] + [tok.sep_token_id]
+    labels = tok(answer, add_special_tokens=False)["input_ids"] + ([tok.sep_token_id] if end_token else [])
     inputs = head + ([tok.mask_token_id] * len(labels) if mask_answer else labels)
     with torch.no_grad():
         logits = model.model(input_ids=torch.tensor([inputs])).logits[0, len(head):]
@@ -82,8 +82,10 @@ def test_token_stats_fields_and_shapes(model):
         assert all(lp <= 0 and m <= 0 and v >= 0 for lp, m, v in zip(s["logprobs"], s["mean"], s["var"]))
     bare = model.token_stats(PAIRS, append_eos=False)
     assert all(s["eos"] is False and len(s["logprobs"]) == len(model.tokenize(a)) for (_, a), s in zip(PAIRS, bare))
-    scores = model.score(PAIRS)  # BaseLLM's interface: the same numbers, no end token
-    assert [sc.logprobs for sc in scores] == [s["logprobs"] for s in bare]
+    # BaseLLM's score(): answer visible, no end token; checked against an independent float64 forward pass
+    for (prompt, answer), sc in zip(PAIRS, model.score(PAIRS)):
+        picked, greedy, _, _ = naive(model, prompt, answer, end_token=False)
+        assert close(sc.logprobs, picked, 1e-4) and sc.greedy == greedy
 
 
 def test_encoding_options_match_hf_token_stats(model):

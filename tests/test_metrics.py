@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, TINYEVAL, needs_shared
+from conftest import ROOT, TINYEVAL, needs_shared, needs_package
 from Eval.extract import EXTRACTORS, run_extraction
 from Eval.metrics import METRICS, metric
 from Eval.metrics.code_sim import fuzz_ratio
@@ -116,7 +116,7 @@ def test_classification_strict_drops_every_proper_substring():
 
 
 def test_code_sim_equals_fuzzywuzzy_pure_python():
-    fuzz = pytest.importorskip("fuzzywuzzy.fuzz", reason="test dependency from tests/requirements.txt")
+    fuzz = needs_package("fuzzywuzzy.fuzz")
     rng = random.Random(3)
     pairs = [("", ""), ("", "x"), ("abc", "abc"), ("int a = 1;", "int a=1;")]
     for _ in range(2000):
@@ -219,7 +219,7 @@ def test_jieba_cut_is_unchanged_by_the_linear_viterbi():
 # --- code_sim's shortcut: an upper bound on difflib's matched characters that already rounds to 0
 
 def test_code_sim_bound_agrees_with_fuzzywuzzy_around_the_zero_threshold():
-    fuzz = pytest.importorskip("fuzzywuzzy.fuzz", reason="test dependency from tests/requirements.txt")
+    fuzz = needs_package("fuzzywuzzy.fuzz")
     # "x" * 20000 vs "x" * k: the shorter length bounds the matches; the ratio rounds to 1 from k = 51 on.
     pairs = [("x" * 20000, "x" * k) for k in range(40, 60)] + [("x" * k, "x" * 2000) for k in range(1, 9)]
     # 'a' is only 1 of the 'b...' reference's characters: the shared-character count bounds the matches.

@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import SHARED, needs_shared
+from conftest import SHARED, needs_shared, needs_package
 from Eval.unlearning import HANDLERS, aggregate, stats
 from Eval.unlearning.composites import hm_aggregate, probability_w_options, truth_ratio
 
@@ -157,7 +157,7 @@ def test_auc_by_hand_with_ties():
 
 
 def test_auc_matches_scikit_learn_with_many_ties():
-    roc_auc_score = pytest.importorskip("sklearn.metrics").roc_auc_score
+    roc_auc_score = needs_package("sklearn.metrics").roc_auc_score
     rng = np.random.default_rng(7)
     for n0, n1 in ((5, 7), (100, 100), (400, 350)):
         forget = rng.integers(0, 6, size=n0).astype(float)   # six distinct values: ties everywhere
@@ -182,7 +182,7 @@ def test_float32_side_means_only_for_float32_values():
 
 @needs_shared
 def test_rouge_reproduces_every_published_per_sample_value():
-    pytest.importorskip("rouge_score")
+    needs_package("rouge_score")
     from Eval.unlearning.rouge import rouge_scores
 
     n = 0

@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, needs_package
 import eval as eval_cli
 from Eval.unlearning import aggregate, files, reaggregate, score_records, stats
 from unlearning_records import write_muse_records, write_tofu_records
 
-pytest.importorskip("rouge_score")  # the evaluator scores the records' generations with Google's rouge-score
+needs_package("rouge_score")  # the evaluator scores the records' generations with Google's rouge-score
 
 
 def _quiet(message):

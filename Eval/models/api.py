@@ -35,18 +35,17 @@ APIFeatureError naming the server and what is missing, never zeros; a malformed 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import os
 import sys
 from pathlib import Path
 
 from Eval.models import register_model
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, middle_truncate
+from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
 from Eval.models.api_http import (APIError, EventLoopThread, JSONPoster, RateLimiter, Scrubber, redact_url,
                                   split_base_url)
 
-__all__ = ["APIError", "APIFeatureError", "APIModel", "APIPrompt", "redact_url"]
+__all__ = ["APIError", "APIFeatureError", "APIModel", "redact_url"]
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
@@ -57,11 +56,6 @@ class APIFeatureError(APIError):
 
 class MalformedReply(ValueError):
     """A 200 reply that is not OpenAI-shaped; the message names the field and what it held."""
-
-
-@dataclasses.dataclass
-class APIPrompt(Prompt):
-    user_text: str | None = None  # chat mode: the (truncated) user message; the server applies its template
 
 
 def _json_kind(value) -> str:
@@ -194,12 +188,11 @@ class APIModel(BaseLLM):
                                backoff_max=backoff_max, limiter=self.limiter, stats=self.stats)
 
     # --- tokenizer hooks (the HF adapter's, on the local tokenizer) ----------------------------------------
-    def apply_chat(self, text: str) -> str:
-        """The local rendering of what a chat server builds from our messages (used to count tokens)."""
-        if not self.tokenizer.chat_template:
-            raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat prompts cannot "
-                             "be sized; pass --tokenizer with the served model's tokenizer, or use completion mode")
-        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
+    # apply_chat (BaseLLM's, on the local tokenizer) renders what a chat server builds from our messages: it
+    # sizes chat prompts; the server applies its own template.
+    def without_chat_template(self, text: str) -> str:
+        raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat prompts cannot "
+                         "be sized; pass --tokenizer with the served model's tokenizer, or use completion mode")
 
     def context_window(self) -> int | None:
         """The `context_window` argument, else the server's max_model_len (vLLM lists it in /v1/models), else
@@ -222,20 +215,6 @@ class APIModel(BaseLLM):
             if m.get("id") == self.api_model and _count(m, "max_model_len"):
                 return m["max_model_len"]
         return None
-
-    def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None) -> Prompt:
-        """BaseLLM.build_prompt, keeping the truncated user text: chat servers get it as a message."""
-        if not chat:
-            base = super().build_prompt(text, chat, max_new_tokens, max_length)
-            return APIPrompt(base.text, base.n_tokens, base.truncated_tokens, base.add_special_tokens)
-        cut = 0
-        if max_length is not None:  # the same budget and cut as BaseLLM.build_prompt
-            kept, cut = middle_truncate(self.tokenize(text), max_length - max_new_tokens - self.chat_overhead())
-            if cut:
-                half = len(kept) // 2
-                text = self.detokenize(kept[:half]) + self.detokenize(kept[half:])
-        final = self.apply_chat(text)
-        return APIPrompt(final, self.count_tokens(final, add_special_tokens=False), cut, False, user_text=text)
 
     # --- HTTP ----------------------------------------------------------------------------------------------
     def _url(self, path: str) -> str:
@@ -267,7 +246,7 @@ class APIModel(BaseLLM):
         body: dict = {"model": self.api_model, "max_tokens": max_new_tokens, "temperature": 0}
         if stop:
             body["stop"] = list(stop)
-        chat = isinstance(prompt, APIPrompt) and prompt.user_text is not None
+        chat = prompt.user_text is not None  # built in chat mode: the server applies its own template
         if chat:
             path, body["messages"] = "/chat/completions", self.chat_messages(prompt.user_text)
         else:  # completion mode, or a Prompt built elsewhere: its text is exactly what the model gets

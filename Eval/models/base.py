@@ -16,7 +16,8 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
-import re
+
+from Eval.extract import strip_think
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +25,7 @@ class AdapterOptions:
     system_prompt: str | None = None  # sent as the chat's system message when set
     stop: tuple[str, ...] = ()  # extra stop strings for every task (a task's own stops are added)
     cut_at: tuple[str, ...] = ()  # output clean-up: drop everything from the first of these (e.g. "<eoa>")
-    strip_think: bool = False  # output clean-up: drop a <think>...</think> block at inference time
+    strip_think: bool = False  # output clean-up: keep only the text after the last </think> (Eval/extract.py)
 
 
 @dataclasses.dataclass
@@ -33,6 +34,7 @@ class Prompt:
     n_tokens: int  # tokens of `text`
     truncated_tokens: int  # tokens cut from the middle of the filled template (0: none)
     add_special_tokens: bool  # completion mode lets the tokenizer add BOS; a chat template carries its own
+    user_text: str | None = None  # chat mode: the (cut) text inside the template; servers get it as the message
 
 
 @dataclasses.dataclass
@@ -98,9 +100,6 @@ def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | No
     return batches
 
 
-_THINK = re.compile(r"<think>.*?</think>\s*", re.S)
-
-
 class BaseLLM:
     """Shared prompt building and output clean-up; subclasses supply the tokenizer hooks and model calls.
 
@@ -136,8 +135,16 @@ class BaseLLM:
         return messages
 
     def apply_chat(self, text: str) -> str:
-        """`text` as the user turn of the tokenizer's own chat template, with the generation prompt."""
-        raise NotImplementedError
+        """`text` as the user turn of the tokenizer's own chat template, with the generation prompt (adapters
+        holding a transformers tokenizer in `self.tokenizer`; a tokenizer without a template: see below)."""
+        if not self.tokenizer.chat_template:
+            return self.without_chat_template(text)
+        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
+
+    def without_chat_template(self, text: str) -> str:
+        """What a chat prompt becomes when the tokenizer has no chat template: an error by default."""
+        raise ValueError(f"{self.identity().get('path')}: the tokenizer has no chat template; run the task in "
+                         "completion mode or use a chat model")
 
     def count_tokens(self, text: str, add_special_tokens: bool) -> int:
         return len(self.tokenize(text)) + (1 if add_special_tokens and self.adds_bos() else 0)
@@ -178,7 +185,8 @@ class BaseLLM:
                 half = len(kept) // 2  # decode the halves apart, as LongBench does, then join the texts
                 text = self.detokenize(kept[:half]) + self.detokenize(kept[half:])
         final = self.apply_chat(text) if chat else text
-        return Prompt(final, self.count_tokens(final, add_special_tokens=not chat), cut, not chat)
+        return Prompt(final, self.count_tokens(final, add_special_tokens=not chat), cut, not chat,
+                      user_text=text if chat else None)
 
     def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int,
                       max_length: int | None) -> list[Prompt]:
@@ -200,8 +208,9 @@ class BaseLLM:
         """The adapter's output clean-up options (off by default: raw outputs are saved as generated)."""
         for marker in self.options.cut_at:
             text = text.split(marker, 1)[0]
-        if self.options.strip_think:
-            text = _THINK.sub("", text)
+        if self.options.strip_think:  # the same step scoring runs (Eval/extract.py); an unclosed block stays raw
+            stripped = strip_think(text, {})
+            text = text if stripped is None else stripped
         return text
 
 

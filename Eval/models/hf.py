@@ -115,12 +115,6 @@ class HFModel(BaseLLM):
         self.forward_counts: Counter = Counter()
 
     # --- tokenizer hooks -------------------------------------------------------------------------------
-    def apply_chat(self, text: str) -> str:
-        if not self.tokenizer.chat_template:
-            raise ValueError(f"{self.path}: the tokenizer has no chat template; run the task in completion mode "
-                             "or use a chat model")
-        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
-
     def context_window(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)
 

@@ -43,6 +43,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
+from Eval.models.token_stats import position_stats
 from Eval.models.hf import checked_checkpoint, checkpoint_identity, checkpoint_options, load_weights, resolve_device
 
 
@@ -108,10 +109,8 @@ class MaskedLMModel(BaseLLM):
         # Every row gets the prefix, chat or not, so count it either way.
         return len(self._with_prefix(self.tokenize(text)))
 
-    def apply_chat(self, text: str) -> str:
-        if not self.tokenizer.chat_template:  # most encoders have none: the text goes in as it is
-            return text
-        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
+    def without_chat_template(self, text: str) -> str:
+        return text  # most encoders have no chat template: the text goes in as it is
 
     def context_window(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)
@@ -178,17 +177,10 @@ class MaskedLMModel(BaseLLM):
         logits = self.model(input_ids=ids, attention_mask=attention).logits
         results = []
         for k, r in enumerate(rows):
-            lp = torch.log_softmax(logits[k, r.start:r.start + len(r.answer)].float(), dim=-1)
             target = torch.tensor(r.answer, device=self.device, dtype=torch.long)
-            p = lp.exp()
-            # Moments of log p under p (Min-K%++). Clamping keeps 0 * -inf from turning into NaN; such entries
-            # have p == 0 and contribute nothing either way.
-            finite = lp.clamp_min(-1e4)
-            mean = (p * finite).sum(-1)
-            var = (p * (finite - mean[:, None]) ** 2).sum(-1)
-            results.append({"logprobs": lp.gather(-1, target[:, None])[:, 0].tolist(),
-                            "greedy": (lp.argmax(-1) == target).tolist(), "mean": mean.tolist(),
-                            "var": var.tolist(), "text": self.detokenize(r.answer), "eos": r.eos})
+            stats = position_stats(logits[k, r.start:r.start + len(r.answer)].float(), target)
+            results.append({**dict(zip(("logprobs", "greedy", "mean", "var"), (v.tolist() for v in stats))),
+                            "text": self.detokenize(r.answer), "eos": r.eos})
         return results
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:

@@ -1,7 +1,10 @@
-"""Building blocks of HFModel.token_stats: the prefix tree of a question's answer options and the per-position
-statistics saved for the probability and unlearning metrics (see TOKEN_STATS_FIELDS in Eval/records.py).
+"""The token statistics behind the probability and unlearning metrics (TOKEN_STATS_FIELDS in Eval/records.py), in
+one kernel every adapter uses (`position_stats`: causal models through `_stats_rows`, masked models directly), and
+the prefix tree of a question's answer options that HFModel.token_stats walks.
 
-Usage: internal to Eval/models/hf.py (`_prefix_tree`, `_stats_rows`, ...); kept apart so hf.py stays one idea.
+Usage:
+    logprob, greedy, mean, var = position_stats(logits_rows.float(), labels)   # one value per row
+    _prefix_tree(...), _stats_rows(...)                                         # Eval/models/hf.py
 """
 from __future__ import annotations
 
@@ -70,7 +73,7 @@ def _stats_rows(logits: torch.Tensor, labels: list[int],
     columns: tuple[list, list, list, list] = ([], [], [], [])
     for at in range(0, len(labels), step):
         rows = logits[at:at + step] if where is None else logits[where[0][at:at + step], where[1][at:at + step]]
-        for column, values in zip(columns, _position_stats(rows.float(), target[at:at + step])):
+        for column, values in zip(columns, position_stats(rows.float(), target[at:at + step])):
             column.extend(values.tolist())
     return columns
 
@@ -82,7 +85,7 @@ def _stats_of(logits: torch.Tensor | None, labels: list[int]) -> dict:
     return dict(zip(("logprobs", "greedy", "mean", "var"), _stats_rows(logits, labels)))
 
 
-def _position_stats(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def position_stats(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """(label log-prob, label is argmax, E_p[log p], Var_p[log p]) per row of float32 logits."""
     logp = torch.log_softmax(logits, dim=-1)
     picked = logp.gather(-1, target[:, None])[:, 0]
@@ -93,5 +96,5 @@ def _position_stats(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.T
     if not (torch.isfinite(mean).all() and torch.isfinite(var).all()):
         # A logit of -inf (a masked vocabulary entry) makes 0 * log 0 a NaN. Clamping the logits at -1e4 gives
         # such entries probability exactly 0 in float32 and changes nothing else.
-        _, _, mean, var = _position_stats(logits.clamp(min=-1e4), target)
+        _, _, mean, var = position_stats(logits.clamp(min=-1e4), target)
     return picked.clamp(min=_FLOAT_MIN), greedy, mean, var
