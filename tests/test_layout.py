@@ -1,0 +1,46 @@
+"""The README's layout is the tree, and the tree keeps its house rules: every module listed with its stage, no
+Python file over 400 lines, a docstring at the top of each module."""
+import ast
+import re
+import subprocess
+
+from conftest import ROOT
+
+LIMIT = 400
+
+
+def readme_layout() -> set[str]:
+    """Paths the README's Layout block names: top-level entries and the files indented under each folder."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Layout\n.*?```\n(.*?)```", text, re.S).group(1)
+    paths, folder = set(), ""
+    for line in block.splitlines():
+        name = line.split()[0]
+        if line.startswith("  "):
+            paths.add(folder + name)
+        else:
+            folder = name if name.endswith("/") else ""
+            paths.update(part for part in line.split("  ")[:1] if part.strip().endswith((".py", "/")))
+    return paths
+
+
+def tracked_python() -> list[str]:
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    return files or [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if ".git" not in p.parts]
+
+
+def test_the_readme_layout_lists_every_module_and_only_existing_ones():
+    listed = readme_layout()
+    modules = {f for f in tracked_python() if f.startswith("Eval/") and not f.endswith("__init__.py")
+               and not f.startswith("Eval/models/demo/")} | {"inference.py", "eval.py"}
+    assert modules - listed == set(), "modules missing from the README's layout"
+    assert {p for p in listed if not (ROOT / p).exists()} == set(), "the README's layout names what does not exist"
+
+
+def test_no_python_file_is_over_the_line_limit_and_each_says_what_it_is():
+    for path in tracked_python():
+        source = (ROOT / path).read_text(encoding="utf-8")
+        assert source.count("\n") <= LIMIT, f"{path}: {source.count(chr(10))} lines (limit {LIMIT})"
+        if path.startswith(("Eval/", "bench/")) and not path.endswith("__init__.py") or path in ("inference.py",
+                                                                                                  "eval.py"):
+            assert ast.get_docstring(ast.parse(source)), f"{path}: no module docstring"
