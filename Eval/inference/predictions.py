@@ -140,8 +140,14 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
         return None
     position = {rid: k for k, rid in enumerate(order)}
     ordered = sorted(current.values(), key=lambda r: position[str(r["id"])])
-    write_jsonl_atomic(path, ordered)
-    for shard in shard_paths(path):
+    shards = shard_paths(path)
+    # A resumed run with nothing to do leaves a main file that already is the merge: do not rewrite it.
+    raw = path.read_bytes() if not shards and path.exists() else None
+    in_place = raw is not None and list(records) == [str(r["id"]) for r in ordered] \
+        and raw.count(b"\n") == len(ordered) and raw.endswith(b"\n")
+    if not in_place:
+        write_jsonl_atomic(path, ordered)
+    for shard in shards:
         shard.unlink(missing_ok=True)
     return {"records": len(ordered), "dropped": len(records) - len(current),
             "digest": examples_digest((r["id"], r.get("example_sha256")) for r in ordered)}
