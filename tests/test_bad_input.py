@@ -5,6 +5,8 @@ earlier output byte for byte as it was.
 Each case starts from a folder with good outputs already written, snapshots every byte under it, breaks one
 thing, runs the command line, and compares.
 """
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+import eval as eval_cli
 
 GOOD_TREC = [{"id": f"t{i}", "pred": label, "answers": [label], "all_classes": ["Human", "Entity"], "length": 10}
              for i, label in enumerate(["Human", "Entity"])]
@@ -30,11 +33,21 @@ def snapshot(folder: Path) -> dict:
     return files
 
 
-def run_eval(*args, timeout=60):
-    proc = subprocess.run([sys.executable, "eval.py", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+def run_eval(*args, own_process=False):
+    """eval.py with these arguments: in this process (fast; any exception fails the test), or in its own
+    process with a deadline where the case could hang a reader (a FIFO)."""
+    if own_process:
+        proc = subprocess.run([sys.executable, "eval.py", *map(str, args)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+        assert "Traceback" not in proc.stderr, proc.stderr
+        return proc
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = eval_cli.main([str(a) for a in args])
+        except SystemExit as done:  # argparse's usage errors
+            code = done.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def jsonl(rows) -> str:
@@ -92,7 +105,7 @@ EVAL_CASES = {
     "sidecar name with ..": (None, "{f}/mine.run.json: cannot tell how to score mine.jsonl: task.name "
                                              "'../../x' is not a dataset name"),
     "sidecar name with /": (None, "task.name 'a/b' is not a dataset name"),
-    "sidecar unknown metric": (None, "unknown metric 'rougee'; did you mean rouge"),
+    "sidecar unknown metric": (None, "unknown metric 'rougee'. Did you mean: rouge"),
 }
 SIDECARS = {"sidecar metrics []": {"metrics": [], "max_new_tokens": 8},
             "sidecar unknown step": {"metrics": ["rouge"], "extract": ["first_line", "guess"]},
@@ -112,7 +125,7 @@ def test_eval_refuses_bad_input_and_keeps_earlier_outputs(scored, case):
         before = snapshot(scored)
         EVAL_CASES[case][0](scored)
         before = {k: v for k, v in before.items() if not k.endswith("trec.jsonl")}  # the file we broke
-    proc = run_eval("--pred-dir", scored)
+    proc = run_eval("--pred-dir", scored, own_process=case.startswith("FIFO"))
     assert proc.returncode == 2
     assert EVAL_CASES[case][1].format(f=scored) in proc.stderr
     after = {k: v for k, v in snapshot(scored).items() if k in before}
