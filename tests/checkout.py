@@ -41,3 +41,21 @@ def sh(command: str, cwd: Path, timeout: float = 600, **env) -> subprocess.Compl
     environ.pop("PYTEST_CURRENT_TEST", None)
     return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=environ,
                           timeout=timeout)
+
+
+MAIN_JOB = "python inference.py && python eval.py"  # the README's first command, less its pip install
+
+
+def run_main_job(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """A fresh copy that has run the README's main job (tests/conftest.py shares one per session)."""
+    repo = copy_checkout(tmp_path)
+    return repo, sh(MAIN_JOB, repo)
+
+
+def copy_after_main_job(prepared: Path, tmp_path: Path) -> Path:
+    """Another copy of a checkout that has run the main job, outputs included, for a test to change freely."""
+    repo = tmp_path / "main"
+    shutil.copytree(prepared, repo, symlinks=True)
+    if SHARED.is_dir():
+        (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
+    return repo

@@ -30,3 +30,12 @@ def needs_package(module: str):
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message + ", and CI must have it")
         pytest.skip(message, allow_module_level=True)
+
+
+@pytest.fixture(scope="session")
+def main_job(tmp_path_factory):
+    """(checkout, the finished process) of one fresh copy that ran the README's main job, shared by the tests
+    that start where a new user starts (tests/test_journey.py, tests/test_readme_commands.py); copy it with
+    checkout.copy_after_main_job before changing anything."""
+    from checkout import run_main_job
+    return run_main_job(tmp_path_factory.mktemp("main-job"))

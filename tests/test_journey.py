@@ -12,7 +12,7 @@ import re
 import pytest
 from rouge import Rouge
 
-from checkout import copy_checkout, sh
+from checkout import copy_after_main_job, sh
 
 DEMO_FIGURES = {"custom_en": 16.1, "custom_zh": 27.99, "demo_gaokao": 86.67, "demo_qa_en": 33.33,
                 "demo_qa_zh": 28.33, "demo_summ_en": 6.32, "demo_trec": 97.5}
@@ -67,16 +67,13 @@ def assert_consistent(model_dir):
     return result, detail
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory):
-    return copy_checkout(tmp_path_factory.mktemp("journey"))
-
-
-def test_the_everyday_loop(repo):
-    model_dir = repo / "pred" / "tiny-qwen2"
-    # 1. The README's main job.
-    first = ok("python inference.py && python eval.py", repo)
+def test_the_everyday_loop(main_job, tmp_path):
+    # 1. The README's main job (run once per session in a fresh copy, shared with the README's command test).
+    prepared, first = main_job
+    assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr[-3000:]
     assert "custom_en: 25 new, 0 already done" in first.stdout
+    repo = copy_after_main_job(prepared, tmp_path)
+    model_dir = repo / "pred" / "tiny-qwen2"
     assert read_json(model_dir / "result.json") == DEMO_FIGURES
     assert_consistent(model_dir)
 

@@ -49,9 +49,7 @@ def _question(example: Example) -> str:
 
 
 def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int) -> dict:
-    identity = model.identity()
-    return {"model": {k: identity.get(k) for k in ("adapter", "path", "peft", "dtype", "weights_fingerprint",
-                                                    "chat_template_sha256")},
+    return {"model": model.fingerprint(),
             "template_sha256": ds.template_hash, "chat": ds.task.chat, "max_length": max_length,
             "max_new_tokens": max_new_tokens, "options": dataclasses.asdict(model.options)}
 

@@ -168,6 +168,15 @@ class BaseLLM:
         """What identifies the model in a run's sidecar (path, revision, hashes)."""
         return {"adapter": self.name}
 
+    def fingerprint(self) -> dict:
+        """What a resumed run must share with the one that wrote the file: the weights' fingerprint and chat
+        template (the path only where there is no fingerprint: a hub name, a served model), so a checkout or a
+        prediction folder that moves keeps resuming."""
+        identity = self.identity()
+        keys = ("adapter", "peft", "dtype", "weights_fingerprint", "chat_template_sha256")
+        return {**{k: identity.get(k) for k in keys},
+                "path": None if identity.get("weights_fingerprint") else identity.get("path")}
+
     # --- the shared prompt path -----------------------------------------------------------------------
     def chat_overhead(self) -> int:
         if not hasattr(self, "_chat_overhead"):

@@ -106,9 +106,7 @@ def _sha256(path: Path) -> str:
 def _identity(model: BaseLLM | None) -> dict | None:
     if model is None:
         return None
-    ident = model.identity()
-    return {k: ident.get(k) for k in ("adapter", "path", "peft", "dtype", "weights_fingerprint",
-                                      "chat_template_sha256")}
+    return model.fingerprint()
 
 
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
