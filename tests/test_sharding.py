@@ -1,4 +1,7 @@
-"""Data-parallel inference: torchrun ranks and independent shards merge into the single-process result."""
+"""Data-parallel inference: torchrun ranks and independent shards merge into the single-process result.
+
+torchrun runs the demo model (2 gloo ranks); the shard bookkeeping (resume across shard counts, merging when the
+last shard finishes) runs on the model-free echo adapter, where it costs no model load per process."""
 import json
 import os
 import subprocess
@@ -25,10 +28,20 @@ def records(folder, name):
             for l in path.read_text(encoding="utf-8").splitlines()]
 
 
+ECHO = ("--backend", "echo", "--model-name", "tiny-qwen2")
+
+
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
     out = tmp_path_factory.mktemp("single")
     assert infer(out).returncode == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def single_echo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("single-echo")
+    assert infer(out, *ECHO).returncode == 0
     return out
 
 
@@ -41,24 +54,24 @@ def test_torchrun_two_ranks_equal_one_process(single, tmp_path):
     assert not list((tmp_path / "tiny-qwen2" / "shards").glob("*.jsonl"))  # merged and cleaned up
 
 
-def test_resume_does_not_depend_on_the_shard_count(single, tmp_path):
-    assert infer(tmp_path, "--num-shards", "3", "--shard-id", "1").returncode == 0  # examples 1, 4 of each
+def test_resume_does_not_depend_on_the_shard_count(single_echo, tmp_path):
+    assert infer(tmp_path, *ECHO, "--num-shards", "3", "--shard-id", "1").returncode == 0  # examples 1, 4 of each
     shard = tmp_path / "tiny-qwen2" / "shards" / "custom_en.1-of-3.jsonl"
     assert [json.loads(l)["id"] for l in shard.read_text().splitlines()] == ["custom_en-1", "custom_en-4"]
-    merge = infer(tmp_path, "--merge")
+    merge = infer(tmp_path, *ECHO, "--merge")
     assert merge.returncode == 1 and "some examples have no record yet" in merge.stderr
-    assert infer(tmp_path, "--num-shards", "2", "--shard-id", "0").returncode == 0  # 0, 2, 4, 6 minus done 4
-    assert infer(tmp_path).returncode == 0  # one process finishes the rest and merges
+    assert infer(tmp_path, *ECHO, "--num-shards", "2", "--shard-id", "0").returncode == 0  # 0, 2, 4, 6 minus 4
+    assert infer(tmp_path, *ECHO).returncode == 0  # one process finishes the rest and merges
     for name in ("custom_en", "demo_trec"):
         got = records(tmp_path, name)
         assert [r["id"] for r in got] == [f"{name}-{i}" if name == "custom_en" else f"{name}-{i:03d}"
                                           for i in range(7)]  # every id exactly once, in dataset order
-        assert got == records(single, name)
+        assert got == records(single_echo, name)
 
 
-def test_independent_shards_merge_when_the_last_one_finishes(single, tmp_path):
+def test_independent_shards_merge_when_the_last_one_finishes(single_echo, tmp_path):
     for shard in ("0", "1"):
-        assert infer(tmp_path, "--num-shards", "2", "--shard-id", shard).returncode == 0
-    assert records(tmp_path, "custom_en") == records(single, "custom_en")
-    bad = infer(tmp_path, "--num-shards", "2", "--shard-id", "2")
+        assert infer(tmp_path, *ECHO, "--num-shards", "2", "--shard-id", shard).returncode == 0
+    assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")
+    bad = infer(tmp_path, *ECHO, "--num-shards", "2", "--shard-id", "2")
     assert bad.returncode == 2 and "--shard-id 2 is not in 0..1" in bad.stderr
