@@ -85,8 +85,8 @@ def test_out_of_memory_halves_the_batch_and_records_it(model, monkeypatch):
 
 
 def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
-    args = [sys.executable, "inference.py", "--datasets", "custom_en", "--limit", "16", "--batch-size", "1",
-            "--max-new-tokens", "48", "--threads", "1"]
+    args = [sys.executable, "inference.py", "--datasets", "custom_en", "--limit", "10", "--batch-size", "1",
+            "--max-new-tokens", "32", "--threads", "1"]
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     assert subprocess.run([*args, "--out-dir", str(tmp_path / "clean")], cwd=ROOT, env=env,
                           capture_output=True).returncode == 0
@@ -99,23 +99,10 @@ def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = len(out.read_bytes().splitlines())
-    assert 3 <= partial < 16, "the kill should land mid-run"
+    assert 3 <= partial < 10, "the kill should land mid-run"
     assert subprocess.run([*args, "--out-dir", str(tmp_path / "killed")], cwd=ROOT, env=env,
                           capture_output=True).returncode == 0
     assert records(out) == records(tmp_path / "clean" / "tiny-qwen2" / "custom_en.jsonl")
-
-
-def test_main_job_runs_both_stages_on_a_subset(tmp_path):
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    gen = subprocess.run([sys.executable, "inference.py", "--limit", "2", "--max-new-tokens", "16",
-                          "--out-dir", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert gen.returncode == 0, gen.stderr
-    score = subprocess.run([sys.executable, "eval.py", "--pred-root", str(tmp_path)], cwd=ROOT, env=env,
-                           capture_output=True, text=True)
-    assert score.returncode == 0, score.stderr
-    shipped = sorted(p.stem for p in (ROOT / "dataset").glob("*.jsonl"))
-    assert sorted(json.loads((tmp_path / "tiny-qwen2" / "result.json").read_text())) == shipped
-    assert "| model |" in score.stdout and "tiny-qwen2" in score.stdout
 
 
 def test_peft_adapter_path_is_applied(tmp_path, model):
