@@ -14,8 +14,11 @@ Usage:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import platform
+import signal
+import threading
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -43,6 +46,19 @@ class Job:
     merge: bool = True  # merge into the main file when done (torchrun: rank 0 does it after a barrier)
     tally: Callable[[list[dict]], dict] | None = None  # extra counts per batch (tokens, truncations, ...)
     on_saved: Callable[[int], None] | None = None  # told how many records each batch saved
+
+
+@contextlib.contextmanager
+def _deferred_interrupt():
+    """Hold Ctrl-C (SIGINT) until the block ends, where the platform and thread allow it."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def package_versions() -> dict:
@@ -97,9 +113,10 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
             records = process(batch)
             for record in records:
                 record["example_sha256"] = job.expected[record["id"]]
-            out.append(records)
-            if job.on_saved:
-                job.on_saved(len(records))
+            with _deferred_interrupt():  # saved and counted together, so Ctrl-C reports exactly what was saved
+                out.append(records)
+                if job.on_saved:
+                    job.on_saved(len(records))
             stats.update(examples=len(records), failed=sum(1 for r in records if r.get("error")))
             stats.update(job.tally(records) if job.tally else {})
             bar.update(len(batch))
