@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT, SHARED
+from conftest import MAIN_JOB_COMMAND as MAIN_JOB, ROOT, SHARED  # MAIN_JOB: the README's first command
 
 # What a clone does not have: caches, the git folder, and the outputs of runs (the top-level pred/ only:
 # tests/data/pred/ is shipped data).
@@ -43,11 +43,11 @@ def sh(command: str, cwd: Path, timeout: float = 600, **env) -> subprocess.Compl
                           timeout=timeout)
 
 
-MAIN_JOB = "python inference.py && python eval.py"  # the README's first command, less its pip install
 
 
 def run_main_job(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess]:
     """A fresh copy that has run the README's main job (tests/conftest.py shares one per session)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     repo = copy_checkout(tmp_path)
     return repo, sh(MAIN_JOB, repo)
 

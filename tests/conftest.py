@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "PYTEST_XDIST_WORKER" in os.environ:  # tests run in parallel workers: one thread each, not two per worker
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 TINYEVAL = SHARED / "reference" / "tinyeval"
@@ -35,7 +37,23 @@ def needs_package(module: str):
 @pytest.fixture(scope="session")
 def main_job(tmp_path_factory):
     """(checkout, the finished process) of one fresh copy that ran the README's main job, shared by the tests
-    that start where a new user starts (tests/test_journey.py, tests/test_readme_commands.py); copy it with
+    that start where a new user starts (tests/test_journey.py, tests/test_readme_commands.py), and by every
+    parallel worker (pytest-xdist): the first to arrive runs it, the others wait and reuse it. Copy it with
     checkout.copy_after_main_job before changing anything."""
+    import json
+    import subprocess
+
+    from filelock import FileLock
+
     from checkout import run_main_job
-    return run_main_job(tmp_path_factory.mktemp("main-job"))
+    shared = tmp_path_factory.getbasetemp().parent  # one folder for all workers of this pytest run
+    done = shared / "main-job" / "process.json"
+    with FileLock(str(shared / "main-job.lock")):
+        if not done.exists():
+            repo, proc = run_main_job(shared / "main-job")
+            done.write_text(json.dumps([str(repo), proc.returncode, proc.stdout, proc.stderr]), encoding="utf-8")
+    repo, code, out, err = json.loads(done.read_text(encoding="utf-8"))
+    return Path(repo), subprocess.CompletedProcess(MAIN_JOB_COMMAND, code, out, err)
+
+
+MAIN_JOB_COMMAND = "python inference.py && python eval.py"  # the README's first command, less its pip install

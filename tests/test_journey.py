@@ -117,11 +117,11 @@ def test_the_everyday_loop(main_job, tmp_path):
 
     # 5. Judge two datasets with the demo model, then a third: the first two entries are kept.
     judge = "--judge Eval/models/demo/tiny-qwen2 --judge-mode logits --rubric graded"
-    ok(f"python eval.py --datasets custom_en,demo_gaokao {judge}", repo)
-    ok(f"python eval.py --datasets demo_qa_en {judge}", repo)
+    ok(f"python eval.py --datasets custom_en,custom_zh {judge}", repo)
+    ok(f"python eval.py --datasets demo_summ_en {judge}", repo)
     judged = read_json(model_dir / "judge_result.json")
-    assert sorted(judged) == ["custom_en", "demo_gaokao", "demo_qa_en"]
-    assert [judged[d]["scored"] for d in sorted(judged)] == [4, 30, 30]
+    assert sorted(judged) == ["custom_en", "custom_zh", "demo_summ_en"]
+    assert [judged[d]["scored"] for d in sorted(judged)] == [4, 25, 20]
     for name, entry in judged.items():  # each mean recomputed from the per-example verdicts the judge wrote
         verdicts = records(model_dir / "judge" / f"{name}.graded.jsonl")
         assert entry["score"] == round(100 * sum(v["score"] for v in verdicts) / len(verdicts), 2)

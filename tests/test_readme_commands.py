@@ -32,15 +32,27 @@ def _strip_comment(line: str) -> str:
     return line.rstrip()
 
 
-def readme_commands(text: str = README) -> list[str]:
-    """Each distinct command of the README's bash blocks, in order of first appearance."""
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
-        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+def readme_commands(text: str = README, chain: str | None = None) -> list[str]:
+    """Each distinct command of the README's bash blocks, in order of first appearance; with `chain`, only the
+    commands of that chain (see CHAINS)."""
+    commands, chains = [], {}
+    section = ""
+    for part in re.split(r"(```bash\n.*?```)", text, flags=re.S):
+        if not part.startswith("```bash"):
+            headings = re.findall(r"^## (.*)$", part, re.M)
+            section = headings[-1] if headings else section
+            continue
+        for line in re.sub(r"\\\n\s*", " ", part[len("```bash\n"):-3]).splitlines():
             command = _strip_comment(line).strip()
             if command and command not in commands:
                 commands.append(command)
-    return commands
+                chains[command] = "unlearning" if section.startswith("Unlearning") else "main"
+    return [c for c in commands if chain is None or chains[c] == chain]
+
+
+# Commands that depend on each other run in order in one copy; the chains are independent (run in parallel where
+# tests run in parallel). Both start from a copy that has run the main job.
+CHAINS = ("main", "unlearning")
 
 
 def runnable(command: str) -> tuple[str | None, str]:
@@ -98,12 +110,13 @@ def test_every_skipped_command_has_a_reason_and_the_key_ones_run():
     assert ci.replace("pip install -q ", "pip install ") == readme_test_command  # CI runs exactly that
 
 
-def test_readme_commands_run_as_written(main_job, tmp_path):
+@pytest.mark.parametrize("chain", CHAINS)
+def test_readme_commands_run_as_written(main_job, tmp_path, chain):
     prepared, main_run = main_job  # the first command, run once per session in a fresh copy (tests/conftest.py)
     assert runnable(readme_commands()[0])[0] == MAIN_JOB
     repo = copy_after_main_job(prepared, tmp_path)
     ran = []
-    for command in readme_commands():
+    for command in readme_commands(chain=chain):
         run, _ = runnable(command)
         if run is None:
             continue
@@ -113,4 +126,5 @@ def test_readme_commands_run_as_written(main_job, tmp_path):
         if run in CHECKS:
             assert CHECKS[run](repo, proc.stdout), f"README command gave other figures: {run}\n{proc.stdout[-1500:]}"
         ran.append(run)
-    assert len(ran) >= 15 and _checked() <= set(ran)
+    assert len(ran) >= {"main": 12, "unlearning": 4}[chain]
+    assert {c for c in _checked() if c in readme_commands(chain=chain)} <= set(ran)
