@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-from Eval.args import HelpFormatter, name_list, positive_float
+from Eval.args import HelpFormatter, name_list, positive_float, run_main
 from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
 from Eval.scoring.provenance import check_prediction_file, file_sha256
@@ -256,8 +255,4 @@ def write_table(args, pred_dirs: list[Path], all_models: bool) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BrokenPipeError:  # the output was piped into a reader that stopped early (`| head`): not our error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+    run_main(main)

@@ -20,7 +20,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from Eval.args import HelpFormatter, name_list, nonnegative_int, one_line, positive_int  # noqa: E402
+from Eval.args import HelpFormatter, name_list, nonnegative_int, one_line, positive_int, run_main  # noqa: E402
 from Eval.inference.datasets import load_dataset  # noqa: E402
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default  # noqa: E402
 from Eval.names import output_folder  # noqa: E402
@@ -207,8 +207,4 @@ def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BrokenPipeError:  # the output was piped into a reader that stopped early (`| head`): not our error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+    run_main(main)

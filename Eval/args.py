@@ -4,11 +4,16 @@ parse time, and a help formatter that shows each default once.
 Usage:
     p = argparse.ArgumentParser(formatter_class=HelpFormatter)
     p.add_argument("--batch-size", type=positive_int, default=16, help="most examples per batch")
+    if __name__ == "__main__":
+        run_main(main)
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
+from collections.abc import Callable
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -67,3 +72,13 @@ def one_line(err: BaseException) -> str:
     if isinstance(err.__cause__, Exception) and str(err.__cause__).strip():
         text += f" ({' '.join(str(err.__cause__).split())})"
     return text
+
+
+def run_main(main: Callable[[], int | None]) -> None:
+    """Exits with main()'s status; a reader that stops early (`| head`) is not our error, so it ends quietly."""
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        # Python would print a second BrokenPipeError while flushing stdout at exit; point stdout at devnull first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -49,24 +49,33 @@ class FakeServer:
                                        "t": time.monotonic()})
                     fake.inflight += 1
                     fake.max_inflight = max(fake.max_inflight, fake.inflight)
+                finished = []
+
+                def finish():  # once, just before the last byte: the client may send its next request right after
+                    if not finished:
+                        finished.append(True)
+                        with fake.lock:
+                            fake.inflight -= 1
                 try:
                     status, payload, headers, delay = fake.reply(self.path, body, n)
                     time.sleep(0 if isinstance(delay, Trickle) else delay)
-                    self._send(status, payload, headers, delay.interval if isinstance(delay, Trickle) else 0)
+                    self._send(status, payload, headers, delay.interval if isinstance(delay, Trickle) else 0, finish)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                     pass
                 finally:
-                    with fake.lock:
-                        fake.inflight -= 1
+                    finish()
 
-            def _send(self, status, payload, headers, trickle=0.0):
+            def _send(self, status, payload, headers, trickle=0.0, before_last_byte=lambda: None):
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
                 self.send_response(status)
                 for k, v in {"Content-Type": "application/json", **headers}.items():
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                for i in range(0, len(data), 1 if trickle else len(data) or 1):
+                step = 1 if trickle else len(data) or 1
+                for i in range(0, len(data), step):
+                    if i + step >= len(data):
+                        before_last_byte()
                     self.wfile.write(data[i:i + 1] if trickle else data)
                     self.wfile.flush()
                     time.sleep(trickle)

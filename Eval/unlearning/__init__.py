@@ -8,16 +8,18 @@ Usage:
     outcome = score_records("tofu", Path("pred/my-model"))      # our score records -> TOFU_EVAL / SUMMARY
     outcome.summary["model_utility"]
 
-Modules: stats (per-sample statistics of one TokenStats), samples (one record -> one per-sample entry),
-aggregate (means, truth ratio, AUC, KS, privleak, hmean), rouge (Google rouge-score), handlers + composites
-(the handler registry), suites (TOFU / MUSE composition and the record layout), engine (memoised resolution),
-files (reading and writing), evaluate (eval.py's two modes), inference (the inference side: score records). Torch-free: numpy and scipy only (rouge-score when a
-ROUGE is computed from records).
+Modules, torch-free (numpy and scipy; rouge-score only when a ROUGE is computed from records):
+    splits      the one TOFU / MUSE split table both stages read (data file -> score-record file)
+    suites      which handler each metric name runs, on what (open-unlearning's composition)
+    handlers, composites   the handler registry; stats, samples, aggregate, rouge   the numbers themselves
+    engine      memoised resolution of a suite; files   reading and writing; evaluate   eval.py's two modes
+    confidence  confidence-ordered probability for diffusion LLMs
+inference.py is the inference side (runs a BaseLLM to write the score records); only the inference stage imports it.
 """
 import importlib
 
-# The public names load on first use: eval.py's LongBench path imports only `suites` (to recognise score-record
-# files) and should not pay for numpy. Importing `composites` first fills the handler registry.
+# The public names load on first use, so that importing one small module (splits, confidence) does not pay for
+# numpy and scipy. Importing `composites` first fills the handler registry.
 _API = {"HANDLERS": "handlers", "handler": "handlers", "SUITES": "suites", "Outcome": "evaluate",
         "reaggregate": "evaluate", "score_records": "evaluate"}
 __all__ = sorted(_API)
