@@ -128,6 +128,11 @@ def per_metric_pass(model, pairs: list, batch_size: int, counts: dict) -> list[d
     return out
 
 
+def labelled(model, split, prompt, item: dict, answer: str) -> str:
+    """The answer text as open-unlearning labels it (its default full-turn encoding), as our run does."""
+    return ur.labelled_text(model, item["question"], answer, ur.effective_encoding(model, split, prompt, "full-turn"))
+
+
 def baseline(model, reference, splits, batch_size: int) -> dict:
     counts = {"tokens": 0, "padded_tokens": 0, "projected": 0, "forward_calls": 0}
     ref_counts = dict(counts)
@@ -138,12 +143,13 @@ def baseline(model, reference, splits, batch_size: int) -> dict:
         prompts = [ur.build_prompt(model, split, item, [], 0, None) for item in items]
         n_options = max(len(split_table.options_of(item, "qa")[key]) for item in items)
         for option in range(n_options):  # open-unlearning runs each answer option as its own mini-batch
-            pairs = [(p, split_table.options_of(item, "qa")[key][option]) for p, item in zip(prompts, items)]
+            pairs = [(p, labelled(model, split, p, item, split_table.options_of(item, "qa")[key][option]))
+                     for p, item in zip(prompts, items)]
             results[(metric, name, key, option)] = per_metric_pass(model, pairs, batch_size, counts)
         if metric == "mia_reference":  # the attack also runs the reference model over the same texts
             ref_prompts = [ur.build_prompt(reference, split, item, [], 0, None) for item in items]
-            per_metric_pass(reference, [(p, item["answer"]) for p, item in zip(ref_prompts, items)], batch_size,
-                            ref_counts)
+            per_metric_pass(reference, [(p, labelled(reference, split, p, item, item["answer"]))
+                                        for p, item in zip(ref_prompts, items)], batch_size, ref_counts)
     return {"seconds": time.perf_counter() - start, "counts": counts, "reference": ref_counts, "results": results}
 
 

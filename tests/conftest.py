@@ -46,7 +46,10 @@ def main_job(tmp_path_factory):
     from filelock import FileLock
 
     from checkout import run_main_job
-    shared = tmp_path_factory.getbasetemp().parent  # one folder for all workers of this pytest run
+    # One folder for all workers of this pytest run: each worker's base is a subfolder of the run's (popen-gwN),
+    # while a run without workers has the run's own folder as its base (its parent holds every earlier run).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
     done = shared / "main-job" / "process.json"
     with FileLock(str(shared / "main-job.lock")):
         if not done.exists():

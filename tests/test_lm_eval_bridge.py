@@ -1,7 +1,11 @@
 """The lm-evaluation-harness bridge (Eval/inference/lm_eval_bridge.py) on the shipped demo model, offline: local JSONL tasks
 of every output type run through `python -m Eval.inference.lm_eval_bridge`, each response checked against our adapter and a
-plain full forward pass; and Eval, eval.py and inference.py --validate working with lm_eval absent."""
+plain full forward pass; and Eval, eval.py and inference.py --validate working with lm_eval absent. Parity with lm-eval's
+own HF model and the encoding conventions: tests/test_lm_eval_parity.py."""
+import contextlib
+import copy
 import importlib.util
+import io
 import json
 import math
 import os
@@ -24,6 +28,8 @@ TREC = [("How much does an adult African elephant weigh?", 0), ("What is the har
         ("How many sides does a hexagon have?", 0), ("How many strings does a standard violin have?", 0)]
 CLASSES = ["Numeric value", "Entity", "Abbreviation", "Human", "Description", "Location"]
 TEXTS = ["Frozen water is called ice. Two people were hurt in a fire.", "小镇的名字是青石镇。人民币57081.86元。"]
+CUTS = [("Achterberg, 49, joi", "ned the credit"),  # " joined" takes the cut: lm-eval's continuation has no token
+        ("Question: How many sides does a hexagon have?\nTy", "pe: Numeric value")]  # "Type" takes the cut
 KINDS = {  # task -> what its YAML adds to the shared header
     "t_mc": 'output_type: multiple_choice\ndoc_to_text: "Question: {{question}}\\nType:"\n'
             'doc_to_choice: "{{choices}}"\ndoc_to_target: label\nmetric_list: [{metric: acc}, {metric: acc_norm}]\n',
@@ -34,6 +40,8 @@ KINDS = {  # task -> what its YAML adds to the shared header
     "t_gen": 'output_type: generate_until\ndoc_to_text: "Question: {{question}}\\nType:"\ndoc_to_target: answer\n'
              'generation_kwargs: {until: ["Question:"], max_gen_toks: 8, do_sample: false}\n'
              "metric_list: [{metric: exact_match, regexes_to_ignore: ['^\\s+']}]\n",
+    "t_cut": 'output_type: loglikelihood\ndoc_to_text: "{{head}}"\ndoc_to_target: "{{tail}}"\n'
+             'metric_list: [{metric: acc}]\n',
 }
 
 
@@ -51,8 +59,8 @@ def model():
 @pytest.fixture(scope="module")
 def task_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm_eval_tasks")
-    docs = [{"question": q, "choices": CLASSES, "label": y, "answer": CLASSES[y], "text": TEXTS[i % 2]}
-            for i, (q, y) in enumerate(TREC)]
+    docs = [{"question": q, "choices": CLASSES, "label": y, "answer": CLASSES[y], "text": TEXTS[i % 2],
+             "head": CUTS[i % 2][0], "tail": CUTS[i % 2][1]} for i, (q, y) in enumerate(TREC)]
     (root / "data.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), "utf-8")
     for task, body in KINDS.items():  # absolute data_files: relative ones resolve against the working directory
         header = (f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {root / 'data.jsonl'}\n"
@@ -63,16 +71,27 @@ def task_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(task_dir):
-    """The command line, once, over all four tasks: (lm_eval_results.json, {task: logged samples})."""
+    """The command line, once, over all the tasks: (lm_eval_results.json, {task: logged samples}, what it printed)."""
     from Eval.inference.lm_eval_bridge import main
 
-    out = task_dir / "out"
-    assert main(["--model", str(DEMO), "--tasks", ",".join(KINDS), "--include-path", str(task_dir),
-                 "--no-builtin-tasks", "--out-dir", str(out), "--log-samples", "--bootstrap-iters", "0",
-                 "--threads", "1", "--batch-size", "4"]) == 0
+    out, printed = task_dir / "out", io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["--model", str(DEMO), "--tasks", ",".join(KINDS), "--include-path", str(task_dir),
+                     "--no-builtin-tasks", "--out-dir", str(out), "--log-samples", "--bootstrap-iters", "0",
+                     "--threads", "1", "--batch-size", "4"]) == 0
     samples = {t: [json.loads(l) for l in (out / "lm_eval_samples" / f"{t}.jsonl").read_text("utf-8").splitlines()]
                for t in KINDS}
-    return json.loads((out / "lm_eval_results.json").read_text(encoding="utf-8")), samples
+    return json.loads((out / "lm_eval_results.json").read_text(encoding="utf-8")), samples, printed.getvalue()
+
+
+def arguments(row: dict) -> list[tuple]:
+    """A logged sample's request arguments, from lm-eval's {"gen_args_<i>": {"arg_<j>": value}} layout."""
+    return [tuple(args.values()) for args in row["arguments"].values()]
+
+
+def loglikelihoods(row: dict) -> list[tuple[float, bool]]:
+    """A logged sample's (log-likelihood, is_greedy) responses, written as strings as lm-eval writes them."""
+    return [(float(ll), {"True": True, "False": False}[greedy]) for (ll, greedy), in row["resps"]]
 
 
 def full_forward(model, ids: list[int], start: int) -> tuple[float, bool]:
@@ -99,7 +118,7 @@ def request(kind: str, *args):
 
 @needs_lm_eval
 def test_results_file_is_lm_evals_dict_plus_the_bridge(run):
-    results, samples = run
+    results, samples, _ = run
     assert set(results["results"]) == set(KINDS) and "samples" not in results
     assert results["lm_eval_version"] and results["bridge"]["adapter"]["path"] == str(DEMO)
     assert results["bridge"]["adapter_options"]["stop"] == [] and results["bridge"]["max_length"] == 2048
@@ -112,8 +131,8 @@ def test_results_file_is_lm_evals_dict_plus_the_bridge(run):
 @needs_lm_eval
 def test_loglikelihood_equals_score_and_a_full_forward(run, model):
     for row in run[1]["t_ll"]:
-        (context, continuation), = row["arguments"]
-        logprob, greedy = row["resps"][0][0]
+        (context, continuation), = arguments(row)
+        (logprob, greedy), = loglikelihoods(row)
         assert continuation.startswith(" ")  # loglikelihood tasks add no delimiter: the YAML's target has the space
         assert logprob == pytest.approx(sum(model.score([(context, continuation)])[0].logprobs), abs=1e-4)
         want, want_greedy = pair_forward(model, context, continuation)
@@ -122,15 +141,15 @@ def test_loglikelihood_equals_score_and_a_full_forward(run, model):
 
 @needs_lm_eval
 def test_multiple_choice_accuracy_is_the_argmax_of_the_loglikelihoods(run, model):
-    results, samples = run
+    results, samples, _ = run
     right = right_norm = 0
     for row in samples["t_mc"]:
-        lls = [r[0][0] for r in row["resps"]]
-        context = row["arguments"][0][0]
-        assert [c for _, c in row["arguments"]] == [" " + c for c in CLASSES]
+        lls = [ll for ll, _ in loglikelihoods(row)]
+        context = arguments(row)[0][0]
+        assert [c for _, c in arguments(row)] == [" " + c for c in CLASSES]
         assert lls == pytest.approx([pair_forward(model, context, " " + c)[0] for c in CLASSES], abs=1e-4)
-        right += max(range(len(lls)), key=lls.__getitem__) == row["target"]
-        right_norm += max(range(len(lls)), key=lambda i: lls[i] / len(CLASSES[i])) == row["target"]
+        right += max(range(len(lls)), key=lls.__getitem__) == int(row["target"])  # (a string, as lm-eval writes it)
+        right_norm += max(range(len(lls)), key=lambda i: lls[i] / len(CLASSES[i])) == int(row["target"])
     assert results["results"]["t_mc"]["acc,none"] == right / len(TREC) == 0.5  # the demo model knows half
     assert results["results"]["t_mc"]["acc_norm,none"] == right_norm / len(TREC)
 
@@ -139,7 +158,7 @@ def test_multiple_choice_accuracy_is_the_argmax_of_the_loglikelihoods(run, model
 def test_generate_until_equals_our_generate(run, model):
     outputs = []
     for row in run[1]["t_gen"]:
-        (context, kwargs), = row["arguments"]
+        (context, kwargs), = arguments(row)
         prompt = model.build_prompt(context, chat=False, max_new_tokens=8, max_length=2048)
         assert row["resps"][0][0] == model.generate([prompt], 8, tuple(kwargs["until"]))[0].text
         outputs.append(row["resps"][0][0])
@@ -148,59 +167,59 @@ def test_generate_until_equals_our_generate(run, model):
 
 @needs_lm_eval
 def test_rolling_loglikelihood_is_the_sum_of_token_logprobs(run, model):
-    results, samples = run
+    results, samples, _ = run
     eos = model.tokenizer.eos_token_id  # the demo tokenizer has no BOS: lm-eval's prefix token is EOS
     total, words = 0.0, 0
     for row in samples["t_ppl"]:
-        (text,), = row["arguments"]
-        assert row["resps"][0][0] == pytest.approx(full_forward(model, [eos] + model.tokenize(text), 1)[0], abs=1e-4)
-        total, words = total + row["resps"][0][0], words + len(re.split(r"\s+", text))
+        (text,), = arguments(row)
+        (logprob,), = row["resps"]
+        assert float(logprob) == pytest.approx(full_forward(model, [eos] + model.tokenize(text), 1)[0], abs=1e-4)
+        total, words = total + float(logprob), words + len(re.split(r"\s+", text))
     assert results["results"]["t_ppl"]["word_perplexity,none"] == pytest.approx(math.exp(-total / words), rel=1e-6)
 
 
 @needs_lm_eval
-def test_rolling_windows_follow_lm_evals_disjoint_windows(model):
-    from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
-    from Eval.inference.lm_eval_bridge import BridgeLM
-
-    bridge = BridgeLM(model, max_length=8)  # 7 predicted tokens a window after 1 context token; the last window
-    for text in TEXTS:
-        ids = model.tokenize(text)
-        windows = [make_disjoint_window(w) for w in get_rolling_token_windows(ids, 2, max_seq_len=7, context_len=1)]
-        assert len(windows) > 2 and len(windows[-1][0]) > 1  # (the last window gets as much context as fits)
-        want = sum(full_forward(model, ctx + pred, len(ctx))[0] for ctx, pred in windows)
-        got = bridge.loglikelihood_rolling([request("loglikelihood_rolling", text)])[0]
-        assert got == pytest.approx(want, abs=1e-4)
-    assert not bridge.stats["inexact_windows"]
-    text = "naïve café — 😀 ok"  # cuts inside a character move back until both texts re-tokenize exactly
-    windows = bridge._windows(text)
-    assert [t for _, piece, _ in windows for t in model.tokenize(piece)] == model.tokenize(text)
-    assert not bridge.stats["inexact_windows"] and len(windows) > 2
-    tight = BridgeLM(model, max_length=5)  # a 4-token character plus its 4-token context cannot fit 5 tokens
-    tight._windows("😀😀😀")
-    assert tight.stats["inexact_windows"] > 0  # reported, not hidden
+def test_a_request_lm_eval_cannot_score_is_counted_and_said(run, model):
+    results, samples, printed = run
+    assert results["bridge"]["events"] == {"boundary_merges": 6, "unscorable_in_lm_eval_encoding": 3}
+    assert (results["bridge"]["request_encoding"], results["bridge"]["scoring"]) == ("lm-eval", "token ids (score_ids)")
+    assert "note: 3 request(s) that lm-eval's encoding leaves without a continuation token (lm-eval itself stops on " \
+           "them) were scored with the separate encoding" in printed
+    for row in samples["t_cut"]:
+        (pair,), ((logprob, _),) = arguments(row), loglikelihoods(row)
+        if pair == CUTS[0]:  # scored as the separate encoding scores it
+            assert logprob == pytest.approx(sum(model.score([pair])[0].logprobs), abs=1e-4)
+        else:  # lm-eval's tokens: " Numeric value" after "...\nType", greedy for the demo model
+            whole, alone = model.tokenize("".join(pair)), model.tokenize(pair[0])
+            assert [model.detokenize([t]) for t in whole[len(alone):]] == [" Numeric", " value"]
+            want, greedy = full_forward(model, alone + whole[len(alone):], len(alone))
+            assert logprob == pytest.approx(want, abs=1e-4) and greedy
 
 
 @needs_lm_eval
-def test_loglikelihood_conventions(model):
-    from Eval.inference.lm_eval_bridge import BridgeLM
+def test_sample_files_are_what_lm_evals_command_line_writes(model, task_dir, tmp_path):
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.tasks import TaskManager
+    from Eval.inference.lm_eval_bridge import BridgeLM, write_results
 
-    bridge = BridgeLM(model)
-    ll = lambda *pair: bridge.loglikelihood([request("loglikelihood", *pair)])[0][0]  # noqa: E731
-    context = "Question: Who was the first woman to win a Nobel Prize?\nType:"
-    assert ll(context + " ", "Human") == ll(context, " Human")  # trailing space moves to the continuation
-    eos = model.tokenizer.eos_token_id
-    assert ll("", " Paris") == pytest.approx(full_forward(model, [eos] + model.tokenize(" Paris"), 1)[0], abs=1e-4)
-    assert ll("", "<|im_end|> Paris") == pytest.approx(ll("", " Paris"), abs=1e-6)  # lm-eval's own-first-token case
-    assert not bridge.stats["boundary_merges"]
-    assert ll("hel", "lo") == pytest.approx(sum(model.score([("hel", "lo")])[0].logprobs), abs=1e-6)
-    assert bridge.stats["boundary_merges"] == 1  # "hello" merges across the cut: counted, scored as score() does
-    short = BridgeLM(model, max_length=16)  # a context too long for the window is cut in the middle
-    long_context = " ".join(["word"] * 40) + "\nType:"
-    cut = model.build_prompt(long_context, chat=False, max_new_tokens=len(model.tokenize(" Human")), max_length=16)
-    got = short.loglikelihood([request("loglikelihood", long_context, " Human")])[0][0]
-    assert got == pytest.approx(pair_forward(model, cut.text, " Human")[0], abs=1e-4)
-    assert short.stats["truncated_contexts"] == 1
+    manager = TaskManager(include_path=str(task_dir), include_defaults=False)
+    results = simple_evaluate(model=BridgeLM(model), tasks=["t_mc", "t_gen"], task_manager=manager, limit=2,
+                              bootstrap_iters=0, log_samples=True)
+    tracker = EvaluationTracker(output_path=str(tmp_path / "lm_eval" / "results.json"))
+    theirs = copy.deepcopy(results)  # lm-eval's writer changes the rows as it writes them
+    tracker.save_results_aggregated(results=theirs, samples=theirs["samples"])  # as lm-eval's command line does
+    for task, rows in theirs["samples"].items():
+        tracker.save_results_samples(task_name=task, samples=rows)
+    write_results(results, BridgeLM(model), tmp_path / "ours")
+    for task in ("t_mc", "t_gen"):
+        theirs, = (tmp_path / "lm_eval").glob(f"samples_{task}_*.jsonl")
+        ours = tmp_path / "ours" / "lm_eval_samples" / f"{task}.jsonl"
+        assert ours.read_text("utf-8") == theirs.read_text("utf-8")
+    row = json.loads(ours.read_text("utf-8").splitlines()[0])
+    assert row["arguments"]["gen_args_0"] == {"arg_0": "Question: How much does an adult African elephant weigh?"
+                                                        "\nType:", "arg_1": {"until": ["Question:"], "max_gen_toks": 8,
+                                                                             "do_sample": False}}
 
 
 @needs_lm_eval

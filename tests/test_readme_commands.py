@@ -85,7 +85,11 @@ CHECKS = {  # a command -> what must hold after it ran
     "python eval.py --unlearning tofu --pred-dir pred/unlearn-target --retain-logs "
     "pred/unlearn-retain/TOFU_EVAL.json": lambda repo, out: (
         lambda s: s["privleak"] == pytest.approx(-100) and s["forget_quality"] == pytest.approx(5.8e-10, rel=0.05)
+        and s["forget_Q_A_Prob"] == pytest.approx(0.320134, abs=1e-6)  # open-unlearning's full-turn encoding
     )(_read(repo, "pred/unlearn-target/TOFU_SUMMARY.json")),
+    "python eval.py --unlearning tofu --pred-dir pred/answer-eos/unlearn-target": lambda repo, out: "answer labels: "
+    "answer-eos" in out and _read(repo, "pred/answer-eos/unlearn-target/TOFU_SUMMARY.json")["forget_Q_A_Prob"]
+    == pytest.approx(0.996971, abs=1e-6),
     "python eval.py --model tiny-qwen2 --datasets custom_en,demo_trec --judge Eval/models/demo/tiny-qwen2 "
     "--judge-mode logits --rubric graded": lambda repo, out: sorted(_read(repo, "pred/tiny-qwen2/judge_result.json"))
     == ["custom_en", "demo_trec"],

@@ -2,7 +2,8 @@
 
 The package is the reference; every comparison checks the float's bits (float.hex), not closeness.
 In-process package calls get a raised recursion limit (pytest's stack is deep); the recursion threshold itself
-is checked against the package run from a plain script in a subprocess, the shallow stack it is defined for.
+is checked against the package run in a subprocess by a script with LongBench eval.py's call path (its
+__main__ block -> scorer / scorer_e -> metric function -> package), the stack it is defined for.
 """
 import contextlib
 import doctest
@@ -243,13 +244,15 @@ def test_docstring_examples():
     assert result.attempted >= 5 and result.failed == 0
 
 
-# The recursion threshold. A plain script calling LongBench's wrappers from a for loop (a comprehension adds a
-# frame on 3.11), exactly the stack REFERENCE_FRAMES describes.
+# The recursion threshold. The reference script models LongBench v1's eval.py call path, the stack
+# REFERENCE_FRAMES describes: its __main__ block (module level, no comprehension) calls scorer() or scorer_e(),
+# which call the metric function (rouge_score, or rouge_zh_score -> rouge_score), which calls the package.
+# RecursionError is reported by name so the test can tell it from a real 0.0.
 _REFERENCE_SCRIPT = '''
 import json, sys
 from rouge import Rouge
 
-def rouge_score(prediction, ground_truth):
+def rouge_score(prediction, ground_truth, **kwargs):
     try:
         scores = Rouge().get_scores([prediction], [ground_truth], avg=True)
     except RecursionError:
@@ -258,16 +261,35 @@ def rouge_score(prediction, ground_truth):
         return 0.0
     return scores["rouge-l"]["f"]
 
-def rouge_zh_score(prediction, ground_truth):
+def rouge_zh_score(prediction, ground_truth, **kwargs):
     import jieba
     prediction = " ".join(list(jieba.cut(prediction, cut_all=False)))
     ground_truth = " ".join(list(jieba.cut(ground_truth, cut_all=False)))
     return rouge_score(prediction, ground_truth)
 
-out = []
-for kind, pred, gt in json.load(sys.stdin):
-    out.append(rouge_zh_score(pred, gt) if kind == "zh" else rouge_score(pred, gt))
-print(json.dumps([sys.getrecursionlimit(), out]))
+metric_of = {"en": rouge_score, "zh": rouge_zh_score}
+
+def scorer(dataset, predictions, answers, all_classes):
+    values = []
+    for prediction, ground_truths in zip(predictions, answers):
+        for ground_truth in ground_truths:
+            values.append(metric_of[dataset](prediction, ground_truth, all_classes=all_classes))
+    return values
+
+def scorer_e(dataset, predictions, answers, lengths, all_classes):
+    buckets = {"0-4k": []}
+    for prediction, ground_truths, length in zip(predictions, answers, lengths):
+        for ground_truth in ground_truths:
+            buckets["0-4k"].append(metric_of[dataset](prediction, ground_truth, all_classes=all_classes))
+    return buckets
+
+if __name__ == "__main__":
+    out = []
+    for kind, pred, gt in json.load(sys.stdin):
+        plain = scorer(kind, [pred], [[gt]], None)
+        bucketed = scorer_e(kind, [pred], [[gt]], [100], None)["0-4k"]
+        out.append(plain[0] if plain == bucketed else ["scorer and scorer_e differ", plain, bucketed])
+    print(json.dumps([sys.getrecursionlimit(), out]))
 '''
 
 
@@ -292,11 +314,20 @@ def _zh_case_with_steps(text, gt, steps):
     raise AssertionError(f"no prefix walks {steps} steps")
 
 
+def _run_reference_script(tmp_path, cases):
+    """[recursion limit, per-case value or "RecursionError"] from the LongBench-path script, in a subprocess."""
+    script = tmp_path / "reference_rouge.py"
+    script.write_text(_REFERENCE_SCRIPT, encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], input=json.dumps(cases), capture_output=True,
+                         text=True, check=True, timeout=120)
+    return json.loads(run.stdout)
+
+
 @needs_shared
-def test_recursion_threshold_matches_the_package_from_a_plain_script(tmp_path):
+def test_recursion_threshold_matches_longbench_scorer(tmp_path):
     limit = sys.getrecursionlimit()
     top = limit - REFERENCE_FRAMES  # most steps a walk survives (3.11: one fewer if its last DP index is > 256)
-    assert top == 991 or limit != 1000
+    assert top == 990 or limit != 1000
     english = [
         (_words(top), "x"),                                   # left walk, top steps: survives
         (_words(top + 1), "x"),                               # one more step: RecursionError
@@ -312,11 +343,7 @@ def test_recursion_threshold_matches_the_package_from_a_plain_script(tmp_path):
     # rouge_zh_score calls rouge_score: one frame deeper, so the zh threshold is one step lower than rouge's.
     chinese = [(_zh_case_with_steps(text, gt, top - 1), gt), (_zh_case_with_steps(text, gt, top), gt)]
     cases = [["en", p, g] for p, g in english] + [["zh", p, g] for p, g in chinese]
-    script = tmp_path / "reference_rouge.py"
-    script.write_text(_REFERENCE_SCRIPT, encoding="utf-8")
-    run = subprocess.run([sys.executable, str(script)], input=json.dumps(cases), capture_output=True,
-                         text=True, check=True, timeout=120)
-    ref_limit, reference = json.loads(run.stdout)
+    ref_limit, reference = _run_reference_script(tmp_path, cases)
     assert ref_limit == limit
     got = [rouge(p, g) if kind == "en" else rouge_zh(p, g) for kind, p, g in cases]
     expected_recursion = [False, True, False, True, False, sys.version_info[:2] == (3, 11), False, True, False, True]
@@ -326,6 +353,28 @@ def test_recursion_threshold_matches_the_package_from_a_plain_script(tmp_path):
             assert isinstance(value, Zeroed) and "RecursionError" in value.reason
         else:
             assert bits(value) == bits(ref) and not isinstance(value, Zeroed)
+
+
+def test_991_steps_score_zero_as_longbench_scorer_scores_them(tmp_path):
+    # LongBench's scorer sits one frame above a plain script: with the default limit it zeroes a walk of 991
+    # steps (990 for rouge_zh, one frame deeper still), which a plain script would let through.
+    assert sys.getrecursionlimit() == 1000  # Python's default, which LongBench's eval.py runs with
+
+    def one_match(n):  # n - 1 left steps over words "x" lacks, then the diagonal at "x": n steps, llcs 1
+        return "x " + _words(n - 1), "x"
+
+    (ref,), (hyp,) = _sentences("x"), _sentences(one_match(991)[0])
+    assert _walk(ref, hyp, _masks(ref))[1] == 991
+    cases = [["en", *one_match(991)], ["en", _words(991), _words(991)], ["en", *one_match(990)],
+             ["zh", *one_match(990)], ["zh", *one_match(989)]]
+    _, reference = _run_reference_script(tmp_path, cases)
+
+    def f(n):  # P = 1/n distinct words, R = 1/1, the package's F
+        return 2.0 * ((1 / n * 1.0) / (1 / n + 1.0 + 1e-8))
+    assert reference == ["RecursionError", "RecursionError", f(990), "RecursionError", f(989)]
+    got = [rouge(p, g) if kind == "en" else rouge_zh(p, g) for kind, p, g in cases]
+    assert [bits(v) for v in got] == [bits(v) for v in (0.0, 0.0, f(990), 0.0, f(989))]
+    assert [isinstance(v, Zeroed) and "RecursionError" in v.reason for v in got] == [True, True, False, True, False]
 
 
 def test_recursion_threshold_follows_the_recursion_limit():

@@ -8,18 +8,24 @@ Every model option of inference.py is accepted as is (--backend, --dtype, --devi
 --stop, --cut-at, --batch-size, --max-batch-tokens, --max-length, --max-new-tokens, ...: Eval/models/factory.py).
 Writes OUT_DIR/lm_eval_results.json (default OUT_DIR: pred/<model-name>, beside inference.py's records): lm-eval's
 results dict, plus "bridge" (adapter identity and options, counts of the convention events below); with
---log-samples also OUT_DIR/lm_eval_samples/<task>.jsonl (a subfolder, so eval.py never reads them as predictions).
+--log-samples also OUT_DIR/lm_eval_samples/<task>.jsonl (a subfolder, so eval.py never reads them as predictions)
+in the layout lm-eval's command line writes (arguments as {gen_args_0: {arg_0: ..}}, responses as strings).
 
 In Python:  lm = BridgeLM(HFModel(path));  lm_eval.simple_evaluate(model=lm, tasks=[...])
 
-How lm-eval's three requests map onto the adapter (Eval/models/base.py):
-  loglikelihood(context, continuation) -> score(): sum of the continuation's log-probs, is_greedy = all argmax.
-    As in lm-eval, the context's trailing whitespace moves to the continuation and an empty context becomes the
-    BOS token (else EOS). The two parts are tokenized apart and joined (score()'s convention; lm-eval's HF model
-    splits the joined text's tokens, which differs only where a merge crosses the cut: "boundary_merges"). A pair
-    longer than the window has its context cut in the middle, as inference.py cuts prompts ("truncated_contexts").
-  loglikelihood_rolling(text) -> score() over lm-eval's disjoint windows (the first after BOS/EOS, every token
-    predicted once), one window per forward pass of at most max_length tokens, so max_length - 1 predicted.
+How lm-eval's three requests map onto the adapter (Eval/models/base.py; encoding: Eval/inference/lm_eval_requests.py):
+  loglikelihood(context, continuation) -> sum of the continuation's log-probs, is_greedy = all argmax. By default
+    (--request-encoding lm-eval) the pair is encoded as lm-eval's HF model encodes it, on token ids (score_ids):
+    context + continuation encoded together, the tokens after the context's own encoding scored, an empty context
+    as the prefix token (BOS, else EOS), over-long pairs cut on the left; --request-encoding separate tokenizes
+    the two texts apart (score()'s convention; over-long contexts cut in the middle). They differ where the cut
+    falls inside a token ("boundary_merges"). A request lm-eval itself cannot score (its encoding leaves no
+    continuation token) is scored with the separate encoding and counted ("unscorable_in_lm_eval_encoding").
+    Adapters without score_ids (api, echo) are scored as text, with the separate encoding, and the run says so.
+  loglikelihood_rolling(text) -> lm-eval's disjoint windows on token ids (the first after BOS/EOS, every token
+    predicted once), one forward pass of at most max_length tokens each, predicting up to max_length.
+    Log-probabilities are summed in float64; lm-eval sums float32 in float32, off by ~1e-7 of the sum (measured
+    on the demo model: up to 7e-6 nats on short continuations, 2e-3 on a full 2048-token window).
   generate_until(context, gen_kwargs) -> generate(): greedy, stops at `until`, --stop strings and EOS/end-of-turn
     tokens, after max_gen_toks (default 256; --max-new-tokens overrides); --cut-at etc. apply. do_sample or
     temperature > 0 run greedily ("sampling_requests_run_greedy"); other sampling keys are ignored, with a warning.
@@ -44,6 +50,7 @@ except ImportError as err:
     raise ImportError("Eval.inference.lm_eval_bridge needs lm-eval, an optional dependency: pip install lm-eval") from err
 
 from Eval.args import HelpFormatter, one_line
+from Eval.inference.lm_eval_requests import ENCODINGS, RequestEncoder
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default
 from Eval.names import output_folder
 from Eval.storage import write_bytes_atomic
@@ -56,96 +63,42 @@ class BridgeLM(LM):
     """lm-eval's LM interface over one of our adapters (BaseLLM); batching follows inference.py's options."""
 
     def __init__(self, model: BaseLLM, batch_size: int = 16, max_batch_tokens: int | None = 16384,
-                 max_length: int | None = None, max_gen_toks: int = 256, force_gen_toks: int | None = None):
+                 max_length: int | None = None, max_gen_toks: int = 256, force_gen_toks: int | None = None,
+                 request_encoding: str = "lm-eval"):
         super().__init__()
         self.model, self.batch_size, self.max_batch_tokens = model, batch_size, max_batch_tokens
         self.max_length = max_length or model.context_window()  # tokens per forward pass (None: unbounded)
         self.max_gen_toks, self.force_gen_toks = max_gen_toks, force_gen_toks
         self.tokenizer = getattr(model, "tokenizer", None)  # lm-eval records its special tokens
-        bos_or_eos = getattr(self.tokenizer, "bos_token", None) or getattr(self.tokenizer, "eos_token", None)
-        if bos_or_eos and len(model.tokenize(bos_or_eos)) != 1:
-            raise ValueError(f"{bos_or_eos!r} does not tokenize to one token; cannot condition empty contexts")
-        self.prefix_text = bos_or_eos or ""  # what an empty context (and the first rolling window) conditions on
         self.chat = False  # set once lm-eval applies chat templates: prompts then carry their own special tokens
         self.stats: Counter = Counter()
+        self.requests = RequestEncoder(model, self.max_length, request_encoding, self.stats)
+        if not self.requests.ids:
+            log.warning("adapter %r: requests are scored as %s", model.name, self.requests.describe())
         self.ignored_gen_kwargs: set[str] = set()
 
     # --- loglikelihood -----------------------------------------------------------------------------------
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        items = [self._pair(*request.args) for request in requests]
+        items = [self.requests.pair(*request.args) for request in requests]
+        # float64 sums (lm-eval sums float32 log-probs in float32: closer to exact here, see the docstring)
         return [(float(sum(s.logprobs)), bool(all(s.greedy))) for s in self._score(items)]
 
-    def _pair(self, context: str, continuation: str) -> tuple[str, str, int]:
-        """One request as the (prompt, answer) pair score() takes, and its length in tokens."""
-        spaces = len(context) - len(context.rstrip())
-        if spaces:  # lm-eval: word-boundary whitespace belongs to the continuation
-            context, continuation = context[:-spaces], context[-spaces:] + continuation
-        if not context:  # lm-eval: condition on the prefix token (or on the continuation's own, if it starts so)
-            context = self.prefix_text
-            if context and continuation.startswith(context) and continuation != context:
-                continuation = continuation[len(context):]
-        ctx, cont = self.model.tokenize(context), self.model.tokenize(continuation)
-        if self.model.tokenize(context + continuation) != ctx + cont:
-            self.stats["boundary_merges"] += 1
-        if self.max_length and len(ctx) + len(cont) > self.max_length:
-            if len(cont) > self.max_length - 3:
-                raise ValueError(f"a {len(cont)}-token continuation does not fit the {self.max_length}-token window")
-            context = self.model.build_prompt(context, False, len(cont), self.max_length).text  # middle cut
-            ctx = self.model.tokenize(context)
-            self.stats["truncated_contexts"] += 1
-        return context, continuation, len(ctx) + len(cont)
-
-    def _score(self, items: list[tuple[str, str, int]]) -> list[TokenScores]:
+    def _score(self, items: list[tuple]) -> list[TokenScores]:
+        """TokenScores of (context, continuation, tokens) items: id lists through score_ids, texts through score."""
+        call = self.model.score_ids if self.requests.ids else self.model.score
         out: list = [None] * len(items)
         for batch in plan_batches([n for _, _, n in items], self.batch_size, self.max_batch_tokens):
-            for i, scores in zip(batch, self.model.score([items[i][:2] for i in batch])):
+            for i, scores in zip(batch, call([items[i][:2] for i in batch])):
                 out[i] = scores
         return out
 
     # --- loglikelihood_rolling ---------------------------------------------------------------------------
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        windows = [(k, window) for k, request in enumerate(requests) for window in self._windows(request.args[0])]
+        windows = [(k, w) for k, request in enumerate(requests) for w in self.requests.rolling(request.args[0])]
         totals = [0.0] * len(requests)
         for (k, _), scores in zip(windows, self._score([window for _, window in windows])):
             totals[k] += float(sum(scores.logprobs))
         return totals
-
-    def _exact(self, ids: list[int]) -> str | None:
-        """The text of these ids if it tokenizes back to exactly them (score() takes text, windows are ids)."""
-        text = self.model.detokenize(ids)
-        return text if self.model.tokenize(text) == list(ids) else None
-
-    def _windows(self, text: str) -> list[tuple[str, str, int]]:
-        """lm-eval's disjoint rolling windows as (context, piece, tokens) text pairs that re-tokenize exactly:
-        the first after BOS/EOS, then max_length - 1 tokens after the token before them, the last one after as
-        much context as fits. Where a cut falls inside a character (or a merge), the piece ends up to 8 tokens
-        earlier; if that fails too, the window is scored as decoded and counted ("inexact_windows")."""
-        ids = self.model.tokenize(text)
-        if not self.max_length or len(ids) < self.max_length:
-            return [(self.prefix_text, text, len(ids) + 1)] if ids else []
-        windows, start = [], 0
-        while start < len(ids):
-            end = min(start + self.max_length - 1, len(ids))
-            window = next((w for stop in range(end, max(start, end - 8), -1)
-                           if (w := self._window(ids, start, stop)) is not None), None)
-            if window is None:
-                self.stats["inexact_windows"] += 1
-                context = self.model.detokenize(ids[start - 1:start]) if start else self.prefix_text
-                window = (context, self.model.detokenize(ids[start:end]), 1, end)
-            windows.append((window[0], window[1], window[2] + window[3] - start))
-            start = window[3]
-        return windows
-
-    def _window(self, ids: list[int], start: int, end: int) -> tuple[str, str, int, int] | None:
-        """(context, piece, context tokens, end) predicting ids[start:end] after the fullest context that fits."""
-        piece = self._exact(ids[start:end])
-        if piece is None or start == 0:
-            return None if piece is None else (self.prefix_text, piece, 1, end)
-        most = min(start, self.max_length - (end - start))
-        for width in range(most, max(0, most - 8), -1):
-            if (context := self._exact(ids[start - width:start])) is not None:
-                return context, piece, width, end
-        return None
 
     # --- generate_until ----------------------------------------------------------------------------------
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
@@ -207,8 +160,21 @@ class BridgeLM(LM):
     def report(self) -> dict:
         return {**self.get_model_info(), "max_length": self.max_length, "batch_size": self.batch_size,
                 "max_gen_toks": self.force_gen_toks or f"task's, else {self.max_gen_toks}", "chat": self.chat,
-                "prefix_text": self.prefix_text, "events": dict(+self.stats),
+                "request_encoding": self.requests.encoding, "scoring": self.requests.describe(),
+                "prefix_text": self.requests.prefix_text, "events": dict(+self.stats),
                 "ignored_gen_kwargs": sorted(self.ignored_gen_kwargs)}
+
+
+def sample_record(row: dict) -> dict:
+    """A logged sample as lm-eval's command line writes it (EvaluationTracker.save_results_samples), so tools
+    that read lm-eval sample files read ours: each request's arguments as {"gen_args_<i>": {"arg_<j>": value}},
+    responses nested lists of strings, the target a string; every other field as simple_evaluate logged it."""
+    from lm_eval.utils import sanitize_list
+
+    arguments = {f"gen_args_{i}": {f"arg_{j}": value for j, value in enumerate(args)}
+                 for i, args in enumerate(row["arguments"])}
+    return {**row, "arguments": arguments, "resps": sanitize_list(row["resps"]),
+            "filtered_resps": sanitize_list(row["filtered_resps"]), "target": str(row["target"])}
 
 
 def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
@@ -219,7 +185,8 @@ def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
     dump = lambda obj, **kw: json.dumps(obj, ensure_ascii=False, default=handle_non_serializable, **kw)  # noqa: E731
     for task, rows in (results.pop("samples", None) or {}).items():
         (out_dir / "lm_eval_samples").mkdir(exist_ok=True)
-        (out_dir / "lm_eval_samples" / f"{task}.jsonl").write_text("".join(dump(r) + "\n" for r in rows), "utf-8")
+        text = "".join(dump(sample_record(r)) + "\n" for r in rows)
+        (out_dir / "lm_eval_samples" / f"{task}.jsonl").write_text(text, "utf-8")
     path = out_dir / "lm_eval_results.json"
     write_bytes_atomic(path, (dump({**results, "bridge": lm.report()}, indent=2) + "\n").encode("utf-8"))
     return path
@@ -239,6 +206,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--apply-chat-template", action="store_true", help="wrap prompts in the chat template")
     p.add_argument("--bootstrap-iters", type=int, default=100000, help="stderr bootstrap samples (0: off)")
     p.add_argument("--log-samples", action="store_true", help="also write lm_eval_samples/<task>.jsonl")
+    p.add_argument("--request-encoding", choices=ENCODINGS, default="lm-eval",
+                   help="how a loglikelihood request's context and continuation become tokens: lm-eval encodes "
+                        "them together and scores the tokens after the context's own encoding, as lm-eval's HF "
+                        "model does; separate tokenizes each apart (our score()); adapters without score_ids "
+                        "always use separate")
     p.add_argument("--out-dir", type=Path, default=None, help="results folder (default: pred/<model-name>)")
     p.add_argument("--model-name", default=None, help="names pred/<model-name> (default: the model path's last "
                                                        "part)")
@@ -316,13 +288,17 @@ def main(argv=None) -> int:
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    lm = BridgeLM(model, args.batch_size, args.max_batch_tokens, args.max_length, force_gen_toks=args.max_new_tokens)
+    lm = BridgeLM(model, args.batch_size, args.max_batch_tokens, args.max_length, force_gen_toks=args.max_new_tokens,
+                  request_encoding=args.request_encoding)
     limit = args.limit if args.limit is None or args.limit < 1 else int(args.limit)
     results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot, limit=limit,
                               bootstrap_iters=args.bootstrap_iters, log_samples=args.log_samples,
                               apply_chat_template=args.apply_chat_template, task_manager=manager)
     print(make_table(results) + (make_table(results, "groups") if results.get("groups") else ""))
     print(f"done -> {write_results(results, lm, out_dir)}; bridge events: {dict(+lm.stats) or 'none'}")
+    if lm.stats["unscorable_in_lm_eval_encoding"]:
+        print(f"note: {lm.stats['unscorable_in_lm_eval_encoding']} request(s) that lm-eval's encoding leaves without "
+              "a continuation token (lm-eval itself stops on them) were scored with the separate encoding")
     return 0
 
 

@@ -104,8 +104,10 @@ class BaseLLM:
     """Shared prompt building and output clean-up; subclasses supply the tokenizer hooks and model calls.
 
     What an adapter can do is declared, not probed: `capabilities` names the calls it implements beyond the
-    tokenizer hooks ("generate", "score", "token_stats": teacher-forced statistics for the unlearning metrics,
-    "gradients": grad_norms, "label_encoding": encode_pair), and a caller asks `model.can("token_stats")`.
+    tokenizer hooks ("generate", "score", "score_ids": score_ids(pairs of token-id lists) -> [TokenScores], for
+    callers that encode requests themselves (the lm-eval bridge), "token_stats": teacher-forced statistics for the
+    unlearning metrics, "gradients": grad_norms, "label_encoding": encode_pair), and a caller asks
+    `model.can("token_stats")`.
     """
 
     name: str = "base"
@@ -140,6 +142,19 @@ class BaseLLM:
         if not self.tokenizer.chat_template:
             return self.without_chat_template(text)
         return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
+
+    def rendered_reply(self, text: str, answer: str) -> str:
+        """What the chat template writes after apply_chat(text) once `answer` is the assistant's turn: the answer
+        plus whatever the template closes the turn with (ChatML: "<|im_end|>\\n"; Llama-3: "<|eot_id|>"), or
+        opens it with (a template that adds an empty think block). Open-unlearning labels all of it."""
+        prompt = self.apply_chat(text)
+        messages = self.chat_messages(text) + [{"role": "assistant", "content": answer}]
+        full = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+        if not full.startswith(prompt):  # the template rewrites the conversation once a reply is added
+            raise ValueError(f"{self.identity().get('path')}: the chat template renders the prompt differently once "
+                             "the answer is added, so the answer's labels cannot be cut after the prompt; use "
+                             "--answer-encoding answer-eos")
+        return full[len(prompt):]
 
     def without_chat_template(self, text: str) -> str:
         """What a chat prompt becomes when the tokenizer has no chat template: an error by default."""

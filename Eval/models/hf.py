@@ -91,7 +91,7 @@ def checkpoint_options(args) -> dict:
 @register_model("hf")
 class HFModel(BaseLLM):
     name = "hf"
-    capabilities = frozenset({"generate", "score", "token_stats", "gradients", "label_encoding"})
+    capabilities = frozenset({"generate", "score", "score_ids", "token_stats", "gradients", "label_encoding"})
 
     @classmethod
     def from_args(cls, model: str, options: AdapterOptions, args) -> "HFModel":
@@ -173,27 +173,31 @@ class HFModel(BaseLLM):
         return Generation(self.post_process(text), len(ids), reason, batch_size=batch_size)
 
     # --- scoring -------------------------------------------------------------------------------------
-    @torch.inference_mode()
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
-        """Per-token log-probabilities of each answer after its prompt, in one forward pass per batch.
+        """Per-token log-probabilities of each answer after its prompt, the two texts tokenized apart."""
+        return self.score_ids([(self.tokenize(p), self.tokenize(a)) for p, a in pairs])
+
+    @torch.inference_mode()
+    def score_ids(self, pairs: list[tuple[list[int], list[int]]]) -> list[TokenScores]:
+        """score() on token ids as given (no special tokens added), in one forward pass per batch.
 
         Rows are right-padded and run WITHOUT an attention mask: under causal attention a real token never
         sees the padding after it, so every row is computed exactly as alone and the fast causal kernel is
         kept (a padding mask would force the slower masked path and make batches slower than batch 1). The
-        output projection runs only on the positions that predict answer tokens.
+        last answer token is not fed (nothing reads what it predicts), so prompt + answer may be one token
+        longer than the context window, as in lm-eval. The output projection runs only on the positions
+        that predict answer tokens.
         """
-        prompts = [self.tokenize(p) for p, _ in pairs]
-        answers = [self.tokenize(a) for _, a in pairs]
+        prompts, answers = [list(p) for p, _ in pairs], [list(a) for _, a in pairs]
         if not all(prompts) or not all(answers):
-            raise ValueError("score() needs a non-empty prompt and answer for every pair (the first answer token "
+            raise ValueError("scoring needs a non-empty prompt and answer for every pair (the first answer token "
                              "is predicted from the prompt's last one); prepend a BOS / EOS text to an empty prompt")
-        rows = [p + a for p, a in zip(prompts, answers)]
+        rows = [(p + a)[:-1] for p, a in zip(prompts, answers)]
         width = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=self.device)
         first = min(len(p) for p in prompts) - 1  # position t predicts token t + 1
-        last = max(len(r) for r in rows) - 1
-        keep = torch.arange(first, last, device=self.device)
+        keep = torch.arange(first, width, device=self.device)
         logits = self.model(input_ids=input_ids, logits_to_keep=keep).logits.float()
         logprobs = torch.log_softmax(logits, dim=-1)
         results = []

@@ -2,7 +2,10 @@
 
 The LongBench loop, kept exactly: per record, score = max(0, max over `answers` of metric(extracted, answer,
 all_classes=...)); dataset score = round(100 * sum / n, 2) over EVERY line (duplicated runs included, as the
-published figures count them; duplicates are counted and reported, not dropped).
+published figures count them; duplicates are counted and reported, not dropped). Each figure repeats its
+reference's float arithmetic, so ties at x.xx5 round the same way: the dataset score sums left to right as
+LongBench's scorer() does, each LongBench-E bucket is round(100 * np.mean(bucket), 2) as its scorer_e() does.
+A record carrying an `error` (a failed generation) scores 0 on every metric and is counted as failed.
 
 Usage:
     from Eval.scoring.scorer import score_dataset
@@ -24,11 +27,27 @@ LENGTH_BUCKETS = ((4000, "0-4k"), (8000, "4-8k"), (float("inf"), "8k+"))
 
 
 def percent(values: list[float]) -> tuple[float | None, float | None]:
-    """(round(100 * mean, 2), unrounded 100 * mean); (None, None) for no values (LongBench writes NaN)."""
+    """(round(100 * mean, 2), unrounded 100 * mean) as LongBench's scorer() computes them; (None, None) for no
+    values. The loop is LongBench's `total_score += score`: builtin sum() is compensated since Python 3.12 and
+    can settle a x.xx5 tie the other way (a 32-line case in tests/test_longbench_edges.py: 33.13 vs 33.12)."""
     if not values:
         return None, None
-    mean = 100 * sum(values) / len(values)
+    total = 0.0
+    for value in values:
+        total += value
+    mean = 100 * total / len(values)
     return round(mean, 2), mean
+
+
+def bucket_percent(values: list[float]) -> float | None:
+    """A LongBench-E bucket's figure as scorer_e() computes it, round(100 * np.mean(values), 2): numpy's pairwise
+    sum, and numpy's rounding (rint of x * 100, / 100), each of which can settle a x.xx5 tie differently from
+    percent(). None for an empty bucket (LongBench writes NaN). numpy loads only when a bucket has values."""
+    if not values:
+        return None
+    import numpy
+
+    return float(round(100 * numpy.mean(values), 2))
 
 
 def length_bucket(length) -> str | None:
@@ -88,10 +107,13 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     counts = Counter()
     needs_classes = any(uses_classes(m) for m in metrics)
     for line_no, record in enumerate(records, 1):
-        extracted = run_extraction(task.extract, record["pred"], record)
-        counts["failed"] += record.get("error") is not None
         entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
-        if extracted is None:
+        failed = record.get("error") is not None
+        extracted = None if failed else run_extraction(task.extract, record["pred"], record)
+        if failed:  # the generation failed, so `pred` (often "", maybe a partial text) is no answer: it scores 0
+            counts["failed"] += 1
+            entry["failed"] = record["error"]
+        elif extracted is None:
             counts["extraction_failed"] += 1
             entry["extraction_failed"] = True
         elif extracted != record["pred"]:
@@ -141,6 +163,6 @@ def _metric_summary(m, scores: list[float], records: list[dict], zeroed: Counter
         "score_unrounded": unrounded,
         "version": m.version,
         "zeroed_by_exception": dict(zeroed),
-        "length_buckets": {name: percent(v)[0] for name, v in buckets.items()},
+        "length_buckets": {name: bucket_percent(v) for name, v in buckets.items()},
         "length_missing": missing,
     }

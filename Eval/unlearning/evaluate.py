@@ -46,12 +46,39 @@ def _reference_logs(path: Path | None, suite: str) -> tuple[dict | None, Path | 
     return log, path
 
 
+# Not a metric: which tokens of each answer were labelled (Eval/unlearning/inference.py ANSWER_ENCODINGS). An
+# object, as every entry of an EVAL log is; open-unlearning's own logs have none.
+ENCODING_KEY = "answer_encoding"
+
+
+def answer_encoding(source: RecordSource) -> dict:
+    """{"value": the one encoding of the answer labels (or "mixed"), "by_file": {file: encoding}}; records written
+    before the field existed say "not recorded"."""
+    by_file = {}
+    for split, rows in source.records.items():
+        found = sorted({r.get("answer_encoding", "not recorded") for _, r in rows} - {"plain"})
+        if found:
+            by_file[source.suite.file_name(split)] = found[0] if len(found) == 1 else "mixed"
+    values = set(by_file.values())
+    return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
+
+
 def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Outcome:
     """Score our own records DIR/<suite>_<split>.jsonl (layout: Eval/unlearning/suites.py)."""
     spec = SUITES[suite]
     reference, ref_path = _reference_logs(retain_logs, suite)
     run = Run(spec, RecordSource(spec, Path(pred_dir)), reference, ref_path, warn)
     eval_log, summary = run.evaluate()
+    encoding = answer_encoding(run.source)
+    if encoding["by_file"]:
+        eval_log[ENCODING_KEY] = encoding
+        theirs = (reference or {}).get(ENCODING_KEY, {}).get("value")
+        if encoding["value"] == "mixed":
+            run.warn(f"answer labels were encoded differently across files ({encoding['by_file']}): the "
+                     "probabilities are not comparable; rerun inference.py with one --answer-encoding")
+        elif theirs and theirs != encoding["value"]:
+            run.warn(f"the retain-model logs labelled answers as {theirs!r}, these records as "
+                     f"{encoding['value']!r}: forget_quality compares the two; rerun one with the other's encoding")
     return Outcome(spec.name, eval_log, summary, run.notes, run)
 
 
@@ -65,7 +92,9 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> O
     run = Run(spec, LogSource(spec, log, log_path), reference, ref_path, warn)
     eval_log, summary = run.evaluate()
     for name in log:
-        if name not in spec.metrics:  # e.g. a metric of a newer open-unlearning: kept, but say it is a copy
+        if name == ENCODING_KEY:  # our own log read back: kept as it is, not a metric
+            eval_log[name] = log[name]
+        elif name not in spec.metrics:  # e.g. a metric of a newer open-unlearning: kept, but say it is a copy
             eval_log[name] = log[name]
             run.notes.append(f"{name}: not a known {spec.name} metric; copied unchanged, not recomputed")
     return Outcome(spec.name, eval_log, summary, run.notes, run)
@@ -82,6 +111,8 @@ def format_outcome(outcome: Outcome, paths: tuple[Path, Path], seconds: float) -
         if name in outcome.run.fallbacks or any(n.startswith(f"{name}: ") for n in outcome.notes):
             shown += "  (see note)"  # a fallback was used, e.g. no retain-model logs
         lines.append(f"  {name:{width}}  {shown}")
+    if ENCODING_KEY in outcome.eval_log:
+        lines.append(f"  answer labels: {outcome.eval_log[ENCODING_KEY]['value']} (inference.py --answer-encoding)")
     lines += [f"note: {n}" for n in outcome.notes if n not in outcome.run.warnings]  # warnings: shown once
     return "\n".join(lines)
 

@@ -16,10 +16,17 @@ its prompt and any common answer prefix (a prefix tree over KV caches). A greedy
 where a metric reads one (--no-generate skips it). GradNorm needs gradients and the Reference attack a second
 model, so both are computed here when asked.
 
-Sample encoding (open-unlearning's): QA prompts are the question in the model's chat template (the shared
-prompt path, BaseLLM.build_prompt); prompt + answer are tokenized together and the labels are the tokens after
-the prompt's, plus an EOS unless the answer already ends with one. Completion texts (MUSE verbmem, privleak) get
-no EOS; an empty prefix leaves the first token unlabelled, as the reference does.
+Sample encoding: QA prompts are the question in the model's chat template (the shared prompt path,
+BaseLLM.build_prompt); prompt + answer are tokenized together and the labels are the tokens after the prompt's,
+plus an EOS unless they already end with one. What "answer" means is --answer-encoding (ANSWER_ENCODINGS):
+  full-turn   (default) open-unlearning's `apply_chat_template: true` path: the assistant turn as the template
+              renders it, so everything the template writes after the answer is labelled too (ChatML:
+              `<|im_end|>`, `\n`, then the appended EOS `<|im_end|>`), derived from the tokenizer's template
+  answer-eos  the answer's own tokens and one EOS (open-unlearning's tag path; the same labels as full-turn for a
+              template whose turn ends in exactly the EOS token, e.g. Llama-3's `<|eot_id|>`)
+Without a chat template (completion-mode QA, MUSE knowmem) and on masked models both are answer + EOS. Completion
+texts (MUSE verbmem, privleak) get no EOS ("plain"); an empty prefix leaves the first token unlabelled, as the
+reference does. Every record says which encoding its labels used (`answer_encoding`).
 
 Files, one score-record file per split in --out-dir/<model-name>/, and where each split's data comes from: the
 split table, Eval/unlearning/splits.py. Each run goes through the shared run loop (Eval/inference/run_loop.py):
@@ -63,7 +70,12 @@ from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, o
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
 DEMO_TARGET = ROOT / "Eval" / "models" / "demo" / "unlearn-target"
-FORMAT = 1  # bump when the record layout or the sample encoding changes (part of the resume fingerprint)
+FORMAT = 2  # bump when the record layout or the sample encoding changes (part of the resume fingerprint)
+ANSWER_ENCODINGS = {
+    "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end in one "
+                 "(open-unlearning's default)",
+    "answer-eos": "the answer's tokens plus one EOS",
+}
 
 
 def knowmem_prompt(item: dict, shots: list[dict]) -> str:
@@ -96,6 +108,7 @@ class Settings:
     overwrite: bool = False
     generate: bool = True
     gradnorm: bool = False
+    answer_encoding: str = "full-turn"  # ANSWER_ENCODINGS
     chunk: int = 64                     # items per appended block (resume granularity)
 
 
@@ -107,6 +120,20 @@ def _identity(model: BaseLLM | None) -> dict | None:
     if model is None:
         return None
     return model.fingerprint()
+
+
+def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str) -> str:
+    """The encoding a split's labels get: `wanted` where a chat template frames a causal model's answer, else
+    answer + EOS (completion-mode QA, knowmem) or the plain text (completion texts)."""
+    if split.kind not in ("qa", "knowmem"):
+        return "plain"
+    templated = split.kind == "qa" and prompt.user_text is not None and model.can("label_encoding")
+    return wanted if templated else "answer-eos"
+
+
+def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> str:
+    """The text whose tokens (after the prompt) are labelled for `answer` under `encoding`."""
+    return model.rendered_reply(question, answer) if encoding == "full-turn" else answer
 
 
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
@@ -136,6 +163,7 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
     fingerprint = {"format": FORMAT, "split": split.name,
                    "model": _identity(model), "max_length": max_length, "max_new_tokens": max_new,
                    "stop": list(split.stop), "append_eos": append_eos,
+                   "answer_encoding": settings.answer_encoding,
                    "gradnorm": settings.gradnorm and split.mia,
                    "reference": _identity(reference) if split.mia else None,
                    "options": dataclasses.asdict(model.options)}
@@ -162,15 +190,19 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
 def _score_chunk(model, split: Split, items: list[dict], indices: list[int], shots, settings: Settings,
                  max_new: int, max_length: int | None, append_eos: bool, reference) -> list[dict]:
     prompts = [build_prompt(model, split, item, shots, max_new, max_length) for item in items]
-    options = [options_of(item, split.kind) for item in items]
+    encodings = [effective_encoding(model, split, p, settings.answer_encoding) for p in prompts]
+    options = [{key: [labelled_text(model, item.get("question", ""), text, enc) for text in texts]
+                for key, texts in options_of(item, split.kind).items()}
+               for item, enc in zip(items, encodings)]
     # One teacher-forced pass over every (prompt, option) text of the chunk.
     pairs = [(p, text) for p, opts in zip(prompts, options) for texts in opts.values() for text in texts]
     flat = iter(model.token_stats(pairs, append_eos, batch_size=settings.batch_size,
                                   max_batch_tokens=settings.max_batch_tokens, max_length=max_length))
     records = []
-    for index, item, prompt, opts in zip(indices, items, prompts, options):
+    for index, item, prompt, opts, enc in zip(indices, items, prompts, options, encodings):
         answer = {"verbmem": " " + item.get("gt", ""), "text": item.get("text")}.get(split.kind, item.get("answer"))
-        record = {"id": f"{split.name}-{index}", "index": index, "dataset": split.name}
+        answer = labelled_text(model, item.get("question", ""), answer, enc) if split.kind == "qa" else answer
+        record = {"id": f"{split.name}-{index}", "index": index, "dataset": split.name, "answer_encoding": enc}
         for field in ("question", "prompt"):
             if field in item:
                 record[field] = item[field]
@@ -190,7 +222,10 @@ def _score_chunk(model, split: Split, items: list[dict], indices: list[int], sho
                 record["gradnorm"] = {"answer": score}
         if reference is not None:
             ref_prompts = [build_prompt(reference, split, item, shots, max_new, max_length) for item in items]
-            ref_stats = reference.token_stats([(p, a) for p, (_, a) in zip(ref_prompts, answer_pairs)], append_eos,
+            ref_pairs = [(p, labelled_text(reference, item.get("question", ""), options_of(item, split.kind)["answer"][0],
+                                           effective_encoding(reference, split, p, settings.answer_encoding)))
+                         for p, item in zip(ref_prompts, items)]
+            ref_stats = reference.token_stats(ref_pairs, append_eos,
                                               batch_size=settings.batch_size,
                                               max_batch_tokens=settings.max_batch_tokens, max_length=max_length)
             for record, st in zip(records, ref_stats):
@@ -226,6 +261,9 @@ def add_arguments(parser) -> None:
     g.add_argument("--gradnorm", action="store_true", help="GradNorm MIA scores (batch 1, backward per sample)")
     g.add_argument("--reference-model", default=None, help="a second model for the Reference MIA (default: none, the attack is skipped)")
     g.add_argument("--no-generate", action="store_true", help="skip the greedy generations (no ROUGE)")
+    g.add_argument("--answer-encoding", choices=tuple(ANSWER_ENCODINGS), default="full-turn",
+                   help="which tokens of a chat-templated answer are labelled: " + "; ".join(
+                       f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
 
 
 def _splits_and_data(args) -> tuple[list[Split], Path]:
@@ -286,7 +324,8 @@ def run(args, load_model, default_model: str) -> int:
               f"{' --gradnorm' if args.gradnorm else ''}); use --backend hf", file=sys.stderr)
         return 2
     settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens, args.limit,
-                        args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm)
+                        args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm,
+                        answer_encoding=args.answer_encoding)
     start, failed = time.perf_counter(), 0
     for split, path in found:
         if path is None:
