@@ -30,7 +30,7 @@ from Eval.args import HelpFormatter, name_list, positive_float, run_main
 from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
 from Eval.scoring.provenance import check_prediction_file, file_sha256
-from Eval.records import RecordError, is_prediction_file, read_records
+from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records
 from Eval.scoring.report import RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs, write_models_table
 from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
@@ -86,7 +86,8 @@ def _check_combinations(p: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def prediction_files(folder: Path) -> list[Path]:
-    """The folder's prediction files: *.jsonl at its top level, less TOFU / MUSE score records."""
+    """The folder's prediction files: *.jsonl at its top level, less TOFU / MUSE score records and the prompts
+    of inference.py --dry-run."""
     return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f))
 
 
@@ -103,7 +104,7 @@ def find_pred_dirs(args, notes: list[str]) -> tuple[list[Path], bool]:
     for folder in sorted(d for d in args.pred_root.iterdir() if d.is_dir() and not d.name.startswith(".")):
         if prediction_files(folder):
             dirs.append(folder)
-        elif any(folder.glob("*.jsonl")):
+        elif any(not is_dry_run_output(f) for f in folder.glob("*.jsonl")):
             notes.append(f"{folder}: TOFU / MUSE score records only; score them with "
                          f"python eval.py --unlearning tofu|muse --pred-dir {folder}")
         else:
@@ -141,7 +142,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
         problems.append(f"{pred_dir}: no such folder")
         return []
     notes += [n for n in recover(pred_dir, RESULT_FILES, ("per_example",))]
-    every = sorted(pred_dir.glob("*.jsonl"))
+    every = [f for f in pred_dir.glob("*.jsonl") if not is_dry_run_output(f)]  # --dry-run's prompts: not data
     files = prediction_files(pred_dir)
     hint = "; its TOFU / MUSE score records are scored by --unlearning" if len(files) < len(every) else ""
     if hint:

@@ -4,12 +4,14 @@ Usage:
     python inference.py                                  # the shipped demo model on every dataset/*.jsonl
     python inference.py --model /path/to/Qwen2.5-7B-Instruct --datasets multifieldqa_zh,trec --batch-size 4
     python inference.py --datasets my_data --validate    # check data and template, load no model
+    python inference.py --dry-run --max-length 2048      # render every prompt (tokenizer only): truncation, cost
     python inference.py --model internlm2 --cut-at '<eoa>' --system-prompt 'You are a helpful assistant.'
     python inference.py --unlearning tofu --model Eval/models/demo/unlearn-target   # TOFU / MUSE score records
 
 Writes pred/<model-name>/<dataset>.jsonl (the record format of Eval/records.py) and <dataset>.run.json (the
 resolved configuration, package versions, the model's identity and chat template hash). Runs resume by default:
 finished examples are skipped and failed ones redone; --overwrite starts afresh. Then score with eval.py.
+--dry-run writes only <dataset>.prompts.jsonl and dry_run.json there (Eval/inference/dry_run.py).
 """
 import os
 
@@ -28,6 +30,7 @@ from Eval.records import RecordError  # noqa: E402
 from Eval.inference.templates import template_fields  # noqa: E402
 from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
 from Eval.inference.predict import RunSettings, run_dataset  # noqa: E402
+from Eval.inference.dry_run import dry_run  # noqa: E402
 from Eval.inference.predictions import PredictionFile, merge_predictions, record_output, sidecar_path  # noqa: E402
 from Eval.unlearning.inference import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
@@ -49,6 +52,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="only the first N examples of each dataset (default: all)")
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
     p.add_argument("--validate", action="store_true", help="check datasets and templates, load no model")
+    p.add_argument("--dry-run", action="store_true",
+                   help="load only the tokenizer and render every prompt as the run would: writes "
+                        "OUT_DIR/MODEL_NAME/<dataset>.prompts.jsonl and dry_run.json (token counts, truncation, "
+                        "a bound on generated tokens); no prediction file is touched")
     d = p.add_argument_group("scale-out (see Eval/inference/distributed.py; torchrun sets these itself)")
     d.add_argument("--num-shards", type=positive_int, default=None,
                    help="split each dataset into this many shards (default: 1, or torchrun's WORLD_SIZE)")
@@ -160,6 +167,9 @@ def prepare(args):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.unlearning and args.dry_run:
+        print("error: --dry-run renders prediction prompts; it does not cover --unlearning", file=sys.stderr)
+        return 2
     if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning/inference.py)
         return run_unlearning(args, lambda path, **over: from_args(args, model=path, **over), DEFAULT_MODEL)
     prepared = prepare(args)
@@ -168,6 +178,8 @@ def main(argv=None) -> int:
     datasets, out_dir = prepared
     if args.validate:
         return 0
+    if args.dry_run:
+        return dry_run_only(args, datasets, out_dir)
     if args.merge:
         return merge_only(datasets, out_dir, args.limit)
     try:
@@ -184,6 +196,20 @@ def main(argv=None) -> int:
         print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to resume",
               file=sys.stderr)
         return 130
+
+
+def dry_run_only(args, datasets: list, out_dir: Path) -> int:
+    """--dry-run: the backend's tokenizer-only twin renders every prompt (Eval/inference/dry_run.py)."""
+    try:
+        model = from_args(args, tokenizer_only=True)
+    except (FileNotFoundError, OSError, ValueError) as err:
+        print(f"error: --dry-run: {one_line(err)}", file=sys.stderr)
+        return 2
+    try:
+        return dry_run(model, datasets, out_dir, RunSettings(max_length=args.max_length,
+                                                             max_new_tokens=args.max_new_tokens, limit=args.limit))
+    finally:
+        getattr(model, "close", lambda: None)()  # the api adapter's connection pool
 
 
 def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list[int]) -> int:

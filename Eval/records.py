@@ -251,11 +251,25 @@ def examples_digest(pairs) -> str:
     return digest.hexdigest()[:16]
 
 
-def is_prediction_file(path: os.PathLike | str) -> bool:
-    """Whether a *.jsonl in a prediction folder holds predictions for the LongBench scorer: yes, unless its run
-    sidecar (<stem>.run.json) says it holds something else, such as TOFU / MUSE score records
-    ("kind": "unlearning_score_records"; sidecars of older runs say so with a "split" entry)."""
+DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py --dry-run's rendered prompts (Eval/inference/dry_run.py)
+
+
+def is_dry_run_output(path: os.PathLike | str) -> bool:
+    """Whether a *.jsonl is `inference.py --dry-run`'s <dataset>.prompts.jsonl: the suffix and no run sidecar
+    (a dry run writes none; a real run of a dataset named "x.prompts" does, and its file stays a prediction file)."""
     path = Path(path)
+    sidecar = path.with_name(path.stem + ".run.json")
+    return path.name.endswith(DRY_RUN_SUFFIX) and not (sidecar.exists() or sidecar.is_symlink())
+
+
+def is_prediction_file(path: os.PathLike | str) -> bool:
+    """Whether a *.jsonl in a prediction folder holds predictions for the LongBench scorer: yes, unless it is a
+    dry run's prompts (is_dry_run_output) or its run sidecar (<stem>.run.json) says it holds something else, such
+    as TOFU / MUSE score records ("kind": "unlearning_score_records"; sidecars of older runs say so with a
+    "split" entry)."""
+    path = Path(path)
+    if is_dry_run_output(path):
+        return False
     sidecar = path.with_name(path.stem + ".run.json")
     try:
         content = json.loads(read_regular_bytes(sidecar))

@@ -82,6 +82,8 @@ CHECKS = {  # a command -> what must hold after it ran
     MAIN_JOB: lambda repo, out: "custom_en: 25 new, 0 already done" in out
     and _read(repo, "pred/tiny-qwen2/result.json") == DEMO_FIGURES,
     "python inference.py --datasets custom_en --validate": lambda repo, out: "ok: custom_en: 25 examples" in out,
+    "python inference.py --dry-run": lambda repo, out: "no model loaded" in out  # all 200 shipped examples
+    and _read(repo, "pred/tiny-qwen2/dry_run.json")["total"]["examples"] == 200,
     "python eval.py --unlearning tofu --pred-dir pred/unlearn-target --retain-logs "
     "pred/unlearn-retain/TOFU_EVAL.json": lambda repo, out: (
         lambda s: s["privleak"] == pytest.approx(-100) and s["forget_quality"] == pytest.approx(5.8e-10, rel=0.05)

@@ -3,6 +3,9 @@ per example (the contract of Eval/records.py), through the shared run loop (Eval
 
 Usage:
     summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings(...))
+
+`generation_budget`, `required_examples` and `dataset_prompts` are the prompt side of a run, shared with
+`inference.py --dry-run` (Eval/inference/dry_run.py) so that its prompts are the run's by construction.
 """
 from __future__ import annotations
 
@@ -59,19 +62,34 @@ def _count(records: list[dict]) -> dict:
             "truncated": sum(1 for r in records if r["truncated_tokens"])}
 
 
+def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[int, int | None]:
+    """(max new tokens, max length) for `ds`: the settings' overrides, else the task's and the model's own."""
+    return settings.max_new_tokens or ds.task.max_new_tokens, settings.max_length or model.context_window()
+
+
+def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
+    """The examples a run must finish: all, or the first `limit`, in data order."""
+    return ds.examples[:limit] if limit else ds.examples
+
+
+def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_new: int,
+                    max_length: int | None) -> list[Prompt]:
+    """What the model sees for each example: the template filled, cut in the middle, chat-wrapped if the task is."""
+    return model.build_prompts([fill_template(ds.template, e.fields) for e in examples], ds.task.chat, max_new,
+                               max_length)
+
+
 def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSettings,
                 on_saved: Callable[[int], None] | None = None) -> dict:
     """Generate every example of `ds` that has no current record; returns the run summary (also in the sidecar)."""
     path = out_dir / f"{ds.name}.jsonl"
-    max_new = settings.max_new_tokens or ds.task.max_new_tokens
-    max_length = settings.max_length or model.context_window()
+    max_new, max_length = generation_budget(model, ds, settings)
     examples = {e.id: e for e in ds.examples}
-    required = [e.id for e in (ds.examples[: settings.limit] if settings.limit else ds.examples)]
+    required = [e.id for e in required_examples(ds, settings.limit)]
     prompts: dict[str, Prompt] = {}
 
     def plan(todo: list[str]) -> list[list[str]]:
-        built = model.build_prompts([fill_template(ds.template, examples[i].fields) for i in todo], ds.task.chat,
-                                    max_new, max_length)
+        built = dataset_prompts(model, ds, [examples[i] for i in todo], max_new, max_length)
         prompts.update(zip(todo, built))
         order = plan_batches([p.n_tokens for p in built], settings.batch_size, settings.max_batch_tokens,
                              model.max_pad_fraction)

@@ -121,6 +121,13 @@ class BaseLLM:
     def __init__(self, options: AdapterOptions | None = None):
         self.options = options or AdapterOptions()
 
+    @classmethod
+    def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> "BaseLLM":
+        """An adapter that renders prompts exactly as this backend's does (tokenizer hooks, build_prompts,
+        context_window) but loads no weights and declares no model calls: `inference.py --dry-run`. A backend
+        offers one by overriding this; by default a ValueError says it cannot."""
+        raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only mode")
+
     # --- tokenizer hooks -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
         # Defaults for adapters that hold a transformers tokenizer in `self.tokenizer` (hf, masked, api).

@@ -17,6 +17,12 @@ class EchoModel(BaseLLM):
     def from_args(cls, model: str, options: AdapterOptions, args) -> "EchoModel":
         return cls(options)
 
+    @classmethod
+    def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> "EchoModel":
+        adapter = cls(options)
+        adapter.capabilities = frozenset()  # the same prompts; it only declares no model calls
+        return adapter
+
     def tokenize(self, text: str) -> list[int]:
         return [ord(c) for c in text]
 

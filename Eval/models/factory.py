@@ -4,6 +4,7 @@ the lm-eval bridge all call `from_args`, and all take the same model options fro
 Usage:
     add_model_arguments(parser); add_batch_arguments(parser)       # --model, --backend, --dtype, ..., --batch-size
     model = from_args(args)                                        # MODELS[args.backend].from_args(...)
+    renderer = from_args(args, tokenizer_only=True)                # prompts only, no weights (--dry-run)
     judge = from_args(args, model=args.judge, backend=args.judge_backend, base_url=args.judge_base_url)
 
 Each backend is a BaseLLM subclass registered with `@register_model("name")` in its own module under
@@ -31,12 +32,16 @@ def option(args, name: str):
     return getattr(args, name, DEFAULTS[name])
 
 
-def from_args(args: argparse.Namespace, model: str | None = None, **overrides) -> BaseLLM:
+def from_args(args: argparse.Namespace, model: str | None = None, tokenizer_only: bool = False,
+              **overrides) -> BaseLLM:
     """The adapter `args` describe; `model` and `overrides` (e.g. backend=, base_url=) replace their options.
-    An unknown backend is a KeyError naming the known ones."""
+    With `tokenizer_only`, the backend's weight-free twin (BaseLLM.tokenizer_only: prompts only, for --dry-run;
+    a ValueError for a backend that has none). An unknown backend is a KeyError naming the known ones."""
     args = argparse.Namespace(**{**DEFAULTS, **vars(args), **overrides})
     options = AdapterOptions(args.system_prompt, tuple(args.stop), tuple(args.cut_at), args.strip_think)
-    return MODELS[args.backend].from_args(model or args.model, options, args)
+    backend = MODELS[args.backend]
+    build = backend.tokenizer_only if tokenizer_only else backend.from_args
+    return build(model or args.model, options, args)
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> None:

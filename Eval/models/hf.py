@@ -21,13 +21,14 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.greedy import greedy_decode
 from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
+from Eval.models.tokenizer_only import TokenizerOnly, load_tokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -97,6 +98,10 @@ class HFModel(BaseLLM):
     def from_args(cls, model: str, options: AdapterOptions, args) -> "HFModel":
         return cls(checked_checkpoint(model), options, **checkpoint_options(args))
 
+    @classmethod
+    def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> TokenizerOnly:
+        return TokenizerOnly(checked_checkpoint(model), options, trust_remote_code=args.trust_remote_code)
+
     def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
                  device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,
                  allow_pickle: bool = False, threads: int | None = None):
@@ -104,11 +109,7 @@ class HFModel(BaseLLM):
         if threads:
             torch.set_num_threads(threads)
         self.path, self.peft, self.device = path, peft, resolve_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code,
-                                                       padding_side="left")
-        self.tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves; silence the length warning
-        if self.tokenizer.pad_token_id is None:  # left padding needs a pad id; it is masked out anyway
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer = load_tokenizer(path, trust_remote_code)
         self.model = load_weights(AutoModelForCausalLM, path, dtype, self.device, trust_remote_code, allow_pickle, peft)
         self.stop_ids = self._stop_token_ids()
         # Work done by token_stats: forward calls, real tokens fed, tokens fed including padding (benchmarks).

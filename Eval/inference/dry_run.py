@@ -1,0 +1,79 @@
+"""`inference.py --dry-run`: every prompt rendered exactly as the real run would, with no model weights loaded, to
+check a configuration, see truncation before paying for it, and estimate the cost.
+
+Usage:
+    model = from_args(args, tokenizer_only=True)                  # Eval/models/factory.py
+    code = dry_run(model, datasets, out_dir, RunSettings(max_length=..., max_new_tokens=..., limit=...))
+
+Prompts come from the run's own functions (Eval/inference/predict.py: generation_budget, required_examples,
+dataset_prompts), so they cannot drift from what the model would see. Writes OUT/<model>/<dataset>.prompts.jsonl
+(one object per example: id, prompt, prompt_tokens, truncated_tokens, max_new_tokens) and OUT/<model>/dry_run.json
+(the summary per dataset and in total), and nothing else: no prediction file, no run sidecar, so a finished or
+half-done run beside it is untouched and resumes as before. eval.py never scores these files
+(Eval/records.py is_dry_run_output).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from Eval.inference.datasets import Dataset
+from Eval.inference.predict import RunSettings, dataset_prompts, generation_budget, required_examples
+from Eval.models.base import BaseLLM
+from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
+from Eval.storage import write_json_atomic, write_jsonl_atomic
+
+SUMMARY_FILE = "dry_run.json"
+FIGURES = ("examples", "prompt_tokens", "max_prompt_tokens", "truncated", "max_gen_tokens")
+
+
+def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[list[dict], dict]:
+    """(one row per example the run would do, the dataset's summary)."""
+    max_new, max_length = generation_budget(model, ds, settings)
+    examples = required_examples(ds, settings.limit)
+    prompts = dataset_prompts(model, ds, examples, max_new, max_length)
+    rows = [{"id": e.id, "prompt": p.text, "prompt_tokens": p.n_tokens, "truncated_tokens": p.truncated_tokens,
+             "max_new_tokens": max_new} for e, p in zip(examples, prompts)]
+    summary = {"examples": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+               "max_prompt_tokens": max((r["prompt_tokens"] for r in rows), default=0),
+               "truncated": sum(1 for r in rows if r["truncated_tokens"]),
+               "max_gen_tokens": len(rows) * max_new,  # an upper bound: every answer runs to max_new_tokens
+               "max_new_tokens": max_new, "max_length": max_length,
+               "mode": "chat" if ds.task.chat else "completion"}
+    return rows, summary
+
+
+def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: RunSettings) -> int:
+    """Render every dataset, then write the files (nothing is written when one dataset is refused). Exit code."""
+    rendered = {}
+    for ds in datasets:
+        path = out_dir / f"{ds.name}{DRY_RUN_SUFFIX}"
+        if path.exists() and not is_dry_run_output(path):  # a real run's file for a dataset named "<name>.prompts"
+            print(f"error: {path} holds predictions (it has a run sidecar); --dry-run will not overwrite it",
+                  file=sys.stderr)
+            return 2
+        try:
+            rendered[ds.name] = (path, *render_dataset(model, ds, settings))
+        except ValueError as err:  # a --max-length that cannot hold the template and the answer, no chat template
+            print(f"error: {ds.name}: {err}", file=sys.stderr)
+            return 2
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summaries = {}
+    for name, (path, rows, summary) in rendered.items():
+        write_jsonl_atomic(path, rows)
+        summaries[name] = summary
+        print(f"{name}: {describe(summary)} -> {path}")
+    total = {k: sum(s[k] for s in summaries.values()) for k in FIGURES if k != "max_prompt_tokens"}
+    total["max_prompt_tokens"] = max((s["max_prompt_tokens"] for s in summaries.values()), default=0)
+    settings_used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit")}  # batching: moot
+    write_json_atomic(out_dir / SUMMARY_FILE, {"model": model.identity(), "settings": settings_used,
+                                              "datasets": summaries, "total": total})
+    print(f"dry run: {describe(total)}; no model loaded, no prediction written -> {out_dir / SUMMARY_FILE}")
+    return 0
+
+
+def describe(summary: dict) -> str:
+    """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens'."""
+    return (f"{summary['examples']} examples, {summary['prompt_tokens']} prompt tokens (max "
+            f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated, at most "
+            f"{summary['max_gen_tokens']} generated tokens")
