@@ -30,7 +30,7 @@ from Eval.args import HelpFormatter, name_list, positive_float, run_main
 from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
 from Eval.scoring.provenance import check_prediction_file, file_sha256
-from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records
+from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records, sidecar_path
 from Eval.scoring.report import RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs, write_models_table
 from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
@@ -118,7 +118,7 @@ def task_for_file(path: Path, notes: list[str]):
     """The table's task for the file stem; for a dataset the table lacks, the task inference.py chose and
     saved in the run sidecar (said out loud); otherwise an error with close-name suggestions. The file stem
     names the dataset, always: a name inside the sidecar is never used."""
-    sidecar = path.with_name(path.stem + ".run.json")
+    sidecar = sidecar_path(path)
     if path.stem not in TASKS and (sidecar.exists() or sidecar.is_symlink()):
         try:
             saved = json.loads(read_regular_bytes(sidecar))

@@ -26,12 +26,12 @@ from Eval.args import HelpFormatter, name_list, nonnegative_int, one_line, posit
 from Eval.inference.datasets import load_dataset  # noqa: E402
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default  # noqa: E402
 from Eval.names import output_folder  # noqa: E402
-from Eval.records import RecordError  # noqa: E402
+from Eval.records import RecordError, sidecar_path  # noqa: E402
 from Eval.inference.templates import template_fields  # noqa: E402
 from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
 from Eval.inference.predict import RunSettings, run_dataset  # noqa: E402
 from Eval.inference.dry_run import dry_run  # noqa: E402
-from Eval.inference.predictions import PredictionFile, merge_predictions, record_output, sidecar_path  # noqa: E402
+from Eval.inference.predictions import PredictionFile, merge_predictions, record_output  # noqa: E402
 from Eval.unlearning.inference import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent

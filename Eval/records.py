@@ -251,6 +251,12 @@ def examples_digest(pairs) -> str:
     return digest.hexdigest()[:16]
 
 
+def sidecar_path(pred_path: os.PathLike | str) -> Path:
+    """The run sidecar beside a record file: <stem>.run.json (the resolved configuration, written by inference)."""
+    pred_path = Path(pred_path)
+    return pred_path.with_name(pred_path.stem + ".run.json")
+
+
 DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py --dry-run's rendered prompts (Eval/inference/dry_run.py)
 
 
@@ -258,7 +264,7 @@ def is_dry_run_output(path: os.PathLike | str) -> bool:
     """Whether a *.jsonl is `inference.py --dry-run`'s <dataset>.prompts.jsonl: the suffix and no run sidecar
     (a dry run writes none; a real run of a dataset named "x.prompts" does, and its file stays a prediction file)."""
     path = Path(path)
-    sidecar = path.with_name(path.stem + ".run.json")
+    sidecar = sidecar_path(path)
     return path.name.endswith(DRY_RUN_SUFFIX) and not (sidecar.exists() or sidecar.is_symlink())
 
 
@@ -270,9 +276,8 @@ def is_prediction_file(path: os.PathLike | str) -> bool:
     path = Path(path)
     if is_dry_run_output(path):
         return False
-    sidecar = path.with_name(path.stem + ".run.json")
     try:
-        content = json.loads(read_regular_bytes(sidecar))
+        content = json.loads(read_regular_bytes(sidecar_path(path)))
     except (StorageError, ValueError, RecursionError):
         return True
     if not isinstance(content, dict):

@@ -220,6 +220,11 @@ def test_sample_files_are_what_lm_evals_command_line_writes(model, task_dir, tmp
     assert row["arguments"]["gen_args_0"] == {"arg_0": "Question: How much does an adult African elephant weigh?"
                                                         "\nType:", "arg_1": {"until": ["Question:"], "max_gen_toks": 8,
                                                                              "do_sample": False}}
+    # A task name is a name: one that would be a path is refused before any file is written.
+    results["samples"] = {"t_mc": [], "../escaped": []}
+    with pytest.raises(ValueError, match="an lm-eval task name '../escaped'"):
+        write_results(results, BridgeLM(model), tmp_path / "refused")
+    assert not (tmp_path / "refused").exists() and not (tmp_path / "escaped.jsonl").exists()
 
 
 @needs_lm_eval

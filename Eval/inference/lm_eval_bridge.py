@@ -52,7 +52,7 @@ except ImportError as err:
 from Eval.args import HelpFormatter, one_line
 from Eval.inference.lm_eval_requests import ENCODINGS, RequestEncoder
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default
-from Eval.names import output_folder
+from Eval.names import check_name, output_folder
 from Eval.storage import write_bytes_atomic
 from Eval.models.base import BaseLLM, Prompt, TokenScores, plan_batches
 
@@ -181,12 +181,15 @@ def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
     """lm_eval_results.json (without per-sample records) and, if logged, lm_eval_samples/<task>.jsonl."""
     from lm_eval.utils import handle_non_serializable
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     dump = lambda obj, **kw: json.dumps(obj, ensure_ascii=False, default=handle_non_serializable, **kw)  # noqa: E731
-    for task, rows in (results.pop("samples", None) or {}).items():
+    samples = results.pop("samples", None) or {}
+    for task in samples:  # a task YAML's name becomes a file name: never a path (checked before anything is written)
+        check_name(task, "an lm-eval task name")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for task, rows in samples.items():
         (out_dir / "lm_eval_samples").mkdir(exist_ok=True)
         text = "".join(dump(sample_record(r)) + "\n" for r in rows)
-        (out_dir / "lm_eval_samples" / f"{task}.jsonl").write_text(text, "utf-8")
+        write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl", text.encode("utf-8"))
     path = out_dir / "lm_eval_results.json"
     write_bytes_atomic(path, (dump({**results, "bridge": lm.report()}, indent=2) + "\n").encode("utf-8"))
     return path
@@ -295,7 +298,12 @@ def main(argv=None) -> int:
                               bootstrap_iters=args.bootstrap_iters, log_samples=args.log_samples,
                               apply_chat_template=args.apply_chat_template, task_manager=manager)
     print(make_table(results) + (make_table(results, "groups") if results.get("groups") else ""))
-    print(f"done -> {write_results(results, lm, out_dir)}; bridge events: {dict(+lm.stats) or 'none'}")
+    try:
+        written = write_results(results, lm, out_dir)
+    except ValueError as err:
+        print(f"error: nothing was written: {err}", file=sys.stderr)
+        return 2
+    print(f"done -> {written}; bridge events: {dict(+lm.stats) or 'none'}")
     if lm.stats["unscorable_in_lm_eval_encoding"]:
         print(f"note: {lm.stats['unscorable_in_lm_eval_encoding']} request(s) that lm-eval's encoding leaves without "
               "a continuation token (lm-eval itself stops on them) were scored with the separate encoding")

@@ -153,10 +153,6 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
             "digest": examples_digest((r["id"], r.get("example_sha256")) for r in ordered)}
 
 
-def sidecar_path(pred_path: Path) -> Path:
-    return pred_path.with_name(pred_path.stem + ".run.json")
-
-
 def check_resume(sidecar: Path, fingerprint: dict, pred_path: Path) -> None:
     """A resumed file must come from the same model, template and generation settings. A sidecar with no
     records beside it (a run that stopped before its first batch) binds nothing."""

@@ -28,7 +28,8 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from Eval.inference.predictions import PredictionFile, check_resume, merge_predictions, shard_path, sidecar_path
+from Eval.inference.predictions import PredictionFile, check_resume, merge_predictions, shard_path
+from Eval.records import sidecar_path
 from Eval.storage import OutputLock, write_json_atomic
 
 

@@ -151,13 +151,9 @@ class APIModel(BaseLLM):
                    api_key_env=args.api_key_env, concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
                    max_retries=args.max_retries, backoff=args.backoff, trust_remote_code=args.trust_remote_code)
 
-    @classmethod
-    def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> "APIModel":
-        """This adapter itself (it holds a local tokenizer and no weights), declaring no model calls; it still asks
-        the server for its context window when --max-length is not given, as the real run does."""
-        adapter = cls.from_args(model, options, args)
-        adapter.capabilities = frozenset()
-        return adapter
+    # A local tokenizer and no weights: --dry-run uses the adapter itself (BaseLLM.tokenizer_only), which still asks
+    # the server for its context window when --max-length is not given, as the real run does.
+    holds_weights = False
     # Requests are independent, so prompts of any lengths batch together for free; a runner that reads this
     # groups them regardless of padding (plan_batches' max_pad_fraction exists for local models).
     max_pad_fraction = 1.0

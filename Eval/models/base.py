@@ -121,12 +121,19 @@ class BaseLLM:
     def __init__(self, options: AdapterOptions | None = None):
         self.options = options or AdapterOptions()
 
+    holds_weights = True  # False: building the adapter loads no model (a server's client, the echo model)
+
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> "BaseLLM":
         """An adapter that renders prompts exactly as this backend's does (tokenizer hooks, build_prompts,
-        context_window) but loads no weights and declares no model calls: `inference.py --dry-run`. A backend
-        offers one by overriding this; by default a ValueError says it cannot."""
-        raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only mode")
+        context_window) but loads no weights and declares no model calls: `inference.py --dry-run`. An adapter
+        that holds no weights is its own twin; one that does offers a twin by overriding this (hf), else a
+        ValueError says it cannot."""
+        if cls.holds_weights:
+            raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only mode")
+        adapter = cls.from_args(model, options, args)
+        adapter.capabilities = frozenset()  # the same prompts; it only declares no model calls
+        return adapter
 
     # --- tokenizer hooks -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:

@@ -12,16 +12,11 @@ from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenS
 @register_model("echo")
 class EchoModel(BaseLLM):
     name = "echo"
+    holds_weights = False  # --dry-run renders with the adapter itself
 
     @classmethod
     def from_args(cls, model: str, options: AdapterOptions, args) -> "EchoModel":
         return cls(options)
-
-    @classmethod
-    def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> "EchoModel":
-        adapter = cls(options)
-        adapter.capabilities = frozenset()  # the same prompts; it only declares no model calls
-        return adapter
 
     def tokenize(self, text: str) -> list[int]:
         return [ord(c) for c in text]

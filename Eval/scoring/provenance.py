@@ -21,7 +21,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from Eval.records import examples_digest
+from Eval.records import examples_digest, sidecar_path
 from Eval.storage import StorageError, read_regular_bytes, regular_file_problem
 
 
@@ -30,7 +30,7 @@ def file_sha256(path: Path) -> str:
 
 
 def _sidecar(path: Path) -> dict | None:
-    sidecar = path.with_name(path.stem + ".run.json")
+    sidecar = sidecar_path(path)
     if regular_file_problem(sidecar):
         return None
     try:
