@@ -31,7 +31,9 @@ from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records, sidecar_path
-from Eval.scoring.report import RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs, write_models_table
+from Eval.scoring.breakdowns import get_breakdown
+from Eval.scoring.report import (RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs,
+                                 result_lines, write_models_table)
 from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
 from Eval.tasks import TASKS, get_task, task_from_dict
@@ -160,6 +162,8 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
             if problem:
                 raise RecordError(path, None, problem)
             task = task_for_file(path, notes)
+            if task.breakdown:
+                get_breakdown(task.breakdown)  # an unknown name (a sidecar's task) is a KeyError naming close ones
             records = read_records(path)
             sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
                        "examples_sha256": example_set(records), "data_check": check_prediction_file(path, records)}
@@ -203,6 +207,8 @@ def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, qu
                   f"{r['no_classes']} no class list (all_classes); they score 0")
         for warning in r["data_check"]["warnings"]:
             print(f"warning: {r['dataset']}: {warning}")
+        for line in result_lines(r):
+            print(line)
 
 
 def main(argv=None) -> int:

@@ -23,11 +23,12 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from Eval.args import HelpFormatter, name_list, nonnegative_int, one_line, positive_int, run_main  # noqa: E402
-from Eval.inference.datasets import load_dataset  # noqa: E402
+from Eval.inference.datasets import Sources, dataset_names, load_dataset  # noqa: E402
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default  # noqa: E402
 from Eval.names import output_folder  # noqa: E402
 from Eval.records import RecordError, sidecar_path  # noqa: E402
-from Eval.inference.templates import template_fields  # noqa: E402
+from Eval.inference.templates import load_maxlen_config, load_prompt_config, template_fields  # noqa: E402
+from Eval.models.base import TRUNCATION_POLICIES  # noqa: E402
 from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
 from Eval.inference.predict import RunSettings, run_dataset  # noqa: E402
 from Eval.inference.dry_run import dry_run  # noqa: E402
@@ -47,7 +48,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dataset-dir", type=Path, default=ROOT / "dataset", help="where NAME.jsonl datasets live")
     p.add_argument("--prompt-dir", type=Path, default=ROOT / "prompts", help="where NAME.txt templates live")
     p.add_argument("--out-dir", type=Path, default=Path("pred"), help="records go to OUT_DIR/MODEL_NAME/")
+    b = p.add_argument_group("a benchmark's own configs, as published (prompts/NAME.txt still wins)")
+    b.add_argument("--prompt-config", type=Path, default=None,
+                   help="LongBench's / TinyEval's config/dataset2prompt.json, or LongBench v2's prompts/ folder "
+                        "(default: none; a LongBench dataset with no prompts/NAME.txt then stops)")
+    b.add_argument("--maxlen-config", type=Path, default=None,
+                   help="their config/dataset2maxlen.json: generation length per dataset (default: the task table)")
     add_batch_arguments(p)
+    p.add_argument("--truncation", choices=TRUNCATION_POLICIES, default="middle",
+                   help="a prompt longer than --max-length allows: cut its middle (LongBench), its start (left), "
+                        "its end (right), or skip the example (recorded as skipped, counted out of n)")
+    p.add_argument("--cot", action="store_true",
+                   help="chain of thought for tasks that have it (LongBench v2): a reasoning pass, then the answer "
+                        "prompt quoting it; records go to <dataset>_cot.jsonl")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="only the first N examples of each dataset (default: all)")
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
@@ -69,10 +82,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load_datasets(args) -> list:
-    names = args.datasets or sorted(p.stem for p in args.dataset_dir.glob("*.jsonl"))
+    names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
-        raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl datasets")
-    return [load_dataset(n, args.dataset_dir, args.prompt_dir) for n in names]
+        raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl or *.json datasets")
+    sources = Sources(load_prompt_config(args.prompt_config), load_maxlen_config(args.maxlen_config),
+                      args.maxlen_config)
+    datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
+    if args.cot and not args.datasets:  # every dataset that has a chain-of-thought mode
+        datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
+        if not datasets:
+            raise ValueError(f"--cot: no dataset in {args.dataset_dir} has a chain-of-thought mode")
+    return [ds.as_cot() for ds in datasets] if args.cot else datasets
 
 
 def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
@@ -93,7 +113,8 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
     return 1 if missing else 0
 
 
-TOTALS = ("examples", "truncated", "failed", "skipped_done", "new", "changed_redone", "failed_redone", "removed")
+TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "changed_redone", "failed_redone",
+          "removed")
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
@@ -101,12 +122,13 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     `saved` collects the number of records written by each batch (for the message after Ctrl-C)."""
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens,
                            args.limit, args.overwrite and not shards.torchrun, shards.num_shards, shards.shard_id,
-                           merge=not shards.torchrun)
+                           merge=not shards.torchrun, truncation=args.truncation)
     start, totals = time.perf_counter(), dict.fromkeys(TOTALS, 0)
     try:  # every dataset's token budget, before any dataset runs
         for ds in datasets:
-            model.check_budget(ds.task.chat, args.max_new_tokens or ds.task.max_new_tokens,
-                               args.max_length or model.context_window())
+            for max_new in (args.max_new_tokens or ds.task.max_new_tokens, ds.cot and ds.task.cot_max_new_tokens):
+                if max_new:
+                    model.check_budget(ds.task.chat, max_new, args.max_length or model.context_window())
     except ValueError as err:
         print(f"error: {ds.name}: {err}", file=sys.stderr)
         return None
@@ -140,6 +162,8 @@ def _describe_run(summary: dict) -> str:
     if summary["removed"]:
         parts.append(f"{summary['removed']} no longer in the dataset (dropped from the file)")
     parts.append(f"{summary['skipped_done']} already done")
+    if summary["skipped"]:
+        parts.append(f"{summary['skipped']} skipped (the prompt does not fit; --truncation skip)")
     if summary["failed"]:
         parts.append(f"{summary['failed']} FAILED now (rerun to retry)")
     return ", ".join(parts)
@@ -159,8 +183,8 @@ def prepare(args):
             print(f"note: {note}")
         if args.validate:
             print(f"ok: {ds.name}: {len(ds.examples)} examples, {ds.form} form, template {ds.template_source} "
-                  f"(fields: {', '.join(sorted(template_fields(ds.template)))}), metrics "
-                  f"{', '.join(ds.task.metrics)}, max_new_tokens {ds.task.max_new_tokens}, "
+                  f"(fields: {', '.join(sorted(template_fields(ds.template)))}; sha256 {ds.template_hash}), "
+                  f"metrics {', '.join(ds.task.metrics)}, max_new_tokens {ds.task.max_new_tokens}, "
                   f"{'chat' if ds.task.chat else 'completion'} mode")
     return datasets, out_dir
 
@@ -207,7 +231,8 @@ def dry_run_only(args, datasets: list, out_dir: Path) -> int:
         return 2
     try:
         return dry_run(model, datasets, out_dir, RunSettings(max_length=args.max_length,
-                                                             max_new_tokens=args.max_new_tokens, limit=args.limit))
+                                                             max_new_tokens=args.max_new_tokens, limit=args.limit,
+                                                             truncation=args.truncation))
     finally:
         getattr(model, "close", lambda: None)()  # the api adapter's connection pool
 
@@ -226,7 +251,8 @@ def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list
     name = out_dir.name
     print(f"done: {totals['examples']} examples generated ({totals['new']} new, {totals['changed_redone']} changed, "
           f"{totals['failed_redone']} failed before; {totals['skipped_done']} already done, {totals['removed']} "
-          f"removed), {totals['truncated']} truncated, {totals['failed']} failed, {totals['seconds']:.1f} s "
+          f"removed), {totals['truncated']} truncated, "
+          + (f"{totals['skipped']} skipped (do not fit), " if totals["skipped"] else "") + f"{totals['failed']} failed, {totals['seconds']:.1f} s "
           f"-> {out_dir}; score with: python eval.py --model {name}"
           + ("" if args.out_dir == Path("pred") else f" --pred-root {args.out_dir}"))
     return 0 if totals["failed"] == 0 else 1

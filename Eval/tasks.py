@@ -23,6 +23,12 @@ class Task:
     language: str = "en"  # "zh" datasets count `length` in characters, others in words
     stop: tuple[str, ...] = ()  # extra stop strings at generation time
     description: str = ""
+    group_by: tuple[str, ...] = ()  # record fields copied to each prediction's "groups" (per-group breakdowns)
+    breakdown: str = ""  # a named breakdown of the scores by those groups (Eval/scoring), e.g. "longbench_v2"
+    # The benchmark whose published prompt the dataset needs: with no prompts/NAME.txt and no --prompt-config
+    # entry, inference stops (a generic template would change the task) instead of falling back.
+    published_prompt: str = ""
+    cot_max_new_tokens: int = 0  # --cot: the reasoning pass's length (0: the task has no chain-of-thought mode)
 
 
 _THINK = "strip_think"  # no-op on outputs without <think> tags, so parity with LongBench is kept
@@ -37,7 +43,15 @@ def _rows(*tasks: Task) -> None:
         TASKS.register(task.name, task)
 
 
-_rows(
+def _longbench_rows(*tasks: Task) -> None:
+    """LongBench's datasets: scores compare with published figures only under LongBench's own prompts."""
+    _rows(*(dataclasses.replace(task, published_prompt="LongBench") for task in tasks))
+
+
+_V2_GROUPS = ("difficulty", "length", "domain", "sub_domain")  # LongBench v2's breakdown fields
+
+
+_longbench_rows(
     # LongBench v1: metric and generation length as in LongBench's dataset2metric / dataset2maxlen.
     Task("narrativeqa", ("qa_f1",), 128, description="story QA"),
     Task("qasper", ("qa_f1",), 128, description="paper QA"),
@@ -61,6 +75,12 @@ _rows(
     Task("passage_retrieval_zh", ("retrieval_zh",), 32, language="zh", description="find the paragraph (zh)"),
     Task("lcc", ("code_sim",), 64, chat=False, description="code completion"),
     Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion"),
+    # LongBench v2: multiple choice A-D over long documents; its pred.py lengths (answer 128, CoT 1024).
+    *(Task(name, ("choice_match",), 128, (_THINK, "longbench_v2_answer"), group_by=_V2_GROUPS,
+           breakdown="longbench_v2", cot_max_new_tokens=1024, description=description)
+      for name, description in (("longbench_v2", "long-context multiple choice"),)),
+)
+_rows(
     # TinyEval's own datasets.
     Task("GAOKAO_math", ("gaokao_choice",), 512, (_THINK, "choice_letters"), language="zh",
          description="gaokao math single / multiple choice"),
@@ -73,6 +93,8 @@ _rows(
     Task("demo_trec", ("classification",), 64, _FIRST, chat=False, description="demo question classification"),
     Task("demo_gaokao", ("gaokao_choice",), 64, (_THINK, "choice_letters"), language="zh",
          description="demo math single / multiple choice (zh)"),
+    Task("demo_longbench_v2", ("choice_match",), 128, (_THINK, "longbench_v2_answer"), group_by=_V2_GROUPS,
+         breakdown="longbench_v2", cot_max_new_tokens=256, description="demo long-context multiple choice (v2 form)"),
 )
 
 
@@ -93,13 +115,15 @@ def task_from_dict(data: object, name: str) -> Task:
     if not isinstance(extract, list) or any(step not in EXTRACTORS for step in extract):
         raise ValueError(f"task.extract must list extraction steps of Eval/extract.py "
                          f"({', '.join(sorted(EXTRACTORS))}), found {extract!r}")
-    checks = {"max_new_tokens": int, "chat": bool, "language": str, "description": str}
+    checks = {"max_new_tokens": int, "chat": bool, "language": str, "description": str, "breakdown": str,
+              "published_prompt": str, "cot_max_new_tokens": int}
     for key, kind in checks.items():
         if key in data and (not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool))):
             raise ValueError(f"task.{key} must be {kind.__name__}, found {data[key]!r}")
-    stop = data.get("stop", [])
-    if not isinstance(stop, list) or not all(isinstance(x, str) for x in stop):
-        raise ValueError(f"task.stop must be a list of strings, found {stop!r}")
+    for key in ("stop", "group_by"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f"task.{key} must be a list of strings, found {value!r}")
     fields = {f.name for f in dataclasses.fields(Task)} - {"name"}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
     return Task(**{"max_new_tokens": 0, **values, "name": name})

@@ -78,8 +78,9 @@ def expected_rows(name, max_length, max_new, limit):
         cut = max(0, len(ids) - 2 * half)
         text = tok.decode(ids[:half]) + tok.decode(ids[-half:]) if cut else tok.decode(ids)
         final = chat(text) if ds.task.chat else text
-        rows.append({"id": example.id, "prompt": final, "prompt_tokens": count(final), "truncated_tokens": cut,
-                     "max_new_tokens": max_new})
+        row = {"id": example.id, "prompt": final, "prompt_tokens": count(final), "truncated_tokens": cut,
+               "max_new_tokens": max_new}
+        rows.append({**row, "user_text": text} if ds.task.chat else row)
     return rows
 
 
@@ -96,11 +97,13 @@ def test_truncation_and_summary_figures_are_exact(tmp_path, monkeypatch, capsys)
         assert summary["datasets"][name] == {
             "examples": 5, "prompt_tokens": sum(tokens), "max_prompt_tokens": max(tokens),
             "truncated": sum(r["truncated_tokens"] > 0 for r in expected), "max_gen_tokens": 5 * 20,
-            "max_new_tokens": 20, "max_length": 200, "mode": "chat" if name == "demo_qa_en" else "completion"}
+            "max_new_tokens": 20, "max_length": 200, "mode": "chat" if name == "demo_qa_en" else "completion",
+            "skipped": 0, "truncation": "middle", "template": f"{ROOT / 'prompts' / name}.txt",
+            "template_sha256": load_dataset(name, ROOT / "dataset", ROOT / "prompts").template_hash}
     # Every example is over the budget here, so all ten are cut.
     assert summary["total"]["examples"] == 10 and summary["total"]["truncated"] == 10
     assert summary["total"]["max_gen_tokens"] == 200
-    assert summary["settings"] == {"max_length": 200, "max_new_tokens": 20, "limit": 5}
+    assert summary["settings"] == {"max_length": 200, "max_new_tokens": 20, "limit": 5, "truncation": "middle"}
     assert summary["model"]["adapter"] == "hf (tokenizer-only)"
     printed = capsys.readouterr().out
     assert f"dry run: 10 examples, {summary['total']['prompt_tokens']} prompt tokens" in printed

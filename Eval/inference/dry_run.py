@@ -7,7 +7,8 @@ Usage:
 
 Prompts come from the run's own functions (Eval/inference/predict.py: generation_budget, required_examples,
 dataset_prompts), so they cannot drift from what the model would see. Writes OUT/<model>/<dataset>.prompts.jsonl
-(one object per example: id, prompt, prompt_tokens, truncated_tokens, max_new_tokens) and OUT/<model>/dry_run.json
+(one object per example: id, prompt, prompt_tokens, truncated_tokens, max_new_tokens; user_text, the filled
+template inside the chat template, for chat tasks; skipped under --truncation skip) and OUT/<model>/dry_run.json
 (the summary per dataset and in total), and nothing else: no prediction file, no run sidecar, so a finished or
 half-done run beside it is untouched and resumes as before. eval.py never scores these files
 (Eval/records.py is_dry_run_output).
@@ -18,28 +19,40 @@ import sys
 from pathlib import Path
 
 from Eval.inference.datasets import Dataset
-from Eval.inference.predict import RunSettings, dataset_prompts, generation_budget, required_examples
+from Eval.inference.predict import RunSettings, dataset_prompts, first_pass, generation_budget, required_examples
 from Eval.models.base import BaseLLM
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 
 SUMMARY_FILE = "dry_run.json"
-FIGURES = ("examples", "prompt_tokens", "max_prompt_tokens", "truncated", "max_gen_tokens")
+FIGURES = ("examples", "prompt_tokens", "max_prompt_tokens", "truncated", "skipped", "max_gen_tokens")
 
 
 def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[list[dict], dict]:
-    """(one row per example the run would do, the dataset's summary)."""
+    """(one row per example the run would do, the dataset's summary). Under --cot the reasoning pass's prompts
+    are rendered (the answer pass quotes outputs that do not exist yet) and the bound counts both passes."""
     max_new, max_length = generation_budget(model, ds, settings)
+    kind, first_max = first_pass(ds, settings, max_new)
     examples = required_examples(ds, settings.limit)
-    prompts = dataset_prompts(model, ds, examples, max_new, max_length)
+    prompts = dataset_prompts(model, ds, examples, first_max, max_length, settings.truncation, kind)
     rows = [{"id": e.id, "prompt": p.text, "prompt_tokens": p.n_tokens, "truncated_tokens": p.truncated_tokens,
-             "max_new_tokens": max_new} for e, p in zip(examples, prompts)]
+             "max_new_tokens": first_max} for e, p in zip(examples, prompts)]
+    for row, p in zip(rows, prompts):
+        if p.user_text is not None:  # the text inside the chat template: the filled template, after any cut
+            row["user_text"] = p.user_text
+        if p.skipped:
+            row["skipped"] = p.skipped
+    per_example = first_max + (max_new if ds.cot else 0)
     summary = {"examples": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                "max_prompt_tokens": max((r["prompt_tokens"] for r in rows), default=0),
                "truncated": sum(1 for r in rows if r["truncated_tokens"]),
-               "max_gen_tokens": len(rows) * max_new,  # an upper bound: every answer runs to max_new_tokens
-               "max_new_tokens": max_new, "max_length": max_length,
-               "mode": "chat" if ds.task.chat else "completion"}
+               "skipped": sum(1 for r in rows if r.get("skipped")),
+               "max_gen_tokens": (len(rows) - sum(1 for p in prompts if p.skipped)) * per_example,  # an upper bound
+               "max_new_tokens": max_new, "max_length": max_length, "truncation": settings.truncation,
+               "mode": "chat" if ds.task.chat else "completion", "template": ds.template_source,
+               "template_sha256": ds.template_hash}
+    if ds.cot:
+        summary.update(cot_max_new_tokens=first_max, rendered="the reasoning pass only (the answer pass quotes it)")
     return rows, summary
 
 
@@ -65,7 +78,7 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
         print(f"{name}: {describe(summary)} -> {path}")
     total = {k: sum(s[k] for s in summaries.values()) for k in FIGURES if k != "max_prompt_tokens"}
     total["max_prompt_tokens"] = max((s["max_prompt_tokens"] for s in summaries.values()), default=0)
-    settings_used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit")}  # batching: moot
+    settings_used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit", "truncation")}
     write_json_atomic(out_dir / SUMMARY_FILE, {"model": model.identity(), "settings": settings_used,
                                               "datasets": summaries, "total": total})
     print(f"dry run: {describe(total)}; no model loaded, no prediction written -> {out_dir / SUMMARY_FILE}")
@@ -74,6 +87,7 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
 
 def describe(summary: dict) -> str:
     """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens'."""
+    skipped = f", {summary['skipped']} skipped (do not fit)" if summary["skipped"] else ""
     return (f"{summary['examples']} examples, {summary['prompt_tokens']} prompt tokens (max "
-            f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated, at most "
+            f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated{skipped}, at most "
             f"{summary['max_gen_tokens']} generated tokens")

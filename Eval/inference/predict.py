@@ -6,6 +6,11 @@ Usage:
 
 `generation_budget`, `required_examples` and `dataset_prompts` are the prompt side of a run, shared with
 `inference.py --dry-run` (Eval/inference/dry_run.py) so that its prompts are the run's by construction.
+
+Two things change what a record is: --truncation skip (a prompt that does not fit is not run; its record has
+`skipped` with the reason, pred "", and eval.py counts it out of n) and --cot on a task with a chain-of-thought
+mode (LongBench v2's two passes: the reasoning prompt first, then the answer prompt that quotes the reasoning;
+`pred` is the answer pass, `cot` the reasoning, and the file is NAME_cot.jsonl).
 """
 from __future__ import annotations
 
@@ -15,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from Eval.inference.dataset_forms import question_text
 from Eval.inference.datasets import Dataset, Example
 from Eval.inference.run_loop import Job, run_job
-from Eval.inference.templates import fill_template
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
 
 
@@ -32,34 +37,60 @@ class RunSettings:
     num_shards: int = 1  # this process handles the examples whose position % num_shards == shard_id
     shard_id: int = 0
     merge: bool = True  # merge shard files into the main file when done (torchrun: rank 0 after a barrier)
+    truncation: str = "middle"  # how a prompt too long for max_length is cut (Eval/models/base.py truncate_ids)
 
 
 def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, latency: float) -> dict:
     record = {"id": example.id, "example_sha256": example.sha256, "dataset": ds.name,
-              "question": _question(example), "pred": out.text, "answers": example.answers,
+              "question": question_text(example.fields, ds.form), "pred": out.text, "answers": example.answers,
               "all_classes": example.all_classes, "length": example.length, "prompt_tokens": prompt.n_tokens,
-              "truncated_tokens": prompt.truncated_tokens, "gen_tokens": out.n_tokens,
-              "finish_reason": out.finish_reason, "latency_s": round(latency, 4), "batch_size": out.batch_size}
+              "truncated_tokens": prompt.truncated_tokens, "truncation": prompt.truncation,
+              "gen_tokens": out.n_tokens, "finish_reason": out.finish_reason, "latency_s": round(latency, 4),
+              "batch_size": out.batch_size}
+    if ds.task.group_by:
+        record["groups"] = {key: example.fields.get(key) for key in ds.task.group_by}
+    if prompt.skipped:
+        record["skipped"] = prompt.skipped
+    if out.thinking:
+        record["thinking"] = out.thinking
     if out.error:
         record["error"] = out.error
     return record
 
 
-def _question(example: Example) -> str:
-    # What a judge needs to see; the long context stays in the dataset file.
-    parts = [example.fields.get("instruction"), example.fields.get("input")]
-    return "\n".join(str(p) for p in parts if p)
+def _skipped(prompt: Prompt) -> Generation:
+    return Generation("", 0, "skipped")
 
 
-def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int) -> dict:
-    return {"model": model.fingerprint(),
-            "template_sha256": ds.template_hash, "chat": ds.task.chat, "max_length": max_length,
-            "max_new_tokens": max_new_tokens, "options": dataclasses.asdict(model.options)}
+def _generate(model: BaseLLM, prompts: list[Prompt], max_new: int, stop: tuple[str, ...]) -> list[Generation]:
+    """The model's outputs for the prompts that are run; a skipped prompt gets an empty "skipped" output."""
+    run = [p for p in prompts if not p.skipped]
+    outputs = iter(model.generate(run, max_new, stop) if run else [])
+    return [_skipped(p) if p.skipped else next(outputs) for p in prompts]
+
+
+_LATER_OPTIONS = {"think_tags": ("<think>", "</think>"), "thinking_budget": None, "reasoning": False}
+
+
+def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int,
+                 truncation: str) -> dict:
+    options = {k: v for k, v in dataclasses.asdict(model.options).items()  # options added later count only
+               if k not in _LATER_OPTIONS or v != _LATER_OPTIONS[k]}      # when set, so older files resume
+    fingerprint = {"model": model.fingerprint(),
+                   "template_sha256": ds.template_hash, "chat": ds.task.chat, "max_length": max_length,
+                   "max_new_tokens": max_new_tokens, "options": options}
+    if truncation != "middle":  # the default adds nothing, so files written before policies existed resume
+        fingerprint["truncation"] = truncation
+    if ds.cot:
+        fingerprint["cot"] = {kind: t.sha256 for kind, t in ds.templates.items()} | {
+            "max_new_tokens": ds.task.cot_max_new_tokens}
+    return fingerprint
 
 
 def _count(records: list[dict]) -> dict:
-    return {"gen_tokens": sum(r["gen_tokens"] for r in records),
-            "truncated": sum(1 for r in records if r["truncated_tokens"])}
+    return {"gen_tokens": sum(r["gen_tokens"] + r.get("cot_gen_tokens", 0) for r in records),
+            "truncated": sum(1 for r in records if r["truncated_tokens"] or r.get("cot_truncated_tokens")),
+            "skipped": sum(1 for r in records if r.get("skipped"))}
 
 
 def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[int, int | None]:
@@ -72,11 +103,39 @@ def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
     return ds.examples[:limit] if limit else ds.examples
 
 
-def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_new: int,
-                    max_length: int | None) -> list[Prompt]:
-    """What the model sees for each example: the template filled, cut in the middle, chat-wrapped if the task is."""
-    return model.build_prompts([fill_template(ds.template, e.fields) for e in examples], ds.task.chat, max_new,
-                               max_length)
+def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_new: int, max_length: int | None,
+                    truncation: str = "middle", kind: str = "answer", extras: list[dict] | None = None
+                    ) -> list[Prompt]:
+    """What the model sees for each example: the template (of `kind`, filled with the example's fields and its
+    `extras`) cut to fit by the truncation policy, chat-wrapped if the task is."""
+    extras = extras or [{}] * len(examples)
+    texts = [ds.fill(e, kind, **extra) for e, extra in zip(examples, extras)]
+    return model.build_prompts(texts, ds.task.chat, max_new, max_length, truncation)
+
+
+def first_pass(ds: Dataset, settings: RunSettings, max_new: int) -> tuple[str, int]:
+    """(template kind, generation length) of the prompts a run builds before any output exists: --cot's
+    reasoning pass, else the answer."""
+    return ("cot", ds.task.cot_max_new_tokens) if ds.cot else ("answer", max_new)
+
+
+def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt], settings: RunSettings,
+              max_new: int, max_length: int | None) -> list[tuple[Prompt, Generation, dict]]:
+    """--cot: the reasoning pass, then the answer prompt quoting it (stripped, as LongBench v2 does)."""
+    reasoning = _generate(model, firsts, ds.task.cot_max_new_tokens, ())
+    ok = [k for k, out in enumerate(reasoning) if not out.error and out.finish_reason != "skipped"]
+    seconds = dataset_prompts(model, ds, [examples[k] for k in ok], max_new, max_length, settings.truncation,
+                              "cot_answer", [{"cot": reasoning[k].text.strip()} for k in ok])
+    answers = dict(zip(ok, zip(seconds, _generate(model, seconds, max_new, ds.task.stop))))
+    results = []
+    for k, (first, thought) in enumerate(zip(firsts, reasoning)):
+        prompt, out = answers.get(k, (first, thought))  # a failed or skipped reasoning pass is the record
+        extra = {"cot": thought.text, "cot_prompt_tokens": first.n_tokens, "cot_truncated_tokens":
+                 first.truncated_tokens, "cot_gen_tokens": thought.n_tokens, "cot_finish_reason": thought.finish_reason}
+        if thought.thinking:
+            extra["cot_thinking"] = thought.thinking
+        results.append((prompt, out, extra))
+    return results
 
 
 def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSettings,
@@ -88,8 +147,11 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     required = [e.id for e in required_examples(ds, settings.limit)]
     prompts: dict[str, Prompt] = {}
 
+    kind, first_max = first_pass(ds, settings, max_new)
+
     def plan(todo: list[str]) -> list[list[str]]:
-        built = dataset_prompts(model, ds, [examples[i] for i in todo], max_new, max_length)
+        built = dataset_prompts(model, ds, [examples[i] for i in todo], first_max, max_length, settings.truncation,
+                                kind)
         prompts.update(zip(todo, built))
         order = plan_batches([p.n_tokens for p in built], settings.batch_size, settings.max_batch_tokens,
                              model.max_pad_fraction)
@@ -97,16 +159,24 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
 
     def process(batch: list[str]) -> list[dict]:
         t0 = time.perf_counter()
-        outputs = model.generate([prompts[i] for i in batch], max_new, ds.task.stop)
+        firsts = [prompts[i] for i in batch]
+        if ds.cot:
+            done = _with_cot(model, ds, [examples[i] for i in batch], firsts, settings, max_new, max_length)
+        else:
+            done = [(p, out, {}) for p, out in zip(firsts, _generate(model, firsts, max_new, ds.task.stop))]
         latency = (time.perf_counter() - t0) / len(batch)
-        return [_record(examples[i], ds, prompts[i], out, latency) for i, out in zip(batch, outputs)]
+        return [{**_record(examples[i], ds, prompt, out, latency), **extra}
+                for i, (prompt, out, extra) in zip(batch, done)]
 
     sidecar = {"dataset": ds.name, "kind": "predictions", "file": str(path), "task": dataclasses.asdict(ds.task),
-               "source": {"path": str(ds.path), "examples": len(ds.examples), "template": ds.template_source},
+               "source": {"path": str(ds.path), "examples": len(ds.examples), "template": ds.template_source,
+                          "template_sha256": ds.template_hash, "form": ds.form,
+                          "templates": {kind: {"source": t.source, "sha256": t.sha256}
+                                        for kind, t in ds.templates.items()}},
                "data": {"path": os.path.abspath(ds.path), "file_sha256": ds.file_sha256, "examples": len(ds.examples),
                         "digest": ds.digest(), "limit": settings.limit},
                "model": model.identity(), "settings": dataclasses.asdict(settings)}
-    job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, _fingerprint(model, ds, max_length, max_new),
-              sidecar, ds.name, settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,
+    fingerprint = _fingerprint(model, ds, max_length, max_new, settings.truncation)
+    job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, fingerprint, sidecar, ds.name, settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,
               tally=_count, on_saved=on_saved)
-    return {"gen_tokens": 0, "truncated": 0, **run_job(job, plan, process)}
+    return {"gen_tokens": 0, "truncated": 0, "skipped": 0, **run_job(job, plan, process)}

@@ -1,4 +1,4 @@
-"""Metrics over labels, ids and choice letters: classification, retrieval, count, GAOKAO choice.
+"""Metrics over labels, ids and choice letters: classification, retrieval, count, GAOKAO choice, choice match.
 
 Each scores one prediction against ONE reference; `all_classes` arrives from the record.
 """
@@ -118,3 +118,15 @@ def gaokao_choice(prediction: str, reference: str, **record) -> float:
     if len(reference) > 1 and len(prediction) < len(reference) and all(c in reference for c in prediction):
         return 0.5
     return 0.0
+
+
+@metric("choice_match", version="longbench-v2-1")
+def choice_match(prediction: str, reference: str, **record) -> float:
+    """LongBench v2's judge (pred == answer) on the letter(s) an extraction step picked, e.g.
+    `longbench_v2_answer` or `choice_answer`: 1.0 when they equal the reference exactly, else 0.0. An output
+    with no letter never reaches the metric (the extraction gave None: it scores 0, counted as unparsed).
+
+    >>> choice_match("B", "B"), choice_match("C", "B"), choice_match("AC", "AC")
+    (1.0, 0.0, 1.0)
+    """
+    return 1.0 if prediction == reference else 0.0

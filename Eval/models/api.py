@@ -15,6 +15,13 @@ so the server applies its own chat template; the local template only sizes the p
 prompt-token count is checked against the local one on every answer (`stats["prompt_token_mismatch"]`).
 Completion-mode prompts are sent as the built text to /v1/completions. Decoding is greedy (temperature 0).
 
+Stop strings act only after a thinking block's closing tag (base.cut_at_stop), but a server applies `stop` to
+everything it generates, thinking included. So `stop` is not sent when the output may think: when the locally
+rendered prompt ends with the opening tag (AdapterOptions.think_tags) or AdapterOptions.reasoning says the model
+thinks (--reasoning); the server then runs to EOS or max_tokens and the answer is cut here. A server's separate
+`reasoning_content` is put back in front of the answer inside the tag pair. --thinking-budget is refused (a
+ValueError): the server decodes, so the adapter cannot force the closing tag.
+
 Requests run concurrently (at most `concurrency` in flight, optionally at most `rpm` started per `rpm_window`
 seconds), each bounded as a whole by `timeout` seconds, and are retried with exponential back-off and jitter on
 HTTP 429, 5xx, timeouts and connection errors (Eval/models/api_http.py). A request that still fails, and a reply
@@ -41,7 +48,8 @@ import sys
 from pathlib import Path
 
 from Eval.models import register_model
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
+from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, \
+    prompt_opens_thinking
 from Eval.models.api_http import (APIError, EventLoopThread, JSONPoster, RateLimiter, Scrubber, redact_url,
                                   split_base_url)
 
@@ -108,8 +116,9 @@ def _valid_unicode(text: str, field: str) -> str:
     return text
 
 
-def parse_reply(data, chat: bool) -> tuple[str, object, dict]:
-    """(raw output, finish_reason as sent, usage or {}) of a chat or completion reply; MalformedReply else."""
+def parse_reply(data, chat: bool, think_tags: tuple[str, str] = ("<think>", "</think>")) -> tuple[str, object, dict]:
+    """(raw output, finish_reason as sent, usage or {}) of a chat or completion reply; MalformedReply else. A
+    message's `reasoning_content` comes back in front of its content, inside `think_tags`."""
     choice = _first_choice(data)
     if chat:
         message = choice.get("message")
@@ -121,7 +130,8 @@ def parse_reply(data, chat: bool) -> tuple[str, object, dict]:
         if reasoning is not None and not isinstance(reasoning, str):
             raise MalformedReply(f"choices[0].message.reasoning_content is {_json_kind(reasoning)}, not a string")
         if reasoning:  # keep the raw output whole, as the HF adapter saves it (--strip-think)
-            raw = f"<think>{_valid_unicode(reasoning, 'choices[0].message.reasoning_content')}</think>{raw}"
+            thought = _valid_unicode(reasoning, "choices[0].message.reasoning_content")
+            raw = f"{think_tags[0]}{thought}{think_tags[1]}{raw}"
     else:
         raw = choice.get("text")
         if not isinstance(raw, str):
@@ -238,6 +248,7 @@ class APIModel(BaseLLM):
     def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
         """Greedy answers for one batch: one request per prompt, `concurrency` of them in flight at a time."""
         stop = tuple(stop) + self.options.stop
+        self.thinking_budget()  # a ValueError when one is set: the server decodes, nothing here can force a tag
 
         async def run_all():
             return await asyncio.gather(*(self._generate_one(p, max_new_tokens, stop, len(prompts))
@@ -248,7 +259,9 @@ class APIModel(BaseLLM):
     async def _generate_one(self, prompt: Prompt, max_new_tokens: int, stop: tuple[str, ...],
                             batch_size: int) -> Generation:
         body: dict = {"model": self.api_model, "max_tokens": max_new_tokens, "temperature": 0}
-        if stop:
+        tags = self.options.think_tags
+        opened = prompt_opens_thinking(prompt.text, tags)
+        if stop and not (opened or self.options.reasoning):  # the server would cut inside the thinking too
             body["stop"] = list(stop)
         chat = prompt.user_text is not None  # built in chat mode: the server applies its own template
         if chat:
@@ -256,20 +269,22 @@ class APIModel(BaseLLM):
         else:  # completion mode, or a Prompt built elsewhere: its text is exactly what the model gets
             path, body["prompt"] = "/completions", prompt.text
         try:
-            raw, finish_reason, usage = parse_reply(await self._post(path, body), chat)
+            raw, finish_reason, usage = parse_reply(await self._post(path, body), chat, tags)
         except APIError as err:
             return self._failed(str(err), batch_size)
         except MalformedReply as err:
             return self._failed(f"POST {self.base_url}{path}: malformed reply: {err}", batch_size)
         self._check_prompt_tokens(prompt, _count(usage, "prompt_tokens"))
         # Cut at the stop strings here too: OpenAI and vLLM drop the matched stop string, `transformers serve`
-        # returns it (generate()'s stop_strings semantics); cutting client-side makes both the same.
-        text, cut = cut_at_stop(raw, stop)
+        # returns it (generate()'s stop_strings semantics); cutting client-side makes both the same, and is the
+        # only cut when the stops were held back from a thinking model.
+        text, cut = cut_at_stop(raw, stop, tags, opened)
         n_tokens = _count(usage, "completion_tokens")
         if n_tokens is None:
             n_tokens = len(self.tokenize(raw))
         reason = "length" if finish_reason == "length" and not cut else "stop"
-        return Generation(self.post_process(text), n_tokens, reason, batch_size=batch_size)
+        saved, thinking = self.finish_output(text, opened)
+        return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking)
 
     def _failed(self, error: str, batch_size: int) -> Generation:
         self.stats["failed"] += 1

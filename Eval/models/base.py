@@ -5,7 +5,8 @@ calls, in the spirit of lm-eval's LM:
     generate(prompts, max_new_tokens, stop)  -> [Generation]   greedy by default
     score(pairs)                             -> [TokenScores]  log-probabilities of each answer token
 Everything else here is shared and pure (no torch): middle truncation on token ids, chat wrapping, batching by
-a token budget, output clean-up options. Differences between model families are AdapterOptions fields, never
+a token budget, output clean-up options, and where a reasoning model's thinking block lies in its output (stop
+strings act only outside it: cut_at_stop). Differences between model families are AdapterOptions fields, never
 checks on the model's name.
 
 Usage:
@@ -17,15 +18,25 @@ from __future__ import annotations
 
 import dataclasses
 
-from Eval.extract import strip_think
-
 
 @dataclasses.dataclass(frozen=True)
 class AdapterOptions:
     system_prompt: str | None = None  # sent as the chat's system message when set
     stop: tuple[str, ...] = ()  # extra stop strings for every task (a task's own stops are added)
     cut_at: tuple[str, ...] = ()  # output clean-up: drop everything from the first of these (e.g. "<eoa>")
-    strip_think: bool = False  # output clean-up: keep only the text after the last </think> (Eval/extract.py)
+    strip_think: bool = False  # output clean-up: keep only the text after the thinking block's closing tag
+    # Reasoning models: the tag pair around their thinking (stop strings apply only after the closing tag), the
+    # most tokens a thinking block may take before the closing tag is forced (hf), and whether the model may
+    # think without its prompt opening the block (the API backend then applies stop strings itself).
+    think_tags: tuple[str, str] = ("<think>", "</think>")
+    thinking_budget: int | None = None
+    reasoning: bool = False
+
+    def __post_init__(self):
+        if len(self.think_tags) != 2 or not all(self.think_tags):  # an empty tag would match every text
+            raise ValueError(f"think_tags must be two non-empty strings (open, close), not {self.think_tags!r}")
+        if self.thinking_budget is not None and self.thinking_budget < 0:
+            raise ValueError(f"thinking_budget must be at least 0, not {self.thinking_budget}")
 
 
 @dataclasses.dataclass
@@ -35,6 +46,8 @@ class Prompt:
     truncated_tokens: int  # tokens cut from the middle of the filled template (0: none)
     add_special_tokens: bool  # completion mode lets the tokenizer add BOS; a chat template carries its own
     user_text: str | None = None  # chat mode: the (cut) text inside the template; servers get it as the message
+    truncation: str = "middle"  # the policy that made it (TRUNCATION_POLICIES)
+    skipped: str | None = None  # --truncation skip: why this prompt is not run (it does not fit); None: it is run
 
 
 @dataclasses.dataclass
@@ -44,6 +57,9 @@ class Generation:
     finish_reason: str  # "stop" (EOS or a stop string), "length" (max_new_tokens) or "error"
     error: str | None = None
     batch_size: int | None = None  # the batch size this output was generated in (after any OOM halving)
+    # Reasoning outputs: {"tags": [open, close], "opened_in_prompt": bool, "closed": bool, "budget_hit": bool}
+    # when the output has (or the prompt opened) a thinking block; saved as the record's "thinking" field.
+    thinking: dict | None = None
 
 
 @dataclasses.dataclass
@@ -67,6 +83,32 @@ def middle_truncate(ids: list[int], budget: int) -> tuple[list[int], int]:
         raise ValueError(f"prompt budget of {budget} tokens leaves no room for the prompt; raise --max-length")
     half = budget // 2
     return list(ids[:half]) + list(ids[-half:]), len(ids) - 2 * half
+
+
+TRUNCATION_POLICIES = ("middle", "left", "right", "skip")
+
+
+def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[int]], int]:
+    """The pieces of `ids` a policy keeps within `budget` tokens (decoded apart, then joined) and how many it cut.
+    middle: the first and last budget//2 (LongBench, TinyEval); left: the last `budget` (the start is cut, as
+    chat UIs drop old turns); right: the first `budget`; skip: nothing is cut here (the caller does not run the
+    example). Decoding the halves of a middle cut apart is LongBench's way: no token pair spans the cut.
+
+    >>> truncate_ids(list(range(10)), 4, "middle")
+    ([[0, 1], [8, 9]], 6)
+    >>> truncate_ids(list(range(10)), 4, "left"), truncate_ids(list(range(10)), 4, "right")
+    (([[6, 7, 8, 9]], 6), ([[0, 1, 2, 3]], 6))
+    """
+    if policy not in TRUNCATION_POLICIES:
+        raise ValueError(f"unknown truncation policy {policy!r}; choose one of {', '.join(TRUNCATION_POLICIES)}")
+    if len(ids) <= budget or policy == "skip":
+        return [list(ids)], 0
+    if policy == "middle":
+        kept, cut = middle_truncate(ids, budget)
+        return [kept[:len(kept) // 2], kept[len(kept) // 2:]], cut
+    if budget < 1:
+        raise ValueError(f"prompt budget of {budget} tokens leaves no room for the prompt; raise --max-length")
+    return [list(ids[-budget:]) if policy == "left" else list(ids[:budget])], len(ids) - budget
 
 
 def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None,
@@ -212,24 +254,29 @@ class BaseLLM:
             self._chat_overhead = self.count_tokens(self.apply_chat(""), add_special_tokens=False)
         return self._chat_overhead
 
-    def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None) -> Prompt:
-        """Fill-in text -> what the model sees: middle truncation on token ids, then the chat template."""
-        cut = 0
+    def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None,
+                     truncation: str = "middle") -> Prompt:
+        """Fill-in text -> what the model sees: the text cut to fit on token ids by the `truncation` policy
+        (truncate_ids), then the chat template. Under "skip" a prompt that does not fit is returned uncut with
+        `skipped` saying why."""
+        cut, skipped = 0, None
         if max_length is not None:
             budget = max_length - max_new_tokens - (self.chat_overhead() if chat else 1)
             ids = self.tokenize(text)
-            kept, cut = middle_truncate(ids, budget)
+            pieces, cut = truncate_ids(ids, budget, truncation)
             if cut:
-                half = len(kept) // 2  # decode the halves apart, as LongBench does, then join the texts
-                text = self.detokenize(kept[:half]) + self.detokenize(kept[half:])
+                text = "".join(self.detokenize(piece) for piece in pieces)
+            elif truncation == "skip" and len(ids) > budget:
+                skipped = (f"the prompt does not fit: {budget} tokens are left for it under --max-length "
+                           f"{max_length} (--truncation skip)")
         final = self.apply_chat(text) if chat else text
         return Prompt(final, self.count_tokens(final, add_special_tokens=not chat), cut, not chat,
-                      user_text=text if chat else None)
+                      user_text=text if chat else None, truncation=truncation, skipped=skipped)
 
-    def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int,
-                      max_length: int | None) -> list[Prompt]:
+    def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int, max_length: int | None,
+                      truncation: str = "middle") -> list[Prompt]:
         self.check_budget(chat, max_new_tokens, max_length)
-        return [self.build_prompt(t, chat, max_new_tokens, max_length) for t in texts]
+        return [self.build_prompt(t, chat, max_new_tokens, max_length, truncation) for t in texts]
 
     def check_budget(self, chat: bool, max_new_tokens: int, max_length: int | None) -> None:
         """ValueError when `max_length` cannot hold the chat template, the answer and a few prompt tokens."""
@@ -242,21 +289,107 @@ class BaseLLM:
                              f"max_new_tokens {max_new_tokens}; raise --max-length to at least "
                              f"{max_new_tokens + overhead + 2}, or lower --max-new-tokens")
 
-    def post_process(self, text: str) -> str:
+    def post_process(self, text: str, opened_in_prompt: bool = False) -> str:
         """The adapter's output clean-up options (off by default: raw outputs are saved as generated)."""
         for marker in self.options.cut_at:
             text = text.split(marker, 1)[0]
-        if self.options.strip_think:  # the same step scoring runs (Eval/extract.py); an unclosed block stays raw
-            stripped = strip_think(text, {})
-            text = text if stripped is None else stripped
+        if self.options.strip_think:  # an unclosed block stays raw: scoring then finds no answer in it
+            answer = strip_thinking(text, self.options.think_tags, opened_in_prompt)
+            text = text if answer is None else answer
         return text
 
+    def finish_output(self, text: str, opened_in_prompt: bool, budget_hit: bool = False) -> tuple[str, dict | None]:
+        """(saved output, Generation.thinking) of an output already cut at its stop strings: the thinking facts
+        describe the raw output; with --strip-think a removed block is marked "stripped" so that scoring does
+        not look for the closing tag in a saved output that no longer has it."""
+        thinking = thinking_record(text, self.options.think_tags, opened_in_prompt, budget_hit)
+        saved = self.post_process(text, opened_in_prompt)
+        if thinking and thinking["closed"] and self.options.strip_think and saved != text:
+            thinking["stripped"] = True
+        return saved, thinking
 
-def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
-    """Text before the earliest stop string, and whether one was found.
+    def thinking_budget(self) -> int | None:
+        """--thinking-budget, or a ValueError when this backend cannot enforce one (capability "thinking_budget")."""
+        budget = self.options.thinking_budget
+        if budget is not None and not self.can("thinking_budget"):
+            raise ValueError(f"--thinking-budget: the {self.name} backend cannot force the end of a thinking block "
+                             "(it does not drive decoding token by token); use --backend hf")
+        return budget
+
+
+# --- reasoning outputs: where the thinking block is, and stop strings outside it ------------------------------
+def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool:
+    """Whether the prompt leaves a thinking block open (chat templates of some reasoning models write the opening
+    tag themselves, so the output holds only the closing one).
+
+    >>> prompt_opens_thinking("<|im_start|>assistant\\n<think>\\n", ("<think>", "</think>"))
+    True
+    """
+    return prompt_text.rstrip().endswith(think_tags[0])
+
+
+def thinking_bounds(text: str, think_tags: tuple[str, str] | None, opened_in_prompt: bool) -> tuple[int, int | None]:
+    """(where the thinking block opens, where the text after its closing tag begins) in an output. With no block
+    (the prompt opened none and the output does not start, after whitespace, with the opening tag): (len, len);
+    a block that never closes: (open, None). An opening tag later in the text is not a block: it is answer text.
+
+    >>> thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False)
+    (0, 18)
+    >>> thinking_bounds("a\\nb</think>c", ("<think>", "</think>"), True), thinking_bounds("c", None, False)
+    ((0, 11), (1, 1))
+    """
+    if think_tags is None:
+        return len(text), len(text)
+    open_tag, close_tag = think_tags
+    if opened_in_prompt:
+        start, inside = 0, 0
+    else:
+        start = len(text) - len(text.lstrip())
+        if not text.startswith(open_tag, start):
+            return len(text), len(text)
+        inside = start + len(open_tag)
+    end = text.find(close_tag, inside)
+    return start, (None if end < 0 else end + len(close_tag))
+
+
+def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | None = None,
+                opened_in_prompt: bool = False) -> tuple[str, bool]:
+    """Text before the earliest stop string outside the thinking block, and whether one was found. Stops count
+    before the block opens and in the answer after it closes, never inside (a task's "\\n" must not end a
+    reasoning model's thinking), nor in the whitespace right after the closing tag (templates write
+    "</think>\\n\\n" before the answer, which would otherwise always be cut to nothing).
 
     >>> cut_at_stop("Dialogue summary\\nPerson A: hi", ("\\n",))
     ('Dialogue summary', True)
+    >>> cut_at_stop("<think>a\\nb</think>\\n\\nc\\nd", ("\\n",), ("<think>", "</think>"))
+    ('<think>a\\nb</think>\\n\\nc', True)
     """
-    positions = [p for p in (text.find(s) for s in stop if s) if p >= 0]
+    opens, answer_from = thinking_bounds(text, think_tags, opened_in_prompt)
+    positions = [p for p in (text.find(s, 0, opens) for s in stop if s) if p >= 0]
+    if not positions and answer_from is not None and answer_from < len(text):
+        answer = len(text) - len(text[answer_from:].lstrip())  # a match must reach past the leading whitespace
+        positions = [p for p in (text.find(s, max(answer_from, answer - len(s) + 1)) for s in stop if s) if p >= 0]
     return (text[:min(positions)], True) if positions else (text, False)
+
+
+def strip_thinking(text: str, think_tags: tuple[str, str], opened_in_prompt: bool) -> str | None:
+    """The text after the last closing tag; None for an unclosed block (no answer was written); the text itself
+    when it has neither tag. Scoring's strip_think step (Eval/extract.py) reads outputs the same way.
+
+    >>> strip_thinking("<think>2+2 is 4</think>\\n4", ("<think>", "</think>"), False)
+    '\\n4'
+    """
+    open_tag, close_tag = think_tags
+    if close_tag in text:
+        return text.rsplit(close_tag, 1)[1]
+    return None if opened_in_prompt or open_tag in text else text
+
+
+def thinking_record(text: str, think_tags: tuple[str, str], opened_in_prompt: bool,
+                    budget_hit: bool = False) -> dict | None:
+    """Generation.thinking for an output: None when it has no thinking block and the prompt opened none."""
+    opens, answer_from = thinking_bounds(text, think_tags, opened_in_prompt)
+    if opens == len(text) and answer_from == len(text) and not opened_in_prompt:
+        return None
+    return {"tags": list(think_tags), "opened_in_prompt": opened_in_prompt, "closed": answer_from is not None,
+            "budget_hit": budget_hit}

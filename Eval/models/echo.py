@@ -1,12 +1,15 @@
 """A model-free adapter for tests and dry runs (lm-eval's dummy-model idea): characters are tokens.
 
 `generate` answers with the last line of the prompt, reversed word by word, so outputs depend on the input
-and are deterministic; `score` gives each answer character log-probability -1. No torch needed.
+and are deterministic; `score` gives each answer character log-probability -1. No torch needed. Stop strings
+and thinking blocks are handled as every backend does (cut_at_stop: stops act only after the closing tag), so a
+prompt whose last line is a reversed "answer </think> thinking <think>" exercises the reasoning path.
 """
 from __future__ import annotations
 
 from Eval.models import register_model
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
+from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, \
+    prompt_opens_thinking
 
 
 @register_model("echo")
@@ -32,13 +35,16 @@ class EchoModel(BaseLLM):
         return 4096
 
     def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
-        outputs = []
+        self.thinking_budget()  # a ValueError when one is set: the echo model does not decode token by token
+        outputs, tags = [], self.options.think_tags
         for p in prompts:
             last = p.text.rstrip().rsplit("\n", 1)[-1]
             text = " ".join(reversed(last.split()))[:max_new_tokens]
-            text, stopped = cut_at_stop(text, tuple(stop) + self.options.stop)
+            opened = prompt_opens_thinking(p.text, tags)
+            text, stopped = cut_at_stop(text, tuple(stop) + self.options.stop, tags, opened)
             reason = "stop" if stopped or len(text) < max_new_tokens else "length"
-            outputs.append(Generation(self.post_process(text), len(text), reason, batch_size=len(prompts)))
+            saved, thinking = self.finish_output(text, opened)
+            outputs.append(Generation(saved, len(text), reason, batch_size=len(prompts), thinking=thinking))
         return outputs
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:

@@ -10,7 +10,8 @@ Usage:
 Each backend is a BaseLLM subclass registered with `@register_model("name")` in its own module under
 Eval/models/ (found by Eval/registry.py without importing it); its `from_args(model, options, args)` classmethod
 reads the options it needs. Arguments a caller's parser lacks take the defaults below, so a partial namespace
-(the judge's) works. `AdapterOptions` (system prompt, stops, clean-up) are read here for every backend.
+(the judge's) works. `AdapterOptions` (system prompt, stops, clean-up, thinking tags and budget) are read here
+for every backend; a thinking budget is refused here for a backend without the "thinking_budget" capability.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from Eval.models.base import AdapterOptions, BaseLLM
 DEFAULTS = {"backend": "hf", "dtype": "auto", "device": "auto", "peft": None, "trust_remote_code": False,
             "allow_pickle": False, "threads": None, "base_url": "http://127.0.0.1:8000/v1", "api_model": None,
             "tokenizer": None, "api_key_env": "OPENAI_API_KEY", "concurrency": 8, "rpm": None, "timeout": 300.0,
-            "max_retries": 5, "backoff": 1.0, "system_prompt": None, "stop": [], "cut_at": [], "strip_think": False}
+            "max_retries": 5, "backoff": 1.0, "system_prompt": None, "stop": [], "cut_at": [], "strip_think": False,
+            "think_tags": ["<think>", "</think>"], "thinking_budget": None, "reasoning": False}
 
 
 def option(args, name: str):
@@ -38,8 +40,12 @@ def from_args(args: argparse.Namespace, model: str | None = None, tokenizer_only
     With `tokenizer_only`, the backend's weight-free twin (BaseLLM.tokenizer_only: prompts only, for --dry-run;
     a ValueError for a backend that has none). An unknown backend is a KeyError naming the known ones."""
     args = argparse.Namespace(**{**DEFAULTS, **vars(args), **overrides})
-    options = AdapterOptions(args.system_prompt, tuple(args.stop), tuple(args.cut_at), args.strip_think)
+    options = AdapterOptions(args.system_prompt, tuple(args.stop), tuple(args.cut_at), args.strip_think,
+                             tuple(args.think_tags), args.thinking_budget, args.reasoning)
     backend = MODELS[args.backend]
+    if options.thinking_budget is not None and "thinking_budget" not in backend.capabilities:
+        raise ValueError(f"--thinking-budget: the {args.backend} backend cannot force the end of a thinking block "
+                         "(only a backend that decodes token by token can: --backend hf)")
     build = backend.tokenizer_only if tokenizer_only else backend.from_args
     return build(model or args.model, options, args)
 
@@ -79,7 +85,17 @@ def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> 
     a.add_argument("--system-prompt", default=None, help="system message for chat templates (default: none)")
     a.add_argument("--stop", action="append", default=[], help="extra stop string (repeatable)")
     a.add_argument("--cut-at", action="append", default=[], help="cut the output at this marker, e.g. <eoa>")
-    a.add_argument("--strip-think", action="store_true", help="drop <think>...</think> from outputs")
+    a.add_argument("--strip-think", action="store_true",
+                   help="save only the text after the thinking block (--think-tags); an unclosed block stays")
+    a.add_argument("--think-tags", nargs=2, metavar=("OPEN", "CLOSE"), default=list(DEFAULTS["think_tags"]),
+                   help="the tags around a reasoning model's thinking; stop strings apply only after CLOSE "
+                        "(default: <think> </think>)")
+    a.add_argument("--thinking-budget", type=nonnegative_int, default=None, metavar="N",
+                   help="hf backend: at most N new tokens inside a thinking block, then CLOSE is forced and the "
+                        "answer follows within --max-new-tokens (default: no limit)")
+    a.add_argument("--reasoning", action="store_true",
+                   help="the model may think without its prompt opening the block: the api backend then cuts at "
+                        "stop strings itself, after CLOSE, instead of sending them to the server")
 
 
 def add_batch_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,9 +5,13 @@ different lengths pays for its longest answer on every row; on a CPU that cancel
 Here finished rows leave the batch (their KV-cache rows are dropped), the prefill projects only the last
 position onto the vocabulary, and each step does nothing but a forward pass and an argmax.
 
+A row can also be made to take given tokens instead of its argmax (`forced_next`): the thinking budget closes a
+reasoning model's thinking block that way. `StopWatch` is the per-row check behind `stops_here` for stop strings
+that apply only outside a thinking block, without re-decoding the whole output at every step.
+
 Usage:
     results = greedy_decode(model, input_ids, attention_mask, max_new_tokens=64, stop_ids={2},
-                            stops_here=lambda ids: False)   # -> [(new token ids, "stop" | "length"), ...]
+                            stops_here=lambda row, ids: False)   # -> [(new token ids, "stop" | "length"), ...]
 """
 from __future__ import annotations
 
@@ -17,13 +21,17 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from Eval.models.base import cut_at_stop, thinking_bounds
+
 
 @torch.inference_mode()
 def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
-                  stop_ids: set[int], stops_here: Callable[[list[int]], bool],
-                  decode_threads: int | None = None) -> list[tuple[list[int], str]]:
+                  stop_ids: set[int], stops_here: Callable[[int, list[int]], bool],
+                  decode_threads: int | None = None,
+                  forced_next: Callable[[int], list[int]] | None = None) -> list[tuple[list[int], str]]:
     """Greedy continuation of each row. A row ends on a stop id (kept as its last token), when
-    `stops_here(its new ids)` is true (a stop string), or after `max_new_tokens` tokens.
+    `stops_here(row, its new ids)` is true (a stop string), or after `max_new_tokens` tokens. After each token
+    of a row that goes on, `forced_next(row)` may give tokens the row takes next instead of its argmax.
 
     `decode_threads` (CPU): torch threads for the one-token steps. Their matrices are so small that OpenMP
     synchronisation costs more than a second core gives (measured on 2 cores: 4.4 ms per step for a batch of 8
@@ -36,25 +44,35 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         torch.set_num_threads(decode_threads)
     try:
         return _decode(model, cache, logits, attention_mask, positions[:, -1] + 1, max_new_tokens, stop_ids,
-                       stops_here)
+                       stops_here, forced_next)
     finally:
         torch.set_num_threads(threads)
 
 
-def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids, stops_here):
+def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids, stops_here, forced_next):
     n = mask.shape[0]
     live = list(range(n))  # original row of each row still in the batch
     generated: list[list[int]] = [[] for _ in range(n)]
     reasons: list[str] = ["length"] * n
+    queued: dict[int, list[int]] = {}  # row -> tokens it takes next instead of its argmax
+    if forced_next is not None:  # a row may be forced from its first token on (a thinking budget of 0)
+        queued = {row: q for row in live if (q := forced_next(row))}
     for _ in range(max_new_tokens):
         tokens = logits.argmax(-1)
+        values = tokens.tolist()
+        if queued:  # only rows with forced tokens pay for building a new input tensor
+            values = [queued[row].pop(0) if queued.get(row) else v for row, v in zip(live, values)]
+            tokens = torch.tensor(values, device=tokens.device)
         keep = []
-        for k, (row, token) in enumerate(zip(live, tokens.tolist())):
+        for k, (row, token) in enumerate(zip(live, values)):
             generated[row].append(token)
-            if token in stop_ids or stops_here(generated[row]):
+            if token in stop_ids or stops_here(row, generated[row]):
                 reasons[row] = "stop"
             elif len(generated[row]) < max_new_tokens:
                 keep.append(k)
+                if forced_next is not None and not queued.get(row):
+                    queued[row] = forced_next(row)
+        queued = {row: q for row, q in queued.items() if q}
         if not keep:
             break
         if len(keep) < len(live):
@@ -102,3 +120,66 @@ def _left_pad(states: torch.Tensor, width: int) -> torch.Tensor:
     """(1, heads, length, dim) -> (1, heads, width, dim) with zeros in front (masked out at attention)."""
     missing = width - states.shape[2]
     return torch.nn.functional.pad(states, (0, 0, missing, 0)) if missing else states
+
+
+class StopWatch:
+    """`stops_here` for one row: whether its output so far holds a stop string outside its thinking block
+    (cut_at_stop's rule, checked on a few decoded tokens per step instead of the whole output), and the closing
+    tag's tokens once the block has taken `budget` tokens.
+
+    A row without a block is checked on its last `tail` tokens, as before. A row inside a block is checked for
+    the closing tag on its last few tokens; once the tag shows, the window anchored where it showed is checked
+    with cut_at_stop until the last `tail` tokens lie wholly in the answer's text, then the plain tail again.
+    The tags must survive decoding (not special tokens that skip_special_tokens drops).
+    """
+
+    def __init__(self, stop: tuple[str, ...], think_tags: tuple[str, str], opened_in_prompt: bool,
+                 decode: Callable[[list[int]], str], tokenize: Callable[[str], list[int]], budget: int | None = None):
+        self.stop, self.tags, self.decode, self.budget = stop, think_tags, decode, budget
+        self.tail = max((len(tokenize(s)) for s in stop), default=0) + 2  # tokens that can hold a stop string
+        self.close_ids = tokenize(think_tags[1])
+        self.mode = "think" if opened_in_prompt else "start"  # start: the output may still open a block
+        self.think_from = 0  # first token inside the block
+        self.anchor = 0  # first token of the window that showed the closing tag
+        self.after: int | None = None  # tokens from here on are answer text (past the tag and its whitespace)
+        self.forced: list[int] = []
+        self.budget_hit = False
+        if opened_in_prompt:
+            self._budget([])  # a budget of 0 closes the block before the first token
+
+    def __call__(self, ids: list[int]) -> bool:
+        if self.mode == "start":
+            text = self.decode(ids)
+            if not text.lstrip().startswith(self.tags[0]):
+                if not self.tags[0].startswith(text.lstrip()):  # not a block: the plain tail check from now on
+                    self.mode = "plain"
+                return cut_at_stop(text, self.stop)[1]
+            self.mode, self.think_from = "think", len(ids)
+            if self.tags[1] not in text[text.index(self.tags[0]) + len(self.tags[0]):]:
+                return self._budget(ids)
+            self.mode, self.anchor = "answer", 0
+        elif self.mode == "think":
+            start = max(self.think_from, len(ids) - len(self.close_ids) - 2)
+            if self.tags[1] not in self.decode(ids[start:]):
+                return self._budget(ids)
+            self.mode, self.anchor = "answer", start
+        if not self.stop:
+            return False
+        if self.mode == "plain" or self.after is not None and len(ids) - self.tail >= self.after:
+            return cut_at_stop(self.decode(ids[-self.tail:]), self.stop)[1]
+        text = self.decode(ids[self.anchor:])  # the window that holds the closing tag, and the answer so far
+        opened = self.anchor > 0 or self.think_from == 0
+        if self.after is None:  # no stop counts in the whitespace after the tag: wait for the answer's first text
+            if not text[thinking_bounds(text, self.tags, opened)[1]:].strip():
+                return False
+            self.after = len(ids)  # later tail windows lie wholly in the answer's text
+        return cut_at_stop(text, self.stop, self.tags, opened)[1]
+
+    def _budget(self, ids: list[int]) -> bool:
+        if self.budget is not None and not self.budget_hit and len(ids) - self.think_from >= self.budget:
+            self.forced, self.budget_hit = list(self.close_ids), True
+        return False
+
+    def take_forced(self) -> list[int]:
+        forced, self.forced = self.forced, []
+        return forced

@@ -25,8 +25,9 @@ from transformers import AutoModelForCausalLM, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from Eval.models import register_model
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
-from Eval.models.greedy import greedy_decode
+from Eval.models.base import (AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches,
+                              prompt_opens_thinking)
+from Eval.models.greedy import StopWatch, greedy_decode
 from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
 from Eval.models.tokenizer_only import TokenizerOnly, load_tokenizer
 
@@ -92,7 +93,8 @@ def checkpoint_options(args) -> dict:
 @register_model("hf")
 class HFModel(BaseLLM):
     name = "hf"
-    capabilities = frozenset({"generate", "score", "score_ids", "token_stats", "gradients", "label_encoding"})
+    capabilities = frozenset({"generate", "score", "score_ids", "token_stats", "gradients", "label_encoding",
+                              "thinking_budget"})
 
     @classmethod
     def from_args(cls, model: str, options: AdapterOptions, args) -> "HFModel":
@@ -159,19 +161,23 @@ class HFModel(BaseLLM):
     def _generate_batch(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...]) -> list[Generation]:
         batch = self.tokenizer([p.text for p in prompts], return_tensors="pt", padding=True,
                                add_special_tokens=prompts[0].add_special_tokens).to(self.device)
-        tail = max((len(self.tokenize(s)) for s in stop), default=0) + 2  # tokens that can hold a stop string
-
-        def stops_here(ids: list[int]) -> bool:
-            return bool(stop) and cut_at_stop(self.tokenizer.decode(ids[-tail:], skip_special_tokens=True), stop)[1]
-
+        tags, budget = self.options.think_tags, self.thinking_budget()  # stop strings act only outside thinking
+        opened = [prompt_opens_thinking(p.text, tags) for p in prompts]
+        watches = [StopWatch(stop, tags, o, self.detokenize, self.tokenize, budget) for o in opened] \
+            if stop or budget is not None else None  # else no row can stop on a string or be forced
         decoded = greedy_decode(self.model, batch["input_ids"], batch["attention_mask"], max_new_tokens,
-                                set(self.stop_ids), stops_here, decode_threads=1 if self.device == "cpu" else None)
-        return [self._finish(ids, reason, stop, len(prompts)) for ids, reason in decoded]
+                                set(self.stop_ids), lambda row, ids: bool(watches) and watches[row](ids),
+                                decode_threads=1 if self.device == "cpu" else None,
+                                forced_next=None if budget is None else lambda row: watches[row].take_forced())
+        return [self._finish(ids, reason, stop, len(prompts), o, bool(watches and watches[k].budget_hit))
+                for k, ((ids, reason), o) in enumerate(zip(decoded, opened))]
 
-    def _finish(self, ids: list[int], reason: str, stop: tuple[str, ...], batch_size: int) -> Generation:
+    def _finish(self, ids: list[int], reason: str, stop: tuple[str, ...], batch_size: int, opened: bool = False,
+                budget_hit: bool = False) -> Generation:
         text_ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids
-        text, _ = cut_at_stop(self.tokenizer.decode(text_ids, skip_special_tokens=True), stop)
-        return Generation(self.post_process(text), len(ids), reason, batch_size=batch_size)
+        text, _ = cut_at_stop(self.detokenize(text_ids), stop, self.options.think_tags, opened)
+        saved, thinking = self.finish_output(text, opened, budget_hit)
+        return Generation(saved, len(ids), reason, batch_size=batch_size, thinking=thinking)
 
     # --- scoring -------------------------------------------------------------------------------------
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:

@@ -6,11 +6,14 @@ eval.py never mistakes its own output for predictions):
     DIR/result_detail.json        per dataset: every metric unrounded and rounded, n, LongBench-E length
                                   buckets (empty bucket = null), duplicates, extraction failures, failed
                                   records, records without references / classes, zeroed-by-exception counts,
-                                  metric versions, the data check against the run sidecar, and what the entry
-                                  was computed from (the prediction file's sha256, the set of examples)
+                                  metric versions, skipped records (not run, out of n) with their reasons,
+                                  reasoning-output counts, the task's breakdown (LongBench v2's table), the
+                                  data check against the run sidecar, and what the entry was computed from
+                                  (the prediction file's sha256, the set of examples)
     DIR/per_example/<ds>.scores.jsonl   one line per prediction line: id, scores, extraction, zeroed reason
-and ROOT/results.csv and ROOT/results.md (models x datasets, with the metric and n of every cell, and cells
-scored on another set of examples than the rest of their column marked).
+and ROOT/results.csv and ROOT/results.md (models x datasets, with the metric and n of every cell, "n=8, 2 skipped"
+when records were not run, and cells scored on another set of examples than the rest of their column marked;
+then one compact table per dataset with a breakdown).
 
 Scoring a subset (--datasets) updates those entries and keeps the others, but only those whose prediction file
 is unchanged since they were scored: an entry whose file changed or is gone is dropped, with a note, so no stale
@@ -129,12 +132,51 @@ def _cell(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def skipped_count(result: dict) -> int:
+    """Records left out of n because inference.py never ran them (--truncation skip); 0 for older results."""
+    skipped = result.get("skipped")
+    return skipped.get("count", 0) if isinstance(skipped, dict) else 0
+
+
+def n_text(result: dict) -> str:
+    """n as the tables show it: "8", or "8, 2 skipped" when records were left out of it."""
+    skipped = skipped_count(result)
+    return f"{result['n']}, {skipped} skipped" if skipped else str(result["n"])
+
+
+def result_lines(result: dict) -> list[str]:
+    """What the terminal says about one dataset beyond the table: skipped records, reasoning outputs cut or
+    unclosed, and its breakdown (LongBench v2's row)."""
+    name, lines = result["dataset"], []
+    if skipped_count(result):
+        lines.append(f"warning: {name}: {skipped_count(result)} records were not run (--truncation skip) and are "
+                     f"out of n and of every score")
+    thinking = result.get("thinking")
+    if thinking and thinking["unclosed"]:
+        lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning outputs never closed "
+                     f"their thinking block (scored 0, unparsed); {thinking['length_in_thinking']} hit the length "
+                     f"limit inside it, {thinking['budget_hit']} the thinking budget")
+    table = result.get("breakdown")
+    if table:
+        for row in _BREAKDOWN_ROWS:
+            cells = ", ".join(f"{c} {_cell_1(table[row][c])}" for c in table["columns"])
+            lines.append(f"{name} {row}: {cells}")
+    return lines
+
+
+_BREAKDOWN_ROWS = ("accuracy", "compensated")  # a breakdown's rows shown in the tables (Eval/scoring/breakdowns.py)
+
+
+def _cell_1(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def dataset_table(results: list[dict]) -> str:
     """A readable per-dataset table for the terminal."""
     rows = [("dataset", "metric", "score", "n", "dup", "unparsed", "failed", "zeroed", "no_refs", "data")]
     for r in results:
         for name, m in r["metrics"].items():
-            rows.append((r["dataset"], name, _cell(m["score"]), str(r["n"]), str(r["duplicates"]),
+            rows.append((r["dataset"], name, _cell(m["score"]), n_text(r), str(r["duplicates"]),
                          str(r["extraction"]["failed"]), str(r["failed_records"]),
                          str(sum(m["zeroed_by_exception"].values())), str(r["no_references"]),
                          r.get("data_check", {}).get("status", "unchecked")))
@@ -192,16 +234,40 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
             same = e.get("examples_sha256") == reference[d]
             marked |= not same
             score = e["metrics"][e["headline_metric"]]["score"]
-            row.append(f"{_cell(score)} (n={e['n']})" + ("" if same else " †"))
+            row.append(f"{_cell(score)} (n={n_text(e)})" + ("" if same else " †"))
             tidy.append([model, d, e["headline_metric"], _cell(score), e["n"], "yes" if same else "no"])
         rows.append(row)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
     if marked:
         lines += ["", "† scored on a different set of examples than the rest of its column (another n, a --limit run, "
                       "or other data): not comparable with it."]
+    if any(skipped_count(e) for entries in by_model.values() for e in entries.values()):
+        lines += ["", "n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
+                      "skip, the prompt did not fit), left out of n and of the score."]
+    lines += breakdown_tables(by_model)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(tidy)
     return "\n".join(lines) + "\n", buf.getvalue()
+
+
+def breakdown_tables(by_model: dict[str, dict[str, dict]]) -> list[str]:
+    """Markdown lines: per dataset with a breakdown, one compact table of models x its columns, a row for each
+    of _BREAKDOWN_ROWS (LongBench v2: accuracy, then the compensated row)."""
+    lines = []
+    for dataset in sorted({d for entries in by_model.values() for d, e in entries.items() if e.get("breakdown")}):
+        cells = {model: entries[dataset] for model, entries in sorted(by_model.items())
+                 if entries.get(dataset, {}).get("breakdown")}
+        first = next(iter(cells.values()))
+        columns = first["breakdown"]["columns"]
+        note = first["breakdown"].get("note")
+        lines += ["", f"**{dataset}** ({first['breakdown']['name']} breakdown of {first['headline_metric']}"
+                      + (f"; {note})" if note else ")"), "",
+                  "| model | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+        for model, e in cells.items():
+            for row in _BREAKDOWN_ROWS:
+                label = model if row == "accuracy" else f"{model} ({row})"
+                lines.append(f"| {label} | " + " | ".join(_cell_1(e["breakdown"][row].get(c)) for c in columns) + " |")
+    return lines
 
 
 def write_models_table(root: Path) -> tuple[str, list[str]]:

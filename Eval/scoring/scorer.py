@@ -5,7 +5,10 @@ all_classes=...)); dataset score = round(100 * sum / n, 2) over EVERY line (dupl
 published figures count them; duplicates are counted and reported, not dropped). Each figure repeats its
 reference's float arithmetic, so ties at x.xx5 round the same way: the dataset score sums left to right as
 LongBench's scorer() does, each LongBench-E bucket is round(100 * np.mean(bucket), 2) as its scorer_e() does.
-A record carrying an `error` (a failed generation) scores 0 on every metric and is counted as failed.
+A record carrying an `error` (a failed generation) scores 0 on every metric and is counted as failed. A record
+carrying `skipped` (its prompt did not fit under inference.py --truncation skip, so it was never run) is out of
+n and of every figure, and counted with its reason. Reasoning outputs are counted under `thinking`; a task with a
+`breakdown` (LongBench v2) gets its table under `breakdown` (Eval/scoring/breakdowns.py).
 
 Usage:
     from Eval.scoring.scorer import score_dataset
@@ -18,8 +21,9 @@ import inspect
 import json
 from collections import Counter
 
-from Eval.extract import run_extraction
+from Eval.extract import run_extraction, think_state
 from Eval.metrics.registry import Zeroed, get_metric
+from Eval.scoring.breakdowns import get_breakdown
 from Eval.tasks import Task
 
 # LongBench-E length buckets: upper bound (exclusive) -> name; `length` is words (en) or characters (zh).
@@ -95,57 +99,102 @@ def uses_classes(metric) -> bool:
 
 def score_dataset(task: Task, records: list[dict], time_limit: float | None = None) -> dict:
     """Score records of one dataset with every metric of its task; returns the detailed result dict with
-    a `per_example` list (one entry per line, in file order)."""
+    a `per_example` list (one entry per line, in file order). A record with `skipped` (inference.py
+    --truncation skip: never run) is left out of n and of every figure, and counted under `skipped`."""
     metrics = [get_metric(name) for name in task.metrics]
     if time_limit is not None:  # one-off imports (jieba's dictionary, nltk) must not count against a sample
         for m in metrics:
             m("a", "a", all_classes=["a"])
     # LongBench reads all_classes from the file's last line; per-line values win when present.
     fallback_classes = records[-1].get("all_classes")
+    needs_classes = any(uses_classes(m) for m in metrics)
     per_example, values = [], {m.name: [] for m in metrics}
     zeroed = {m.name: Counter() for m in metrics}
-    counts = Counter()
-    needs_classes = any(uses_classes(m) for m in metrics)
+    counts, skipped = Counter(), Counter()
+    scored, answered = [], []  # the records that count, and whether each had an extracted answer
     for line_no, record in enumerate(records, 1):
-        entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
-        failed = record.get("error") is not None
-        extracted = None if failed else run_extraction(task.extract, record["pred"], record)
-        if failed:  # the generation failed, so `pred` (often "", maybe a partial text) is no answer: it scores 0
-            counts["failed"] += 1
-            entry["failed"] = record["error"]
-        elif extracted is None:
-            counts["extraction_failed"] += 1
-            entry["extraction_failed"] = True
-        elif extracted != record["pred"]:
-            entry["extracted"] = extracted
+        if record.get("skipped"):
+            skipped[str(record["skipped"])] += 1
+            per_example.append({"line": line_no, "id": record.get("id", record.get("_id")),
+                                "skipped": record["skipped"]})
+            continue
         classes = record.get("all_classes") or fallback_classes
-        if not record["answers"]:
-            counts["no_references"] += 1
-            entry["no_references"] = True
-        if needs_classes and not classes:
-            counts["no_classes"] += 1
-            entry["no_classes"] = True
-        for m in metrics:
-            score, reason = (0.0, None) if extracted is None else best_over_answers(
-                m, extracted, record["answers"], classes, time_limit)
-            values[m.name].append(score)
-            entry["scores"][m.name] = score
-            if reason:
-                zeroed[m.name][reason] += 1
-                entry.setdefault("zeroed", {})[m.name] = reason
+        entry, extracted = _score_record(task, metrics, record, line_no, (classes, needs_classes), time_limit)
+        counts.update(flag for flag in ("failed", "extraction_failed", "no_references", "no_classes") if flag in entry)
+        for name, score in entry["scores"].items():
+            values[name].append(score)
+        for name, reason in entry.get("zeroed", {}).items():
+            zeroed[name][reason] += 1
         per_example.append(entry)
-    return {
+        scored.append(record)
+        answered.append(extracted is not None)
+    result = {
         "dataset": task.name,
         "headline_metric": metrics[0].name,
-        "n": len(records),
-        "metrics": {m.name: _metric_summary(m, values[m.name], records, zeroed[m.name]) for m in metrics},
+        "n": len(scored),
+        "metrics": {m.name: _metric_summary(m, values[m.name], scored, zeroed[m.name]) for m in metrics},
         "duplicates": duplicate_count(records),
         "extraction": {"steps": list(task.extract), "failed": counts["extraction_failed"]},
         "failed_records": counts["failed"],
         "no_references": counts["no_references"],
         "no_classes": counts["no_classes"],
-        "per_example": per_example,
+        "skipped": {"count": sum(skipped.values()), "reasons": dict(skipped)},
     }
+    thinking = thinking_counts(scored)
+    if thinking:
+        result["thinking"] = thinking
+    if task.breakdown:
+        headline = values[metrics[0].name]
+        result["breakdown"] = get_breakdown(task.breakdown)(list(zip(scored, headline, answered)))
+    return {**result, "per_example": per_example}
+
+
+def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_set: tuple,
+                  time_limit: float | None) -> tuple[dict, str | None]:
+    """(per-example entry, extracted answer or None) of one record that counts; `label_set` is (the record's
+    classes, whether a metric of the task reads them)."""
+    classes, needs_classes = label_set
+    entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
+    failed = record.get("error") is not None
+    extracted = None if failed else run_extraction(task.extract, record["pred"], record)
+    if failed:  # the generation failed, so `pred` (often "", maybe a partial text) is no answer: it scores 0
+        entry["failed"] = record["error"]
+    elif extracted is None:
+        entry["extraction_failed"] = True
+    elif extracted != record["pred"]:
+        entry["extracted"] = extracted
+    if not record["answers"]:
+        entry["no_references"] = True
+    if needs_classes and not classes:
+        entry["no_classes"] = True
+    for m in metrics:
+        score, reason = (0.0, None) if extracted is None else best_over_answers(
+            m, extracted, record["answers"], classes, time_limit)
+        entry["scores"][m.name] = score
+        if reason:
+            entry.setdefault("zeroed", {})[m.name] = reason
+    return entry, extracted
+
+
+def thinking_counts(records: list[dict]) -> dict | None:
+    """Reasoning outputs among the scored records, when any has a thinking block (or a "thinking" field):
+    outputs with one, blocks never closed (no answer: unparsed), those cut by the length limit inside the block
+    (finish_reason "length" while unclosed: a larger max_new_tokens would help), and thinking budgets hit.
+    The tags are each record's own (Eval/extract.py think_tags). None when no record has thinking."""
+    outputs = unclosed = in_thinking = budget = 0
+    for record in records:
+        state = think_state(record["pred"], record)
+        thinking = record.get("thinking")
+        if state is None and not isinstance(thinking, dict):
+            continue
+        outputs += 1
+        if state == "unclosed":
+            unclosed += 1
+            in_thinking += record.get("finish_reason") == "length"
+        budget += isinstance(thinking, dict) and thinking.get("budget_hit") is True
+    if not outputs:
+        return None
+    return {"outputs": outputs, "unclosed": unclosed, "length_in_thinking": in_thinking, "budget_hit": budget}
 
 
 def _metric_summary(m, scores: list[float], records: list[dict], zeroed: Counter) -> dict:

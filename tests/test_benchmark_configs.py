@@ -1,0 +1,198 @@
+"""A benchmark's own data and configs, read as published: TinyEval's dataset2prompt.json / dataset2maxlen.json give
+the exact prompts and generation lengths, a LongBench dataset without its prompt stops before any model loads, the
+fallback template fits the data, prompts/NAME.txt wins, the run sidecar names the template, and TinyEval's nested
+GAOKAO-new1-math.json source reads as the same questions as its GAOKAO_math.jsonl."""
+import json
+
+import pytest
+import transformers
+
+from conftest import ROOT, TINYEVAL, needs_shared
+import inference
+from Eval.inference.datasets import load_dataset
+from Eval.inference.templates import check_template, load_prompt_config
+from Eval.records import iter_json_objects
+
+MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def refuse_weights(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("model weights were loaded")
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+
+
+def write_jsonl(path, records):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+
+@needs_shared
+def test_tinyeval_prompts_and_lengths_are_its_own_for_every_record(tmp_path, monkeypatch):
+    refuse_weights(monkeypatch)
+    config = TINYEVAL / "config"
+    assert inference.main(["--dry-run", "--dataset-dir", str(TINYEVAL / "dataset"),
+                           "--datasets", "multi_news,multifieldqa_zh", "--max-length", "10000000",
+                           "--prompt-config", str(config / "dataset2prompt.json"),
+                           "--maxlen-config", str(config / "dataset2maxlen.json"),
+                           "--out-dir", str(tmp_path), "--model-name", "m"]) == 0
+    templates = json.loads((config / "dataset2prompt.json").read_text(encoding="utf-8"))
+    maxlen = json.loads((config / "dataset2maxlen.json").read_text(encoding="utf-8"))
+    tok = transformers.AutoTokenizer.from_pretrained(MODEL)
+    summary = json.loads((tmp_path / "m" / "dry_run.json").read_text(encoding="utf-8"))
+    for name, n in (("multi_news", 200), ("multifieldqa_zh", 200)):
+        records = [r for _, r in iter_json_objects(TINYEVAL / "dataset" / f"{name}.jsonl")]
+        rows = lines(tmp_path / "m" / f"{name}.prompts.jsonl")
+        assert len(rows) == len(records) == n
+        for row, record in zip(rows, records):
+            assert row["id"] == record["_id"]
+            assert row["user_text"] == templates[name].format(**record)  # TinyEval's fill, before the chat template
+            assert row["prompt"] == tok.apply_chat_template([{"role": "user", "content": row["user_text"]}],
+                                                            tokenize=False, add_generation_prompt=True)
+            assert row["max_new_tokens"] == maxlen[name] and row["truncated_tokens"] == 0
+        assert summary["datasets"][name]["max_new_tokens"] == maxlen[name]
+        assert summary["datasets"][name]["template"] == f"{config / 'dataset2prompt.json'} [{name}]"
+    assert summary["total"]["max_gen_tokens"] == 200 * 512 + 200 * 64
+
+
+def test_a_longbench_dataset_without_its_prompt_stops_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    write_jsonl(data / "multi_news.jsonl", [{"input": "", "context": "Passage 1: a storm.", "answers": ["A storm."],
+                                             "length": 3, "_id": "a"}])
+    loaded = []
+    monkeypatch.setattr(inference, "from_args", lambda *a, **k: loaded.append(1))
+    out = tmp_path / "pred"
+    for extra in ([], ["--dry-run"]):
+        assert inference.main(["--dataset-dir", str(data), "--out-dir", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "multi_news: a LongBench dataset needs LongBench's own prompt" in err and "--prompt-config" in err
+    config = tmp_path / "dataset2prompt.json"
+    config.write_text(json.dumps({"trec": "{context}\n{input}"}), encoding="utf-8")
+    assert inference.main(["--dataset-dir", str(data), "--out-dir", str(out), "--prompt-config", str(config)]) == 2
+    assert f"{config} has no entry for it" in capsys.readouterr().err
+    assert loaded == [] and not out.exists()
+
+
+def test_prompts_folder_wins_over_the_config_and_the_sidecar_names_the_template(tmp_path, capsys):
+    data, prompts = tmp_path / "data", tmp_path / "prompts"
+    write_jsonl(data / "multi_news.jsonl", [{"input": "", "context": f"Passage {i}.", "answers": ["x"], "_id": str(i)}
+                                            for i in range(2)])
+    config = tmp_path / "dataset2prompt.json"
+    config.write_text(json.dumps({"multi_news": "From the config: {context}"}), encoding="utf-8")
+    common = ["--dataset-dir", str(data), "--prompt-dir", str(prompts), "--prompt-config", str(config),
+              "--backend", "echo", "--out-dir", str(tmp_path / "pred")]
+    assert inference.main([*common, "--model-name", "a"]) == 0
+    sidecar = json.loads((tmp_path / "pred" / "a" / "multi_news.run.json").read_text(encoding="utf-8"))
+    ds = load_dataset("multi_news", data, prompts, _sources(config))
+    assert sidecar["source"]["template"] == f"{config} [multi_news]" == ds.template_source
+    assert sidecar["source"]["template_sha256"] == ds.template_hash == sidecar["fingerprint"]["template_sha256"]
+    (prompts / "multi_news.txt").parent.mkdir()
+    (prompts / "multi_news.txt").write_text("Our own words: {context}", encoding="utf-8")
+    assert inference.main([*common, "--model-name", "b"]) == 0
+    sidecar = json.loads((tmp_path / "pred" / "b" / "multi_news.run.json").read_text(encoding="utf-8"))
+    assert sidecar["source"]["template"] == str(prompts / "multi_news.txt")
+    assert sidecar["source"]["template_sha256"] == load_dataset("multi_news", data, prompts).template_hash
+    assert sidecar["fingerprint"]["template_sha256"] != ds.template_hash
+
+
+def _sources(config):
+    from Eval.inference.datasets import Sources
+    return Sources(load_prompt_config(config))
+
+
+def test_the_fallback_template_asks_no_question_of_a_record_without_input(tmp_path):
+    data = tmp_path / "data"
+    write_jsonl(data / "my_news.jsonl", [{"input": "", "context": "A storm hit.", "answers": ["storm"]},
+                                         {"input": "What hit?", "context": "A storm hit.", "answers": ["storm"]}])
+    write_jsonl(data / "my_sft.jsonl", [{"instruction": "Say hi.", "input": "", "output": "hi"},
+                                        {"instruction": "Add:", "input": "1+1", "output": "2"}])
+    news = load_dataset("my_news", data, tmp_path / "prompts")
+    assert news.fill(news.examples[0]) == "Read the text below and respond to it.\n\nA storm hit.\n\nResponse:"
+    assert news.fill(news.examples[1]) == ("Read the text below and answer the question.\n\nA storm hit.\n\n"
+                                           "Question: What hit?\nAnswer:")
+    sft = load_dataset("my_sft", data, tmp_path / "prompts")
+    assert [sft.fill(e) for e in sft.examples] == ["Say hi.", "Add:\n1+1"]
+
+
+@needs_shared
+def test_gaokao_nested_source_reads_as_the_same_questions_as_its_jsonl():
+    source = load_dataset("GAOKAO-new1-math", TINYEVAL / "dataset", ROOT / "prompts")
+    flat = load_dataset("GAOKAO_math", TINYEVAL / "dataset", ROOT / "prompts")
+    assert source.form == "choice" and len(source.examples) == len(flat.examples) == 10
+    assert [e.answers for e in source.examples] == [e.answers for e in flat.examples]
+    for nested, jsonl in zip(source.examples, flat.examples):
+        assert f"问题是:{nested.fields['question']}, 选项是:{nested.fields['options']}, 您的答案是:" == \
+            jsonl.fields["input"]
+    assert [e.fields["question_type"] for e in source.examples] == ["one-choice-question"] * 8 + \
+        ["multiple-choice-question"] * 2
+    assert source.task.metrics == ("gaokao_choice",) and source.task.extract == ("strip_think", "choice_letters")
+    assert source.examples[9].line == 96  # the line of its "question" key, for error messages
+
+
+@pytest.mark.parametrize("content, problem", [
+    ('["not an object"]', "one JSON object mapping dataset names to template strings"),
+    ('{"trec": "{input.__class__}"}', "[trec]:1: placeholder {input.__class__} is not allowed"),
+    ('{"trec": 5}', "one JSON object mapping dataset names to template strings"),
+    ('{"trec": ', "not valid JSON"),
+])
+def test_a_broken_prompt_config_is_refused_naming_the_file_and_entry(tmp_path, capsys, content, problem):
+    config = tmp_path / "dataset2prompt.json"
+    config.write_text(content, encoding="utf-8")
+    assert inference.main(["--validate", "--datasets", "demo_trec", "--prompt-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert str(config) in err and problem in err
+
+
+@pytest.mark.parametrize("content, problem", [('{"demo_trec": "64"}', "[demo_trec]: the generation length must be a "
+                                                                       "positive integer, found '64'"),
+                                              ('{"demo_trec": 0}', "found 0"), ('[64]', "one JSON object")])
+def test_a_broken_maxlen_config_is_refused(tmp_path, capsys, content, problem):
+    config = tmp_path / "dataset2maxlen.json"
+    config.write_text(content, encoding="utf-8")
+    assert inference.main(["--validate", "--datasets", "demo_trec", "--maxlen-config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert str(config) in err and problem in err
+
+
+def test_maxlen_config_sets_the_generation_length_and_says_so(tmp_path, capsys):
+    config = tmp_path / "dataset2maxlen.json"
+    config.write_text('{"demo_trec": 7, "unrelated": 9}', encoding="utf-8")
+    assert inference.main(["--dry-run", "--backend", "echo", "--datasets", "demo_trec,demo_qa_en", "--limit", "2",
+                           "--maxlen-config", str(config), "--out-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"note: demo_trec: max_new_tokens 7 from {config} (the task table says 64)" in out
+    folder = tmp_path / "tiny-qwen2"
+    assert {r["max_new_tokens"] for r in lines(folder / "demo_trec.prompts.jsonl")} == {7}
+    assert {r["max_new_tokens"] for r in lines(folder / "demo_qa_en.prompts.jsonl")} == {64}  # not in the file
+
+
+def test_longbench_v2_prompt_folder_fills_like_its_pred_py(tmp_path):
+    """LongBench v2's prompts are $MARKER$ files filled by str.replace after .strip() of each field; braces in
+    them are literal. The folder reads as templates that fill to the very same text."""
+    folder = tmp_path / "prompts_v2"
+    folder.mkdir()
+    (folder / "0shot.txt").write_text("Doc {x}: $DOC$\nQ: $Q$\n(A) $C_A$ (B) $C_B$ (C) $C_C$ (D) $C_D$\n",
+                                      encoding="utf-8")
+    (folder / "0shot_cot.txt").write_text("Think. $DOC$ $Q$ $C_A$ $C_B$ $C_C$ $C_D$", encoding="utf-8")
+    (folder / "0shot_cot_ans.txt").write_text("$DOC$ $Q$ $C_A$ $C_B$ $C_C$ $C_D$ so: $COT$ done", encoding="utf-8")
+    record = {"_id": "x1", "domain": "d", "sub_domain": "s", "difficulty": "easy", "length": "short",
+              "question": "  Which?\n", "choice_A": " a ", "choice_B": "b", "choice_C": "{c}", "choice_D": "d\n",
+              "answer": "A", "context": "\n The text. "}
+    write_jsonl(tmp_path / "data" / "longbench_v2.jsonl", [record])
+    ds = load_dataset("longbench_v2", tmp_path / "data", tmp_path / "none", _sources(folder))
+
+    def theirs(template, cot=None):  # LongBench v2's fill: str.replace of each marker by the stripped field
+        text = template.replace("$DOC$", record["context"].strip()).replace("$Q$", record["question"].strip())
+        for letter in "ABCD":
+            text = text.replace(f"$C_{letter}$", record[f"choice_{letter}"].strip())
+        return text if cot is None else text.replace("$COT$", cot)
+    for kind, file in (("answer", "0shot.txt"), ("cot", "0shot_cot.txt")):
+        assert ds.fill(ds.examples[0], kind) == theirs((folder / file).read_text(encoding="utf-8"))
+    assert ds.fill(ds.examples[0], "cot_answer", cot="It is {a}.") == \
+        theirs((folder / "0shot_cot_ans.txt").read_text(encoding="utf-8"), "It is {a}.")
+    assert ds.templates["answer"].source == str(folder / "0shot.txt")
+    check_template(ds.template, "t")  # a plain {field} template like any other
