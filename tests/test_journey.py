@@ -14,8 +14,8 @@ from rouge import Rouge
 
 from checkout import copy_after_main_job, sh
 
-DEMO_FIGURES = {"custom_en": 16.1, "custom_zh": 27.99, "demo_gaokao": 86.67, "demo_qa_en": 33.33,
-                "demo_qa_zh": 28.33, "demo_summ_en": 6.32, "demo_trec": 97.5}
+DEMO_FIGURES = {"custom_en": 20.38, "custom_zh": 20.01, "demo_gaokao": 70.0, "demo_qa_en": 5.11,
+                "demo_qa_zh": 13.33, "demo_summ_en": 4.31, "demo_trec": 100.0}
 NEW_LINES = [("What colour is the sky on a clear day?", "The sky is blue."),
              ("How many legs does a spider have?", "A spider has eight legs."),
              ("What is the capital of France?", "Paris is the capital of France."),
@@ -111,7 +111,7 @@ def test_the_everyday_loop(main_job, tmp_path):
     ok("python eval.py --datasets custom_en", repo)
     result, detail = assert_consistent(model_dir)
     assert set(result) == set(DEMO_FIGURES) and result["custom_en"] == rouge_reference(model_dir / "custom_en.jsonl")
-    assert detail["custom_en"]["data_check"]["status"] == "ok" and result["demo_trec"] == 97.5
+    assert detail["custom_en"]["data_check"]["status"] == "ok" and result["demo_trec"] == 100.0
     table = (repo / "pred" / "results.md").read_text(encoding="utf-8")
     assert f"| tiny-qwen2 | {result['custom_en']:.2f} (n=4) |" in table
 

@@ -29,7 +29,7 @@ TREC = [("How much does an adult African elephant weigh?", 0), ("What is the har
 CLASSES = ["Numeric value", "Entity", "Abbreviation", "Human", "Description", "Location"]
 TEXTS = ["Frozen water is called ice. Two people were hurt in a fire.", "小镇的名字是青石镇。人民币57081.86元。"]
 CUTS = [("Achterberg, 49, joi", "ned the credit"),  # " joined" takes the cut: lm-eval's continuation has no token
-        ("Question: How many sides does a hexagon have?\nTy", "pe: Numeric value")]  # "Type" takes the cut
+        ("Question: How much does an adult African elephant weigh?\nTy", "pe: Human")]  # "Type" takes the cut
 KINDS = {  # task -> what its YAML adds to the shared header
     "t_mc": 'output_type: multiple_choice\ndoc_to_text: "Question: {{question}}\\nType:"\n'
             'doc_to_choice: "{{choices}}"\ndoc_to_target: label\nmetric_list: [{metric: acc}, {metric: acc_norm}]\n',
@@ -150,7 +150,7 @@ def test_multiple_choice_accuracy_is_the_argmax_of_the_loglikelihoods(run, model
         assert lls == pytest.approx([pair_forward(model, context, " " + c)[0] for c in CLASSES], abs=1e-4)
         right += max(range(len(lls)), key=lls.__getitem__) == int(row["target"])  # (a string, as lm-eval writes it)
         right_norm += max(range(len(lls)), key=lambda i: lls[i] / len(CLASSES[i])) == int(row["target"])
-    assert results["results"]["t_mc"]["acc,none"] == right / len(TREC) == 0.5  # the demo model knows half
+    assert results["results"]["t_mc"]["acc,none"] == right / len(TREC) == 1 / 6  # the demo model knows one
     assert results["results"]["t_mc"]["acc_norm,none"] == right_norm / len(TREC)
 
 
@@ -189,9 +189,9 @@ def test_a_request_lm_eval_cannot_score_is_counted_and_said(run, model):
         (pair,), ((logprob, _),) = arguments(row), loglikelihoods(row)
         if pair == CUTS[0]:  # scored as the separate encoding scores it
             assert logprob == pytest.approx(sum(model.score([pair])[0].logprobs), abs=1e-4)
-        else:  # lm-eval's tokens: " Numeric value" after "...\nType", greedy for the demo model
+        else:  # lm-eval's tokens: " Human" after "...\nType", greedy for the demo model (a wrong label)
             whole, alone = model.tokenize("".join(pair)), model.tokenize(pair[0])
-            assert [model.detokenize([t]) for t in whole[len(alone):]] == [" Numeric", " value"]
+            assert [model.detokenize([t]) for t in whole[len(alone):]] == [" Human"]
             want, greedy = full_forward(model, alone + whole[len(alone):], len(alone))
             assert logprob == pytest.approx(want, abs=1e-4) and greedy
 

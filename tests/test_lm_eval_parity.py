@@ -20,9 +20,9 @@ WINDOW = 64
 LONG = "Frozen water is called ice. " * 12  # 84 tokens: pairs after it are cut on the left to 65 tokens
 CUTS = [  # loglikelihood (context, continuation): the first four cut inside a token of the joined text
     ("Frozen water is ca", "lled ice."), ("Question: Which team wo", "n the first FIFA World Cup?"),
-    ("Question: How many sides does a hexagon have?\nTy", "pe: Numeric value"),  # lm-eval scores " Numeric value"
+    ("Question: How much does an adult African elephant weigh?\nTy", "pe: Human"),  # lm-eval scores " Human"
     (LONG + "Two people were hu", "rt in a fire."), ("", "Two people were hurt in a fire."),
-    ("Question: How many sides does a hexagon have?\nType:", " Numeric value"), (LONG + "Answer:", " Water"),
+    ("Question: How much does an adult African elephant weigh?\nType:", " Human"), (LONG + "Answer:", " Water"),
 ]
 CHOICES = [  # multiple_choice with target_delimiter "": (context, choices, label)
     ("Frozen water is ca", ["lled ice.", "me back.", "used ice."], 0),
@@ -134,7 +134,7 @@ def test_aggregate_metrics_print_the_same(runs):
             mine[7] = theirs[7]
         assert mine == theirs
     assert huge == ["perplexity", "word_perplexity"]
-    assert got["results"]["p_mc"]["acc,none"] == want["results"]["p_mc"]["acc,none"] == 2 / 3
+    assert got["results"]["p_mc"]["acc,none"] == want["results"]["p_mc"]["acc,none"] == 1 / 3
 
 
 def test_separate_encoding_is_an_option_and_differs_only_across_a_cut(model):

@@ -19,9 +19,9 @@ DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
 THINK = ("<think>", "</think>")
 REASONING = ("<reasoning>", "</reasoning>")
 # A completion prompt that leaves a <think> block open; the demo model's greedy answer to it (13 tokens, the
-# last one <|im_end|>) contains "。", a stop string that must not end its thinking.
+# last one <|im_end|>) contains "在", a stop string that must not end its thinking.
 OPENED = "问题：小镇的名字是什么？\n回答：<think>"
-OPENED_ANSWER = "。.。,ish。 value。 value。 value."
+OPENED_ANSWER = "\ufffd\ufffd\ufffd Numeric在 Numeric在\ufffd被 Numeric在 Abbreviation"
 
 
 # --- the shared pure helpers ----------------------------------------------------------------------------------
@@ -127,12 +127,12 @@ def run(model, text, stop=(), chat=False, max_new_tokens=40, **options):
 
 
 def test_hf_stop_strings_wait_for_the_closing_tag(model):
-    out = run(model, OPENED, stop=("。",))
+    out = run(model, OPENED, stop=("在",))
     assert (out.text, out.n_tokens, out.finish_reason) == (OPENED_ANSWER, 13, "stop")  # as without the stop
     assert out.thinking == {"tags": ["<think>", "</think>"], "opened_in_prompt": True, "closed": False,
                             "budget_hit": False}
-    other = run(model, OPENED, stop=("。",), think_tags=REASONING)  # these tags: the prompt opened no block
-    assert (other.text, other.n_tokens, other.thinking) == ("", 1, None)
+    other = run(model, OPENED, stop=("在",), think_tags=REASONING)  # these tags: the prompt opened no block
+    assert (other.text, other.n_tokens, other.thinking) == ("\ufffd\ufffd\ufffd Numeric", 5, None)
 
 
 def test_hf_custom_tags_opened_by_the_chat_template(model):
@@ -144,11 +144,11 @@ def test_hf_custom_tags_opened_by_the_chat_template(model):
         default_tags = run(model, "问题：小镇的名字是什么？", chat=True, stop=("。", "的"))
     finally:
         model.tokenizer.chat_template = template
-    # the block is open from the first token, so neither "。" nor "的" ends the output: it runs to <|im_end|>
-    assert (stopped.text, stopped.n_tokens) == (free.text, free.n_tokens) == ("是文文文是l七天。。。。。。.", 16)
+    # the block is open from the first token, so "。" does not end the output: it runs to <|im_end|>
+    assert (stopped.text, stopped.n_tokens) == (free.text, free.n_tokens) == ("Theish光es。", 6)
     assert stopped.thinking == {"tags": ["<reasoning>", "</reasoning>"], "opened_in_prompt": True, "closed": False,
                                 "budget_hit": False}
-    assert (default_tags.text, default_tags.n_tokens, default_tags.thinking) == ("是文文文是l七天", 9, None)
+    assert (default_tags.text, default_tags.n_tokens, default_tags.thinking) == ("Theish光es", 5, None)
 
 
 def test_hf_budget_forces_the_closing_tag_after_exactly_n_thinking_tokens(model):
@@ -157,26 +157,27 @@ def test_hf_budget_forces_the_closing_tag_after_exactly_n_thinking_tokens(model)
     [(reference, _)] = greedy_decode(model.model, batch["input_ids"], batch["attention_mask"], 40,
                                      set(model.stop_ids), lambda row, ids: False)
     assert len(reference) == 13 and model.detokenize(reference) == OPENED_ANSWER
-    for budget in (0, 4):
+    for budget, end in ((0, "stop"), (4, "length")):  # the answer after a forced tag: <|im_end|> / 40 tokens
         watch = StopWatch((), THINK, True, model.detokenize, model.tokenize, budget)
         [(ids, reason)] = greedy_decode(model.model, batch["input_ids"], batch["attention_mask"], 40,
                                         set(model.stop_ids), lambda row, ids: watch(ids),
                                         forced_next=lambda row: watch.take_forced())
         assert ids[:budget] == reference[:budget] and ids[budget:budget + len(close_ids)] == close_ids
-        assert watch.budget_hit and watch.mode == "answer" and reason == "stop"
+        assert watch.budget_hit and watch.mode == "answer" and reason == end
     out = run(model, OPENED, thinking_budget=4)
-    assert (out.text, out.n_tokens) == ("。.。,</think>", 4 + 5 + 1)  # the answer: <|im_end|> at once
+    assert out.text.startswith(model.detokenize(reference[:4]) + "</think>") and out.text.count("</think>") == 1
+    assert (out.n_tokens, out.finish_reason) == (40, "length")  # then the answer runs to max_new_tokens
     assert out.thinking == {"tags": ["<think>", "</think>"], "opened_in_prompt": True, "closed": True,
                             "budget_hit": True}
     assert run(model, OPENED, thinking_budget=13).thinking["budget_hit"] is False  # it stops before the budget
-    # After the forced tag, stop strings act again: "。" stays inside the thinking, "c" ends the answer "ct"
-    late = run(model, OPENED, stop=("。", "c"), thinking_budget=12)
-    assert (late.text, late.n_tokens, late.finish_reason) == (OPENED_ANSWER + "</think>", 12 + 5 + 1, "stop")
+    # After the forced tag, stop strings act again: "在" stays inside the thinking, "N" ends the answer " Numeric"
+    late = run(model, OPENED, stop=("在", "N"), thinking_budget=12)
+    assert (late.text, late.n_tokens, late.finish_reason) == (OPENED_ANSWER + "</think> ", 12 + 5 + 1, "stop")
 
 
 def test_hf_budget_rows_of_one_batch_are_independent(model):
     texts = [OPENED, "Question: What is frozen water called?\nAnswer:", "Summary:<think>\n"]
-    model.options = AdapterOptions(thinking_budget=2, stop=("。",))
+    model.options = AdapterOptions(thinking_budget=2, stop=("在",))
     try:
         prompts = [model.build_prompt(t, False, 24, None) for t in texts]
         together = model.generate(prompts, 24)
@@ -184,9 +185,11 @@ def test_hf_budget_rows_of_one_batch_are_independent(model):
     finally:
         model.options = AdapterOptions()
     assert [(g.text, g.n_tokens, g.thinking) for g in together] == [(g.text, g.n_tokens, g.thinking) for g in alone]
-    # two thinking tokens each, the forced tag, then the answer: "。" stops the first, the third runs to 24 tokens
-    assert [(g.text, g.n_tokens) for g in together] == [("。.</think>", 2 + 5 + 1), ("an Numeric", 3),
-                                                        ("2天</think>4日222222222222222", 24)]
+    # two thinking tokens each, the forced tag, then the answer: "在" stops the first, the second (no block) runs
+    # to 24 tokens, the third ends on <|im_end|>
+    assert [(g.text, g.n_tokens) for g in together] == [
+        ("\ufffd\ufffd</think>\ufffd Human", 2 + 5 + 3), (" to" + " the" * 18 + " 40 and ", 24),
+        ("一，</think> Human", 2 + 5 + 2)]
     assert [bool(g.thinking and g.thinking["budget_hit"]) for g in together] == [True, False, True]
 
 

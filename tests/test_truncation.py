@@ -66,7 +66,7 @@ def test_truncate_ids_agrees_with_slicing():
 
 
 def test_skip_runs_only_what_fits_and_eval_counts_the_rest_out_of_n(tmp_path, capsys):
-    """demo_qa_en's first four prompts are 342, 387, 5590 and 1657 tokens: under --max-length 600 two fit."""
+    """demo_qa_en's first four prompts are 346, 391, 5594 and 1661 tokens: under --max-length 600 two fit."""
     out = tmp_path / "pred"
     args = ["--datasets", "demo_qa_en", "--limit", "4", "--max-length", "600", "--max-new-tokens", "8",
             "--truncation", "skip", "--out-dir", str(out)]
@@ -76,14 +76,14 @@ def test_skip_runs_only_what_fits_and_eval_counts_the_rest_out_of_n(tmp_path, ca
     assert "0 truncated, 2 skipped (do not fit), 0 failed" in printed
     records = lines(out / "tiny-qwen2" / "demo_qa_en.jsonl")
     assert [r["truncation"] for r in records] == ["skip"] * 4
-    assert [r["prompt_tokens"] for r in records] == [342, 387, 5590, 1657]  # what would have been sent
+    assert [r["prompt_tokens"] for r in records] == [346, 391, 5594, 1661]  # what would have been sent
     assert [r["finish_reason"] for r in records[2:]] == ["skipped", "skipped"]
     assert all(r["gen_tokens"] > 0 and "skipped" not in r for r in records[:2])  # these two ran
     skipped = [r for r in records if r.get("skipped")]
     assert [r["id"] for r in skipped] == ["demo_qa_en-002", "demo_qa_en-003"]
     tok = transformers.AutoTokenizer.from_pretrained(MODEL)
     ds = load_dataset("demo_qa_en", ROOT / "dataset", ROOT / "prompts")
-    overhead = 342 - len(tok(ds.fill(ds.examples[0]), add_special_tokens=False)["input_ids"])  # the chat template
+    overhead = 346 - len(tok(ds.fill(ds.examples[0]), add_special_tokens=False)["input_ids"])  # the chat template
     assert [r["skipped"] for r in skipped] == [f"the prompt does not fit: {600 - 8 - overhead} tokens are left for "
                                                "it under --max-length 600 (--truncation skip)"] * 2
     assert all(r["pred"] == "" and r["gen_tokens"] == 0 for r in skipped)

@@ -5,8 +5,9 @@ inference stage can be exercised end to end on a CPU in seconds. It is not a goo
 200 demo records, so it mostly reproduces labels and short answers it memorised.
 
 Usage (from the repo root; about 2-3 minutes on 2 CPU cores):
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py --out /tmp/tiny2   # e.g. to check reproducibility
+    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py --tokenizer Eval/models/demo/tiny-qwen2  # the shipped one
+    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py --tokenizer Eval/models/demo/tiny-qwen2 --out /tmp/t2
+    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py --out /tmp/tiny3   # a new tokenizer too (new ids)
     python Eval/models/demo/build.py --help
 
 Steps: a byte-level BPE tokenizer trained on dataset/*.jsonl with Qwen2's exact normaliser and pre-tokenizer;
@@ -35,7 +36,7 @@ import tokenizers
 import torch
 import transformers
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
+from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 # Datasets prompted without the chat template (Eval/tasks.py marks trec chat=False; demo_trec mirrors it).
 COMPLETION_DATASETS = ("demo_trec",)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 SANITY_DATASETS = ("demo_qa_en", "demo_trec", "custom_en")
 # ChatML. No default system message: one is rendered only when the caller passes it.
 CHAT_TEMPLATE = (
@@ -59,6 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=HERE / "tiny-qwen2", help="output checkpoint folder")
     p.add_argument("--data-dir", type=Path, default=ROOT / "dataset", help="folder of <dataset>.jsonl")
     p.add_argument("--prompt-dir", type=Path, default=ROOT / "prompts", help="folder of <dataset>.txt")
+    p.add_argument("--tokenizer", type=Path, default=None,
+                   help="reuse this checkpoint's tokenizer, its files kept byte for byte, instead of training one "
+                        "(so a changed template does not change every token id; the unlearning demo models share it)")
     p.add_argument("--vocab-size", type=int, default=6000, help="BPE vocabulary size, special tokens included")
     p.add_argument("--hidden", type=int, default=128, help="hidden size")
     p.add_argument("--layers", type=int, default=4, help="decoder layers")
@@ -315,11 +320,14 @@ def portable(value):
     return value
 
 
-def save(out: Path, model, tok, args, final_loss: float) -> dict:
-    """Write the checkpoint; returns the BUILD.json record (written after the sanity check adds to it)."""
+def save(out: Path, model, tok, args, final_loss: float, kept: dict[str, bytes]) -> dict:
+    """Write the checkpoint; returns the BUILD.json record (written after the sanity check adds to it). `kept`:
+    tokenizer files reused as they were (a load and save round trip would add loader keys)."""
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
+    for name, content in kept.items():
+        (out / name).write_bytes(content)
     return {
         "args": {k: portable(v) for k, v in sorted(vars(args).items())},
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -341,10 +349,15 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
 
     datasets = load_datasets(args.data_dir, args.prompt_dir)
-    texts = corpus(datasets)
-    raw = train_tokenizer(texts, args.vocab_size)
-    tok = to_transformers(raw)
-    check_same_ids(raw, tok, texts)
+    kept = {}
+    if args.tokenizer:  # read before anything is written: --tokenizer may name the output folder itself
+        kept = {name: (args.tokenizer / name).read_bytes() for name in TOKENIZER_FILES}
+        tok = AutoTokenizer.from_pretrained(args.tokenizer, local_files_only=True)
+    else:
+        texts = corpus(datasets)
+        raw = train_tokenizer(texts, args.vocab_size)
+        tok = to_transformers(raw)
+        check_same_ids(raw, tok, texts)
     examples = build_examples(tok, datasets, args)
     n_tokens = sum(len(seq) for seq, _ in examples)
     print(f"tokenizer: {len(tok)} tokens; {len(examples)} examples, {n_tokens} tokens per epoch")
@@ -352,7 +365,7 @@ def main(argv=None) -> None:
     model = build_model(tok, args)
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
     final_loss = train(model, examples, args, tok.convert_tokens_to_ids(PAD))
-    build = save(args.out, model, tok, args, final_loss)
+    build = save(args.out, model, tok, args, final_loss, kept)
     build["sanity"] = sanity_check(model, tok, datasets, args)
     (args.out / "BUILD.json").write_text(json.dumps(build, indent=2) + "\n", encoding="utf-8")
     size = (args.out / "model.safetensors").stat().st_size
