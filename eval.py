@@ -9,6 +9,10 @@ Usage:
     python eval.py --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
     python eval.py --pred-dir DIR --judge JUDGE_MODEL [--rubric graded] [--judge-mode logits]   # LLM judge
     python eval.py --compare DIR_A DIR_B --judge JUDGE_MODEL                                    # pairwise
+    python eval.py --diff DIR_A DIR_B    # paired: B - A with 95% intervals, McNemar, why samples differ
+    python eval.py --explain DATASET:ID [--model M]   # why one example scored what it did (ID or #LINE); writes nothing
+    python eval.py --model M --worst N   # score, then print each dataset's N lowest-scored examples, explained
+    python eval.py --report html         # PRED_ROOT/report.html from the files already there; scores nothing
 
 Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json and
 DIR/per_example/<dataset>.scores.jsonl, all or nothing; see Eval/scoring/report.py. Scoring a subset (--datasets) keeps
@@ -26,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from Eval.args import HelpFormatter, name_list, positive_float, run_main
+from Eval.args import HelpFormatter, name_list, positive_float, positive_int, run_main
 from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
 from Eval.scoring.provenance import check_prediction_file, file_sha256
@@ -51,6 +55,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
                    help="score 0 (and count, with the reason) a sample whose metric takes longer (default: no limit)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("--explain", default=None, metavar="DATASET:ID",
+                   help="print why one example scored what it did, in words (ID: the record's id, or #LINE); scores "
+                        "the dataset's file in memory and writes nothing (default: off)")
+    p.add_argument("--worst", type=positive_int, default=None, metavar="N",
+                   help="after scoring, print each dataset's N lowest-scored examples with their explanations "
+                        "(default: off)")
+    p.add_argument("--diff", nargs=2, type=Path, default=None, metavar=("DIR_A", "DIR_B"),
+                   help="compare two prediction folders item by item (Eval/scoring/diff.py); writes "
+                        "diff_A_vs_B.json beside DIR_B (default: off)")
+    p.add_argument("--report", choices=("html",), default=None,
+                   help="write PRED_ROOT/report.html, one offline page, from the result files already under "
+                        "PRED_ROOT (Eval/scoring/html_report.py); scores nothing (default: off)")
     unl = p.add_argument_group("unlearning (TOFU / MUSE, open-unlearning's files)")
     mode = unl.add_mutually_exclusive_group()
     mode.add_argument("--unlearning", choices=("tofu", "muse"), default=None,
@@ -70,6 +86,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def _check_combinations(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    other_mode = args.diff or args.compare or args.unlearning or args.from_open_unlearning
+    if (args.explain or args.worst) and (other_mode or (args.explain and args.judge)):
+        p.error("--explain and --worst go with plain scoring; not with --diff, --compare, --judge (--explain) "
+                "or an unlearning mode")
+    if args.explain and (args.worst or args.datasets):
+        p.error("--explain DATASET:ID names its dataset; it takes no --datasets or --worst")
+    if args.diff and (args.pred_dir or args.model or args.judge or args.unlearning or args.from_open_unlearning):
+        p.error("--diff DIR_A DIR_B names its two folders; it takes no --pred-dir, --model, --judge or unlearning mode")
+    if args.report and (other_mode or args.explain or args.worst or args.judge or args.pred_dir or args.model
+                        or args.datasets):
+        p.error("--report html reads what is already under --pred-root; it takes no other mode, --pred-dir, "
+                "--model or --datasets")
     if (args.compare or args.judge_mode != "text") and not args.judge:
         p.error("--compare and --judge-mode need --judge MODEL")
     if args.unlearning and (args.pred_dir is None or args.datasets):
@@ -222,6 +250,16 @@ def main(argv=None) -> int:
 
         return run_judge_cli(args, {})
     only = set(args.datasets.split(",")) if args.datasets else None
+    if args.explain:
+        return _explain(args)
+    if args.report:
+        from Eval.scoring.html_report import run_report
+
+        return run_report(args.pred_root, args.quiet)
+    if args.diff:
+        from Eval.scoring.diff import run_diff
+
+        return run_diff(*args.diff, task_for_file, prediction_files, only, args.quiet)
     problems: list[str] = []
     notes: list[str] = []
     try:
@@ -240,12 +278,28 @@ def main(argv=None) -> int:
     for pred_dir, (results, built, seconds) in outputs.items():
         commit_folder(pred_dir, built)
         report_folder(pred_dir, results, built, seconds, args.quiet)
+        if args.worst:
+            from Eval.scoring.explain import print_worst
+
+            print_worst(pred_dir, results, args.worst)
     write_table(args, pred_dirs, all_models)
     if args.judge:  # loads a model (torch for local judges) only now, after every score is written
         from Eval.scoring.judge_commands import run_judge_cli
 
         return run_judge_cli(args, {d: [(t.name, r) for t, r, _ in items] for d, items in loaded.items()})
     return 0
+
+
+def _explain(args) -> int:
+    """--explain DATASET:ID: the example from each model folder that has the dataset (or --pred-dir / --model)."""
+    from Eval.scoring.explain import run_explain
+
+    try:
+        pred_dirs, _ = find_pred_dirs(args, [])
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return run_explain(args.explain, pred_dirs, load_folder, score_dataset)
 
 
 def write_table(args, pred_dirs: list[Path], all_models: bool) -> None:

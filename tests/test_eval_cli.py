@@ -69,9 +69,13 @@ def test_model_name_and_all_models_table(internlm, tmp_path):
         "model,dataset,metric,score,n,same_examples_as_column",
         "internlm,multi_news,rouge,23.66,300,yes", "internlm,multifieldqa_zh,qa_f1_zh,34.97,501,yes",
         "internlm,trec,classification,52.00,300,yes", "other,trec,classification,52.00,300,yes"]
-    assert (root / "results.md").read_text().splitlines()[:4] == [
+    # the intervals: trec's 156 of 300 right is Wilson's; ROUGE and F1 are the seeded bootstrap's
+    assert (root / "results.md").read_text().splitlines()[:11] == [
         "| model | multi_news (rouge) | multifieldqa_zh (qa_f1_zh) | trec (classification) |", "|---|---|---|---|",
-        "| internlm | 23.66 (n=300) | 34.97 (n=501) | 52.00 (n=300) |", "| other | - | - | 52.00 (n=300) |"]
+        "| internlm | 23.66 (n=300) | 34.97 (n=501) | 52.00 (n=300) |", "| other | - | - | 52.00 (n=300) |", "",
+        "95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over examples):", "",
+        "| model | multi_news (rouge) | multifieldqa_zh (qa_f1_zh) | trec (classification) |", "|---|---|---|---|",
+        "| internlm | [22.58, 24.79] | [32.08, 37.96] | [46.36, 57.59] |", "| other | - | - | [46.36, 57.59] |"]
 
 
 @needs_shared

@@ -15,6 +15,7 @@ mode (LongBench v2's two passes: the reasoning prompt first, then the answer pro
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -44,6 +45,7 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
     record = {"id": example.id, "example_sha256": example.sha256, "dataset": ds.name,
               "question": question_text(example.fields, ds.form), "pred": out.text, "answers": example.answers,
               "all_classes": example.all_classes, "length": example.length, "prompt_tokens": prompt.n_tokens,
+              "prompt_sha256": hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()[:16],
               "truncated_tokens": prompt.truncated_tokens, "truncation": prompt.truncation,
               "gen_tokens": out.n_tokens, "finish_reason": out.finish_reason, "latency_s": round(latency, 4),
               "batch_size": out.batch_size}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 
-from Eval.metrics.registry import metric
+from Eval.metrics.registry import explains, metric
 
 
 def fuzz_ratio(a: str, b: str) -> int:
@@ -62,3 +62,16 @@ def code_sim(prediction: str, reference: str, **record) -> float:
     0.91
     """
     return fuzz_ratio(first_code_line(prediction), reference) / 100
+
+
+@explains("code_sim")
+def explain_code_sim(prediction: str, reference: str, **record) -> dict:
+    """code_sim's numbers: the code line it picked and fuzz.ratio against the reference.
+
+    >>> explain_code_sim("```\\nreturn x + 1", "return x+1")["text"]
+    "first code line 'return x + 1' against 'return x+1': fuzz.ratio 91 / 100 = 0.91"
+    """
+    line = first_code_line(prediction)
+    similarity = fuzz_ratio(line, reference)
+    return {"code_line": line, "ratio": similarity, "score": similarity / 100,
+            "text": f"first code line {line!r} against {reference!r}: fuzz.ratio {similarity} / 100 = {similarity / 100:g}"}

@@ -1,6 +1,10 @@
 """Token-overlap metrics for short answers: LongBench's F1 (en / zh) and the SQuAD-normalised family.
 
 Every function scores one prediction against ONE reference; the scorer takes the max over references.
+Each has an explainer beside it (@explains): the normalised tokens of both sides, the shared ones with their
+counts, and P / R / F1 recomputed with the metric's own operations, e.g.
+    explain_qa_f1("The Eiffel Tower, Paris", "Paris")["text"]
+    # 'shared 1 word (paris ×1): P = 1/3 = 0.3333, R = 1/1 = 1, F1 = 2PR/(P+R) = 0.5'
 """
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import re
 import string
 from collections import Counter
 
-from Eval.metrics.registry import metric
+from Eval.metrics.registry import explains, metric
 from Eval.metrics.zh import cut
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -51,6 +55,38 @@ def token_f1(prediction: list[str], reference: list[str]) -> float:
     return (2 * precision * recall) / (precision + recall)
 
 
+def ratio(part: int, whole: int) -> str:
+    """A fraction and its value for an explanation's text: "2/3 = 0.6667"."""
+    return f"{part}/{whole} = {part / whole:.4g}" if whole else f"{part}/0"
+
+
+def shared_tokens(prediction: list[str], reference: list[str]) -> dict[str, int]:
+    """The multiset overlap as {token: count}, in the prediction's order (JSON keeps it)."""
+    common = Counter(prediction) & Counter(reference)
+    return {t: common[t] for t in dict.fromkeys(prediction) if t in common}
+
+
+def _listed(shared: dict[str, int], limit: int = 12) -> str:
+    words = [f"{t} ×{c}" for t, c in shared.items()]
+    return ", ".join(words[:limit]) + (f", … ({len(words) - limit} more)" if len(words) > limit else "")
+
+
+def explain_token_f1(prediction: list[str], reference: list[str]) -> dict:
+    """token_f1's numbers: both token lists, the shared tokens, P, R and F1 (the same float operations)."""
+    shared = shared_tokens(prediction, reference)
+    same = sum(shared.values())
+    out = {"prediction_tokens": prediction, "reference_tokens": reference, "shared": shared, "shared_count": same}
+    if same == 0:
+        side = "the prediction has no words" if not prediction else "no word in common"
+        return {**out, "precision": 0.0, "recall": 0.0, "score": 0.0, "text": f"{side}: F1 = 0"}
+    precision = 1.0 * same / len(prediction)
+    recall = 1.0 * same / len(reference)
+    score = (2 * precision * recall) / (precision + recall)
+    text = (f"shared {same} word{'s' * (same > 1)} ({_listed(shared)}): P = {ratio(same, len(prediction))}, "
+            f"R = {ratio(same, len(reference))}, F1 = 2PR/(P+R) = {score:.4g}")
+    return {**out, "precision": precision, "recall": recall, "score": score, "text": text}
+
+
 @metric("qa_f1", version="longbench-1")
 def qa_f1(prediction: str, reference: str, **record) -> float:
     """LongBench qa_f1_score: word F1 after SQuAD normalisation (narrativeqa, hotpotqa, ...).
@@ -59,6 +95,17 @@ def qa_f1(prediction: str, reference: str, **record) -> float:
     0.5
     """
     return token_f1(normalize_en(prediction).split(), normalize_en(reference).split())
+
+
+@explains("qa_f1")
+def explain_qa_f1(prediction: str, reference: str, **record) -> dict:
+    """qa_f1's numbers over the SQuAD-normalised words.
+
+    >>> e = explain_qa_f1("The Eiffel Tower, Paris", "Paris")
+    >>> e["prediction_tokens"], e["shared"], e["precision"], e["recall"], e["score"]
+    (['eiffel', 'tower', 'paris'], {'paris': 1}, 0.3333333333333333, 1.0, 0.5)
+    """
+    return explain_token_f1(normalize_en(prediction).split(), normalize_en(reference).split())
 
 
 def zh_tokens(text: str) -> list[str]:
@@ -79,6 +126,16 @@ def qa_f1_zh(prediction: str, reference: str, **record) -> float:
     return token_f1(zh_tokens(prediction), zh_tokens(reference))
 
 
+@explains("qa_f1_zh")
+def explain_qa_f1_zh(prediction: str, reference: str, **record) -> dict:
+    """qa_f1_zh's numbers over jieba words with punctuation removed per word.
+
+    >>> explain_qa_f1_zh("57081.86元", "人民币57081.86元。")["text"]
+    'shared 2 words (5708186 ×1, 元 ×1): P = 2/2 = 1, R = 2/3 = 0.6667, F1 = 2PR/(P+R) = 0.8'
+    """
+    return explain_token_f1(zh_tokens(prediction), zh_tokens(reference))
+
+
 @metric("exact_match", version="squad-1")
 def exact_match(prediction: str, reference: str, **record) -> float:
     """1 if the SQuAD-normalised prediction equals the normalised reference (BERGEN's EM).
@@ -87,6 +144,20 @@ def exact_match(prediction: str, reference: str, **record) -> float:
     (1.0, 0.0)
     """
     return float(normalize_en(prediction) == normalize_en(reference))
+
+
+@explains("exact_match")
+def explain_exact_match(prediction: str, reference: str, **record) -> dict:
+    """exact_match's numbers: both normalised texts.
+
+    >>> explain_exact_match("The Paris.", "paris")["text"]
+    "normalised 'paris' equals 'paris': 1"
+    """
+    pred, ref = normalize_en(prediction), normalize_en(reference)
+    score = float(pred == ref)
+    verb = "equals" if score else "differs from"
+    return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
+            "text": f"normalised {pred!r} {verb} {ref!r}: {score:g}"}
 
 
 @metric("match", version="squad-1")
@@ -99,6 +170,31 @@ def match(prediction: str, reference: str, **record) -> float:
     (1.0, 0.0)
     """
     return float(normalize_en(reference) in normalize_en(prediction))
+
+
+@explains("match")
+def explain_match(prediction: str, reference: str, **record) -> dict:
+    """match's numbers: both normalised texts.
+
+    >>> explain_match("London", "Paris")["text"]
+    "normalised reference 'paris' is not inside the normalised prediction: 0"
+    """
+    pred, ref = normalize_en(prediction), normalize_en(reference)
+    score = float(ref in pred)
+    where = "is inside" if score else "is not inside"
+    return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
+            "text": f"normalised reference {ref!r} {where} the normalised prediction: {score:g}"}
+
+
+def explain_recall(prediction: list[str], reference: list[str], unit: str) -> dict:
+    """_recall's numbers: both token lists, the shared tokens and R = shared / reference tokens."""
+    shared = shared_tokens(prediction, reference)
+    same = sum(shared.values())
+    score = 0.0 if same == 0 else 1.0 * same / len(reference)
+    text = (f"no {unit} of the reference in the prediction: R = 0" if same == 0 else
+            f"{same} of the reference's {unit}s found ({_listed(shared)}): R = {ratio(same, len(reference))}")
+    return {"prediction_tokens": prediction, "reference_tokens": reference, "shared": shared,
+            "shared_count": same, "recall": score, "score": score, "text": text}
 
 
 def _recall(prediction: list[str], reference: list[str]) -> float:
@@ -114,6 +210,11 @@ def recall(prediction: str, reference: str, **record) -> float:
     0.3333333333333333
     """
     return _recall(normalize_en(prediction).split(), normalize_en(reference).split())
+
+
+@explains("recall")
+def explain_recall_words(prediction: str, reference: str, **record) -> dict:
+    return explain_recall(normalize_en(prediction).split(), normalize_en(reference).split(), "word")
 
 
 def char3grams(text: str) -> list[str]:
@@ -136,3 +237,8 @@ def recall_char3gram(prediction: str, reference: str, **record) -> float:
     1.0
     """
     return _recall(char3grams(normalize_en(prediction)), char3grams(normalize_en(reference)))
+
+
+@explains("recall_char3gram")
+def explain_recall_char3gram(prediction: str, reference: str, **record) -> dict:
+    return explain_recall(char3grams(normalize_en(prediction)), char3grams(normalize_en(reference)), "3-gram")

@@ -18,6 +18,11 @@ Per-reference metrics (the default) take one prediction and ONE reference and re
 takes the maximum over the record's references, floored at 0 (the LongBench loop), then the mean over
 records. Extra record fields (for example ``all_classes``) arrive as keyword arguments, so every metric must
 accept ``**record``. The docstring is the metric's card and its ``>>>`` example is run by the tests.
+
+Explainers: a metric may have one, registered next to it with ``@explains("qa_f1")``. It takes the same arguments
+and returns a dict of the numbers the score comes from, their "score" (recomputed from those numbers with the
+metric's own float operations, so it equals the metric's value exactly) and a one-line "text". Explainers are
+read-only companions: the scorer never takes a score from them (Eval/scoring/explain.py).
 """
 from __future__ import annotations
 
@@ -38,6 +43,16 @@ class Metric:
 
     def __call__(self, prediction: str, reference: str, **record) -> float:
         return self.fn(prediction, reference, **record)
+
+    def explain(self, prediction: str, reference: str, **record) -> dict | None:
+        """The registered explainer's dict for this pair, or None when the metric has none yet."""
+        explainer = EXPLAINERS.get(self.name)
+        return None if explainer is None else explainer(prediction, reference, **record)
+
+
+# metric name -> explainer; filled by @explains in the metric's own module, so a Metric found through METRICS
+# (whose lookup imports every metric module) already has its explainer here.
+EXPLAINERS: dict[str, Callable[..., dict]] = {}
 
 
 class Zeroed(float):
@@ -60,6 +75,16 @@ def metric(name: str, *, version: str = "1"):
     """Register ``fn`` under ``name``; a second registration of the same name is a bug and raises."""
     def register(fn: Callable[..., float]) -> Callable[..., float]:
         METRICS.register(name, Metric(name, fn, version))
+        return fn
+    return register
+
+
+def explains(name: str):
+    """Register ``fn`` as the explainer of metric ``name``; a second explainer for one metric raises."""
+    def register(fn: Callable[..., dict]) -> Callable[..., dict]:
+        if name in EXPLAINERS:
+            raise ValueError(f"metric {name!r} has two explainers")
+        EXPLAINERS[name] = fn
         return fn
     return register
 

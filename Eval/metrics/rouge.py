@@ -32,10 +32,12 @@ a 100,000-character prediction of tiny "."-pieces scores in milliseconds, not in
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import sys
 
-from Eval.metrics.registry import Zeroed, metric
+from Eval.metrics.qa import ratio
+from Eval.metrics.registry import Zeroed, explains, metric
 from Eval.metrics.zh import cut
 
 # Frames on the stack when the package's recursive walk starts as LongBench v1's eval.py scores a line:
@@ -183,7 +185,9 @@ def _lcs_union(refs: list[list[str]], hyps: list[list[str]], frames: int) -> set
     return union
 
 
-def _rouge_l_f(hypothesis: str, reference: str, frames: int) -> float:
+@functools.lru_cache(maxsize=32)
+def _rouge_counts(hypothesis: str, reference: str, frames: int) -> tuple[int, int, frozenset]:
+    """(m, n, the LCS union) of a pair; cached because the explainer asks again for the best reference."""
     hyps, refs = _sentences(hypothesis), _sentences(reference)
     if not hyps:  # the package checks the hypothesis first (in rouge-1, before rouge-l runs)
         raise ValueError("Hypothesis is empty.")
@@ -191,10 +195,40 @@ def _rouge_l_f(hypothesis: str, reference: str, frames: int) -> float:
         raise ValueError("Reference is empty.")
     m = len({word for sentence in refs for word in sentence})
     n = len({word for sentence in hyps for word in sentence})
-    llcs = len(_lcs_union(refs, hyps, frames))
+    return m, n, frozenset(_lcs_union(refs, hyps, frames))
+
+
+def _f_measure(llcs: int, m: int, n: int) -> tuple[float, float, float]:
+    """(P, R, F) with the package's exact float operations: F is its beta = 1 form, 1e-8 in the denominator."""
     recall = llcs / m
     precision = llcs / n
-    return 2.0 * ((precision * recall) / (precision + recall + 1e-8))  # the package's exact float operations
+    return precision, recall, 2.0 * ((precision * recall) / (precision + recall + 1e-8))
+
+
+def _rouge_l_f(hypothesis: str, reference: str, frames: int) -> float:
+    m, n, union = _rouge_counts(hypothesis, reference, frames)
+    return _f_measure(len(union), m, n)[2]
+
+
+def _explain_rouge(hypothesis: str, reference: str, frames: int) -> dict:
+    """The numbers behind ROUGE-L F: the distinct words on the LCSs (in the prediction's order), m, n, P, R, F."""
+    try:
+        m, n, union = _rouge_counts(hypothesis, reference, frames)
+    except Exception as exc:  # the same failures the metric zeroes
+        reason = _zeroed(exc).reason
+        return {"score": 0.0, "zeroed": reason, "text": f"scored 0, as LongBench does when the rouge package fails: "
+                                                        f"{reason}"}
+    distinct_hyp = list(dict.fromkeys(w for sentence in _sentences(hypothesis) for w in sentence))
+    distinct_ref = list(dict.fromkeys(w for sentence in _sentences(reference) for w in sentence))
+    words = [w for w in distinct_hyp if w in union]
+    precision, recall, score = _f_measure(len(union), m, n)
+    shown = " ".join(words[:20]) + (f" … ({len(words) - 20} more)" if len(words) > 20 else "")
+    text = (f"{len(union)} distinct word{'s' * (len(union) != 1)} on the LCSs ({shown or 'none'}): "
+            f"P = {ratio(len(union), n)} of the prediction's distinct words, R = {ratio(len(union), m)} of the "
+            f"reference's, F = 2PR/(P+R+1e-8) = {score:.4g} (beta 1, as the rouge package computes it)")
+    return {"prediction_tokens": distinct_hyp, "reference_tokens": distinct_ref, "lcs_words": words,
+            "llcs": len(union), "prediction_distinct": n, "reference_distinct": m,
+            "precision": precision, "recall": recall, "score": score, "text": text}
 
 
 def rouge_l_f(hypothesis: str, reference: str) -> float:
@@ -231,6 +265,16 @@ def rouge(prediction: str, reference: str, **record) -> float:
         return _zeroed(exc)
 
 
+@explains("rouge")
+def explain_rouge(prediction: str, reference: str, **record) -> dict:
+    """rouge's numbers.
+
+    >>> explain_rouge("The cat sat on the mat.", "The cat lay on the mat.")["text"].split(":")[0]
+    '5 distinct words on the LCSs (The cat on the mat)'
+    """
+    return _explain_rouge(prediction, reference, REFERENCE_FRAMES)
+
+
 @metric("rouge_zh", version="pltrdy-1.0.1")
 def rouge_zh(prediction: str, reference: str, **record) -> float:
     """ROUGE-L F on jieba words, as LongBench's ``rouge_zh_score`` (dureader, vcsum).
@@ -250,6 +294,16 @@ def rouge_zh(prediction: str, reference: str, **record) -> float:
         return _rouge_l_f(hypothesis, gold, REFERENCE_FRAMES + 1)
     except Exception as exc:
         return _zeroed(exc)
+
+
+@explains("rouge_zh")
+def explain_rouge_zh(prediction: str, reference: str, **record) -> dict:
+    """rouge_zh's numbers, over the jieba words.
+
+    >>> explain_rouge_zh("人一年天四桂花红。", "臣妾是甄嬛，家父是大理寺少卿。")["lcs_words"]
+    ['。']
+    """
+    return _explain_rouge(" ".join(cut(prediction)), " ".join(cut(reference)), REFERENCE_FRAMES + 1)
 
 
 # rouge-chinese's sentence split, rule for rule: a break after Chinese or ASCII end punctuation, after six dots
@@ -298,10 +352,7 @@ def rouge_chinese_l_f(hypothesis: str, reference: str) -> float:
         raise ValueError("Hypothesis is empty.")
     if not ref_sentences:
         raise ValueError("Reference is empty.")
-    llcs = lcs_length(ref_words, hyp_words)
-    recall = llcs / len(ref_words)
-    precision = llcs / len(hyp_words)
-    return 2.0 * ((precision * recall) / (precision + recall + 1e-8))
+    return _f_measure(lcs_length(ref_words, hyp_words), len(ref_words), len(hyp_words))[2]
 
 
 @metric("rouge_chinese", version="rouge-chinese-1.0.3")
@@ -321,3 +372,21 @@ def rouge_chinese(prediction: str, reference: str, **record) -> float:
         return rouge_chinese_l_f(" ".join(cut(prediction)), " ".join(cut(reference)))
     except Exception as exc:
         return _zeroed(exc)
+
+
+@explains("rouge_chinese")
+def explain_rouge_chinese(prediction: str, reference: str, **record) -> dict:
+    """rouge_chinese's numbers: one LCS over all words, repeats counted (its length, not its words)."""
+    hypothesis, gold = " ".join(cut(prediction)), " ".join(cut(reference))
+    try:
+        rouge_chinese_l_f(hypothesis, gold)  # raises where the metric zeroes
+    except Exception as exc:
+        reason = _zeroed(exc).reason
+        return {"score": 0.0, "zeroed": reason, "text": f"scored 0: {reason}"}
+    hyp_words, ref_words = _chinese_words(hypothesis)[1], _chinese_words(gold)[1]
+    llcs = lcs_length(ref_words, hyp_words)
+    precision, recall, score = _f_measure(llcs, len(ref_words), len(hyp_words))
+    text = (f"LCS of {llcs} words: P = {ratio(llcs, len(hyp_words))} of the prediction's words, "
+            f"R = {ratio(llcs, len(ref_words))} of the reference's, F = 2PR/(P+R+1e-8) = {score:.4g}")
+    return {"llcs": llcs, "prediction_words": len(hyp_words), "reference_words": len(ref_words),
+            "precision": precision, "recall": recall, "score": score, "text": text}

@@ -27,6 +27,7 @@ import random
 import re
 from pathlib import Path
 
+from Eval.scoring.intervals import wilson_interval
 from Eval.models.base import BaseLLM
 from Eval.names import check_name
 from Eval.records import RecordError
@@ -256,16 +257,18 @@ def pairwise_swaps(n: int, seed: int) -> set[int]:
 
 
 def rates(a_values: list[float]) -> dict:
-    """Win / tie / lose percentages of model A over its parseable verdict values, with their counts, and the
-    mean value x 100. A value above 0.5 is a win, exactly 0.5 a tie, below a loss, so text verdicts (1 / 0.5 /
+    """Win / tie / lose percentages of model A over its parseable verdict values, with their counts, the win
+    rate's 95% interval (Wilson; few verdicts give a wide one) and the mean value x 100. A value above 0.5 is a win, exactly 0.5 a tie, below a loss, so text verdicts (1 / 0.5 /
     0) and logits mode's probability-weighted values are counted alike and the counts sum to `scored`.
 
     >>> r = rates([1.0, 0.5, 0.0, 0.9, 0.2])
-    >>> r["counts"], r["win"], r["mean_a_score"]
-    ({'win': 2, 'tie': 1, 'lose': 2}, 40.0, 52.0)
+    >>> r["counts"], r["win"], r["win_ci95"], r["mean_a_score"]
+    ({'win': 2, 'tie': 1, 'lose': 2}, 40.0, [11.76, 76.93], 52.0)
     """
     counts = {"win": sum(v > 0.5 for v in a_values), "tie": sum(v == 0.5 for v in a_values),
               "lose": sum(v < 0.5 for v in a_values)}
     total = len(a_values)
+    interval = [round(100 * x, 2) for x in wilson_interval(counts["win"], total)] if total else None
     return {**{k: (round(100 * c / total, 2) if total else None) for k, c in counts.items()}, "counts": counts,
+            "win_ci95": interval,  # Wilson's 95% interval of the win rate: 1 verdict of 1 is [20.65, 100.0]
             "mean_a_score": round(100 * sum(a_values) / total, 2) if total else None}

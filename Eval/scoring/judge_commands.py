@@ -52,6 +52,9 @@ def add_judge_args(parser: argparse.ArgumentParser) -> None:
                    help="pairwise: which of two prediction folders answers better (--datasets picks datasets; default: off)")
     g.add_argument("--compare-out", type=Path, default=None, help="default: DIR_A/../compare_A_vs_B")
     g.add_argument("--seed", type=int, default=0, help="which half of the pairs is shown in swapped order")
+    g.add_argument("--both-orders", action="store_true",
+                   help="--compare: ask every pair in both orders (twice the judge calls) and report position bias: "
+                        "how often the verdict flips with the order")
     g.add_argument("--judge-base-url", default="http://127.0.0.1:8000/v1", help="with --judge-backend api")
     g.add_argument("--judge-tokenizer", default=None, help="with --judge-backend api: local tokenizer "
                    "for truncation (default: --judge)")
@@ -63,6 +66,20 @@ def load_judge_model(args) -> BaseLLM:
 
     return from_args(args, model=args.judge, backend=args.judge_backend, base_url=args.judge_base_url,
                      tokenizer=args.judge_tokenizer, api_model=None)
+
+
+def _compare_head(r: dict) -> str:
+    """'win 62.5 [30.6, 86.3] tie 0.0 lose 37.5, mean A score 62.5 over 8 parseable verdicts; the order flips 2 of 8'."""
+    if not r["scored"]:
+        return f"win {NO_VERDICT} over 0 parseable verdicts"
+    low, high = r["win_ci95"]
+    head = (f"win {r['win']} [{low}, {high}] tie {r['tie']} lose {r['lose']}, mean A score {r['mean_a_score']} over "
+            f"{r['scored']} parseable verdict{'s' if r['scored'] != 1 else ''}")
+    bias = r.get("position_bias")
+    if bias and bias["pairs"]:
+        head += (f"; swapping the order flips the outcome in {bias['flips']} of {bias['pairs']} "
+                 f"({bias['flip_rate']}%), the answer shown first won {bias['first_shown_won']}%")
+    return head
 
 
 def _counts_text(r: dict) -> str:
@@ -85,11 +102,9 @@ def run_judge_cli(args, scored: dict[Path, list[tuple[str, list[dict]]]]) -> int
             _compare_datasets(a, b, only)  # bad input is reported before a model is loaded
             out = args.compare_out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
             results = compare_folders(a, b, out, load_judge_model(args), args.judge_mode, args.seed,
-                                      args.judge_max_length, only=only)
+                                      args.judge_max_length, only=only, both_orders=args.both_orders)
             for name, r in results.items():
-                head = (f"win {r['win']} tie {r['tie']} lose {r['lose']}, mean A score {r['mean_a_score']} over "
-                        f"{r['scored']}" if r["scored"] else f"win {NO_VERDICT} over 0")
-                print(f"{name}: {a.name} vs {b.name}: {head} of {r['n']} ({_counts_text(r)})")
+                print(f"{name}: {a.name} vs {b.name}: {_compare_head(r)} of {r['n']} ({_counts_text(r)})")
                 if r["only_in_a"] or r["only_in_b"]:
                     print(f"note: {name}: compared over the {r['n']} examples both folders hold; {r['only_in_a']} "
                           f"only in {a}, {r['only_in_b']} only in {b}")
@@ -245,33 +260,64 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
         say(f"note: {old} is an old compare cache, now unused; delete it (eval.py would read it as a dataset)")
 
 
-def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int) -> dict:
+def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int, both_orders: bool = False) -> dict:
     pairs, unpaired = _aligned(read_records(dir_a / f"{name}.jsonl"), read_records(dir_b / f"{name}.jsonl"), name)
-    swapped = pairwise_swaps(len(pairs), seed)
+    n = len(pairs)
+    swapped = set(range(n)) if both_orders else pairwise_swaps(n, seed)
+    # (pair, shown B first?) per question asked: every pair twice with --both-orders, else once, half of them swapped
+    asked = [(k, False) for k in range(n)] + [(k, True) for k in range(n)] if both_orders else \
+        [(k, k in swapped) for k in range(n)]
     fields = []
-    for k, (ra, rb) in enumerate(pairs):
-        first, second = (rb, ra) if k in swapped else (ra, rb)
+    for k, b_first in asked:
+        ra, rb = pairs[k]
+        first, second = (rb, ra) if b_first else (ra, rb)
         fields.append({"question": question_of(ra), "references": " | ".join(ra["answers"]),
                        "answer_1": _prediction(first, name), "answer_2": _prediction(second, name)})
     judge.model_calls = judge.from_cache = 0
     verdicts = judge.verdicts(fields)
-    a_scores = [None if v["score"] is None else (1 - v["score"] if k in swapped else v["score"])
-                for k, v in enumerate(verdicts)]
+    per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
+               for (_, b_first), v in zip(asked, verdicts)]
+    if both_orders:
+        a_scores, errors, bias = _both_orders(per_ask[:n], per_ask[n:], verdicts[:n], verdicts[n:])
+    else:
+        a_scores, errors, bias = per_ask, [v.get("error") for v in verdicts], None
     ids = [_record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
-    counts, valid = tally(a_scores, [v.get("error") for v in verdicts], ids)
-    return {**rates(valid), **counts, **unpaired, "swapped": len(swapped), "seed": seed,
-            "from_cache": judge.from_cache,
+    counts, valid = tally(a_scores, errors, ids)
+    return {**rates(valid), **counts, **unpaired, "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
+            "position_bias": bias, "from_cache": judge.from_cache,
             "model_calls": judge.model_calls, **judge.provenance(),
             "source_sha256_a": file_sha256(dir_a / f"{name}.jsonl"),
             "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"),
             "per_example": [{"id": i, "a_score": s, "swapped": k in swapped, "raw": v["raw"],
-                             **({"error": v["error"]} if v.get("error") else {})}
-                            for k, (i, s, v) in enumerate(zip(ids, a_scores, verdicts))]}
+                             **({"a_score_b_first": per_ask[n + k]} if both_orders else {}),
+                             **({"error": e} if e else {})}
+                            for k, (i, s, v, e) in enumerate(zip(ids, a_scores, verdicts, errors))]}
+
+
+def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_2: list[dict]):
+    """Each pair asked in both orders: A's score is the mean of the parseable orders (a pair fails only when both
+    orders failed), and the position bias is how often the outcome (win / tie / lose for A) flips with the order,
+    over the pairs where both orders gave a verdict, and how often the answer shown first won."""
+    def outcome(value: float) -> int:
+        return (value > 0.5) - (value < 0.5)
+
+    scores, errors, flips, first_won, both = [], [], 0, 0, 0
+    for s1, s2, v1, v2 in zip(a_first, b_first, verdicts_1, verdicts_2):
+        parsed = [s for s in (s1, s2) if s is not None]
+        scores.append(sum(parsed) / len(parsed) if parsed else None)
+        errors.append(v1.get("error") if v1.get("error") and v2.get("error") else None)
+        if s1 is not None and s2 is not None:
+            both += 1
+            flips += outcome(s1) != outcome(s2)
+            first_won += (s1 > 0.5) + (s2 < 0.5)  # A shown first won, then B shown first won
+    bias = {"pairs": both, "flips": flips, "flip_rate": round(100 * flips / both, 2) if both else None,
+            "first_shown_won": round(100 * first_won / (2 * both), 2) if both else None}
+    return scores, errors, bias
 
 
 def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: str, seed: int,
                     max_length: int | None, only: set[str] | None = None,
-                    say: Callable[[str], None] = print) -> dict:
+                    say: Callable[[str], None] = print, both_orders: bool = False) -> dict:
     """Pairwise verdicts of A against B for their common datasets (or `only`), merged into
     OUT/compare_result.json after all are computed. Returns this run's entries."""
     rubric = load_rubric("pairwise", PROMPTS)
@@ -279,7 +325,7 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     cache_path = out / "judge" / "cache.jsonl"
     _legacy_cache(out, cache_path, say)
     judge = Judge(model, rubric, mode, _open_cache(cache_path, say), max_length)
-    results = {name: _compare_one(judge, name, dir_a, dir_b, seed) for name in names}
+    results = {name: _compare_one(judge, name, dir_a, dir_b, seed, both_orders) for name in names}
 
     def why_stale(name: str, entry: object) -> str | None:
         entry = entry if isinstance(entry, dict) else {}

@@ -3,7 +3,8 @@
 Files written for a prediction folder DIR (nothing in DIR is ever named *.jsonl by us, so a rerun of
 eval.py never mistakes its own output for predictions):
     DIR/result.json               {dataset: headline score}, exactly TinyEval's result file
-    DIR/result_detail.json        per dataset: every metric unrounded and rounded, n, LongBench-E length
+    DIR/result_detail.json        per dataset: every metric unrounded and rounded with its 95% interval
+                                  (ci95, ci95_method; Eval/scoring/intervals.py), n, LongBench-E length
                                   buckets (empty bucket = null), duplicates, extraction failures, failed
                                   records, records without references / classes, zeroed-by-exception counts,
                                   metric versions, skipped records (not run, out of n) with their reasons,
@@ -13,7 +14,7 @@ eval.py never mistakes its own output for predictions):
     DIR/per_example/<ds>.scores.jsonl   one line per prediction line: id, scores, extraction, zeroed reason
 and ROOT/results.csv and ROOT/results.md (models x datasets, with the metric and n of every cell, "n=8, 2 skipped"
 when records were not run, and cells scored on another set of examples than the rest of their column marked;
-then one compact table per dataset with a breakdown).
+then the same matrix of 95% intervals, and one compact table per dataset with a breakdown).
 
 Scoring a subset (--datasets) updates those entries and keeps the others, but only those whose prediction file
 is unchanged since they were scored: an entry whose file changed or is gone is dropped, with a note, so no stale
@@ -132,6 +133,13 @@ def _cell(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def ci_text(metric: dict) -> str:
+    """A metric's 95% interval as the tables show it, "[46.36, 57.59]"; "-" when it has none (no values, or a
+    result written before intervals existed)."""
+    ci = metric.get("ci95")
+    return "-" if not ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
 def skipped_count(result: dict) -> int:
     """Records left out of n because inference.py never ran them (--truncation skip); 0 for older results."""
     skipped = result.get("skipped")
@@ -173,15 +181,15 @@ def _cell_1(value) -> str:
 
 def dataset_table(results: list[dict]) -> str:
     """A readable per-dataset table for the terminal."""
-    rows = [("dataset", "metric", "score", "n", "dup", "unparsed", "failed", "zeroed", "no_refs", "data")]
+    rows = [("dataset", "metric", "score", "ci95", "n", "dup", "unparsed", "failed", "zeroed", "no_refs", "data")]
     for r in results:
         for name, m in r["metrics"].items():
-            rows.append((r["dataset"], name, _cell(m["score"]), n_text(r), str(r["duplicates"]),
+            rows.append((r["dataset"], name, _cell(m["score"]), ci_text(m), n_text(r), str(r["duplicates"]),
                          str(r["extraction"]["failed"]), str(r["failed_records"]),
                          str(sum(m["zeroed_by_exception"].values())), str(r["no_references"]),
                          r.get("data_check", {}).get("status", "unchecked")))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 1, 9) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.ljust(w) if i in (0, 1, 10) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -223,20 +231,24 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
     metric_of = {d: next(e["headline_metric"] for m in by_model.values() for k, e in m.items() if k == d)
                  for d in datasets}
     header = ["model", *(f"{d} ({metric_of[d]})" for d in datasets)]
-    rows, tidy, marked = [], [["model", "dataset", "metric", "score", "n", "same_examples_as_column"]], False
+    tidy = [["model", "dataset", "metric", "score", "n", "same_examples_as_column"]]
+    rows, intervals, marked = [], [], False
     for model, entries in sorted(by_model.items()):
-        row = [model]
+        row, ci_row = [model], [model]
         for d in datasets:
             e = entries.get(d)
             if e is None:
                 row.append("-")
+                ci_row.append("-")
                 continue
             same = e.get("examples_sha256") == reference[d]
             marked |= not same
             score = e["metrics"][e["headline_metric"]]["score"]
             row.append(f"{_cell(score)} (n={n_text(e)})" + ("" if same else " †"))
             tidy.append([model, d, e["headline_metric"], _cell(score), e["n"], "yes" if same else "no"])
+            ci_row.append(ci_text(e["metrics"][e["headline_metric"]]))
         rows.append(row)
+        intervals.append(ci_row)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
     if marked:
         lines += ["", "† scored on a different set of examples than the rest of its column (another n, a --limit run, "
@@ -244,10 +256,20 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
     if any(skipped_count(e) for entries in by_model.values() for e in entries.values()):
         lines += ["", "n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
                       "skip, the prompt did not fit), left out of n and of the score."]
+    lines += interval_table(header, intervals)
     lines += breakdown_tables(by_model)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(tidy)
     return "\n".join(lines) + "\n", buf.getvalue()
+
+
+def interval_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Markdown lines: the same models x datasets matrix holding each cell's 95% interval (Wilson for 0/1 metrics,
+    else a seeded bootstrap; Eval/scoring/intervals.py). A table of its own, so the score cells above keep their
+    shape."""
+    return ["", "95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over examples):",
+            "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def breakdown_tables(by_model: dict[str, dict[str, dict]]) -> list[str]:

@@ -24,6 +24,8 @@ from collections import Counter
 from Eval.extract import run_extraction, think_state
 from Eval.metrics.registry import Zeroed, get_metric
 from Eval.scoring.breakdowns import get_breakdown
+from Eval.scoring.explain import explain_one, explanation_fields, unscored_explanation
+from Eval.scoring.intervals import score_interval
 from Eval.tasks import Task
 
 # LongBench-E length buckets: upper bound (exclusive) -> name; `length` is words (en) or characters (zh).
@@ -64,8 +66,15 @@ def best_over_answers(metric, prediction: str, answers: list[str], classes,
                       time_limit: float | None = None) -> tuple[float, str | None]:
     """max(0, max over answers); also the reason when the score is 0 because the metric zeroed an exception
     (or, with `time_limit`, because one call took longer than that many seconds)."""
-    score, reason = 0.0, None
-    for answer in answers:
+    return best_answer(metric, prediction, answers, classes, time_limit)[:2]
+
+
+def best_answer(metric, prediction: str, answers: list[str], classes,
+                time_limit: float | None = None) -> tuple[float, str | None, int]:
+    """best_over_answers, plus the index of the first answer reaching the score (0 when none beats 0): the one
+    an explanation is about."""
+    score, reason, best = 0.0, None, 0
+    for index, answer in enumerate(answers):
         if time_limit is None:
             value = metric(prediction, answer, all_classes=classes)
         else:
@@ -77,8 +86,9 @@ def best_over_answers(metric, prediction: str, answers: list[str], classes,
                 value = Zeroed(f"SampleTimeLimit: {err}")
         if isinstance(value, Zeroed):
             reason = reason or value.reason
-        score = max(score, value)
-    return float(score), (reason if score == 0.0 else None)
+        if value > score:  # max(score, value) as LongBench takes it, remembering where it was reached
+            score, best = value, index
+    return float(score), (reason if score == 0.0 else None), best
 
 
 def record_key(record: dict):
@@ -161,18 +171,23 @@ def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_s
         entry["failed"] = record["error"]
     elif extracted is None:
         entry["extraction_failed"] = True
-    elif extracted != record["pred"]:
-        entry["extracted"] = extracted
     if not record["answers"]:
         entry["no_references"] = True
     if needs_classes and not classes:
         entry["no_classes"] = True
+    # Explanations are computed after the score, from the reference that gave it, and never feed back into it.
+    explanations = unscored_explanation(record, [m.name for m in metrics]) if extracted is None else {}
     for m in metrics:
-        score, reason = (0.0, None) if extracted is None else best_over_answers(
-            m, extracted, record["answers"], classes, time_limit)
+        if extracted is None:
+            entry["scores"][m.name] = 0.0
+            continue
+        score, reason, best = best_answer(m, extracted, record["answers"], classes, time_limit)
         entry["scores"][m.name] = score
         if reason:
             entry.setdefault("zeroed", {})[m.name] = reason
+        explanations[m.name] = ({"score": 0.0, "text": f"scored 0: {reason}"} if reason else
+                                explain_one(m, extracted, record["answers"], best, classes))
+    entry.update(explanation_fields(record, extracted, explanations))
     return entry, extracted
 
 
@@ -214,4 +229,5 @@ def _metric_summary(m, scores: list[float], records: list[dict], zeroed: Counter
         "zeroed_by_exception": dict(zeroed),
         "length_buckets": {name: bucket_percent(v) for name, v in buckets.items()},
         "length_missing": missing,
+        **score_interval(scores),  # "ci95" [low, high] on the score's 0-100 scale, and "ci95_method"
     }

@@ -1,0 +1,149 @@
+"""Why a score is what it is: per-example explanation fields, `eval.py --explain DATASET:ID` and `--worst N`.
+
+Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module only calls it, once per
+record and metric, on the reference that gave the record's score (the first one reaching the maximum), and lays
+out what it said. Explanations are read-only: scores always come from the metrics themselves.
+
+Usage:
+    python eval.py --explain custom_zh:3 --model demo      # one example, in words
+    python eval.py --model demo --worst 3                  # score as usual, then each dataset's 3 lowest
+    from Eval.scoring.explain import explanation_fields, render_example
+    entry.update(explanation_fields(record, extracted, per_metric))  # per_metric: [(metric, reference index)]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+NO_EXPLAINER = "no explanation for this metric yet"
+PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
+
+
+def head(text, limit: int = PRED_HEAD):
+    """The first `limit` characters, with "…" when the text was longer; a non-string is kept as it is."""
+    if not isinstance(text, str) or len(text) <= limit:
+        return text
+    return text[:limit] + "…"
+
+
+def explain_one(metric, extracted: str, answers: list[str], best: int, classes) -> dict:
+    """One metric's explanation of a scored record, over answers[best], saying which reference that was."""
+    if not answers:
+        return {"text": "no reference answer: 0"}
+    found = metric.explain(extracted, answers[best], all_classes=classes)
+    if found is None:
+        return {"text": NO_EXPLAINER}
+    which = f"reference {best + 1} of {len(answers)} (the best): " if len(answers) > 1 else ""
+    return {**found, "best_reference": best, "text": which + found["text"]}
+
+
+def explanation_fields(record: dict, extracted: str | None, explanations: dict) -> dict:
+    """The per-example fields beside "scores": pred (its head), extracted, answers, explanations."""
+    return {"pred": head(record.get("pred")), "extracted": extracted, "answers": record.get("answers"),
+            "explanations": explanations}
+
+
+def unscored_explanation(record: dict, metric_names: list[str]) -> dict:
+    """What every metric says about a record that scored 0 without being compared: failed or nothing extracted."""
+    if record.get("error") is not None:
+        text = f"the generation failed ({head(str(record['error']), 80)}): 0"
+    else:
+        text = "the extraction steps found no answer in the output: 0 (counted as extraction_failed)"
+    return {name: {"score": 0.0, "text": text} for name in metric_names}
+
+
+# --- printing ----------------------------------------------------------------------------------------------------
+def _tokens_line(found: dict) -> list[str]:
+    lines = []
+    # F1 lists every token, ROUGE-L the distinct words: either way, the lists the counts are taken from
+    for key, label in (("prediction_tokens", "prediction words"), ("reference_tokens", "reference words")):
+        if isinstance(found.get(key), list):
+            tokens = found[key]
+            shown = " ".join(tokens[:40]) + (f" … ({len(tokens) - 40} more)" if len(tokens) > 40 else "")
+            lines.append(f"      {label} ({len(tokens)}): {shown}")
+    return lines
+
+
+def render_example(dataset: str, entry: dict, source: str) -> str:
+    """One example in words: what was said, what was scored, and each metric's reasoning."""
+    name = entry["id"] if entry.get("id") is not None else f"#{entry['line']}"  # files without ids: the line
+    lines = [f"{dataset}:{name}  ({source} line {entry['line']})",
+             f"  prediction: {entry.get('pred')!r}"]
+    if entry.get("extracted") != entry.get("pred"):
+        lines.append(f"  extracted:  {entry.get('extracted')!r}")
+    answers = entry.get("answers") or []
+    lines.append("  references: " + (" | ".join(repr(head(a, 200)) for a in answers) or "none"))
+    for name, score in entry["scores"].items():
+        found = entry["explanations"].get(name, {"text": NO_EXPLAINER})
+        lines.append(f"  {name} = {score:.4g}: {found['text']}")
+        lines.extend(_tokens_line(found))
+    return "\n".join(lines)
+
+
+def worst_entries(result: dict, n: int) -> list[dict]:
+    """The n scored entries lowest on the headline metric, ties in file order."""
+    metric = result["headline_metric"]
+    scored = [e for e in result["per_example"] if "scores" in e]
+    return sorted(scored, key=lambda e: (e["scores"][metric], e["line"]))[:n]
+
+
+def print_worst(pred_dir: Path, results: list[dict], n: int) -> None:
+    for result in results:
+        chosen = worst_entries(result, n)
+        print(f"\n{pred_dir}  {result['dataset']}: the {len(chosen)} lowest on {result['headline_metric']}")
+        for entry in chosen:
+            print(render_example(result["dataset"], entry, str(pred_dir / f"{result['dataset']}.jsonl")))
+
+
+# --- eval.py --explain -------------------------------------------------------------------------------------------
+def parse_target(text: str) -> tuple[str, str]:
+    """"DATASET:ID" -> (dataset, id); the id may itself hold ":" (only the first one splits)."""
+    dataset, sep, example = text.partition(":")
+    if not sep or not dataset or not example:
+        raise ValueError(f"--explain wants DATASET:ID (for example custom_zh:3), got {text!r}")
+    return dataset, example
+
+
+def find_entry(per_example: list[dict], example: str) -> dict | None:
+    """The entry whose id is `example` (compared as text); "#N" names line N, for files without ids."""
+    for entry in per_example:
+        if entry.get("id") is not None and str(entry["id"]) == example:
+            return entry
+    if example.startswith("#") and example[1:].isdigit():
+        return next((e for e in per_example if e["line"] == int(example[1:])), None)
+    return None
+
+
+def run_explain(target: str, pred_dirs: list[Path], load_folder, score_dataset) -> int:
+    """Print one example's explanation from each folder that has the dataset; nothing is written. Exit 2 (with
+    the reason on stderr) for a malformed target, an unknown dataset or an id no folder has."""
+    try:
+        dataset, example = parse_target(target)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    shown, problems = 0, []
+    for pred_dir in pred_dirs:
+        if not (pred_dir / f"{dataset}.jsonl").is_file():
+            continue
+        folder_problems: list[str] = []
+        loaded = load_folder(pred_dir, {dataset}, folder_problems, [])
+        problems += folder_problems
+        for task, records, _ in loaded:
+            result = score_dataset(task, records)
+            entry = find_entry(result["per_example"], example)
+            if entry is None:
+                ids = [str(e["id"]) for e in result["per_example"][:5] if e.get("id") is not None]
+                problems.append(f"{pred_dir / (dataset + '.jsonl')}: no example with id {example!r} "
+                                f"(ids look like: {', '.join(ids) or 'none; use #LINE'})")
+            elif "scores" not in entry:
+                problems.append(f"{pred_dir / (dataset + '.jsonl')}: {example!r} was skipped at inference "
+                                f"({entry['skipped']}); it has no score")
+            else:
+                print(render_example(dataset, entry, str(pred_dir / f"{dataset}.jsonl")))
+                shown += 1
+    if not shown and not problems:
+        problems.append(f"no prediction file {dataset}.jsonl in " + ", ".join(str(d) for d in pred_dirs))
+    if problems:
+        print("error:", *problems, sep="\n  ", file=sys.stderr)
+    return 0 if shown and not problems else 2

@@ -1,0 +1,141 @@
+"""eval.py --diff (Eval/scoring/diff.py): pairing by id, each differing sample in exactly one bucket, regressions,
+the written file's shape, and a real run of the demo model against itself with another system prompt."""
+import dataclasses
+import json
+
+import pytest
+
+import eval as eval_cli
+import inference
+from Eval.scoring.diff import BUCKETS, compare_dataset
+from Eval.tasks import get_task
+
+TREC = get_task("trec")  # extraction: the first line of the output
+CLASSES = ["Human", "Entity", "Location"]
+
+
+def rec(rid, pred, answer="Human", **extra):
+    return {"id": rid, "pred": pred, "answers": [answer], "all_classes": CLASSES, **extra}
+
+
+A = [rec("same", "Human"),
+     rec("failed", "Human"),
+     rec("prompt", "Human", prompt_sha256="aaaa"),
+     rec("answer", "Human\nbecause a person"),
+     rec("output", "Human"),
+     rec("no-sha", "Human"),
+     rec("data", "Entity", answer="Entity"),
+     rec("a-only", "Human"),
+     rec("a-only", "Entity")]  # a repeated id: only its first line is paired
+B = [rec("same", "Human"),
+     rec("failed", "", error="HTTP 503", finish_reason="error"),
+     rec("prompt", "Entity", prompt_sha256="bbbb"),
+     rec("answer", "Human\nsince it names someone"),
+     rec("output", "Location"),
+     rec("no-sha", "Entity", prompt_sha256="cccc"),  # A has no hash: an unknown prompt is not a changed one
+     rec("data", "Entity", answer="Location"),
+     rec("b-only", "Human")]
+
+
+def test_each_differing_sample_is_in_exactly_one_bucket():
+    got = compare_dataset(TREC, A, TREC, B)
+    assert got["paired"] == 7 and got["unmatched"] == {"a_only": 2, "b_only": 1}
+    assert {s["id"]: s["bucket"] for s in got["samples"]} == {
+        "failed": "one side failed", "prompt": "prompt differs", "answer": "same answer",
+        "output": "output differs", "no-sha": "output differs", "data": "data differs"}
+    assert got["buckets"] == {"one side failed": 1, "prompt differs": 1, "same answer": 1, "output differs": 2,
+                              "extraction differs": 0, "data differs": 1}
+    assert got["regressions"] == ["failed", "prompt", "output", "no-sha", "data"]
+    m = got["metrics"]["classification"]
+    assert (m["mean_a"], m["mean_b"], m["diff"]) == (100.0, 28.57, -71.43)
+    assert m["mcnemar"] == {"a_only_right": 5, "b_only_right": 0, "p": 0.0625}
+    assert m["ci95"][1] < 0  # B loses 5 of 7: the interval stays below 0
+    failed = next(s for s in got["samples"] if s["id"] == "failed")
+    assert failed["a"] == {"pred": "Human", "extracted": "Human", "score": 1.0, "failed": None}
+    assert failed["b"] == {"pred": "", "extracted": None, "score": 0.0, "failed": "error: HTTP 503"}
+
+
+def test_extraction_differs_and_long_outputs_are_cut():
+    raw = dataclasses.replace(TREC, extract=())  # B's task keeps the whole output as the answer
+    long = "Human\n" + "x" * 400
+    got = compare_dataset(TREC, [rec("q", long)], raw, [rec("q", long)])
+    assert got["buckets"]["extraction differs"] == 1 and set(got["buckets"]) == set(BUCKETS)
+    side_b = got["samples"][0]["b"]
+    assert side_b["pred"] == long[:300] + "…" and side_b["extracted"] == long[:300] + "…"
+    assert got["samples"][0]["a"]["extracted"] == "Human"
+
+
+def test_skipped_pairs_are_out_of_the_means_but_bucketed():
+    got = compare_dataset(TREC, [rec("q", "Human"), rec("r", "Human")],
+                          TREC, [rec("q", "", skipped="prompt too long"), rec("r", "Entity")])
+    assert got["paired"] == 2 and got["scored_pairs"] == 1 and got["buckets"]["one side failed"] == 1
+    assert got["metrics"]["classification"]["mean_a"] == 100.0 and got["regressions"] == ["r"]
+
+
+def _write(folder, name, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys):
+    _write(tmp_path / "pred" / "a", "trec", A)
+    _write(tmp_path / "pred" / "a", "custom_en", [{"id": "c", "pred": "x", "answers": ["x"]}])
+    _write(tmp_path / "pred" / "b", "trec", B)
+    assert eval_cli.main(["--diff", str(tmp_path / "pred" / "a"), str(tmp_path / "pred" / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "note: only a has custom_en: not compared" in out
+    assert "trec: 7 paired (2 only in a, 1 only in b); differing samples: one side failed 1" in out
+    assert "  regression failed (one side failed): a 'Human' -> 1.0 | b 'error: HTTP 503' -> 0.0" in out
+    doc = json.loads((tmp_path / "pred" / "diff_a_vs_b.json").read_text(encoding="utf-8"))
+    assert doc["a"] == "a" and doc["b"] == "b" and list(doc["datasets"]) == ["trec"]
+    assert set(doc["datasets"]["trec"]) >= {"paired", "unmatched", "metrics", "buckets", "samples", "regressions"}
+    assert set(doc["datasets"]["trec"]["metrics"]["classification"]) == {"mean_a", "mean_b", "diff", "ci95",
+                                                                         "mcnemar"}
+
+
+def test_cli_bad_input_writes_nothing(tmp_path, capsys):
+    _write(tmp_path / "a", "trec", A)
+    assert eval_cli.main(["--diff", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert not list(tmp_path.glob("diff_*.json"))
+    with pytest.raises(SystemExit):
+        eval_cli.main(["--diff", str(tmp_path / "a"), str(tmp_path / "a"), "--model", "x"])
+
+
+def test_demo_model_with_another_system_prompt_differs_only_in_prompts(tmp_path, capsys):
+    common = ["--datasets", "demo_qa_en,demo_trec", "--limit", "3", "--out-dir", str(tmp_path / "pred")]
+    assert inference.main([*common, "--model-name", "plain"]) == 0
+    assert inference.main([*common, "--model-name", "told", "--system-prompt", "Answer in one word."]) == 0
+    pred = tmp_path / "pred"
+    assert eval_cli.main(["--diff", str(pred / "plain"), str(pred / "told"), "--quiet"]) == 0
+    doc = json.loads((pred / "diff_plain_vs_told.json").read_text(encoding="utf-8"))
+    qa, trec = doc["datasets"]["demo_qa_en"], doc["datasets"]["demo_trec"]
+    # the system prompt goes through the chat template, so every chat prompt changed: all 3 samples differ,
+    # all for that reason; demo_trec is sent without the chat template, so nothing there changed
+    assert qa["paired"] == 3 and qa["buckets"]["prompt differs"] == len(qa["samples"]) == 3
+    assert sum(qa["buckets"].values()) == 3 and trec["samples"] == [] and sum(trec["buckets"].values()) == 0
+    # the scores are eval.py's own
+    assert eval_cli.main(["--pred-root", str(pred), "--quiet"]) == 0
+    for side, key in (("plain", "mean_a"), ("told", "mean_b")):
+        result = json.loads((pred / side / "result.json").read_text(encoding="utf-8"))
+        assert {d: doc["datasets"][d]["metrics"][doc["datasets"][d]["headline_metric"]][key] for d in result} == result
+
+
+def test_demo_model_with_a_changed_chat_template_puts_every_changed_sample_in_prompt_differs(tmp_path):
+    import shutil
+
+    from conftest import ROOT
+    edited = tmp_path / "tiny-qwen2-edited"
+    shutil.copytree(ROOT / "Eval" / "models" / "demo" / "tiny-qwen2", edited)
+    template = (edited / "chat_template.jinja").read_text(encoding="utf-8")
+    (edited / "chat_template.jinja").write_text("{{- '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}" + template,
+                                                encoding="utf-8")
+    common = ["--datasets", "demo_qa_en,custom_en", "--limit", "4", "--out-dir", str(tmp_path / "pred")]
+    assert inference.main([*common, "--model-name", "shipped"]) == 0
+    assert inference.main([*common, "--model", str(edited), "--model-name", "edited"]) == 0
+    pred = tmp_path / "pred"
+    assert eval_cli.main(["--diff", str(pred / "shipped"), str(pred / "edited"), "--quiet"]) == 0
+    doc = json.loads((pred / "diff_shipped_vs_edited.json").read_text(encoding="utf-8"))
+    changed = [s for d in doc["datasets"].values() for s in d["samples"]]
+    assert changed and all(s["bucket"] == "prompt differs" for s in changed)  # 100% of the changed samples
+    assert sum(d["buckets"].get("prompt differs", 0) for d in doc["datasets"].values()) == len(changed)
