@@ -11,6 +11,7 @@ Usage:
     python eval.py --compare DIR_A DIR_B --judge JUDGE_MODEL                                    # pairwise
     python eval.py --diff DIR_A DIR_B    # paired: B - A with 95% intervals, McNemar, why samples differ
     python eval.py --explain DATASET:ID [--model M]   # why one example scored what it did (ID or #LINE); writes nothing
+    python eval.py --explain-unlearning TOFU_EVAL.json forget_truth_ratio:0   # a TOFU / MUSE per-sample value
     python eval.py --model M --worst N   # score, then print each dataset's N lowest-scored examples, explained
     python eval.py --report html         # PRED_ROOT/report.html from the files already there; scores nothing
 
@@ -58,6 +59,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--explain", default=None, metavar="DATASET:ID",
                    help="print why one example scored what it did, in words (ID: the record's id, or #LINE); scores "
                         "the dataset's file in memory and writes nothing (default: off)")
+    p.add_argument("--explain-unlearning", nargs=2, default=None, metavar=("EVAL_JSON", "METRIC:INDEX"),
+                   help="why one TOFU / MUSE per-sample value is what it is (ours or a published log); writes nothing "
+                        "(default: off)")
     p.add_argument("--worst", type=positive_int, default=None, metavar="N",
                    help="after scoring, print each dataset's N lowest-scored examples with their explanations "
                         "(default: off)")
@@ -250,6 +254,9 @@ def main(argv=None) -> int:
 
         return run_judge_cli(args, {})
     only = set(args.datasets.split(",")) if args.datasets else None
+    if args.explain_unlearning:
+        from Eval.unlearning.explain import run_explain as explain_unlearning
+        return explain_unlearning(Path(args.explain_unlearning[0]), args.explain_unlearning[1])
     if args.explain:
         return _explain(args)
     if args.report:
