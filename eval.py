@@ -39,6 +39,7 @@ from Eval.records import RecordError, is_dry_run_output, is_prediction_file, rea
 from Eval.scoring.breakdowns import get_breakdown
 from Eval.scoring.report import (RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs,
                                  result_lines, write_models_table)
+from Eval.scoring.robustness import score_with_perturbations
 from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
 from Eval.tasks import TASKS, get_task, task_from_dict
@@ -212,7 +213,7 @@ def score_folders(loaded: dict[Path, list[tuple]], only, time_limit) -> tuple[di
     outputs, problems = {}, []
     for pred_dir, items in loaded.items():
         start = time.perf_counter()
-        results = [{**score_dataset(task, records, time_limit), "data_check": sources["data_check"]}
+        results = [{**score_with_perturbations(task, records, time_limit), "data_check": sources["data_check"]}
                    for task, records, sources in items]
         try:
             built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items}, full_run=only is None)

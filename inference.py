@@ -32,6 +32,7 @@ from Eval.models.base import TRUNCATION_POLICIES  # noqa: E402
 from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
 from Eval.inference.predict import RunSettings, run_dataset  # noqa: E402
 from Eval.inference.dry_run import dry_run  # noqa: E402
+from Eval.inference.perturb import with_perturbations  # noqa: E402
 from Eval.inference.predictions import PredictionFile, merge_predictions, record_output  # noqa: E402
 from Eval.unlearning.inference import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
@@ -58,6 +59,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--truncation", choices=TRUNCATION_POLICIES, default="middle",
                    help="a prompt longer than --max-length allows: cut its middle (LongBench), its start (left), "
                         "its end (right), or skip the example (recorded as skipped, counted out of n)")
+    r = p.add_argument_group("robustness (Eval/perturbations.py; eval.py reports each perturbation and the worst case)")
+    r.add_argument("--perturb", type=perturbation_list, default=None, metavar="NAME[:ARG],...",
+                   help="also run a perturbed copy of every example per perturbation, e.g. typo:0.05,extra_space "
+                        "(default: none)")
+    r.add_argument("--perturb-references", action="store_true", help="perturb the reference answers too")
+    r.add_argument("--perturb-seed", type=int, default=0, help="seed of the perturbed copies' random choices")
     p.add_argument("--cot", action="store_true",
                    help="chain of thought for tasks that have it (LongBench v2): a reasoning pass, then the answer "
                         "prompt quoting it; records go to <dataset>_cot.jsonl")
@@ -81,6 +88,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def perturbation_list(text: str) -> list:
+    """argparse type of --perturb: Eval/perturbations.py parse_perturbations, its ValueError as a usage error."""
+    from Eval.perturbations import parse_perturbations
+
+    try:
+        return parse_perturbations(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def load_datasets(args) -> list:
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
@@ -88,6 +105,9 @@ def load_datasets(args) -> list:
     sources = Sources(load_prompt_config(args.prompt_config), load_maxlen_config(args.maxlen_config),
                       args.maxlen_config)
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
+    if args.perturb:
+        datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
+                    for ds in datasets]
     if args.cot and not args.datasets:  # every dataset that has a chain-of-thought mode
         datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
         if not datasets:

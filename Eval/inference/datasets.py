@@ -67,6 +67,8 @@ class Example:
     length: int | float | None
     sha256: str = ""  # content_hash(fields): resume redoes the example when it changes
     line: int = 0  # where the example starts in the dataset file
+    perturbation: str | None = None  # --perturb: the label of the perturbation that made this copy (None: original)
+    original_id: str | None = None  # --perturb: the id of the example this copy was made from
 
 
 @dataclasses.dataclass
@@ -79,7 +81,12 @@ class Dataset:
     examples: list[Example]
     notes: list[str]  # choices made for the user (default template / metric), printed before the run
     file_sha256: str = ""  # of the dataset file's bytes: eval.py tells whether the data changed since the run
+    copies: int = 0  # --perturb: perturbed copies after each original example (records say which is which)
     cot: bool = False  # --cot: two passes (reasoning, then the answer quoting it); records go to NAME_cot.jsonl
+
+    @property
+    def perturbed(self) -> bool:
+        return self.copies > 0
 
     @property
     def template(self) -> str:

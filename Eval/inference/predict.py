@@ -49,6 +49,9 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
               "truncated_tokens": prompt.truncated_tokens, "truncation": prompt.truncation,
               "gen_tokens": out.n_tokens, "finish_reason": out.finish_reason, "latency_s": round(latency, 4),
               "batch_size": out.batch_size}
+    if ds.perturbed:  # --perturb: which copy this is (None: the original) and the example it was made from
+        record["perturbation"] = example.perturbation
+        record["original_id"] = example.original_id or example.id
     if ds.task.group_by:
         record["groups"] = {key: example.fields.get(key) for key in ds.task.group_by}
     if prompt.skipped:
@@ -101,8 +104,8 @@ def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tup
 
 
 def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
-    """The examples a run must finish: all, or the first `limit`, in data order."""
-    return ds.examples[:limit] if limit else ds.examples
+    """The examples a run must finish: all, or the first `limit` (with their perturbed copies), in data order."""
+    return ds.examples[:limit * (1 + ds.copies)] if limit else ds.examples  # --perturb: each with its copies
 
 
 def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_new: int, max_length: int | None,

@@ -36,6 +36,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from Eval.scoring.robustness import robustness_lines, robustness_tables
 from Eval.names import name_problem
 from Eval.scoring.provenance import file_sha256
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
@@ -154,7 +155,7 @@ def n_text(result: dict) -> str:
 
 def result_lines(result: dict) -> list[str]:
     """What the terminal says about one dataset beyond the table: skipped records, reasoning outputs cut or
-    unclosed, and its breakdown (LongBench v2's row)."""
+    unclosed, each perturbation's score and the worst case (--perturb), and its breakdown (LongBench v2's row)."""
     name, lines = result["dataset"], []
     if skipped_count(result):
         lines.append(f"warning: {name}: {skipped_count(result)} records were not run (--truncation skip) and are "
@@ -164,6 +165,7 @@ def result_lines(result: dict) -> list[str]:
         lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning outputs never closed "
                      f"their thinking block (scored 0, unparsed); {thinking['length_in_thinking']} hit the length "
                      f"limit inside it, {thinking['budget_hit']} the thinking budget")
+    lines += robustness_lines(result)
     table = result.get("breakdown")
     if table:
         for row in _BREAKDOWN_ROWS:
@@ -257,7 +259,7 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
         lines += ["", "n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
                       "skip, the prompt did not fit), left out of n and of the score."]
     lines += interval_table(header, intervals)
-    lines += breakdown_tables(by_model)
+    lines += breakdown_tables(by_model) + robustness_tables(by_model)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(tidy)
     return "\n".join(lines) + "\n", buf.getvalue()

@@ -1,0 +1,133 @@
+"""PERTURBATIONS: seeded rewrites of an example's input text (typos, extra spaces, full-width punctuation, ...),
+so a score can be read beside the score on slightly changed inputs (HELM's robustness figure, issue 14).
+
+Each perturbation is one decorated pure function, defined in the module of its language (en.py, zh.py; a new
+module in this folder is found by itself). The function takes the text, a `random.Random` and its arguments;
+the registry wraps it in a Perturbation whose `apply` does the seeding, so every caller gets the same text for
+the same (text, seed_key, arguments) on any machine, in any batch order and any shard.
+
+Usage:
+    from Eval.perturbations import PERTURBATIONS, parse_perturbations, Perturbation
+
+    specs = parse_perturbations("typo:0.05,extra_space")   # [("typo", (0.05,)), ("extra_space", ())]
+    p = PERTURBATIONS["typo"]
+    p.label(())                       # "typo:0.05" (missing arguments take their defaults)
+    p.apply("Hello world", "ex-7|question", 0.05)
+
+    @perturbation("shout", languages=("en",))       # in any module of Eval/perturbations/
+    def shout(text: str, rng: random.Random) -> str:
+        '''Upper-case. The docstring is the card; its >>> example is run by the tests.'''
+
+Syntax of one part: NAME[:ARG[:ARG...]]; parts are separated by commas. An argument takes the type of its
+default (a float rate, an int count) and must lie within the declared bounds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+from typing import Callable
+
+from Eval.registry import Registry
+
+PERTURBATIONS = Registry("perturbation", discover="Eval.perturbations",
+                         hint="Add one: a function decorated with @perturbation in any module of "
+                              "Eval/perturbations/.")
+
+# The record fields an instance's input lives in; references are never among them (the caller perturbs those
+# only when asked).
+INPUT_FIELDS = ("input", "question", "instruction", "context")
+
+
+@dataclasses.dataclass(frozen=True)
+class Perturbation:
+    name: str
+    fn: Callable[..., str]
+    languages: tuple[str, ...]
+    fields: tuple[str, ...] = INPUT_FIELDS
+    default_args: tuple = ()
+    bounds: tuple[tuple[float, float], ...] = ()  # (low, high) per argument, inclusive
+
+    @property
+    def doc(self) -> str:
+        return self.fn.__doc__ or ""
+
+    def resolve(self, args: tuple | list = ()) -> tuple:
+        """`args` completed with the defaults, each converted to its default's type and checked against its
+        bounds; ValueError saying which argument is wrong."""
+        args = tuple(args)
+        if len(args) > len(self.default_args):
+            raise ValueError(f"{self.name} takes at most {len(self.default_args)} argument(s), got {len(args)}")
+        resolved = []
+        for i, default in enumerate(self.default_args):
+            value = args[i] if i < len(args) else default
+            try:
+                value = type(default)(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{self.name}: argument {i + 1} must be {type(default).__name__}, "
+                                 f"got {value!r}") from None
+            if i < len(self.bounds) and not self.bounds[i][0] <= value <= self.bounds[i][1]:
+                low, high = self.bounds[i]
+                raise ValueError(f"{self.name}: argument {i + 1} must be within [{low}, {high}], got {value}")
+            resolved.append(value)
+        return tuple(resolved)
+
+    def label(self, args: tuple | list = ()) -> str:
+        """Stable text naming this perturbation with all its arguments: "typo:0.05", "lowercase"."""
+        return ":".join([self.name, *map(str, self.resolve(args))])
+
+    def rng(self, seed_key: str, args: tuple) -> random.Random:
+        # sha256, not hash(): Python salts str hashes per process, and the copy must not depend on the process.
+        digest = hashlib.sha256(f"{self.name}|{args}|{seed_key}".encode("utf-8")).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    def apply(self, text: str, seed_key: str, *args) -> str:
+        """`text` perturbed; the same (text, seed_key, args) always gives the same result, and "" stays ""."""
+        args = self.resolve(args)
+        if not text:
+            return text
+        return self.fn(text, self.rng(str(seed_key), args), *args)
+
+
+def perturbation(name: str, *, languages: tuple[str, ...], fields: tuple[str, ...] = INPUT_FIELDS,
+                 default_args: tuple = (), bounds: tuple[tuple[float, float], ...] = ()):
+    """Register `fn(text, rng, *args) -> str` under `name`; a second registration of a name raises."""
+    if not languages:
+        raise ValueError(f"perturbation {name!r} must declare the languages it applies to")
+
+    def register(fn: Callable[..., str]) -> Callable[..., str]:
+        PERTURBATIONS.register(name, Perturbation(name, fn, tuple(languages), tuple(fields), tuple(default_args),
+                                                  tuple(bounds)))
+        return fn
+    return register
+
+
+def apply(name: str, text: str, seed_key: str, *args) -> str:
+    """PERTURBATIONS[name].apply(text, seed_key, *args): the short form the cards' examples use."""
+    return PERTURBATIONS[name].apply(text, seed_key, *args)
+
+
+def parse_perturbations(spec: str | None) -> list[tuple[str, tuple]]:
+    """"typo:0.05,extra_space" -> [("typo", (0.05,)), ("extra_space", ())]: the arguments as given (converted
+    and checked; `label` fills in the defaults). ValueError naming the bad part; an unknown name suggests the
+    closest known ones. A blank spec is no perturbation."""
+    if spec is None or not spec.strip():
+        return []
+    specs, seen = [], {}
+    for part in spec.split(","):
+        name, *raw = [piece.strip() for piece in part.strip().split(":")]
+        if not name:
+            raise ValueError(f"--perturb: empty perturbation name in part {part.strip()!r} of {spec!r}")
+        if name not in PERTURBATIONS:
+            raise ValueError(f"--perturb: {part.strip()!r}: {PERTURBATIONS.unknown(name)}")
+        p = PERTURBATIONS[name]
+        try:
+            args = p.resolve(raw)[:len(raw)]
+        except ValueError as error:
+            raise ValueError(f"--perturb: {part.strip()!r}: {error}") from None
+        label = p.label(args)
+        if label in seen:
+            raise ValueError(f"--perturb: {part.strip()!r} repeats {seen[label]!r} (both are {label})")
+        seen[label] = part.strip()
+        specs.append((name, args))
+    return specs

@@ -1,0 +1,84 @@
+"""inference.py --perturb and eval.py's robustness figures: original and perturbed records side by side, resume
+after a kill, per-perturbation scores and HELM's worst case, checked by hand on a small fixture."""
+import json
+
+from conftest import ROOT
+import eval as eval_cli
+import inference
+from Eval.scoring.robustness import score_with_perturbations
+from Eval.tasks import get_task
+
+
+def rec(rid, pred, perturbation=None, original=None):
+    return {"id": rid, "pred": pred, "answers": ["red apple"], "all_classes": None, "length": 5,
+            "perturbation": perturbation, "original_id": original or rid}
+
+
+def test_worst_case_and_right_to_wrong_by_hand():
+    # qa_f1 against "red apple": "red apple" 1.0, "red pear" 0.5, "blue" 0.0
+    records = [rec("o1", "red apple"), rec("o1~typo", "blue", "typo", "o1"), rec("o1~sp", "red apple", "sp", "o1"),
+               rec("o2", "red pear"), rec("o2~typo", "red apple", "typo", "o2"), rec("o2~sp", "red pear", "sp", "o2"),
+               rec("o3", "blue"), rec("o3~typo", "blue", "typo", "o3"), rec("o3~sp", "blue", "sp", "o3")]
+    result = score_with_perturbations(get_task("demo_qa_en"), records)
+    assert result["n"] == 3 and result["metrics"]["qa_f1"]["score"] == 50.0  # the originals only: (1 + .5 + 0) / 3
+    rob = result["robustness"]
+    assert rob["perturbations"]["typo"] == {"n": 3, "score": 33.33, "delta": -16.67,
+                                            "ci95": rob["perturbations"]["typo"]["ci95"]}
+    assert rob["perturbations"]["sp"]["score"] == 50.0 and rob["perturbations"]["sp"]["delta"] == 0.0
+    assert rob["worst_case"] == 16.67  # (min(1, 0, 1) + min(.5, 1, .5) + min(0, 0, 0)) / 3
+    assert (rob["right_to_wrong"], rob["right_originals"]) == (1, 1)  # o1: full marks, its typo copy is not
+    assert [e["line"] for e in result["per_example"]] == list(range(1, 10))  # every line, in file order
+    assert [e.get("perturbation") for e in result["per_example"][:3]] == [None, "typo", "sp"]
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_demo_run_writes_copies_resumes_after_a_kill_and_eval_reports_them(tmp_path, capsys):
+    out = tmp_path / "pred"
+    args = ["--datasets", "custom_en", "--limit", "3", "--perturb", "typo:0.05,extra_space", "--out-dir", str(out)]
+    assert inference.main(args) == 0
+    path = out / "tiny-qwen2" / "custom_en.jsonl"
+    first = lines(path)
+    assert [r["id"] for r in first] == [f"custom_en-{i}{s}" for i in range(3)
+                                        for s in ("", "~typo:0.05", "~extra_space:3")]
+    assert [r["perturbation"] for r in first[:3]] == [None, "typo:0.05", "extra_space:3"]
+    assert {r["original_id"] for r in first[:3]} == {"custom_en-0"}
+    assert first[0]["question"] != first[1]["question"] and first[0]["answers"] == first[1]["answers"]
+    # A kill after the first 4 records (and half a line): the rerun does exactly the other 5, the same way.
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in first[:4]) + '{"id": "custom_en-1~ty',
+                    encoding="utf-8")
+    capsys.readouterr()
+    assert inference.main(args) == 0
+    assert "custom_en: 5 new, 4 already done" in capsys.readouterr().out
+    again = lines(path)
+    drop = ("latency_s", "batch_size")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in again] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in first]
+    assert eval_cli.main(["--pred-root", str(out)]) == 0
+    printed = capsys.readouterr().out
+    detail = json.loads((out / "tiny-qwen2" / "result_detail.json").read_text(encoding="utf-8"))["custom_en"]
+    scores = {e["id"]: e["scores"]["rouge"] for e in lines(out / "tiny-qwen2" / "per_example" / "custom_en.scores.jsonl")}
+    worst = [min(scores[f"custom_en-{i}{s}"] for s in ("", "~typo:0.05", "~extra_space:3")) for i in range(3)]
+    assert detail["n"] == 3 and detail["robustness"]["worst_case"] == round(100 * sum(worst) / 3, 2)
+    assert detail["metrics"]["rouge"]["score"] == round(100 * sum(scores[f"custom_en-{i}"] for i in range(3)) / 3, 2)
+    rob = detail["robustness"]
+    assert f"custom_en worst case over the original and its copies: {rob['worst_case']}" in printed
+    assert f"typo:0.05 {rob['perturbations']['typo:0.05']['score']}" in printed
+    assert "**custom_en** robustness (rouge" in (out / "results.md").read_text(encoding="utf-8")
+
+
+def test_dry_run_and_shards_see_the_copies(tmp_path):
+    common = ["--datasets", "custom_en", "--limit", "2", "--perturb", "typo:0.05", "--backend", "echo"]
+    assert inference.main([*common, "--dry-run", "--out-dir", str(tmp_path / "dry")]) == 0
+    rows = lines(tmp_path / "dry" / "tiny-qwen2" / "custom_en.prompts.jsonl")
+    assert [r["id"] for r in rows] == ["custom_en-0", "custom_en-0~typo:0.05", "custom_en-1", "custom_en-1~typo:0.05"]
+    assert rows[0]["prompt"] != rows[1]["prompt"]
+    out = tmp_path / "pred"
+    for shard in ("0", "1"):
+        assert inference.main([*common, "--num-shards", "2", "--shard-id", shard, "--out-dir", str(out)]) == 0
+    assert inference.main([*common, "--merge", "--out-dir", str(out)]) == 0
+    merged = lines(out / "tiny-qwen2" / "custom_en.jsonl")
+    assert [r["id"] for r in merged] == [r["id"] for r in rows]
+    assert [r["perturbation"] for r in merged] == [None, "typo:0.05", None, "typo:0.05"]
