@@ -82,3 +82,24 @@ def test_dry_run_and_shards_see_the_copies(tmp_path):
     merged = lines(out / "tiny-qwen2" / "custom_en.jsonl")
     assert [r["id"] for r in merged] == [r["id"] for r in rows]
     assert [r["perturbation"] for r in merged] == [None, "typo:0.05", None, "typo:0.05"]
+
+
+def test_the_html_report_shows_the_robustness_table(tmp_path):
+    from Eval.inference.datasets import load_dataset
+    from Eval.inference.perturb import with_perturbations
+    from Eval.perturbations import parse_perturbations
+    out = tmp_path / "pred"
+    assert inference.main(["--datasets", "custom_en", "--limit", "2", "--perturb", "typo:0.05", "--backend", "echo",
+                           "--out-dir", str(out)]) == 0
+    assert eval_cli.main(["--pred-root", str(out), "--quiet"]) == 0
+    assert eval_cli.main(["--pred-root", str(out), "--report", "html"]) == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    rob = json.loads((out / "tiny-qwen2" / "result_detail.json").read_text(encoding="utf-8"))["custom_en"]["robustness"]
+    assert "custom_en: robustness (rouge)" in html and f"{rob['worst_case']:.2f}" in html
+    # only the fields the perturbation owns and the template reads change; the references never do
+    ds = with_perturbations(load_dataset("custom_en", ROOT / "dataset", ROOT / "prompts"),
+                            parse_perturbations("typo:1.0"))
+    original, copy = ds.examples[0], ds.examples[1]
+    assert copy.fields["output"] == original.fields["output"] and copy.answers == original.answers
+    assert copy.fields["input"] != original.fields["input"]
+    assert {k for k in original.fields if copy.fields[k] != original.fields[k]} <= {"instruction", "input"}

@@ -23,6 +23,7 @@ import json
 import sys
 from pathlib import Path
 
+from Eval.scoring.robustness import robustness_rows
 from Eval.scoring.explain import head
 from Eval.scoring.report import ci_text, collect_models, n_text
 from Eval.scoring.scorer import LENGTH_BUCKETS
@@ -270,6 +271,7 @@ def build_report(root: Path) -> tuple[str, list[str]]:
     by_model, stale = collect_models(root)
     notes += stale
     context = {"root": str(root), "table": models_table(by_model), "charts": bucket_charts(by_model),
+               "robustness": robustness_rows(by_model),
                "samples": sample_rows(root, by_model, notes), "diffs": diff_views(root, notes),
                "unlearning": unlearning_summaries(root, notes), "curves": confidence_curves(root, notes)}
     context["datasets"] = sorted({s["dataset"] for s in context["samples"]})

@@ -98,23 +98,36 @@ def robustness_lines(result: dict) -> list[str]:
     return lines
 
 
+def robustness_rows(by_model: dict[str, dict[str, dict]]) -> list[dict]:
+    """Per dataset run with --perturb: {"dataset", "metric", "labels", "rows": [{"model", "original", "scores"
+    (one per label, None where that model lacks it), "worst_case", "right_to_wrong", "right_originals"}]}."""
+    tables = []
+    for dataset in sorted({d for entries in by_model.values() for d, e in entries.items() if e.get("robustness")}):
+        found = {m: entries[dataset]["robustness"] for m, entries in sorted(by_model.items())
+                 if entries.get(dataset, {}).get("robustness")}
+        labels = sorted({label for rob in found.values() for label in rob["perturbations"]})
+        rows = [{"model": m, "original": rob["original"]["score"], "worst_case": rob["worst_case"],
+                 "scores": [rob["perturbations"].get(label, {}).get("score") for label in labels],
+                 "right_to_wrong": rob["right_to_wrong"], "right_originals": rob["right_originals"]}
+                for m, rob in found.items()]
+        tables.append({"dataset": dataset, "metric": next(iter(found.values()))["headline_metric"],
+                       "labels": labels, "rows": rows})
+    return tables
+
+
 def robustness_tables(by_model: dict[str, dict[str, dict]]) -> list[str]:
     """Markdown lines for results.md: per dataset run with --perturb, models x (original, each perturbation, worst
     case, right -> wrong)."""
     lines = []
-    for dataset in sorted({d for entries in by_model.values() for d, e in entries.items() if e.get("robustness")}):
-        rows = {m: entries[dataset]["robustness"] for m, entries in sorted(by_model.items())
-                if entries.get(dataset, {}).get("robustness")}
-        labels = sorted({label for rob in rows.values() for label in rob["perturbations"]})
-        metric = next(iter(rows.values()))["headline_metric"]
-        lines += ["", f"**{dataset}** robustness ({metric}; worst case: per example the lowest score over the "
-                      "original and its perturbed copies, averaged)", "",
+    for table in robustness_rows(by_model):
+        labels = table["labels"]
+        lines += ["", f"**{table['dataset']}** robustness ({table['metric']}; worst case: per example the lowest "
+                      "score over the original and its perturbed copies, averaged)", "",
                   "| model | original | " + " | ".join(labels) + " | worst case | right -> wrong |",
                   "|---" * (len(labels) + 4) + "|"]
-        for model, rob in rows.items():
-            cells = [_cell(rob["perturbations"].get(label, {}).get("score")) for label in labels]
-            lines.append(f"| {model} | {_cell(rob['original']['score'])} | " + " | ".join(cells) +
-                         f" | {_cell(rob['worst_case'])} | {rob['right_to_wrong']} of {rob['right_originals']} |")
+        for row in table["rows"]:
+            lines.append(f"| {row['model']} | {_cell(row['original'])} | " + " | ".join(map(_cell, row["scores"])) +
+                         f" | {_cell(row['worst_case'])} | {row['right_to_wrong']} of {row['right_originals']} |")
     return lines
 
 
