@@ -133,27 +133,20 @@ def test_gaokao_nested_source_reads_as_the_same_questions_as_its_jsonl():
     assert source.examples[9].line == 96  # the line of its "question" key, for error messages
 
 
-@pytest.mark.parametrize("content, problem", [
-    ('["not an object"]', "one JSON object mapping dataset names to template strings"),
-    ('{"trec": "{input.__class__}"}', "[trec]:1: placeholder {input.__class__} is not allowed"),
-    ('{"trec": 5}', "one JSON object mapping dataset names to template strings"),
-    ('{"trec": ', "not valid JSON"),
+@pytest.mark.parametrize("option, content, problem", [
+    ("--prompt-config", '["not an object"]', "one JSON object mapping dataset names to template strings"),
+    ("--prompt-config", '{"trec": "{input.__class__}"}', "[trec]:1: placeholder {input.__class__} is not allowed"),
+    ("--prompt-config", '{"trec": 5}', "one JSON object mapping dataset names to template strings"),
+    ("--prompt-config", '{"trec": ', "not valid JSON"),
+    ("--maxlen-config", '{"demo_trec": "64"}', "[demo_trec]: the generation length must be a positive integer, "
+                                              "found '64'"),
+    ("--maxlen-config", '{"demo_trec": 0}', "found 0"),
+    ("--maxlen-config", '[64]', "one JSON object"),
 ])
-def test_a_broken_prompt_config_is_refused_naming_the_file_and_entry(tmp_path, capsys, content, problem):
-    config = tmp_path / "dataset2prompt.json"
+def test_a_broken_config_is_refused_naming_the_file_and_entry(tmp_path, capsys, option, content, problem):
+    config = tmp_path / "config.json"
     config.write_text(content, encoding="utf-8")
-    assert inference.main(["--validate", "--datasets", "demo_trec", "--prompt-config", str(config)]) == 2
-    err = capsys.readouterr().err
-    assert str(config) in err and problem in err
-
-
-@pytest.mark.parametrize("content, problem", [('{"demo_trec": "64"}', "[demo_trec]: the generation length must be a "
-                                                                       "positive integer, found '64'"),
-                                              ('{"demo_trec": 0}', "found 0"), ('[64]', "one JSON object")])
-def test_a_broken_maxlen_config_is_refused(tmp_path, capsys, content, problem):
-    config = tmp_path / "dataset2maxlen.json"
-    config.write_text(content, encoding="utf-8")
-    assert inference.main(["--validate", "--datasets", "demo_trec", "--maxlen-config", str(config)]) == 2
+    assert inference.main(["--validate", "--datasets", "demo_trec", option, str(config)]) == 2
     err = capsys.readouterr().err
     assert str(config) in err and problem in err
 

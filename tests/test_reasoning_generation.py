@@ -6,8 +6,9 @@ import argparse
 import pytest
 
 from conftest import ROOT
-from Eval.models.base import (AdapterOptions, BaseLLM, Prompt, cut_at_stop, prompt_opens_thinking, strip_thinking,
+from Eval.models.base import (AdapterOptions, BaseLLM, Prompt, cut_at_stop, prompt_opens_thinking,
                               thinking_record)
+from Eval.extract import strip_think
 from Eval.models.echo import EchoModel
 from Eval.models.factory import add_model_arguments, from_args
 from Eval.models.greedy import StopWatch, greedy_decode
@@ -55,8 +56,9 @@ def test_prompt_opening_and_thinking_records():
                                                               "budget_hit": False}
     assert thinking_record("<reasoning>r</reasoning>A", REASONING, False, budget_hit=True) == {
         "tags": ["<reasoning>", "</reasoning>"], "opened_in_prompt": False, "closed": True, "budget_hit": True}
-    assert strip_thinking("r</reasoning>A", REASONING, True) == "A"
-    assert strip_thinking("r", REASONING, True) is None and strip_thinking("r", REASONING, False) == "r"
+    opened, not_opened = ({"thinking": {"tags": list(REASONING), "opened_in_prompt": o}} for o in (True, False))
+    assert strip_think("r</reasoning>A", opened) == "A"  # --strip-think runs scoring's own step
+    assert strip_think("r", opened) is None and strip_think("r", not_opened) == "r"
 
 
 def test_strip_think_uses_the_adapters_tags_and_marks_the_record():

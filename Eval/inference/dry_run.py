@@ -43,11 +43,11 @@ def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[
         if p.skipped:
             row["skipped"] = p.skipped
     per_example = first_max + (max_new if ds.cot else 0)
+    skipped = sum(1 for p in prompts if p.skipped)
     summary = {"examples": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                "max_prompt_tokens": max((r["prompt_tokens"] for r in rows), default=0),
-               "truncated": sum(1 for r in rows if r["truncated_tokens"]),
-               "skipped": sum(1 for r in rows if r.get("skipped")),
-               "max_gen_tokens": (len(rows) - sum(1 for p in prompts if p.skipped)) * per_example,  # an upper bound
+               "truncated": sum(1 for r in rows if r["truncated_tokens"]), "skipped": skipped,
+               "max_gen_tokens": (len(rows) - skipped) * per_example,  # an upper bound
                "max_new_tokens": max_new, "max_length": max_length, "truncation": settings.truncation,
                "mode": "chat" if ds.task.chat else "completion", "template": ds.template_source,
                "template_sha256": ds.template_hash}

@@ -63,15 +63,11 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
     return record
 
 
-def _skipped(prompt: Prompt) -> Generation:
-    return Generation("", 0, "skipped")
-
-
 def _generate(model: BaseLLM, prompts: list[Prompt], max_new: int, stop: tuple[str, ...]) -> list[Generation]:
     """The model's outputs for the prompts that are run; a skipped prompt gets an empty "skipped" output."""
     run = [p for p in prompts if not p.skipped]
     outputs = iter(model.generate(run, max_new, stop) if run else [])
-    return [_skipped(p) if p.skipped else next(outputs) for p in prompts]
+    return [Generation("", 0, "skipped") if p.skipped else next(outputs) for p in prompts]
 
 
 _LATER_OPTIONS = {"think_tags": ("<think>", "</think>"), "thinking_budget": None, "reasoning": False}

@@ -56,8 +56,8 @@ DEFAULT_TEMPLATES = {
                                   "Reason step by step before you decide.",
     ("longbench_v2", "*", "cot_answer"): "Read the document, then answer the multiple-choice question about it."
                                          "\n\n<document>\n{context}\n</document>" + _V2_ANSWER +
-                                         "Your reasoning so far:\n{cot}\n\nBased on it, " + _V2_FORMAT[0].lower() +
-                                         _V2_FORMAT[1:],
+                                         "Your reasoning so far:\n{cot}\n\nBased on it, reply with one line of the form "
+                                         '"The correct answer is (X)", X being A, B, C or D.',
 }
 _V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot_cot_ans.txt"}
 _V2_MARKERS = {"$DOC$": "{context}", "$Q$": "{question}", "$C_A$": "{choice_A}", "$C_B$": "{choice_B}",

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from Eval.extract import strip_think
+
 
 @dataclasses.dataclass(frozen=True)
 class AdapterOptions:
@@ -294,7 +296,9 @@ class BaseLLM:
         for marker in self.options.cut_at:
             text = text.split(marker, 1)[0]
         if self.options.strip_think:  # an unclosed block stays raw: scoring then finds no answer in it
-            answer = strip_thinking(text, self.options.think_tags, opened_in_prompt)
+            # the scoring step itself (Eval/extract.py), told the adapter's tags and whether the prompt opened a block
+            answer = strip_think(text, {"thinking": {"tags": list(self.options.think_tags),
+                                                     "opened_in_prompt": opened_in_prompt}})
             text = text if answer is None else answer
         return text
 
@@ -370,19 +374,6 @@ def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | 
         answer = len(text) - len(text[answer_from:].lstrip())  # a match must reach past the leading whitespace
         positions = [p for p in (text.find(s, max(answer_from, answer - len(s) + 1)) for s in stop if s) if p >= 0]
     return (text[:min(positions)], True) if positions else (text, False)
-
-
-def strip_thinking(text: str, think_tags: tuple[str, str], opened_in_prompt: bool) -> str | None:
-    """The text after the last closing tag; None for an unclosed block (no answer was written); the text itself
-    when it has neither tag. Scoring's strip_think step (Eval/extract.py) reads outputs the same way.
-
-    >>> strip_thinking("<think>2+2 is 4</think>\\n4", ("<think>", "</think>"), False)
-    '\\n4'
-    """
-    open_tag, close_tag = think_tags
-    if close_tag in text:
-        return text.rsplit(close_tag, 1)[1]
-    return None if opened_in_prompt or open_tag in text else text
 
 
 def thinking_record(text: str, think_tags: tuple[str, str], opened_in_prompt: bool,

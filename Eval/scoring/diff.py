@@ -30,7 +30,7 @@ from pathlib import Path
 from Eval.extract import run_extraction
 from Eval.records import RecordError, read_records
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
-from Eval.scoring.scorer import percent, score_dataset
+from Eval.scoring.scorer import percent, score_dataset, score_text
 from Eval.storage import StorageError, commit_files, json_bytes
 
 BUCKETS = ("one side failed", "prompt differs", "same answer", "output differs", "extraction differs", "data differs")
@@ -174,9 +174,6 @@ def build_diff(dir_a: Path, dir_b: Path, resolve_task, list_files, only: set[str
     return {"a": dir_a.resolve().name, "b": dir_b.resolve().name, "datasets": datasets}
 
 
-def _fmt(value) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
 
 def diff_table(doc: dict) -> list[str]:
     """The printed report: one row per dataset and metric, then each dataset's buckets and first regressions."""
@@ -185,8 +182,8 @@ def diff_table(doc: dict) -> list[str]:
         for metric, m in d["metrics"].items():
             ci = "-" if m["ci95"] is None else f"[{m['ci95'][0]:.2f}, {m['ci95'][1]:.2f}]"
             p = "-" if m["mcnemar"] is None else f"{m['mcnemar']['p']:.4g}"
-            rows.append((name, metric, str(d["scored_pairs"]), _fmt(m["mean_a"]), _fmt(m["mean_b"]),
-                         _fmt(m["diff"]), ci, p))
+            rows.append((name, metric, str(d["scored_pairs"]), score_text(m["mean_a"]), score_text(m["mean_b"]),
+                         score_text(m["diff"]), ci, p))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

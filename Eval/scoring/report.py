@@ -39,6 +39,7 @@ from pathlib import Path
 from Eval.scoring.robustness import robustness_lines, robustness_tables
 from Eval.names import name_problem
 from Eval.scoring.provenance import file_sha256
+from Eval.scoring.scorer import score_text
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
 
 RESULT_FILES = ("result.json", "result_detail.json")
@@ -130,9 +131,6 @@ def headline_scores(details: dict[str, dict]) -> dict[str, float | None]:
     return {name: d["metrics"][d["headline_metric"]]["score"] for name, d in details.items()}
 
 
-def _cell(value) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
 
 def ci_text(metric: dict) -> str:
     """A metric's 95% interval as the tables show it, "[46.36, 57.59]"; "-" when it has none (no values, or a
@@ -186,7 +184,7 @@ def dataset_table(results: list[dict]) -> str:
     rows = [("dataset", "metric", "score", "ci95", "n", "dup", "unparsed", "failed", "zeroed", "no_refs", "data")]
     for r in results:
         for name, m in r["metrics"].items():
-            rows.append((r["dataset"], name, _cell(m["score"]), ci_text(m), n_text(r), str(r["duplicates"]),
+            rows.append((r["dataset"], name, score_text(m["score"]), ci_text(m), n_text(r), str(r["duplicates"]),
                          str(r["extraction"]["failed"]), str(r["failed_records"]),
                          str(sum(m["zeroed_by_exception"].values())), str(r["no_references"]),
                          r.get("data_check", {}).get("status", "unchecked")))
@@ -246,8 +244,8 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
             same = e.get("examples_sha256") == reference[d]
             marked |= not same
             score = e["metrics"][e["headline_metric"]]["score"]
-            row.append(f"{_cell(score)} (n={n_text(e)})" + ("" if same else " †"))
-            tidy.append([model, d, e["headline_metric"], _cell(score), e["n"], "yes" if same else "no"])
+            row.append(f"{score_text(score)} (n={n_text(e)})" + ("" if same else " †"))
+            tidy.append([model, d, e["headline_metric"], score_text(score), e["n"], "yes" if same else "no"])
             ci_row.append(ci_text(e["metrics"][e["headline_metric"]]))
         rows.append(row)
         intervals.append(ci_row)

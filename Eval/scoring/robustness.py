@@ -15,7 +15,7 @@ Usage:
 """
 from __future__ import annotations
 
-from Eval.scoring.scorer import score_dataset
+from Eval.scoring.scorer import score_dataset, score_text
 from Eval.tasks import Task
 
 
@@ -126,10 +126,7 @@ def robustness_tables(by_model: dict[str, dict[str, dict]]) -> list[str]:
                   "| model | original | " + " | ".join(labels) + " | worst case | right -> wrong |",
                   "|---" * (len(labels) + 4) + "|"]
         for row in table["rows"]:
-            lines.append(f"| {row['model']} | {_cell(row['original'])} | " + " | ".join(map(_cell, row["scores"])) +
-                         f" | {_cell(row['worst_case'])} | {row['right_to_wrong']} of {row['right_originals']} |")
+            lines.append(f"| {row['model']} | {score_text(row['original'])} | " + " | ".join(map(score_text, row["scores"])) +
+                         f" | {score_text(row['worst_case'])} | {row['right_to_wrong']} of {row['right_originals']} |")
     return lines
 
-
-def _cell(value) -> str:
-    return "-" if value is None else f"{value:.2f}"

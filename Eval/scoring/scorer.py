@@ -32,6 +32,11 @@ from Eval.tasks import Task
 LENGTH_BUCKETS = ((4000, "0-4k"), (8000, "4-8k"), (float("inf"), "8k+"))
 
 
+def score_text(value: float | None) -> str:
+    """A score as every table prints it: two decimals, "-" for none."""
+    return "-" if value is None else f"{value:.2f}"
+
+
 def percent(values: list[float]) -> tuple[float | None, float | None]:
     """(round(100 * mean, 2), unrounded 100 * mean) as LongBench's scorer() computes them; (None, None) for no
     values. The loop is LongBench's `total_score += score`: builtin sum() is compensated since Python 3.12 and

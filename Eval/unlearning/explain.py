@@ -19,11 +19,8 @@ import math
 from pathlib import Path
 
 from Eval.records import RecordError
-from Eval.unlearning import files
+from Eval.unlearning import aggregate, files
 from Eval.unlearning.suites import SUITES, Suite
-
-EPS = 1e-10  # as Eval/unlearning/aggregate.py: the reference's guard against dividing by 0
-
 
 def _sample(log: dict, metric: str, index: str) -> dict:
     entry = log.get(metric)
@@ -42,22 +39,23 @@ def _mean(values) -> float:
 
 
 def _truth_ratio(log: dict, inputs: dict, aggregator: str, index: str) -> dict:
-    c_loss = _mean(_sample(log, inputs["correct"], index)["avg_loss"])
+    c_loss = _sample(log, inputs["correct"], index)["avg_loss"]
     w_losses = _sample(log, inputs["wrong"], index)["avg_loss"]
-    p_c, p_w = math.exp(-c_loss), math.exp(-_mean(w_losses))
-    tr = p_w / (p_c + EPS)
+    # the handler's own arithmetic (Eval/unlearning/aggregate.py), on this one sample
+    tr = float(aggregate.truth_ratios([c_loss], [w_losses])[0])
+    p_c, p_w = math.exp(-_mean(c_loss)), math.exp(-_mean(w_losses))
     out = {"correct_avg_loss": c_loss, "wrong_avg_losses": w_losses, "p_correct": p_c, "p_wrong": p_w, "TR": tr}
-    text = (f"P(correct) = exp(-{c_loss:.4f}) = {p_c:.4g} ({inputs['correct']}); P(wrong) = exp(-mean of "
+    text = (f"P(correct) = exp(-{_mean(c_loss):.4f}) = {p_c:.4g} ({inputs['correct']}); P(wrong) = exp(-mean of "
             f"{len(w_losses) if isinstance(w_losses, list) else 1} losses {_mean(w_losses):.4f}) = {p_w:.4g} "
             f"({inputs['wrong']}); TR = P(wrong) / P(correct) = {tr:.4g}")
     if aggregator == "closer_to_1_better":
-        out["term"] = min(tr, 1 / (tr + EPS))
+        out["term"] = aggregate.closer_to_1_better([tr])
         text += f"; the forget aggregate averages min(TR, 1/TR) = {out['term']:.4g} (1: cannot tell true from false)"
     elif aggregator == "true_better":
-        out["term"] = max(0.0, 1 - tr)
+        out["term"] = aggregate.true_better([tr])
         text += f"; the aggregate averages max(0, 1 - TR) = {out['term']:.4g} (high: the true answer is preferred)"
     else:
-        out["term"] = p_c / (p_c + p_w + EPS)
+        out["term"] = float(aggregate.prob_mean_scores([c_loss], [w_losses])[0])
         text += f"; prob_mean scores p_c / (p_c + p_w) = {out['term']:.4g}"
     return {**out, "text": text}
 
@@ -66,7 +64,7 @@ def _normalised(log: dict, inputs: dict, index: str) -> dict:
     p_c = _sample(log, inputs["correct"], index)["prob"]
     p_w = _sample(log, inputs["wrong"], index)["prob"]
     p_w = p_w if isinstance(p_w, list) else [p_w]
-    value = p_c / (p_c + sum(p_w) + EPS)
+    value = float(aggregate.normalised_probs([p_c], [p_w])[0])
     return {"p_correct": p_c, "p_wrong": p_w, "prob": value,
             "text": f"p_c / (p_c + sum of {len(p_w)} wrong options) = {p_c:.4g} / ({p_c:.4g} + {sum(p_w):.4g}) = "
                     f"{value:.4g}"}
