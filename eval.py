@@ -14,9 +14,11 @@ Usage:
     python eval.py --explain-unlearning TOFU_EVAL.json forget_truth_ratio:0   # a TOFU / MUSE per-sample value
     python eval.py --model M --worst N   # score, then print each dataset's N lowest-scored examples, explained
     python eval.py --report html         # PRED_ROOT/report.html from the files already there; scores nothing
+    python eval.py --model M --price prices.json   # + the cost of each dataset's tokens (Eval/pricing.py)
 
 Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json and
-DIR/per_example/<dataset>.scores.jsonl, all or nothing; see Eval/scoring/report.py. Scoring a subset (--datasets) keeps
+DIR/per_example/<dataset>.scores.jsonl, DIR/result_usage.json (tokens, seconds and cost per dataset and in total,
+from the records), all or nothing; see Eval/scoring/report.py. Scoring a subset (--datasets) keeps
 the other datasets' results while their prediction files are unchanged. Each file is checked against its run
 sidecar (Eval/scoring/provenance.py): a partial file, one edited after inference, or one whose dataset has changed since
 is reported. Bad input (unknown dataset, malformed line, ...) prints every problem found with its file and line,
@@ -34,11 +36,12 @@ from pathlib import Path
 from Eval.args import HelpFormatter, name_list, positive_float, positive_int, run_main
 from Eval.scoring.judge_commands import add_judge_args
 from Eval.names import check_name, name_problem
+from Eval.pricing import PriceError, price_for, usage_of
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records, sidecar_path
 from Eval.scoring.breakdowns import get_breakdown
 from Eval.scoring.report import (RESULT_FILES, commit_folder, dataset_table, example_set, folder_outputs,
-                                 result_lines, write_models_table)
+                                 result_lines, usage_table, write_models_table)
 from Eval.scoring.robustness import score_with_perturbations
 from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
@@ -57,6 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
                    help="score 0 (and count, with the reason) a sample whose metric takes longer (default: no limit)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("--price", type=Path, default=None, metavar="PATH",
+                   help='JSON of US dollars per million tokens by model folder name, {"MODEL": {"input": 0.15, '
+                        '"output": 0.6}, "*": {...}}: adds each dataset\'s cost (default: no cost)')
     p.add_argument("--explain", default=None, metavar="DATASET:ID",
                    help="print why one example scored what it did, in words (ID: the record's id, or #LINE); scores "
                         "the dataset's file in memory and writes nothing (default: off)")
@@ -103,6 +109,8 @@ def _check_combinations(p: argparse.ArgumentParser, args: argparse.Namespace) ->
                         or args.datasets):
         p.error("--report html reads what is already under --pred-root; it takes no other mode, --pred-dir, "
                 "--model or --datasets")
+    if args.price and (other_mode or args.explain or args.report or args.explain_unlearning):
+        p.error("--price goes with plain scoring (the cost of each prediction file's tokens)")
     if (args.compare or args.judge_mode != "text") and not args.judge:
         p.error("--compare and --judge-mode need --judge MODEL")
     if args.unlearning and (args.pred_dir is None or args.datasets):
@@ -208,15 +216,17 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
     return loaded
 
 
-def score_folders(loaded: dict[Path, list[tuple]], only, time_limit) -> tuple[dict, list[str]]:
-    """Every folder scored and its outputs built in memory; nothing is written here."""
+def score_folders(loaded: dict[Path, list[tuple]], only, time_limit, prices: dict) -> tuple[dict, list[str]]:
+    """Every folder scored and its outputs built in memory; nothing is written here. `prices`: folder -> the
+    --price entry that applies (or None)."""
     outputs, problems = {}, []
     for pred_dir, items in loaded.items():
         start = time.perf_counter()
-        results = [{**score_with_perturbations(task, records, time_limit), "data_check": sources["data_check"]}
-                   for task, records, sources in items]
+        results = [{**score_with_perturbations(task, records, time_limit), "data_check": sources["data_check"],
+                    "usage": usage_of(records)} for task, records, sources in items]
         try:
-            built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items}, full_run=only is None)
+            built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items}, full_run=only is None,
+                                   price=prices.get(pred_dir))
         except (UnicodeEncodeError, ValueError) as err:
             problems.append(f"{pred_dir}: results cannot be written as JSON: {err}")
             continue
@@ -231,6 +241,7 @@ def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, qu
         return
     print(f"\n{pred_dir}  ({seconds:.2f} s) -> {pred_dir / 'result.json'}")
     print(dataset_table(results))
+    print(f"\n{usage_table([built.details[r['dataset']] for r in results])}")
     for r in results:
         if r["duplicates"]:
             print(f"warning: {r['dataset']}: {r['duplicates']} lines repeat an earlier example "
@@ -275,8 +286,13 @@ def main(argv=None) -> int:
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    try:  # the price of every folder (its model's entry, or "*"), before anything is scored or written
+        prices = {d: price_for(args.price, d.name) if args.price else None for d in pred_dirs}
+    except PriceError as err:
+        print(f"error: --price: {err}", file=sys.stderr)
+        return 2
     loaded = {d: load_folder(d, only, problems, notes) for d in pred_dirs}
-    outputs, more = score_folders(loaded, only, args.sample_time_limit) if not problems else ({}, [])
+    outputs, more = score_folders(loaded, only, args.sample_time_limit, prices) if not problems else ({}, [])
     problems += more
     if problems:  # validate and compute everything before writing anything
         print("error: nothing was written; fix these first:", *problems, sep="\n  ", file=sys.stderr)

@@ -5,6 +5,7 @@ Usage:
     python inference.py --model /path/to/Qwen2.5-7B-Instruct --datasets multifieldqa_zh,trec --batch-size 4
     python inference.py --datasets my_data --validate    # check data and template, load no model
     python inference.py --dry-run --max-length 2048      # render every prompt (tokenizer only): truncation, cost
+    python inference.py --max-total-tokens 200000 --price prices.json   # stop cleanly at a token budget; cost
     python inference.py --model internlm2 --cut-at '<eoa>' --system-prompt 'You are a helpful assistant.'
     python inference.py --unlearning tofu --model Eval/models/demo/unlearn-target   # TOFU / MUSE score records
 
@@ -12,6 +13,9 @@ Writes pred/<model-name>/<dataset>.jsonl (the record format of Eval/records.py) 
 resolved configuration, package versions, the model's identity and chat template hash). Runs resume by default:
 finished examples are skipped and failed ones redone; --overwrite starts afresh. Then score with eval.py.
 --dry-run writes only <dataset>.prompts.jsonl and dry_run.json there (Eval/inference/dry_run.py).
+Each dataset line and the final line count prompt, generated and cut tokens, seconds and generated tokens/s, and
+the cost with --price (Eval/pricing.py). --max-total-tokens stops before a batch that could overshoot the budget:
+what was saved stays, a rerun resumes, and the exit code is 3.
 """
 import os
 
@@ -30,7 +34,9 @@ from Eval.records import RecordError, sidecar_path  # noqa: E402
 from Eval.inference.templates import load_maxlen_config, load_prompt_config, template_fields  # noqa: E402
 from Eval.models.base import TRUNCATION_POLICIES  # noqa: E402
 from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
-from Eval.inference.predict import RunSettings, run_dataset  # noqa: E402
+from Eval.inference.predict import RunSettings, examples_done, run_dataset  # noqa: E402
+from Eval.inference.run_loop import TokenBudget  # noqa: E402
+from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text  # noqa: E402
 from Eval.inference.dry_run import dry_run  # noqa: E402
 from Eval.inference.perturb import with_perturbations  # noqa: E402
 from Eval.inference.predictions import PredictionFile, merge_predictions, record_output  # noqa: E402
@@ -71,6 +77,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--limit", type=positive_int, default=None,
                    help="only the first N examples of each dataset (default: all)")
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
+    p.add_argument("--max-total-tokens", type=positive_int, default=None, metavar="N",
+                   help="prompt + generated tokens this run may spend over all datasets (--cot: both passes); it "
+                        "stops before a batch that could go over, exit code 3, and a rerun resumes (default: no "
+                        "budget)")
+    p.add_argument("--price", type=Path, default=None, metavar="PATH",
+                   help='JSON of US dollars per million tokens by model name, {"MODEL": {"input": 0.15, "output": '
+                        '0.6}, "*": {...}}: adds the cost (the dry run: its estimate) (default: no cost)')
     p.add_argument("--validate", action="store_true", help="check datasets and templates, load no model")
     p.add_argument("--dry-run", action="store_true",
                    help="load only the tokenizer and render every prompt as the run would: writes "
@@ -134,7 +147,7 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
 
 
 TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "changed_redone", "failed_redone",
-          "removed")
+          "removed", "prompt_tokens", "gen_tokens", "truncated_tokens")
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
@@ -144,11 +157,15 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
                            args.limit, args.overwrite and not shards.torchrun, shards.num_shards, shards.shard_id,
                            merge=not shards.torchrun, truncation=args.truncation)
     start, totals = time.perf_counter(), dict.fromkeys(TOTALS, 0)
+    budget = TokenBudget(args.max_total_tokens) if args.max_total_tokens else None
     try:  # every dataset's token budget, before any dataset runs
         for ds in datasets:
             for max_new in (args.max_new_tokens or ds.task.max_new_tokens, ds.cot and ds.task.cot_max_new_tokens):
                 if max_new:
                     model.check_budget(ds.task.chat, max_new, args.max_length or model.context_window())
+            if budget and ds.cot and not (args.max_length or model.context_window()):
+                raise ValueError("--max-total-tokens with --cot needs a known context window to bound the answer "
+                                 "pass; pass --max-length")
     except ValueError as err:
         print(f"error: {ds.name}: {err}", file=sys.stderr)
         return None
@@ -158,18 +175,35 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
                 if shards.is_first:
                     PredictionFile(out_dir / f"{ds.name}.jsonl", overwrite=True)
                 barrier(shards)
-            summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append)
+            summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append, budget=budget)
             barrier(shards)
             if shards.torchrun and shards.is_first:
                 merge_only([ds], out_dir, args.limit)
         except (ValueError, RecordError) as err:  # StorageError (another process writes the file) included
             print(f"error: {err}", file=sys.stderr)
             return None
-        print(f"{ds.name}: {_describe_run(summary)}")
-        for key in totals:
-            totals[key] += summary[key]
+        print(f"{ds.name}: {_describe_run(summary)}; {usage_text(summary, _cost(args, summary))}")
+        add_counts(totals, {key: summary[key] for key in (*TOTALS, "server_usage") if key in summary})
+        if budget and budget.stopped:  # the datasets after this one are not started
+            break
     finish(shards)
-    return {**totals, "seconds": time.perf_counter() - start}
+    seconds = time.perf_counter() - start
+    totals.update(seconds=seconds, tokens_per_s=tokens_per_s(totals["gen_tokens"], seconds))
+    return {**totals, "budget": budget}
+
+
+def _cost(args, usage: dict) -> float | None:
+    """The dollars `usage` cost at the --price entry (None without --price)."""
+    return args.price_entry.cost(usage["prompt_tokens"], usage["gen_tokens"]) if args.price_entry else None
+
+
+def _stopped(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
+    """The --max-total-tokens stop: what was spent and how far the datasets got; exit code 3."""
+    done, required = map(sum, zip(*(examples_done(ds, out_dir, args.limit) for ds in datasets)))
+    nothing = " (nothing generated: the first batch alone could exceed it)" if budget.spent == 0 else ""
+    print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, {done} of "
+          f"{required} examples done; rerun (with a larger budget) to continue", file=sys.stderr)
+    return 3
 
 
 def _describe_run(summary: dict) -> str:
@@ -186,6 +220,8 @@ def _describe_run(summary: dict) -> str:
         parts.append(f"{summary['skipped']} skipped (the prompt does not fit; --truncation skip)")
     if summary["failed"]:
         parts.append(f"{summary['failed']} FAILED now (rerun to retry)")
+    if summary.get("stopped"):
+        parts.append(f"stopped at the token budget ({summary['examples']} generated)")
     return ", ".join(parts)
 
 
@@ -197,6 +233,11 @@ def prepare(args):
         out_dir = output_folder(args.out_dir, args.model_name, args.model)
     except (FileNotFoundError, RecordError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:  # before any model loads or file is written
+        args.price_entry = price_for(args.price, out_dir.name) if args.price else None
+    except PriceError as err:
+        print(f"error: --price: {err}", file=sys.stderr)
         return 2
     for ds in datasets:
         for note in ds.notes:
@@ -211,8 +252,9 @@ def prepare(args):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.unlearning and args.dry_run:
-        print("error: --dry-run renders prediction prompts; it does not cover --unlearning", file=sys.stderr)
+    if args.unlearning and (args.dry_run or args.max_total_tokens or args.price):
+        print("error: --dry-run, --max-total-tokens and --price cover prediction runs, not --unlearning",
+              file=sys.stderr)
         return 2
     if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning/inference.py)
         return run_unlearning(args, lambda path, **over: from_args(args, model=path, **over), DEFAULT_MODEL)
@@ -230,6 +272,8 @@ def main(argv=None) -> int:
         shards = resolve_shards(args.num_shards, args.shard_id)
         if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
             raise ValueError("--overwrite with independent shards would race; remove the output folder instead")
+        if args.max_total_tokens and shards.torchrun:  # one rank stopping alone would leave the others waiting
+            raise ValueError("--max-total-tokens counts one process's tokens; it does not go with torchrun")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -252,7 +296,7 @@ def dry_run_only(args, datasets: list, out_dir: Path) -> int:
     try:
         return dry_run(model, datasets, out_dir, RunSettings(max_length=args.max_length,
                                                              max_new_tokens=args.max_new_tokens, limit=args.limit,
-                                                             truncation=args.truncation))
+                                                             truncation=args.truncation), args.price_entry)
     finally:
         getattr(model, "close", lambda: None)()  # the api adapter's connection pool
 
@@ -268,13 +312,15 @@ def generate_everything(args, datasets: list, shards, out_dir: Path, saved: list
     totals = run_all(model, datasets, args, shards, out_dir, saved)
     if totals is None:
         return 2
-    name = out_dir.name
-    print(f"done: {totals['examples']} examples generated ({totals['new']} new, {totals['changed_redone']} changed, "
+    name, stopped = out_dir.name, totals["budget"] and totals["budget"].stopped
+    print(f"{'so far' if stopped else 'done'}: {totals['examples']} examples generated ({totals['new']} new, {totals['changed_redone']} changed, "
           f"{totals['failed_redone']} failed before; {totals['skipped_done']} already done, {totals['removed']} "
           f"removed), {totals['truncated']} truncated, "
-          + (f"{totals['skipped']} skipped (do not fit), " if totals["skipped"] else "") + f"{totals['failed']} failed, {totals['seconds']:.1f} s "
-          f"-> {out_dir}; score with: python eval.py --model {name}"
+          + (f"{totals['skipped']} skipped (do not fit), " if totals["skipped"] else "") + f"{totals['failed']} failed; "
+          f"{usage_text(totals, _cost(args, totals))} -> {out_dir}; score with: python eval.py --model {name}"
           + ("" if args.out_dir == Path("pred") else f" --pred-root {args.out_dir}"))
+    if stopped:
+        return _stopped(args, datasets, out_dir, totals["budget"])
     return 0 if totals["failed"] == 0 else 1
 
 

@@ -43,6 +43,8 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "latency_s": ((int, float, type(None)), False, "wall time of the batch that produced this record, "
                                                    "divided by its size"),
     "batch_size": ((int, type(None)), False, "batch size actually used (after any OOM halving)"),
+    "server_usage": ((dict, type(None)), False, "the API server's own token counts for this record "
+                                                "(prompt_tokens, completion_tokens, ...), when it sent any"),
     "logprobs": ((dict, list, type(None)), False, "saved log-probability data for probability metrics"),
     "index": ((int, type(None)), False, "row position in a TOFU / MUSE split (open-unlearning's value_by_index)"),
     "gradnorm": ((dict, type(None)), False, "GradNorm MIA score per answer key, computed at inference"),

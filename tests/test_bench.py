@@ -1,4 +1,5 @@
-"""Every benchmark in bench/ still runs: each bench/*.py (found by a glob, so a new one is covered as it lands) runs
+"""Every benchmark in bench/ still runs: each bench/bench_*.py (found by a glob, so a new one is covered as it lands; other
+files there are their helpers, such as scale_model.py, which bench_scale.py's quick run uses) runs
 with --quick, the same code path on a tiny input, in its own process. It must exit 0, print at least one ratio
 (a number followed by "x": speed, tokens, throughput against the baseline it measured in the same run) and no
 traceback. The figures themselves are not asserted: they are timings on a shared machine."""
@@ -11,7 +12,7 @@ import pytest
 
 from conftest import ROOT, needs_shared
 
-BENCHMARKS = sorted((ROOT / "bench").glob("*.py"))
+BENCHMARKS = sorted((ROOT / "bench").glob("bench_*.py"))
 # A benchmark that cannot run without the published reference data declares `NEEDS_SHARED = True`.
 CASES = [pytest.param(path, id=path.stem, marks=[needs_shared] if re.search(
     r"^NEEDS_SHARED = True", path.read_text(encoding="utf-8"), re.M) else []) for path in BENCHMARKS]
@@ -19,7 +20,8 @@ RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?x\b")  # "3.33x", "50.9x", "2x"; not
 
 
 def test_the_glob_finds_the_benchmarks():
-    assert {"bench_api.py", "bench_eval.py", "bench_inference.py", "bench_rouge.py", "bench_unlearning.py"} \
+    assert {"bench_api.py", "bench_eval.py", "bench_inference.py", "bench_rouge.py", "bench_scale.py",
+            "bench_unlearning.py"} \
         <= {path.name for path in BENCHMARKS}
 
 

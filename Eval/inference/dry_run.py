@@ -9,7 +9,8 @@ Prompts come from the run's own functions (Eval/inference/predict.py: generation
 dataset_prompts), so they cannot drift from what the model would see. Writes OUT/<model>/<dataset>.prompts.jsonl
 (one object per example: id, prompt, prompt_tokens, truncated_tokens, max_new_tokens; user_text, the filled
 template inside the chat template, for chat tasks; skipped under --truncation skip) and OUT/<model>/dry_run.json
-(the summary per dataset and in total), and nothing else: no prediction file, no run sidecar, so a finished or
+(the summary per dataset and in total; with --price, `estimated_cost_usd`: prompt tokens exact, generated tokens
+at their upper bound, so the most the run can cost, and the price entry used), and nothing else: no prediction file, no run sidecar, so a finished or
 half-done run beside it is untouched and resumes as before. eval.py never scores these files
 (Eval/records.py is_dry_run_output).
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from Eval.inference.datasets import Dataset
 from Eval.inference.predict import RunSettings, dataset_prompts, first_pass, generation_budget, required_examples
 from Eval.models.base import BaseLLM
+from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 
@@ -56,7 +58,8 @@ def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[
     return rows, summary
 
 
-def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: RunSettings) -> int:
+def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: RunSettings,
+            price: Price | None = None) -> int:
     """Render every dataset, then write the files (nothing is written when one dataset is refused). Exit code."""
     rendered = {}
     for ds in datasets:
@@ -74,20 +77,36 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
     summaries = {}
     for name, (path, rows, summary) in rendered.items():
         write_jsonl_atomic(path, rows)
-        summaries[name] = summary
-        print(f"{name}: {describe(summary)} -> {path}")
+        summaries[name] = _estimate(summary, price)
+        print(f"{name}: {describe(summaries[name])} -> {path}")
     total = {k: sum(s[k] for s in summaries.values()) for k in FIGURES if k != "max_prompt_tokens"}
     total["max_prompt_tokens"] = max((s["max_prompt_tokens"] for s in summaries.values()), default=0)
+    total = _estimate(total, price)
     settings_used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit", "truncation")}
     write_json_atomic(out_dir / SUMMARY_FILE, {"model": model.identity(), "settings": settings_used,
-                                              "datasets": summaries, "total": total})
+                                              "datasets": summaries, "total": total,
+                                              **({"price": price.describe()} if price else {})})
     print(f"dry run: {describe(total)}; no model loaded, no prediction written -> {out_dir / SUMMARY_FILE}")
+    if price:
+        print(f"estimated cost: at most {cost_text(total['estimated_cost_usd'])} at price entry {price.entry!r} "
+              f"(${price.input:g} / ${price.output:g} per million input / output tokens): prompt tokens exact, "
+              "generated tokens at their upper bound" + ("; --cot: the answer pass's prompts are not in it (they "
+              "quote reasoning not generated yet)" if any("rendered" in s for s in summaries.values()) else ""))
     return 0
 
 
+def _estimate(summary: dict, price: Price | None) -> dict:
+    """The summary with the most it can cost at `price`: exact prompt tokens, generated tokens at their bound."""
+    if price is None:
+        return summary
+    return {**summary, "estimated_cost_usd": price.cost(summary["prompt_tokens"], summary["max_gen_tokens"])}
+
+
 def describe(summary: dict) -> str:
-    """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens'."""
+    """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens' (with a price: ', at
+    most $0.0001')."""
     skipped = f", {summary['skipped']} skipped (do not fit)" if summary["skipped"] else ""
+    cost = f", at most {cost_text(summary['estimated_cost_usd'])}" if "estimated_cost_usd" in summary else ""
     return (f"{summary['examples']} examples, {summary['prompt_tokens']} prompt tokens (max "
             f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated{skipped}, at most "
-            f"{summary['max_gen_tokens']} generated tokens")
+            f"{summary['max_gen_tokens']} generated tokens{cost}")

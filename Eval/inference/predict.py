@@ -11,6 +11,11 @@ Two things change what a record is: --truncation skip (a prompt that does not fi
 `skipped` with the reason, pred "", and eval.py counts it out of n) and --cot on a task with a chain-of-thought
 mode (LongBench v2's two passes: the reasoning prompt first, then the answer prompt that quotes the reasoning;
 `pred` is the answer pass, `cot` the reasoning, and the file is NAME_cot.jsonl).
+
+Accounting (Eval/pricing.py): the summary counts prompt, generated and cut tokens of this invocation (both --cot
+passes) and the API server's own counts when it sent them (each record's `server_usage`). With a TokenBudget
+(--max-total-tokens) a batch's bound is exact for prompts and the most it can generate for outputs: rows x max
+new tokens, and under --cot each row's answer pass at most the whole window (prompt + answer <= max length).
 """
 from __future__ import annotations
 
@@ -23,8 +28,10 @@ from typing import Callable
 
 from Eval.inference.dataset_forms import question_text
 from Eval.inference.datasets import Dataset, Example
-from Eval.inference.run_loop import Job, run_job
+from Eval.inference.predictions import best_records
+from Eval.inference.run_loop import Job, TokenBudget, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
+from Eval.pricing import batch_counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +65,8 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
         record["skipped"] = prompt.skipped
     if out.thinking:
         record["thinking"] = out.thinking
+    if out.server_usage:
+        record["server_usage"] = out.server_usage
     if out.error:
         record["error"] = out.error
     return record
@@ -89,14 +98,36 @@ def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_to
 
 
 def _count(records: list[dict]) -> dict:
-    return {"gen_tokens": sum(r["gen_tokens"] + r.get("cot_gen_tokens", 0) for r in records),
+    """A batch's tally: tokens (Eval/pricing.py batch_counts), records cut and records skipped."""
+    return {**batch_counts(records),
             "truncated": sum(1 for r in records if r["truncated_tokens"] or r.get("cot_truncated_tokens")),
             "skipped": sum(1 for r in records if r.get("skipped"))}
+
+
+def token_bound(ds: Dataset, prompts: list[Prompt], first_max: int, max_length: int | None) -> int:
+    """The most tokens these prompts can spend: their own tokens plus first_max generated each; under --cot
+    also the answer pass, whose prompt quotes outputs not made yet, so at most the whole window a row.
+    A skipped prompt is never run and spends nothing."""
+    run = [p for p in prompts if not p.skipped]
+    if ds.cot and max_length is None:
+        raise ValueError(f"{ds.name}: --max-total-tokens with --cot needs a known context window to bound the "
+                         "answer pass; pass --max-length")
+    return sum(p.n_tokens + first_max + (max_length if ds.cot else 0) for p in run)
 
 
 def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[int, int | None]:
     """(max new tokens, max length) for `ds`: the settings' overrides, else the task's and the model's own."""
     return settings.max_new_tokens or ds.task.max_new_tokens, settings.max_length or model.context_window()
+
+
+def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, int]:
+    """(required examples that have a good record made from their current content, required examples) of `ds`
+    in out_dir, over the main file and any shard files; read only."""
+    required = required_examples(ds, limit)
+    saved = best_records(out_dir / f"{ds.name}.jsonl", expected={e.id: e.sha256 for e in ds.examples})
+    good = sum(1 for e in required if saved.get(e.id, {}).get("example_sha256") == e.sha256
+               and saved[e.id].get("error") is None)
+    return good, len(required)
 
 
 def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
@@ -140,7 +171,7 @@ def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list
 
 
 def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSettings,
-                on_saved: Callable[[int], None] | None = None) -> dict:
+                on_saved: Callable[[int], None] | None = None, budget: TokenBudget | None = None) -> dict:
     """Generate every example of `ds` that has no current record; returns the run summary (also in the sidecar)."""
     path = out_dir / f"{ds.name}.jsonl"
     max_new, max_length = generation_budget(model, ds, settings)
@@ -179,5 +210,6 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
                "model": model.identity(), "settings": dataclasses.asdict(settings)}
     fingerprint = _fingerprint(model, ds, max_length, max_new, settings.truncation)
     job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, fingerprint, sidecar, ds.name, settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,
-              tally=_count, on_saved=on_saved)
-    return {"gen_tokens": 0, "truncated": 0, "skipped": 0, **run_job(job, plan, process)}
+              tally=_count, on_saved=on_saved, budget=budget,
+              bound=lambda batch: token_bound(ds, [prompts[i] for i in batch], first_max, max_length))
+    return {**_count([]), "tokens_per_s": None, **run_job(job, plan, process)}

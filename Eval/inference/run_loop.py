@@ -7,10 +7,16 @@ resume, shards), let the caller plan the rest into batches (before anything is w
 writes nothing), write the sidecar, process batch after batch (each appended and flushed as soon as it is done,
 with a progress bar), merge the files in data order, and record the summary in the sidecar.
 
+A `TokenBudget` (inference.py --max-total-tokens) is shared by every job of an invocation: before each batch the
+job asks for the batch's upper bound of tokens (its `bound`); when that does not fit in what is left, the job stops
+there, before the batch runs, so the budget is never exceeded. What was saved stays, unmerged, exactly as an
+interrupted run leaves it (a rerun resumes), and the sidecar's summary says `stopped: "token budget"`.
+
 Usage:
     job = Job(path, expected={id: content_hash, ...}, required=[ids this run must finish], fingerprint={...},
               sidecar={...}, description="custom_en")
     summary = run_job(job, plan=lambda todo: [[id, ...], ...], process=lambda batch: [record, ...])
+    budget = TokenBudget(limit=5000)     # Job(..., budget=budget, bound=lambda batch: most tokens it can spend)
 """
 from __future__ import annotations
 
@@ -20,7 +26,6 @@ import platform
 import signal
 import threading
 import time
-from collections import Counter
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -29,8 +34,23 @@ from typing import Callable
 from tqdm import tqdm
 
 from Eval.inference.predictions import PredictionFile, check_resume, merge_predictions, shard_path
+from Eval.pricing import add_counts, tokens_per_s
 from Eval.records import sidecar_path
 from Eval.storage import OutputLock, write_json_atomic
+
+
+@dataclasses.dataclass
+class TokenBudget:
+    """--max-total-tokens: prompt + generated tokens one invocation may spend, over all its datasets."""
+    limit: int
+    spent: int = 0
+    stopped: bool = False  # a batch did not fit: the invocation stops (later datasets are not started)
+
+    def charge(self, counts: dict) -> None:
+        self.spent += counts.get("prompt_tokens", 0) + counts.get("gen_tokens", 0)
+
+    def describe(self) -> dict:
+        return {"max_total_tokens": self.limit, "spent": self.spent}
 
 
 @dataclasses.dataclass
@@ -47,6 +67,8 @@ class Job:
     merge: bool = True  # merge into the main file when done (torchrun: rank 0 does it after a barrier)
     tally: Callable[[list[dict]], dict] | None = None  # extra counts per batch (tokens, truncations, ...)
     on_saved: Callable[[int], None] | None = None  # told how many records each batch saved
+    budget: TokenBudget | None = None  # charged with the tally's prompt_tokens + gen_tokens of each batch
+    bound: Callable[[list[str]], int] | None = None  # the most tokens a batch can spend (needed with a budget)
 
 
 @contextlib.contextmanager
@@ -94,10 +116,17 @@ def _run_locked(job: Job, plan, process) -> dict:
         write_json_atomic(sidecar_path(job.path), sidecar)
     started = time.perf_counter()
     stats = _process_all(job, out, batches, process)
-    merged = job.merge and merge_predictions(job.path, list(job.expected), job.required, job.expected)
+    stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged, as an interrupted run leaves it
+    merged = job.merge and not stopped and merge_predictions(job.path, list(job.expected), job.required,
+                                                             job.expected)
+    seconds = round(time.perf_counter() - started, 2)
+    if "gen_tokens" in stats:  # a generating job: its speed, generated tokens per second of this invocation
+        stats["tokens_per_s"] = tokens_per_s(stats["gen_tokens"], seconds)
+    if stopped:
+        stats.update(stopped=stopped, token_budget=job.budget.describe())
     summary = {**stats, "skipped_done": status["done"], "new": status["new"], "changed_redone": status["changed"],
                "failed_redone": status["failed"], "removed": merged["dropped"] if merged else 0,
-               "shard": f"{job.shard_id}-of-{job.num_shards}", "seconds": round(time.perf_counter() - started, 2),
+               "shard": f"{job.shard_id}-of-{job.num_shards}", "seconds": seconds,
                "complete": bool(merged), "torn_line_repaired": out.torn_line_repaired}
     sidecar.update(summary=summary, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                    output={"records": merged["records"], "digest": merged["digest"]} if merged else None)
@@ -107,10 +136,15 @@ def _run_locked(job: Job, plan, process) -> dict:
 
 
 def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], process) -> dict:
-    stats = Counter(examples=0, failed=0)
+    # the tally's zeros first, so a rerun with nothing left to do still states what it spent
+    stats: dict = {"examples": 0, "failed": 0, **(job.tally([]) if job.tally else {})}
     started, total = time.perf_counter(), sum(len(b) for b in batches)
     with tqdm(total=total, desc=job.description, unit="ex", disable=not total) as bar:
         for batch in batches:
+            if job.budget is not None and job.budget.spent + job.bound(batch) > job.budget.limit:
+                job.budget.stopped = True  # checked before the batch runs: the budget is never overshot
+                stats["stopped"] = "token budget"
+                break
             records = process(batch)
             for record in records:
                 record["example_sha256"] = job.expected[record["id"]]
@@ -118,8 +152,11 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
                 out.append(records)
                 if job.on_saved:
                     job.on_saved(len(records))
-            stats.update(examples=len(records), failed=sum(1 for r in records if r.get("error")))
-            stats.update(job.tally(records) if job.tally else {})
+            counts = job.tally(records) if job.tally else {}
+            add_counts(stats, {"examples": len(records), "failed": sum(1 for r in records if r.get("error")),
+                               **counts})
+            if job.budget is not None:
+                job.budget.charge(counts)
             bar.update(len(batch))
             bar.set_postfix(ex_s=f"{stats['examples'] / (time.perf_counter() - started):.2f}")
-    return dict(stats)
+    return stats

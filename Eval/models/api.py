@@ -29,7 +29,8 @@ that is not OpenAI-shaped (no choices, a `content` that is neither a string, a l
 text that is not valid Unicode, ...), becomes a Generation with finish_reason "error" and `error` naming what
 was wrong, so the runner writes the record with its error and a rerun redoes exactly those. Chat `content` given
 as content parts is saved as the concatenation of its text parts. `usage` is optional (a non-object counts as
-absent; the local tokenizer then counts the answer).
+absent; the local tokenizer then counts the answer); its finite numeric fields are kept as the record's
+`server_usage`.
 
 Secrets: the API key is read from the environment variable named by `api_key_env` and sent as a Bearer header;
 credentials inside the base URL (`https://KEY@host/v1`, `?api_key=KEY`) are sent as given. Neither is ever
@@ -284,7 +285,8 @@ class APIModel(BaseLLM):
             n_tokens = len(self.tokenize(raw))
         reason = "length" if finish_reason == "length" and not cut else "stop"
         saved, thinking = self.finish_output(text, opened)
-        return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking)
+        server = {k: v for k, v in usage.items() if _is_number(v) and abs(v) < float("inf")} or None  # counts only
+        return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking, server_usage=server)
 
     def _failed(self, error: str, batch_size: int) -> Generation:
         self.stats["failed"] += 1

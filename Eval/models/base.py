@@ -62,6 +62,9 @@ class Generation:
     # Reasoning outputs: {"tags": [open, close], "opened_in_prompt": bool, "closed": bool, "budget_hit": bool}
     # when the output has (or the prompt opened) a thinking block; saved as the record's "thinking" field.
     thinking: dict | None = None
+    # The API server's own token counts for this output (numeric fields of its `usage`), when it sent them;
+    # saved as the record's "server_usage" beside our counts, which stay the ones every backend reports.
+    server_usage: dict | None = None
 
 
 @dataclasses.dataclass

@@ -24,32 +24,42 @@ from transformers.cache_utils import DynamicLayer
 from Eval.models.base import cut_at_stop, thinking_bounds
 
 
+SHORT_PROMPT = 256  # "auto" prefill: batches whose longest prompt is at most this many tokens run padded
+
+
 @torch.inference_mode()
 def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
                   stop_ids: set[int], stops_here: Callable[[int, list[int]], bool],
-                  decode_threads: int | None = None,
-                  forced_next: Callable[[int], list[int]] | None = None) -> list[tuple[list[int], str]]:
+                  decode_threads: Callable[[int], int | None] | int | None = None,
+                  forced_next: Callable[[int], list[int]] | None = None,
+                  prefill: str = "rows") -> list[tuple[list[int], str]]:
     """Greedy continuation of each row. A row ends on a stop id (kept as its last token), when
     `stops_here(row, its new ids)` is true (a stop string), or after `max_new_tokens` tokens. After each token
     of a row that goes on, `forced_next(row)` may give tokens the row takes next instead of its argmax.
 
-    `decode_threads` (CPU): torch threads for the one-token steps. Their matrices are so small that OpenMP
-    synchronisation costs more than a second core gives (measured on 2 cores: 4.4 ms per step for a batch of 8
-    on one thread, 8.7 ms on two), while the prefill's large matrices do gain from every core.
+    `decode_threads` (CPU): torch threads for the one-token steps (None: as they are), or a function of the rows
+    still in the batch giving them, asked again as rows finish (HFModel.decode_threads_for): small steps lose more
+    to OpenMP synchronisation than a second core gives, large ones gain. `prefill`: "rows" (each prompt alone, its cache left-padded into the batch's),
+    "padded" (one masked forward over the padded batch) or "auto" (by prompt length); see _prefill.
     """
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift positions
-    cache, logits = _prefill(model, input_ids, attention_mask, positions)
+    cache, logits = _prefill(model, input_ids, attention_mask, positions, prefill)
     threads = torch.get_num_threads()
-    if decode_threads:
-        torch.set_num_threads(decode_threads)
+    threads_for = decode_threads if callable(decode_threads) else lambda rows: decode_threads
+
+    def use_threads(rows: int) -> None:
+        torch.set_num_threads(threads_for(rows) or threads)
+
     try:
+        use_threads(input_ids.shape[0])
         return _decode(model, cache, logits, attention_mask, positions[:, -1] + 1, max_new_tokens, stop_ids,
-                       stops_here, forced_next)
+                       stops_here, forced_next, use_threads)
     finally:
         torch.set_num_threads(threads)
 
 
-def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids, stops_here, forced_next):
+def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids, stops_here, forced_next,
+            use_threads):
     n = mask.shape[0]
     live = list(range(n))  # original row of each row still in the batch
     generated: list[list[int]] = [[] for _ in range(n)]
@@ -80,6 +90,7 @@ def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids,
             cache.batch_select_indices(index)
             tokens, mask, next_position = tokens[index], mask[index], next_position[index]
             live = [live[k] for k in keep]
+            use_threads(len(live))
         mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
         logits = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
                        past_key_values=cache, use_cache=True).logits[:, -1]
@@ -87,18 +98,22 @@ def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids,
     return list(zip(generated, reasons))
 
 
-def _prefill(model, input_ids, attention_mask, positions) -> tuple[DynamicCache, torch.Tensor]:
+def _prefill(model, input_ids, attention_mask, positions, how: str) -> tuple[DynamicCache, torch.Tensor]:
     """KV cache and last-position logits of the prompts.
 
-    Rows of unequal length are prefilled one by one and their caches stacked with left padding: a padded
-    batch needs an explicit attention mask, which moves attention off the fast causal kernel, and on a CPU
-    the prefill costs the same per token at any batch size. Caches with layers other than plain dynamic
-    ones (sliding windows, ...) take the padded batch instead.
+    "rows": rows of unequal length are prefilled one by one and their caches stacked with left padding, so no
+    padding is computed and each row keeps the unmasked causal kernel: on a CPU, long prompts cost the same per
+    token at any batch size, so this loses nothing there. "padded": one forward over the left-padded batch, what a
+    GPU wants, and what short prompts want on a CPU too (a forward call of a few dozen tokens is bound by reading
+    the weights, not by the tokens). "auto": padded up to SHORT_PROMPT tokens, rows above (bench/bench_scale.py
+    --strategies, 100M model: 1.1k-4.2k-token prompts 45 s by rows vs 66-77 s padded; 33-58-token prompts 11.5 s
+    padded vs 12.4 s by rows). Caches with layers other than plain dynamic ones (sliding windows, ...) always
+    take the padded batch.
     """
     lengths = attention_mask.sum(-1).tolist()
     cache = DynamicCache(config=model.config)
     plain = all(type(layer) is DynamicLayer for layer in cache.layers)
-    if len(set(lengths)) == 1 or not plain:
+    if how == "padded" or how == "auto" and max(lengths) <= SHORT_PROMPT or len(set(lengths)) == 1 or not plain:
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                     past_key_values=cache, use_cache=True, logits_to_keep=1)
         return cache, out.logits[:, -1]

@@ -15,10 +15,7 @@ membership attack, which needs gradients and so cannot be computed from saved ou
 """
 from __future__ import annotations
 
-import hashlib
-import os
 from collections import Counter
-from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
@@ -27,67 +24,17 @@ from transformers.cache_utils import DynamicLayer
 from Eval.models import register_model
 from Eval.models.base import (AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches,
                               prompt_opens_thinking)
+from Eval.models.checkpoint import (checked_checkpoint, checkpoint_identity, checkpoint_options, is_oom, load_weights,
+                                    resolve_device)
 from Eval.models.greedy import StopWatch, greedy_decode
 from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
 from Eval.models.tokenizer_only import TokenizerOnly, load_tokenizer
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
-
-
-def load_weights(auto_class, path: str, dtype: str, device: str, trust_remote_code: bool, allow_pickle: bool,
-                 peft: str | None):
-    """Weights from safetensors (pickle only if allowed), in the dtype asked (auto: float32 on CPU, the
-    checkpoint's own on GPU), with an optional PEFT adapter, on `device`, in eval mode."""
-    torch_dtype = DTYPES[dtype] if dtype in DTYPES else (torch.float32 if device == "cpu" else "auto")
-    model = auto_class.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                       use_safetensors=not allow_pickle)
-    if peft:
-        from peft import PeftModel  # optional dependency, needed only for adapters
-
-        model = PeftModel.from_pretrained(model, peft)
-    return model.to(device).eval()
-
-
-def checkpoint_identity(path: str, model, tokenizer) -> dict:
-    """What identifies a local checkpoint in a run sidecar: path, dtype, type, size, a weights fingerprint
-    (the first shard's size and first MiB, cheap on 100 GB checkpoints) and the chat template's hash."""
-    weights = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else []
-    digest = hashlib.sha256()
-    for w in weights[:1]:
-        digest.update(str(w.stat().st_size).encode())
-        with open(w, "rb") as f:
-            digest.update(f.read(1 << 20))
-    template = tokenizer.chat_template or ""
-    return {"path": os.path.abspath(path) if os.path.exists(path) else path, "dtype": str(model.dtype),
-            "model_type": getattr(model.config, "model_type", None),
-            "num_parameters": sum(p.numel() for p in model.parameters()),
-            "weights_fingerprint": digest.hexdigest()[:16] if weights else None,
-            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None}
-
-
-def checked_checkpoint(path: str) -> str:
-    """`path` when it can be a checkpoint: an existing folder with a config.json, or a hub name like org/model."""
-    if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
-        raise FileNotFoundError(f"model {path!r}: no such folder (and not a hub name like org/model)")
-    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
-        raise FileNotFoundError(f"model folder {path}: no config.json, so not a transformers checkpoint")
-    return path
-
-
-def checkpoint_options(args) -> dict:
-    """The Hugging Face backends' options from parsed arguments (Eval/models/factory.py fills in defaults)."""
-    return {"dtype": args.dtype, "device": args.device, "peft": args.peft, "allow_pickle": args.allow_pickle,
-            "trust_remote_code": args.trust_remote_code, "threads": args.threads}
+# GENERATION STRATEGY, measured with bench/bench_scale.py --strategies and a decode-step grid on 2 CPU cores.
+# Prefill on a CPU: long prompts row by row, short ones as a padded batch (greedy.py _prefill); on a GPU padded.
+# Decode steps use every CPU thread only when a step is big: rows x parameters >= this (100M model: 16 rows 1.1-1.3x
+# faster on 2 threads, 1-8 rows 0.83-1.07x; 1.7M demo model: 0.34-0.86x at any batch).
+PARALLEL_DECODE_WORK = 1.2e9
 
 
 @register_model("hf")
@@ -114,6 +61,9 @@ class HFModel(BaseLLM):
         self.tokenizer = load_tokenizer(path, trust_remote_code)
         self.model = load_weights(AutoModelForCausalLM, path, dtype, self.device, trust_remote_code, allow_pickle, peft)
         self.stop_ids = self._stop_token_ids()
+        self.prefill = "auto" if self.device == "cpu" else "padded"  # see GENERATION STRATEGY above
+        self.decode_threads: int | None = None  # None: decode_threads_for(rows); a number overrides (benchmarks)
+        self.num_parameters = sum(p.numel() for p in self.model.parameters())
         # Work done by token_stats: forward calls, real tokens fed, tokens fed including padding (benchmarks).
         self.forward_counts: Counter = Counter()
 
@@ -142,13 +92,26 @@ class HFModel(BaseLLM):
                 "peft": self.peft, "device": self.device, "stop_token_ids": self.stop_ids}
 
     # --- generation ----------------------------------------------------------------------------------
+    @property
+    def max_pad_fraction(self) -> float:
+        """plan_batches' padding limit for generation: prompts prefilled row by row pay for padding only as masked
+        KV slots in the decode steps, where a fuller batch shares each step's weight reads (bench/bench_scale.py:
+        batches split by a 10% limit made a 100M model decode 2.5x slower); a padded prefill computes it."""
+        return 0.5 if self.prefill == "padded" else 1.0
+
+    def decode_threads_for(self, rows: int) -> int | None:
+        """CPU threads for the one-token steps of a batch of `rows` (None: leave torch's setting, GPU)."""
+        if self.decode_threads or not self.device == "cpu":
+            return self.decode_threads
+        return None if rows * self.num_parameters >= PARALLEL_DECODE_WORK else 1
+
     def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
         """Greedy generation for one batch; on out-of-memory the batch is halved and retried."""
         stop = tuple(stop) + self.options.stop
         try:
             return self._generate_batch(prompts, max_new_tokens, stop)
         except (torch.OutOfMemoryError, RuntimeError) as err:
-            if not _is_oom(err):
+            if not is_oom(err):
                 raise
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
@@ -167,7 +130,7 @@ class HFModel(BaseLLM):
             if stop or budget is not None else None  # else no row can stop on a string or be forced
         decoded = greedy_decode(self.model, batch["input_ids"], batch["attention_mask"], max_new_tokens,
                                 set(self.stop_ids), lambda row, ids: bool(watches) and watches[row](ids),
-                                decode_threads=1 if self.device == "cpu" else None,
+                                decode_threads=self.decode_threads_for, prefill=self.prefill,
                                 forced_next=None if budget is None else lambda row: watches[row].take_forced())
         return [self._finish(ids, reason, stop, len(prompts), o, bool(watches and watches[k].budget_hit))
                 for k, ((ids, reason), o) in enumerate(zip(decoded, opened))]

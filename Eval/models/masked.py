@@ -44,7 +44,8 @@ from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
 from Eval.models.token_stats import position_stats
-from Eval.models.hf import checked_checkpoint, checkpoint_identity, checkpoint_options, load_weights, resolve_device
+from Eval.models.checkpoint import (checked_checkpoint, checkpoint_identity, checkpoint_options, load_weights,
+                                    resolve_device)
 
 
 class Row(NamedTuple):

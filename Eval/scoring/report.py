@@ -10,11 +10,16 @@ eval.py never mistakes its own output for predictions):
                                   metric versions, skipped records (not run, out of n) with their reasons,
                                   reasoning-output counts, the task's breakdown (LongBench v2's table), the
                                   data check against the run sidecar, and what the entry was computed from
-                                  (the prediction file's sha256, the set of examples)
+                                  (the prediction file's sha256, the set of examples), and `usage`: the
+                                  records' examples, prompt / generated / cut tokens (both --cot passes),
+                                  seconds (sum of latency_s), generated tokens/s, the API server's own
+                                  counts when present, and with --price cost_usd and the price entry used
+    DIR/result_usage.json         the same usage per dataset and its total over the folder's datasets
     DIR/per_example/<ds>.scores.jsonl   one line per prediction line: id, scores, extraction, zeroed reason
 and ROOT/results.csv and ROOT/results.md (models x datasets, with the metric and n of every cell, "n=8, 2 skipped"
 when records were not run, and cells scored on another set of examples than the rest of their column marked;
-then the same matrix of 95% intervals, and one compact table per dataset with a breakdown).
+then the same matrix of 95% intervals, one compact table per dataset with a breakdown, and a table of each
+model's tokens, seconds and cost).
 
 Scoring a subset (--datasets) updates those entries and keeps the others, but only those whose prediction file
 is unchanged since they were scored: an entry whose file changed or is gone is dropped, with a note, so no stale
@@ -38,11 +43,12 @@ from pathlib import Path
 
 from Eval.scoring.robustness import robustness_lines, robustness_tables
 from Eval.names import name_problem
+from Eval.pricing import Price, cost_text, total_usage, with_cost
 from Eval.scoring.provenance import file_sha256
 from Eval.scoring.scorer import score_text
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
 
-RESULT_FILES = ("result.json", "result_detail.json")
+RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
 
 
 @dataclasses.dataclass
@@ -93,9 +99,11 @@ def read_details(folder: Path) -> tuple[dict, list[str]]:
     return {}, [f"{path}: unreadable; rebuilt from the datasets scored now"]
 
 
-def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool) -> FolderOutputs:
+def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool,
+                   price: Price | None = None) -> FolderOutputs:
     """Everything eval.py writes for `folder`, as bytes, merged with the entries it keeps; writes nothing.
-    `sources[dataset]` holds the prediction file's sha256, its example set and its data check."""
+    `sources[dataset]` holds the prediction file's sha256, its example set and its data check. Every entry's
+    cost (kept ones too) is this run's `price`, or none, so the costs of one file never mix two price lists."""
     existing, notes = read_details(folder)
     details, delete = {}, []
     for name, entry in existing.items():
@@ -117,9 +125,15 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
         details[name] = {**{k: v for k, v in r.items() if k != "per_example"}, **sources[name],
                          "per_example_sha256": hashlib.sha256(files[f"per_example/{name}.scores.jsonl"])
                          .hexdigest()[:16]}
-    details = dict(sorted(details.items()))
+    details = {name: {**e, "usage": with_cost(e["usage"], price)} if isinstance(e.get("usage"), dict) else e
+               for name, e in sorted(details.items())}
     files["result_detail.json"] = json_bytes(details)
     files["result.json"] = json_bytes(headline_scores(details))
+    usages = {name: e["usage"] for name, e in details.items() if isinstance(e.get("usage"), dict)}
+    total = with_cost(total_usage(list(usages.values())), price)
+    plain = {name: {k: v for k, v in u.items() if k != "price"} for name, u in [*usages.items(), ("total", total)]}
+    files["result_usage.json"] = json_bytes({"datasets": {name: plain[name] for name in usages},
+                                             "total": plain["total"], "price": price.describe() if price else None})
     return FolderOutputs(files, delete, details, notes)
 
 
@@ -195,6 +209,39 @@ def dataset_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _usage_cells(usage: dict) -> list[str]:
+    """examples, prompt / generated / cut tokens, seconds, generated tokens/s and cost, as the tables show them."""
+    if not usage.get("counted"):  # files written elsewhere (TinyEval's) carry no token counts
+        return [str(usage.get("examples", "-"))] + ["-"] * 6
+    rate = usage.get("tokens_per_s")
+    return [str(usage["examples"]), str(usage["prompt_tokens"]), str(usage["gen_tokens"]),
+            str(usage["truncated_tokens"]), f"{usage['seconds']:.1f}", "-" if rate is None else f"{rate:.1f}",
+            cost_text(usage["cost_usd"]) if "cost_usd" in usage else "-"]
+
+
+USAGE_HEADER = ("examples", "prompt tokens", "generated", "cut", "seconds", "gen tok/s", "cost")
+
+
+def usage_table(entries: list[dict]) -> str:
+    """The terminal's second table: per dataset (and in total) what its records spent, from the result entries'
+    `usage`; the cost column only with --price."""
+    entries = [e for e in entries if isinstance(e.get("usage"), dict)]
+    rows = [("dataset", *USAGE_HEADER)] + [(e["dataset"], *_usage_cells(e["usage"])) for e in entries]
+    if len(entries) > 1:
+        total = total_usage([e["usage"] for e in entries])
+        costs = [e["usage"].get("cost_usd") for e in entries if e["usage"].get("counted")]
+        if costs and None not in costs:
+            total["cost_usd"] = round(sum(costs), 8)
+        rows.append(("total", *_usage_cells(total)))
+    if all(row[-1] == "-" for row in rows[1:]):
+        rows = [row[:-1] for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 # --- models x datasets ----------------------------------------------------------------------------------------
 def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
     """model -> dataset -> detail entry, for every model folder under ROOT whose entries are still current."""
@@ -257,7 +304,7 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
         lines += ["", "n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
                       "skip, the prompt did not fit), left out of n and of the score."]
     lines += interval_table(header, intervals)
-    lines += breakdown_tables(by_model) + robustness_tables(by_model)
+    lines += breakdown_tables(by_model) + robustness_tables(by_model) + models_usage_table(by_model)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(tidy)
     return "\n".join(lines) + "\n", buf.getvalue()
@@ -290,6 +337,24 @@ def breakdown_tables(by_model: dict[str, dict[str, dict]]) -> list[str]:
                 label = model if row == "accuracy" else f"{model} ({row})"
                 lines.append(f"| {label} | " + " | ".join(_cell_1(e["breakdown"][row].get(c)) for c in columns) + " |")
     return lines
+
+
+def models_usage_table(by_model: dict[str, dict[str, dict]]) -> list[str]:
+    """Markdown lines: per model, the totals of its datasets' usage (tokens, seconds, cost), when any has one."""
+    totals = {}
+    for model, entries in sorted(by_model.items()):
+        usages = [e["usage"] for e in entries.values() if isinstance(e.get("usage"), dict) and e["usage"]["counted"]]
+        if usages:
+            totals[model] = total_usage(usages)
+            if all("cost_usd" in u for u in usages):
+                totals[model]["cost_usd"] = round(sum(u["cost_usd"] for u in usages), 8)
+    if not totals:
+        return []
+    header = ["model", *USAGE_HEADER]
+    rows = [[model, *_usage_cells(total)] for model, total in totals.items()]
+    return ["", "Tokens, seconds and cost of each model's datasets, summed from its prediction records (seconds: "
+                "the sum of latency_s; cost: eval.py --price):", "", "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def write_models_table(root: Path) -> tuple[str, list[str]]:

@@ -1,0 +1,73 @@
+"""Loading a local transformers checkpoint, shared by the causal (Eval/models/hf.py) and masked
+(Eval/models/masked.py) adapters: the device, safe weight loading, and what identifies the checkpoint in a sidecar.
+
+Usage:
+    model = load_weights(AutoModelForCausalLM, checked_checkpoint(path), "auto", resolve_device("auto"),
+                         trust_remote_code=False, allow_pickle=False, peft=None)
+    checkpoint_identity(path, model, tokenizer)   # -> {"path", "dtype", "num_parameters", fingerprints, ...}
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+def load_weights(auto_class, path: str, dtype: str, device: str, trust_remote_code: bool, allow_pickle: bool,
+                 peft: str | None):
+    """Weights from safetensors (pickle only if allowed), in the dtype asked (auto: float32 on CPU, the
+    checkpoint's own on GPU), with an optional PEFT adapter, on `device`, in eval mode."""
+    torch_dtype = DTYPES[dtype] if dtype in DTYPES else (torch.float32 if device == "cpu" else "auto")
+    model = auto_class.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+                                       use_safetensors=not allow_pickle)
+    if peft:
+        from peft import PeftModel  # optional dependency, needed only for adapters
+
+        model = PeftModel.from_pretrained(model, peft)
+    return model.to(device).eval()
+
+
+def checkpoint_identity(path: str, model, tokenizer) -> dict:
+    """What identifies a local checkpoint in a run sidecar: path, dtype, type, size, a weights fingerprint
+    (the first shard's size and first MiB, cheap on 100 GB checkpoints) and the chat template's hash."""
+    weights = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else []
+    digest = hashlib.sha256()
+    for w in weights[:1]:
+        digest.update(str(w.stat().st_size).encode())
+        with open(w, "rb") as f:
+            digest.update(f.read(1 << 20))
+    template = tokenizer.chat_template or ""
+    return {"path": os.path.abspath(path) if os.path.exists(path) else path, "dtype": str(model.dtype),
+            "model_type": getattr(model.config, "model_type", None),
+            "num_parameters": sum(p.numel() for p in model.parameters()),
+            "weights_fingerprint": digest.hexdigest()[:16] if weights else None,
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None}
+
+
+def checked_checkpoint(path: str) -> str:
+    """`path` when it can be a checkpoint: an existing folder with a config.json, or a hub name like org/model."""
+    if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
+        raise FileNotFoundError(f"model {path!r}: no such folder (and not a hub name like org/model)")
+    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
+        raise FileNotFoundError(f"model folder {path}: no config.json, so not a transformers checkpoint")
+    return path
+
+
+def checkpoint_options(args) -> dict:
+    """The Hugging Face backends' options from parsed arguments (Eval/models/factory.py fills in defaults)."""
+    return {"dtype": args.dtype, "device": args.device, "peft": args.peft, "allow_pickle": args.allow_pickle,
+            "trust_remote_code": args.trust_remote_code, "threads": args.threads}

@@ -1,0 +1,186 @@
+"""Token, time and cost accounting, shared by both stages and free of torch: the usage totals of prediction
+records, and `--price` files (US dollars per million input / output tokens, by model name).
+
+A price file is a JSON object, model name (the output folder's name, OUT/<model>) -> prices, with an optional
+"*" entry for every other model:
+    {"tiny-qwen2": {"input": 0.15, "output": 0.60}, "*": {"input": 1.0, "output": 2.0}}
+
+Usage:
+    price = price_for(Path("docs/prices.example.json"), "tiny-qwen2")   # PriceError names the file and the key
+    usage = usage_of(records)              # examples, prompt_tokens, gen_tokens, truncated_tokens, seconds, ...
+    usage = with_cost(usage, price)        # + cost_usd and the price entry used
+    print(usage_text(usage))               # '1234 prompt + 96 generated tokens, 0 cut, 2.1 s, 45.7 gen tok/s, $0.0002'
+
+Tokens count both passes of --cot (cot_prompt_tokens, cot_gen_tokens, cot_truncated_tokens). A record that was
+never run (`skipped`, --truncation skip) spends nothing. `server_usage` totals (the API backend's
+server-reported counts) are kept beside ours, never mixed in: the cost is always computed from our own counts, so
+it means the same for every backend.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+COUNTS = ("prompt_tokens", "gen_tokens", "truncated_tokens")
+PER_MILLION = 1_000_000
+
+
+class PriceError(ValueError):
+    """A --price file that cannot be used; the message names the file (and the entry)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Price:
+    entry: str  # the key of the price file that applies: the model's name, or "*"
+    input: float  # US dollars per million prompt tokens
+    output: float  # US dollars per million generated tokens
+    file: str
+
+    def cost(self, prompt_tokens: int, gen_tokens: int) -> float:
+        # rounded to a millionth of a cent: float products like 1234 * 0.15 carry noise in the last digits
+        return round((prompt_tokens * self.input + gen_tokens * self.output) / PER_MILLION, 8)
+
+    def describe(self) -> dict:
+        return {"file": self.file, "entry": self.entry, "input_per_million": self.input,
+                "output_per_million": self.output}
+
+
+def _price_number(value, path: Path, key: str, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise PriceError(f"{path}: entry {key!r}: {field!r} must be a number >= 0 (US dollars per million tokens), "
+                         f"not {value!r}")
+    return float(value)
+
+
+def load_prices(path: Path) -> dict[str, Price]:
+    """Every entry of a price file, each checked; PriceError on the first problem."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise PriceError(f"{path}: cannot read the price file ({err.strerror or err})") from None
+    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+        raise PriceError(f"{path}: not JSON ({str(err)[:80]})") from None
+    if not isinstance(data, dict) or not data:
+        raise PriceError(f'{path}: must be a JSON object of model name -> {{"input": USD, "output": USD}} per '
+                         'million tokens')
+    prices = {}
+    for key, entry in data.items():
+        if not isinstance(entry, dict):
+            raise PriceError(f'{path}: entry {key!r} must be an object like {{"input": 0.15, "output": 0.6}}')
+        for field in ("input", "output"):
+            if field not in entry:
+                raise PriceError(f"{path}: entry {key!r} has no {field!r} price (US dollars per million tokens)")
+        prices[key] = Price(key, _price_number(entry["input"], path, key, "input"),
+                            _price_number(entry["output"], path, key, "output"), str(path))
+    return prices
+
+
+def price_for(path: Path, model: str) -> Price:
+    """The price of `model` (an output folder's name): its own entry, else "*"; PriceError when neither exists."""
+    prices = load_prices(path)
+    found = prices.get(model) or prices.get("*")
+    if found is None:
+        raise PriceError(f"{path}: no entry for model {model!r} and no \"*\" default (entries: "
+                         f"{', '.join(sorted(prices))})")
+    return found
+
+
+# --- usage of records --------------------------------------------------------------------------------------
+def _int(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def record_counts(record: dict) -> dict:
+    """One record's prompt / generated / cut tokens, both --cot passes; zeros for a record never run."""
+    if record.get("skipped"):
+        return dict.fromkeys(COUNTS, 0)
+    return {name: _int(record.get(name)) + _int(record.get(f"cot_{name}")) for name in COUNTS}
+
+
+def server_counts(record: dict) -> dict | None:
+    """The numeric fields of a record's `server_usage` (the API server's own counts), or None."""
+    usage = record.get("server_usage")
+    if not isinstance(usage, dict):
+        return None
+    return {k: v for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def add_counts(total: dict, counts: dict) -> dict:
+    """`counts` added into `total` (nested dicts too, e.g. server_usage); returns `total`."""
+    for key, value in counts.items():
+        if isinstance(value, dict):
+            add_counts(total.setdefault(key, {}), value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def batch_counts(records: list[dict]) -> dict:
+    """Token totals of some records, with `server_usage` totals (and how many records had them) when any did."""
+    totals = dict.fromkeys(COUNTS, 0)
+    for record in records:
+        add_counts(totals, record_counts(record))
+        server = server_counts(record)
+        if server is not None:
+            add_counts(totals, {"server_usage": {**server, "records": 1}})
+    return totals
+
+
+def tokens_per_s(gen_tokens: int, seconds: float | None) -> float | None:
+    """Generated tokens per second, None when no time was measured."""
+    return round(gen_tokens / seconds, 2) if seconds else None
+
+
+def usage_of(records: list[dict]) -> dict:
+    """The usage object of one prediction file: every record counted (`counted`: those carrying token counts;
+    files written elsewhere may have none), seconds = the sum of latency_s (each the batch's time / its size)."""
+    usage = {"examples": len(records), "counted": sum(1 for r in records if "prompt_tokens" in r or "gen_tokens" in r),
+             **batch_counts(records)}
+    seconds = 0.0
+    for record in records:  # left to right, so a rerun sums to the same float
+        latency = record.get("latency_s")
+        if isinstance(latency, (int, float)) and not isinstance(latency, bool) and not record.get("skipped"):
+            seconds += latency
+    usage["seconds"] = round(seconds, 4)
+    usage["tokens_per_s"] = tokens_per_s(usage["gen_tokens"], usage["seconds"])
+    return usage
+
+
+def total_usage(usages: list[dict]) -> dict:
+    """The sum of several usage objects (datasets of a run), tokens/s recomputed from the sums."""
+    total: dict = {}
+    for usage in usages:
+        add_counts(total, {k: v for k, v in usage.items() if k not in ("tokens_per_s", "cost_usd", "price")})
+    total = {"examples": 0, "counted": 0, **dict.fromkeys(COUNTS, 0), "seconds": 0.0, **total}
+    total["seconds"] = round(total["seconds"], 4)
+    total["tokens_per_s"] = tokens_per_s(total["gen_tokens"], total["seconds"])
+    return total
+
+
+def with_cost(usage: dict, price: Price | None) -> dict:
+    """`usage` with cost_usd and the price entry used when a price is given (and tokens were counted), without
+    them otherwise."""
+    plain = {k: v for k, v in usage.items() if k not in ("cost_usd", "price")}
+    if price is None or not plain.get("counted", 1):
+        return plain
+    return {**plain, "cost_usd": price.cost(plain["prompt_tokens"], plain["gen_tokens"]), "price": price.describe()}
+
+
+def cost_text(usd: float) -> str:
+    """'$0.0123'; a cost below a hundredth of a cent keeps two significant digits ('$0.000012'), so a small
+    run on a cheap model does not read as free."""
+    if usd == 0 or usd >= 0.0001:
+        return f"${usd:.4f}"
+    return f"${usd:.6f}" if usd >= 0.000001 else f"${usd:.2g}"
+
+
+def usage_text(usage: dict, cost: float | None = None) -> str:
+    """'1234 prompt + 96 generated tokens, 0 cut, 2.1 s, 45.7 gen tok/s' (+ ', $0.0002' with a cost)."""
+    rate = usage.get("tokens_per_s")
+    text = (f"{usage['prompt_tokens']} prompt + {usage['gen_tokens']} generated tokens, "
+            f"{usage['truncated_tokens']} cut, {usage['seconds']:.1f} s, "
+            f"{'-' if rate is None else f'{rate:.1f}'} gen tok/s")
+    cost = usage.get("cost_usd") if cost is None else cost
+    return text + (f", {cost_text(cost)}" if cost is not None else "")
