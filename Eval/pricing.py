@@ -149,13 +149,17 @@ def usage_of(records: list[dict]) -> dict:
 
 
 def total_usage(usages: list[dict]) -> dict:
-    """The sum of several usage objects (datasets of a run), tokens/s recomputed from the sums."""
+    """The sum of several usage objects (datasets of a run), tokens/s recomputed from the sums; cost_usd the sum
+    of theirs when every one that counted tokens has a cost."""
     total: dict = {}
     for usage in usages:
         add_counts(total, {k: v for k, v in usage.items() if k not in ("tokens_per_s", "cost_usd", "price")})
     total = {"examples": 0, "counted": 0, **dict.fromkeys(COUNTS, 0), "seconds": 0.0, **total}
     total["seconds"] = round(total["seconds"], 4)
     total["tokens_per_s"] = tokens_per_s(total["gen_tokens"], total["seconds"])
+    costs = [u.get("cost_usd") for u in usages if u.get("counted", 1)]
+    if costs and None not in costs:
+        total["cost_usd"] = round(sum(costs), 8)
     return total
 
 

@@ -10,8 +10,8 @@ dataset_prompts), so they cannot drift from what the model would see. Writes OUT
 (one object per example: id, prompt, prompt_tokens, truncated_tokens, max_new_tokens; user_text, the filled
 template inside the chat template, for chat tasks; skipped under --truncation skip) and OUT/<model>/dry_run.json
 (the summary per dataset and in total; with --price, `estimated_cost_usd`: prompt tokens exact, generated tokens
-at their upper bound, so the most the run can cost, and the price entry used), and nothing else: no prediction file, no run sidecar, so a finished or
-half-done run beside it is untouched and resumes as before. eval.py never scores these files
+at their upper bound, so the most the run can cost, and the price entry used), and nothing else: no prediction
+file, no run sidecar, so a finished or half-done run beside it is untouched and resumes as before. eval.py never scores these files
 (Eval/records.py is_dry_run_output).
 """
 from __future__ import annotations

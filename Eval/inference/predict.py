@@ -106,13 +106,11 @@ def _count(records: list[dict]) -> dict:
 
 def token_bound(ds: Dataset, prompts: list[Prompt], first_max: int, max_length: int | None) -> int:
     """The most tokens these prompts can spend: their own tokens plus first_max generated each; under --cot
-    also the answer pass, whose prompt quotes outputs not made yet, so at most the whole window a row.
+    also the answer pass, whose prompt quotes outputs not made yet, so at most the whole window a row
+    (inference.py refuses a budget with --cot before any run when the window is unknown).
     A skipped prompt is never run and spends nothing."""
     run = [p for p in prompts if not p.skipped]
-    if ds.cot and max_length is None:
-        raise ValueError(f"{ds.name}: --max-total-tokens with --cot needs a known context window to bound the "
-                         "answer pass; pass --max-length")
-    return sum(p.n_tokens + first_max + (max_length if ds.cot else 0) for p in run)
+    return sum(p.n_tokens + first_max + ((max_length or 0) if ds.cot else 0) for p in run)
 
 
 def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[int, int | None]:

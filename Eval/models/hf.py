@@ -101,7 +101,7 @@ class HFModel(BaseLLM):
 
     def decode_threads_for(self, rows: int) -> int | None:
         """CPU threads for the one-token steps of a batch of `rows` (None: leave torch's setting, GPU)."""
-        if self.decode_threads or not self.device == "cpu":
+        if self.decode_threads or self.device != "cpu":
             return self.decode_threads
         return None if rows * self.num_parameters >= PARALLEL_DECODE_WORK else 1
 

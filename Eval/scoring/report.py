@@ -228,11 +228,7 @@ def usage_table(entries: list[dict]) -> str:
     entries = [e for e in entries if isinstance(e.get("usage"), dict)]
     rows = [("dataset", *USAGE_HEADER)] + [(e["dataset"], *_usage_cells(e["usage"])) for e in entries]
     if len(entries) > 1:
-        total = total_usage([e["usage"] for e in entries])
-        costs = [e["usage"].get("cost_usd") for e in entries if e["usage"].get("counted")]
-        if costs and None not in costs:
-            total["cost_usd"] = round(sum(costs), 8)
-        rows.append(("total", *_usage_cells(total)))
+        rows.append(("total", *_usage_cells(total_usage([e["usage"] for e in entries]))))
     if all(row[-1] == "-" for row in rows[1:]):
         rows = [row[:-1] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -346,8 +342,6 @@ def models_usage_table(by_model: dict[str, dict[str, dict]]) -> list[str]:
         usages = [e["usage"] for e in entries.values() if isinstance(e.get("usage"), dict) and e["usage"]["counted"]]
         if usages:
             totals[model] = total_usage(usages)
-            if all("cost_usd" in u for u in usages):
-                totals[model]["cost_usd"] = round(sum(u["cost_usd"] for u in usages), 8)
     if not totals:
         return []
     header = ["model", *USAGE_HEADER]
