@@ -3,7 +3,8 @@
 Usage:
     python bench/bench_inference.py [--model PATH] [--datasets demo_qa_en,demo_qa_zh] [--limit 16]
                                     [--batch-size 8] [--max-length 1024]
-    python bench/bench_inference.py --quick       # smoke run: 2 examples a dataset, 8 new tokens at most
+    python bench/bench_inference.py --quick       # smoke run: 2 examples of demo_qa_zh (chat, prompts cut to
+                                                  # --max-length) and demo_trec (completion), 8 new tokens at most
 
 Generation: the baseline is TinyEval's loop (per example: tokenize, cut the middle, apply the chat template,
 tokenize again, generate at batch size 1, decode); ours builds the same prompts, sorts them by length and
@@ -27,7 +28,9 @@ from Eval.inference.datasets import fill_template, load_dataset  # noqa: E402
 from Eval.models.base import plan_batches  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
 
-QUICK = {"limit": 2, "batch_size": 2, "max_new_tokens": 8}  # what --quick sets (tests/test_bench.py runs it)
+# What --quick sets (tests/test_bench.py runs it): a chat-mode dataset whose prompts are all longer than --max-length
+# (both sides cut the middle) and a completion-mode one cover every prompt path; more datasets would only repeat them.
+QUICK = {"datasets": "demo_qa_zh,demo_trec", "limit": 2, "batch_size": 2, "max_new_tokens": 8}
 
 
 def tinyeval_loop(model: HFModel, texts: list[str], chat: bool, max_length: int, max_new: int) -> list[str]:

@@ -28,6 +28,12 @@ class Trickle:
     interval: float
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    # The listen backlog must hold every connection the adapter opens at once (8 by default): with socketserver's
+    # 5, the extra ones are refused and retried after a second.
+    request_queue_size = 64
+
+
 class FakeServer:
     """`reply(path, body, n)` -> (status, payload, headers, delay_s or Trickle); every request is recorded in
     `calls`. `path` is the request target, query included."""
@@ -83,7 +89,7 @@ class FakeServer:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import ROOT, TINYEVAL, needs_shared
 import eval as eval_cli
+from Eval.tasks import get_task
 
 PUBLISHED = {"multi_news": 23.66, "multifieldqa_zh": 34.97, "trec": 52.0}
 
@@ -105,17 +106,45 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
-def test_jieba_loads_only_when_a_zh_metric_runs(demo):
-    code = ("import sys, eval; eval.main(['--pred-dir', sys.argv[1], '--datasets', sys.argv[2], '--quiet']); "
-            "print('jieba' in sys.modules)")
-    loaded = {ds: subprocess.run([sys.executable, "-c", code, str(demo), ds], cwd=ROOT, capture_output=True,
-                                 text=True).stdout.strip() for ds in ("trec", "custom_zh")}
-    assert loaded == {"trec": "False", "custom_zh": "True"}
+# One fresh interpreter serves both import checks below (each start re-imports eval.py and its metrics). It
+# scores trec first, while nothing has loaded jieba, then custom_zh, then the whole demo folder, noting after
+# each run which watched packages are loaded; each run gets its own copy of the demo predictions.
+_IMPORT_PROBE = """
+import json, shutil, sys
+import eval
+watched = ('jieba', 'nltk', 'torch', 'transformers')
+seen = {}
+for ds, folder in (('trec', sys.argv[2]), ('custom_zh', sys.argv[3]), (None, sys.argv[4])):
+    shutil.copytree(sys.argv[1], folder)
+    rc = eval.main(['--pred-dir', folder, '--quiet'] + (['--datasets', ds] if ds else []))
+    seen[ds or 'all'] = [rc, sorted(m for m in sys.modules if m.split('.')[0] in watched)]
+print(json.dumps(seen))
+"""
 
 
-def test_scoring_never_imports_torch_or_transformers(demo):
-    code = ("import sys; import eval; rc = eval.main(['--pred-dir', sys.argv[1], '--quiet']); "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')); "
-            "print(rc, bad)")
-    proc = subprocess.run([sys.executable, "-c", code, str(demo)], cwd=ROOT, capture_output=True, text=True)
-    assert proc.stdout.strip() == "0 []", proc.stderr
+@pytest.fixture(scope="module")
+def imports_seen(tmp_path_factory):
+    """{"trec" | "custom_zh" | "all": [exit code, loaded modules of jieba, nltk, torch, transformers]} after each run."""
+    base = tmp_path_factory.mktemp("import-probe")
+    proc = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, str(ROOT / "tests" / "data" / "pred" / "demo"),
+                           *(str(base / name) for name in ("trec", "custom_zh", "all"))],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_jieba_loads_only_when_a_zh_metric_runs(imports_seen):
+    loaded = {ds: (rc, "jieba" in modules) for ds, (rc, modules) in imports_seen.items() if ds != "all"}
+    assert loaded == {"trec": (0, False), "custom_zh": (0, True)}
+
+
+def test_scoring_never_imports_torch_or_transformers(imports_seen):
+    rc, modules = imports_seen["all"]
+    assert (rc, [m for m in modules if m.split(".")[0] in ("torch", "transformers")]) == (0, [])
+
+
+def test_bleu_is_scored_without_importing_nltk(imports_seen):
+    """Eval/metrics/bleu.py is nltk's arithmetic written out: its import (1.3 s) was most of eval.py's run time."""
+    assert (ROOT / "tests" / "data" / "pred" / "demo" / "custom_zh.jsonl").is_file()  # scored with BLEU:
+    assert "bleu_zh" in get_task("custom_zh").metrics
+    assert [m for m in imports_seen["all"][1] if m.split(".")[0] == "nltk"] == []

@@ -44,3 +44,13 @@ def test_no_python_file_is_over_the_line_limit_and_each_says_what_it_is():
         if path.startswith(("Eval/", "bench/")) and not path.endswith("__init__.py") or path in ("inference.py",
                                                                                                   "eval.py"):
             assert ast.get_docstring(ast.parse(source)), f"{path}: no module docstring"
+
+
+def test_the_test_schedule_names_existing_tests():
+    """tests/conftest.py SCHEDULE starts the heavy tests first; a renamed test would silently drop out of it."""
+    from conftest import SCHEDULE
+
+    for name in SCHEDULE:
+        file, function = name.split("::")
+        source = (ROOT / "tests" / file).read_text(encoding="utf-8")
+        assert f"\ndef {function.split('[')[0]}(" in source, name

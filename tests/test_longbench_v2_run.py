@@ -41,15 +41,12 @@ def scripted_model(calls):
     return reply
 
 
-def run(fake, tmp_path, monkeypatch, *extra):
-    calls = []
-    server = fake(scripted_model(calls))
+def run(server, tmp_path, monkeypatch, *extra):
     monkeypatch.setenv(KEY_ENV, SECRET)
     argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "served", "--tokenizer", str(DEMO),
             "--api-key-env", KEY_ENV, "--dataset-dir", str(DATA), "--out-dir", str(tmp_path / "pred"),
             "--model-name", "scripted", *extra]
     assert inference.main(argv) == 0
-    return calls
 
 
 def lines(path):
@@ -57,9 +54,13 @@ def lines(path):
 
 
 def test_both_modes_end_to_end_with_results_py_table(fake, tmp_path, monkeypatch, capsys):
-    calls = run(fake, tmp_path, monkeypatch)
+    calls = []
+    server = fake(scripted_model(calls))  # one for both runs: closing one waits up to 0.5 s for its poll loop
+    run(server, tmp_path, monkeypatch)
     assert len(calls) == 12
-    cot_calls = run(fake, tmp_path, monkeypatch, "--cot")
+    calls.clear()
+    run(server, tmp_path, monkeypatch, "--cot")
+    cot_calls = calls
     assert len(cot_calls) == 24  # two passes per example
     folder = tmp_path / "pred" / "scripted"
     cot = {r["id"][-2:]: r for r in lines(folder / "demo_longbench_v2_cot.jsonl")}

@@ -2,6 +2,7 @@
 Eval/models/demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/unlearning/confidence.py)."""
 import argparse
 import hashlib
+import json
 import math
 import os
 import random
@@ -13,6 +14,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pytest
 import torch
 
+import eval as eval_cli
+import inference
 from conftest import ROOT
 from Eval.models.factory import from_args
 from Eval.models.base import plan_batches
@@ -29,7 +32,9 @@ PAIRS = [("Question: How long is the tunnel?\nAnswer:", " 420 metres"),
          (LONG + "\nSummary:", " Two people were hurt in a fire."),
          ("Type:", " Location"),
          ("Question: When was it built?\nAnswer:", " In 1881, for a branch line.")]
-BUILD_ARGS = {"seed": 7, "train_steps": 20}
+# A few training steps put the training loop under the determinism check; no test needs a better-trained model
+# (each step costs ~0.1 s, and every module run builds twice).
+BUILD_ARGS = {"seed": 7, "train_steps": 5}
 
 
 @pytest.fixture(scope="module")
@@ -192,19 +197,14 @@ def test_generate_unmasks_by_confidence(model):
 
 
 def test_unlearning_run_on_a_masked_model_keeps_the_confidence_order(ckpt, tmp_path):
-    import json
-    root = ROOT
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    run = subprocess.run([sys.executable, "inference.py", "--unlearning", "tofu", "--backend", "masked", "--model",
-                          str(ckpt), "--limit", "3", "--max-new-tokens", "4", "--out-dir", str(tmp_path)],
-                         cwd=root, env=env, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-2000:]
+    # Both CLIs in-process, through their main() as the command line calls it: two fresh interpreters would
+    # spend ~8 s importing torch, transformers and the metrics again (tests/test_answer_encoding.py does the same).
+    assert inference.main(["--unlearning", "tofu", "--backend", "masked", "--model", str(ckpt), "--limit", "3",
+                           "--max-new-tokens", "4", "--out-dir", str(tmp_path)]) == 0
     folder = tmp_path / os.path.basename(str(ckpt).rstrip("/"))
     record = json.loads((folder / "tofu_forget.jsonl").read_text().splitlines()[0])
     ordered = record["confidence_ordered_probs"]["answer"][0]
     assert ordered == sorted(ordered, reverse=True) and len(ordered) == len(record["logprobs"]["answer"][0]["logprobs"])
-    score = subprocess.run([sys.executable, "eval.py", "--unlearning", "tofu", "--pred-dir", str(folder)],
-                           cwd=root, env=env, capture_output=True, text=True)
-    assert score.returncode == 0, score.stderr[-2000:]
+    assert eval_cli.main(["--unlearning", "tofu", "--pred-dir", str(folder)]) == 0
     summary = json.loads((folder / "TOFU_SUMMARY.json").read_text())
     assert summary["forget_Q_A_Prob_confidence_ordered"] == pytest.approx(summary["forget_Q_A_Prob"], rel=1e-6)

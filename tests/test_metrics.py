@@ -19,6 +19,7 @@ from conftest import ROOT, TINYEVAL, needs_shared, needs_package
 from Eval.extract import EXTRACTORS, run_extraction
 from Eval.metrics import METRICS, metric
 from Eval.metrics.code_sim import fuzz_ratio
+from Eval.metrics.zh import cut
 from Eval.records import read_records
 from Eval.scoring.scorer import score_dataset
 from Eval.tasks import TASKS, get_task
@@ -151,12 +152,43 @@ def test_gaokao_choice_edge_cases(pred, answers, expected):
     assert score == expected
 
 
-def test_bleu_uses_nltk_method1_smoothing():
-    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
-    pred, ref = "a quick brown fox", "the quick brown fox jumps"
-    assert METRICS["bleu"](pred, ref) == sentence_bleu([ref.split()], pred.split(),
-                                                        smoothing_function=SmoothingFunction().method1)
-    assert METRICS["bleu"]("", ref) == 0.0
+def test_bleu_is_nltks_sentence_bleu_bit_for_bit():
+    """Eval/metrics/bleu.py writes nltk's arithmetic out (importing nltk costs more than scoring): every score and
+    every explained number equals nltk's own, on random pairs over a small vocabulary (so that matches of every
+    order, repeats that clipping must cap, and every length relation occur) and on jieba-cut Chinese."""
+    from nltk.translate.bleu_score import SmoothingFunction, brevity_penalty, modified_precision, sentence_bleu
+
+    def nltk_bleu(pred, ref):
+        if not pred or not ref:
+            return 0.0
+        return float(sentence_bleu([ref], pred, smoothing_function=SmoothingFunction().method1))
+
+    rng = random.Random(7)
+    vocab = ["a", "b", "c", "d", "the", "cat", "."]
+    pairs = [([rng.choice(vocab[:k]) for _ in range(rng.randrange(0, 30))],
+              [rng.choice(vocab[:k]) for _ in range(rng.randrange(0, 30))])
+             for k in (2, 4, 7) for _ in range(1000)]
+    pairs += [(pred, pred) for pred, _ in pairs[:20]]
+    pairs += [("a quick brown fox".split(), "the quick brown fox jumps".split()), (["x"] * 500, ["x"] * 3)]
+    seen = Counter()
+    for pred, ref in pairs:
+        expected = nltk_bleu(pred, ref)
+        assert METRICS["bleu"](" ".join(pred), " ".join(ref)) == expected, (pred, ref)
+        found = METRICS["bleu"].explain(" ".join(pred), " ".join(ref))
+        assert found["score"] == expected
+        if pred and ref:
+            assert found["ngram_matches"] == [[(f := modified_precision([ref], pred, n)).numerator, f.denominator]
+                                              for n in range(1, 5)]
+            assert found["brevity_penalty"] == brevity_penalty(len(ref), len(pred))
+            seen.update({"no word matches": found["ngram_matches"][0][0] == 0, "1.0": expected == 1.0,
+                         "smoothed": 0 in [m for m, _ in found["ngram_matches"][1:]] and expected > 0,
+                         "brevity penalty < 1": 0 < found["brevity_penalty"] < 1})
+    assert min(seen[case] for case in ("no word matches", "1.0", "smoothed", "brevity penalty < 1")) >= 15, seen
+    zh = ["臣妾是甄嬛，家父是大理寺少卿。", "臣妾是甄嬛", "家父是少卿", "", "大理寺大理寺大理寺"]
+    for pred in zh:
+        for ref in zh:
+            words = [[t for t in cut(x) if t.strip()] for x in (pred, ref)]
+            assert METRICS["bleu_zh"](pred, ref) == nltk_bleu(*words), (pred, ref)
 
 
 def test_squad_family_takes_max_over_references_separately():

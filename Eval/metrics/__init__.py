@@ -2,6 +2,6 @@
 
 METRICS (Eval/metrics/registry.py) imports every module here on its first lookup, which registers each metric
 where it is defined; nothing lists them. Modules whose name starts with "_" are private. Importing stays cheap:
-the metric modules load their heavy dependencies (jieba, nltk) on first use only.
+the metric modules load their heavy dependency (jieba) on first use only.
 """
 from Eval.metrics.registry import METRICS, Metric, Zeroed, explains, get_metric, metric  # noqa: F401

@@ -117,7 +117,7 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     a `per_example` list (one entry per line, in file order). A record with `skipped` (inference.py
     --truncation skip: never run) is left out of n and of every figure, and counted under `skipped`."""
     metrics = [get_metric(name) for name in task.metrics]
-    if time_limit is not None:  # one-off imports (jieba's dictionary, nltk) must not count against a sample
+    if time_limit is not None:  # one-off loads (jieba's dictionary) must not count against a sample
         for m in metrics:
             m("a", "a", all_classes=["a"])
     # LongBench reads all_classes from the file's last line; per-line values win when present.

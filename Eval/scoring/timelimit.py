@@ -9,7 +9,7 @@ Usage:
         ...                          # the scorer zeroes the sample and counts the reason
 
 How: SIGALRM from ``signal.setitimer(ITIMER_REAL, seconds)``; its handler raises ``SampleTimeLimit`` inside the
-running Python code, which unwinds the call. Pure-Python work (jieba, difflib, nltk, our metrics) stops within
+running Python code, which unwinds the call. Pure-Python work (jieba, difflib, our metrics) stops within
 a few bytecodes; one long C call (a huge regex match, a big-int multiply) stops when it returns.
 
 Where it cannot apply: signals exist only on POSIX and Python runs signal handlers only in the main thread, so
@@ -19,7 +19,7 @@ which). ``seconds=None`` (or <= 0) also means no limit.
 Caveats: a call that catches the exception (a metric's ``except Exception`` turning failures into 0.0) still
 ends as ``SampleTimeLimit``: the limit is checked after the call. An interval timer set by the caller (an outer
 limit) is paused during the call and re-armed afterwards with what remains of it (at once if it ran out).
-The first call of a metric can include one-off imports (nltk, jieba's dictionary); load them before timing
+The first call of a metric can include one-off loads (jieba's dictionary); load them before timing
 samples, or the first sample pays for them.
 """
 from __future__ import annotations
