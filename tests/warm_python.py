@@ -22,9 +22,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,10 +46,13 @@ class WarmPython:
         self.folder, self.env = Path(folder), dict(env if env is not None else os.environ)
         self.bin = self.folder / "bin"
         self.socket = self.folder / "python.sock"
+        if len(str(self.socket)) > 100:  # AF_UNIX paths hold at most 107 bytes: a long TMPDIR gets a short folder
+            self.socket = Path(tempfile.mkdtemp(prefix="warm-python-", dir="/tmp")) / "python.sock"
 
     def __enter__(self) -> "WarmPython":
         self.bin.mkdir(parents=True, exist_ok=True)
-        (self.folder / "env.json").write_text(json.dumps(import_time_env(self.env)), encoding="utf-8")
+        (self.folder / "server.json").write_text(json.dumps({"socket": str(self.socket),
+                                                            "env": import_time_env(self.env)}), encoding="utf-8")
         shim = self.bin / "python"
         shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "{__file__}" --client "{self.folder}" "$@"\n',
                         encoding="utf-8")
@@ -65,6 +70,8 @@ class WarmPython:
     def __exit__(self, *exc) -> None:
         self.server.kill()
         self.server.wait()
+        if self.socket.parent != self.folder:
+            shutil.rmtree(self.socket.parent, ignore_errors=True)
 
     def path_with_shim(self, path: str) -> str:
         return f"{self.bin}{os.pathsep}{path}"
@@ -141,12 +148,12 @@ def _run_command(conn: socket.socket, request: dict, fds: list[int]) -> None:
 
 def client(folder: str, argv: list[str]) -> None:
     """The shim's side: hand a plain `python SCRIPT ARGS` to the server, anything else to the real python."""
-    server_env = json.loads(Path(folder, "env.json").read_text(encoding="utf-8"))
+    server = json.loads(Path(folder, "server.json").read_text(encoding="utf-8"))
     plain = argv and not argv[0].startswith("-") and argv[0].endswith(".py")
-    if not plain or import_time_env(dict(os.environ)) != server_env:
+    if not plain or import_time_env(dict(os.environ)) != server["env"]:
         os.execv(sys.executable, [sys.executable, *argv])
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(str(Path(folder, "python.sock")))
+    conn.connect(server["socket"])
     request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
     socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
     reply = b""
