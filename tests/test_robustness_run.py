@@ -58,6 +58,9 @@ def test_demo_run_writes_copies_resumes_after_a_kill_and_eval_reports_them(tmp_p
         [{k: v for k, v in r.items() if k not in drop} for r in first]
     assert eval_cli.main(["--pred-root", str(out)]) == 0
     printed = capsys.readouterr().out
+    # The --limit 3 warning counts examples as the user does (25 in custom_en), the records with their copies apart.
+    assert ("warning: custom_en: the file covers 3 of the dataset's 25 examples, with their 2 perturbed copies "
+            "each: 9 of 75 records (a --limit 3 run); the score is for that part only") in printed
     detail = json.loads((out / "tiny-qwen2" / "result_detail.json").read_text(encoding="utf-8"))["custom_en"]
     scores = {e["id"]: e["scores"]["rouge"] for e in lines(out / "tiny-qwen2" / "per_example" / "custom_en.scores.jsonl")}
     worst = [min(scores[f"custom_en-{i}{s}"] for s in ("", "~typo:0.05", "~extra_space:3")) for i in range(3)]

@@ -198,13 +198,16 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
         return [{**_record(examples[i], ds, prompt, out, latency), **extra}
                 for i, (prompt, out, extra) in zip(batch, done)]
 
+    data = {"path": os.path.abspath(ds.path), "file_sha256": ds.file_sha256, "examples": len(ds.examples),
+            "digest": ds.digest(), "limit": settings.limit}
+    if ds.copies:  # --perturb: each original's copies are counted in `examples` (eval.py words its coverage)
+        data["copies"] = ds.copies
     sidecar = {"dataset": ds.name, "kind": "predictions", "file": str(path), "task": dataclasses.asdict(ds.task),
                "source": {"path": str(ds.path), "examples": len(ds.examples), "template": ds.template_source,
                           "template_sha256": ds.template_hash, "form": ds.form,
                           "templates": {kind: {"source": t.source, "sha256": t.sha256}
                                         for kind, t in ds.templates.items()}},
-               "data": {"path": os.path.abspath(ds.path), "file_sha256": ds.file_sha256, "examples": len(ds.examples),
-                        "digest": ds.digest(), "limit": settings.limit},
+               "data": data,
                "model": model.identity(), "settings": dataclasses.asdict(settings)}
     fingerprint = _fingerprint(model, ds, max_length, max_new, settings.truncation)
     job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, fingerprint, sidecar, ds.name, settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,

@@ -51,6 +51,16 @@ def _dataset_changed(data: dict) -> bool:
         return False
 
 
+def _coverage(records: list[dict], data: dict) -> str:
+    """'5 of the dataset's 25 examples'; for a --perturb run the originals, then the records with their copies."""
+    copies = data.get("copies") or 0
+    if not copies or not isinstance(data.get("examples"), int):
+        return f"{len(records)} of the dataset's {data.get('examples')} examples"
+    originals = sum(1 for r in records if r.get("perturbation") is None)
+    return (f"{originals} of the dataset's {data['examples'] // (1 + copies)} examples, with their {copies} "
+            f"perturbed cop{'y' if copies == 1 else 'ies'} each: {len(records)} of {data['examples']} records")
+
+
 def check_prediction_file(path: Path, records: list[dict]) -> dict:
     """The file's status against its run sidecar (see the module docstring)."""
     sidecar = _sidecar(path)
@@ -69,8 +79,7 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
     elif digest != data.get("digest"):
         statuses.append("partial")
         limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""
-        warnings.append(f"the file covers {len(records)} of the dataset's {data.get('examples')} examples{limit}; "
-                        "the score is for that part only")
+        warnings.append(f"the file covers {_coverage(records, data)}{limit}; the score is for that part only")
     if _dataset_changed(data):
         statuses.append("data_changed")
         warnings.append(f"the dataset {data.get('path')} changed since these predictions were made; rerun "
