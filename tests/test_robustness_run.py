@@ -39,6 +39,8 @@ def test_demo_run_writes_copies_resumes_after_a_kill_and_eval_reports_them(tmp_p
     out = tmp_path / "pred"
     args = ["--datasets", "custom_en", "--limit", "3", "--perturb", "typo:0.05,extra_space", "--out-dir", str(out)]
     assert inference.main(args) == 0
+    assert ("note: custom_en: every example runs as its original and 2 perturbed copies (typo:0.05, extra_space:3): "
+            "the counts below are of records, 3 per example\ncustom_en: 9 new, 0 already done") in capsys.readouterr().out
     path = out / "tiny-qwen2" / "custom_en.jsonl"
     first = lines(path)
     assert [r["id"] for r in first] == [f"custom_en-{i}{s}" for i in range(3)

@@ -49,6 +49,11 @@ def with_perturbations(ds: Dataset, specs: list[tuple[str, tuple]], seed: int = 
                          "run without it")
             continue
         applicable.append((name, args, used & set(perturbation.fields)))
+    if applicable:  # the run's counts are of records: say how they relate to the dataset's examples
+        labels = ", ".join(PERTURBATIONS[name].label(args) for name, args, _ in applicable)
+        notes.append(f"{ds.name}: every example runs as its original and {len(applicable)} perturbed "
+                     f"cop{'y' if len(applicable) == 1 else 'ies'} ({labels}): the counts below are of records, "
+                     f"{1 + len(applicable)} per example")
     examples = []
     for example in ds.examples:
         examples.append(example)
