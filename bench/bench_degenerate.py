@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small inputs, a few seconds in all")
     args = p.parse_args(argv)
     from Eval.metrics import METRICS
-    for m in METRICS.values():  # one-off loads (jieba's dictionary, nltk) before any timing
+    for m in METRICS.values():  # one-off loads (jieba's dictionary) before any timing
         m("词 a.", "a 词.", all_classes=["a"])
     print(f"{'case':40} {'baseline':>14} {'base s':>9} {'ours s':>9} {'ratio':>9}  identical")
     all_same = True

@@ -8,7 +8,7 @@ return a Zeroed 0.0 where the reference tool zeroes; it must not raise.
 
 Reproducible: a fixed seed per metric (so each metric gets its own examples) and no example database, so every
 run draws the same examples. Each call is timed here; hypothesis' own deadline is off, and one-off loads
-(nltk, jieba's dictionary) happen before any timing.
+(jieba's dictionary) happen before any timing.
 """
 import json
 import random
@@ -72,7 +72,7 @@ def long_runs(name):
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_imports():
-    # One-off loads (nltk, jieba's dictionary) are not the metric's per-sample cost: pay them before timing.
+    # One-off loads (jieba's dictionary) are not the metric's per-sample cost: pay them before timing.
     for m in METRICS.values():
         m("词 a.", "a 词.", all_classes=["a"])
 
