@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 QUICK = {"pairs": 200, "repeats": 1}  # what --quick sets (tests/test_bench.py runs it)
 
-from Eval.metrics.bleu import _bleu4  # noqa: E402  (the metric on token lists, as bleu and bleu_zh call it)
+from Eval.metrics.bleu import sentence_bleu4  # noqa: E402  (the metric on token lists: bleu and bleu_zh call it)
 from Eval.metrics.zh import cut  # noqa: E402
 
 
@@ -80,7 +80,8 @@ def main() -> None:
     pairs = token_pairs(args.pairs)
     theirs_import, ours_import = (import_seconds(m, args.repeats) for m in ("nltk.translate.bleu_score",
                                                                              "Eval.metrics.bleu"))
-    (theirs, expected), (ours, found) = (score_seconds(fn, pairs, args.repeats) for fn in (nltk_bleu, _bleu4))
+    theirs, expected = score_seconds(nltk_bleu, pairs, args.repeats)
+    ours, found = score_seconds(sentence_bleu4, pairs, args.repeats)
     same = sum(a == b for a, b in zip(expected, found))
     print(f"import in a fresh interpreter: nltk {theirs_import:.3f} s, ours {ours_import:.3f} s "
           f"({theirs_import / ours_import:.0f}x)")

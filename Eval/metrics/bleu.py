@@ -38,7 +38,9 @@ def _smoothed(counts: list[tuple[int, int]]) -> list[float]:
     return [m / t if m else (m + EPSILON) / t for m, t in counts]
 
 
-def _bleu4(prediction: list[str], reference: list[str]) -> float:
+def sentence_bleu4(prediction: list[str], reference: list[str]) -> float:
+    """nltk's sentence_bleu([reference], prediction, smoothing_function=method1) on token lists; 0.0 for an empty
+    side."""
     if not prediction or not reference:
         return 0.0
     counts = [ngram_matches(prediction, reference, n) for n in range(1, 5)]
@@ -49,7 +51,7 @@ def _bleu4(prediction: list[str], reference: list[str]) -> float:
 
 
 def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
-    """The numbers of _bleu4: modified precisions, method1 (epsilon 0.1 on a zero count), BP, score."""
+    """The numbers of sentence_bleu4: modified precisions, method1 (epsilon 0.1 on a zero count), BP, score."""
     out = {"prediction_tokens": len(prediction), "reference_tokens": len(reference)}
     if not prediction or not reference:
         return {**out, "score": 0.0, "text": "an empty side scores 0"}
@@ -58,7 +60,7 @@ def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
     out = {**out, "ngram_matches": [list(c) for c in counts], "brevity_penalty": float(bp)}
     if counts[0][0] == 0:
         return {**out, "precisions": [0.0] * 4, "score": 0.0, "text": "no word of the prediction is in the reference: 0"}
-    score = _bleu4(prediction, reference)
+    score = sentence_bleu4(prediction, reference)
     shown = ", ".join(f"{n}-grams {m}/{t}" + (" (0.1 smoothing)" if m == 0 else "")
                       for n, (m, t) in enumerate(counts, 1))
     penalty = "1 (prediction not shorter)" if bp == 1 else f"exp(1 - {len(reference)}/{len(prediction)}) = {bp:.4g}"
@@ -76,7 +78,7 @@ def bleu(prediction: str, reference: str, **record) -> float:
     >>> round(bleu("the cat sat on the mat", "the cat sat on a mat"), 4)
     0.5373
     """
-    return _bleu4(prediction.split(), reference.split())
+    return sentence_bleu4(prediction.split(), reference.split())
 
 
 @explains("bleu")
@@ -96,7 +98,7 @@ def bleu_zh(prediction: str, reference: str, **record) -> float:
     >>> round(bleu_zh("臣妾是甄嬛", "臣妾是甄嬛，家父是大理寺少卿。"), 4)
     0.2231
     """
-    return _bleu4([t for t in cut(prediction) if t.strip()], [t for t in cut(reference) if t.strip()])
+    return sentence_bleu4([t for t in cut(prediction) if t.strip()], [t for t in cut(reference) if t.strip()])
 
 
 @explains("bleu_zh")
