@@ -51,14 +51,21 @@ def tinyeval_loop(model: HFModel, texts: list[str], chat: bool, max_length: int,
     return outputs
 
 
-def batched(model: HFModel, texts: list[str], chat: bool, max_length: int, max_new: int,
-            batch_size: int, max_batch_tokens: int | None) -> list[str]:
-    prompts = model.build_prompts(texts, chat=chat, max_new_tokens=max_new, max_length=max_length)
-    outputs = [""] * len(texts)
-    for batch in plan_batches([p.n_tokens for p in prompts], batch_size, max_batch_tokens):
+def generate_planned(model: HFModel, prompts: list, max_new: int, batch_size: int,
+                     max_batch_tokens: int | None) -> list[str]:
+    """What inference.py does with built prompts: plan_batches' batches (the token cap and the model's padding
+    limit) through HFModel.generate; outputs in prompt order."""
+    outputs = [""] * len(prompts)
+    for batch in plan_batches([p.n_tokens for p in prompts], batch_size, max_batch_tokens, model.max_pad_fraction):
         for i, g in zip(batch, model.generate([prompts[i] for i in batch], max_new)):
             outputs[i] = g.text
     return outputs
+
+
+def batched(model: HFModel, texts: list[str], chat: bool, max_length: int, max_new: int,
+            batch_size: int, max_batch_tokens: int | None) -> list[str]:
+    prompts = model.build_prompts(texts, chat=chat, max_new_tokens=max_new, max_length=max_length)
+    return generate_planned(model, prompts, max_new, batch_size, max_batch_tokens)
 
 
 def scoring(model: HFModel, pairs: list[tuple[str, str]], batch_size: int) -> tuple[float, float, float]:

@@ -34,10 +34,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import torch  # noqa: E402
 
-from bench_inference import tinyeval_loop  # noqa: E402
+from bench_inference import generate_planned, tinyeval_loop  # noqa: E402
 from Eval.inference.datasets import fill_template, load_dataset  # noqa: E402
 from Eval.inference.predict import RunSettings  # noqa: E402
-from Eval.models.base import plan_batches  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
 from scale_model import build, parameter_count  # noqa: E402
 
@@ -112,13 +111,8 @@ def lm_eval_generate(lm, prompts: list[str], max_new: int) -> list[str]:
 
 
 def ours(model: HFModel, prompts: list, max_new: int, batch_size: int) -> list[str]:
-    """What inference.py does with the prompts: plan_batches' batches (its token cap and the model's padding
-    limit, RunSettings' defaults) through HFModel.generate."""
-    outputs, cap = [""] * len(prompts), RunSettings().max_batch_tokens
-    for batch in plan_batches([p.n_tokens for p in prompts], batch_size, cap, model.max_pad_fraction):
-        for i, g in zip(batch, model.generate([prompts[i] for i in batch], max_new)):
-            outputs[i] = g.text
-    return outputs
+    """inference.py's path with its default token cap (RunSettings)."""
+    return generate_planned(model, prompts, max_new, batch_size, RunSettings().max_batch_tokens)
 
 
 class Meter:

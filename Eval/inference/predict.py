@@ -213,4 +213,4 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, fingerprint, sidecar, ds.name, settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,
               tally=_count, on_saved=on_saved, budget=budget,
               bound=lambda batch: token_bound(ds, [prompts[i] for i in batch], first_max, max_length))
-    return {**_count([]), "tokens_per_s": None, **run_job(job, plan, process)}
+    return run_job(job, plan, process)  # its summary starts from the tally's zeros (_count([]))

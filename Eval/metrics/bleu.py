@@ -38,16 +38,21 @@ def _smoothed(counts: list[tuple[int, int]]) -> list[float]:
     return [m / t if m else (m + EPSILON) / t for m, t in counts]
 
 
+def _score(counts: list[tuple[int, int]], bp: float) -> float:
+    """BP x the geometric mean of the smoothed precisions, summed as nltk sums them; 0.0 when no word matches
+    (nltk returns before smoothing then)."""
+    if counts[0][0] == 0:
+        return 0.0
+    return float(bp * math.exp(math.fsum(0.25 * math.log(p) for p in _smoothed(counts))))
+
+
 def sentence_bleu4(prediction: list[str], reference: list[str]) -> float:
     """nltk's sentence_bleu([reference], prediction, smoothing_function=method1) on token lists; 0.0 for an empty
     side."""
     if not prediction or not reference:
         return 0.0
     counts = [ngram_matches(prediction, reference, n) for n in range(1, 5)]
-    if counts[0][0] == 0:  # nltk returns 0 before smoothing when no word matches
-        return 0.0
-    bp = brevity_penalty(len(prediction), len(reference))
-    return float(bp * math.exp(math.fsum(0.25 * math.log(p) for p in _smoothed(counts))))
+    return _score(counts, brevity_penalty(len(prediction), len(reference)))
 
 
 def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
@@ -60,7 +65,7 @@ def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
     out = {**out, "ngram_matches": [list(c) for c in counts], "brevity_penalty": float(bp)}
     if counts[0][0] == 0:
         return {**out, "precisions": [0.0] * 4, "score": 0.0, "text": "no word of the prediction is in the reference: 0"}
-    score = sentence_bleu4(prediction, reference)
+    score = _score(counts, bp)
     shown = ", ".join(f"{n}-grams {m}/{t}" + (" (0.1 smoothing)" if m == 0 else "")
                       for n, (m, t) in enumerate(counts, 1))
     penalty = "1 (prediction not shorter)" if bp == 1 else f"exp(1 - {len(reference)}/{len(prediction)}) = {bp:.4g}"

@@ -30,25 +30,25 @@ SHORT_PROMPT = 256  # "auto" prefill: batches whose longest prompt is at most th
 @torch.inference_mode()
 def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
                   stop_ids: set[int], stops_here: Callable[[int, list[int]], bool],
-                  decode_threads: Callable[[int], int | None] | int | None = None,
+                  decode_threads: Callable[[int], int | None] | None = None,
                   forced_next: Callable[[int], list[int]] | None = None,
                   prefill: str = "rows") -> list[tuple[list[int], str]]:
     """Greedy continuation of each row. A row ends on a stop id (kept as its last token), when
     `stops_here(row, its new ids)` is true (a stop string), or after `max_new_tokens` tokens. After each token
     of a row that goes on, `forced_next(row)` may give tokens the row takes next instead of its argmax.
 
-    `decode_threads` (CPU): torch threads for the one-token steps (None: as they are), or a function of the rows
-    still in the batch giving them, asked again as rows finish (HFModel.decode_threads_for): small steps lose more
-    to OpenMP synchronisation than a second core gives, large ones gain. `prefill`: "rows" (each prompt alone, its cache left-padded into the batch's),
-    "padded" (one masked forward over the padded batch) or "auto" (by prompt length); see _prefill.
+    `decode_threads` (CPU): the torch threads for the one-token steps as a function of the rows still in the
+    batch, asked again as rows finish (HFModel.decode_threads_for; None, or a None answer: as they are): small
+    steps lose more to OpenMP synchronisation than a second core gives, large ones gain. `prefill`: "rows" (each
+    prompt alone, its cache left-padded into the batch's), "padded" (one masked forward over the padded batch) or
+    "auto" (by prompt length); see _prefill.
     """
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift positions
     cache, logits = _prefill(model, input_ids, attention_mask, positions, prefill)
     threads = torch.get_num_threads()
-    threads_for = decode_threads if callable(decode_threads) else lambda rows: decode_threads
 
     def use_threads(rows: int) -> None:
-        torch.set_num_threads(threads_for(rows) or threads)
+        torch.set_num_threads((decode_threads and decode_threads(rows)) or threads)
 
     try:
         use_threads(input_ids.shape[0])

@@ -30,7 +30,7 @@ from pathlib import Path
 from Eval.extract import run_extraction
 from Eval.records import RecordError, read_records
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
-from Eval.scoring.scorer import percent, score_dataset, score_text
+from Eval.scoring.scorer import percent, score_dataset, score_text, text_table
 from Eval.storage import StorageError, commit_files, json_bytes
 
 BUCKETS = ("one side failed", "prompt differs", "same answer", "output differs", "extraction differs", "data differs")
@@ -184,9 +184,7 @@ def diff_table(doc: dict) -> list[str]:
             p = "-" if m["mcnemar"] is None else f"{m['mcnemar']['p']:.4g}"
             rows.append((name, metric, str(d["scored_pairs"]), score_text(m["mean_a"]), score_text(m["mean_b"]),
                          score_text(m["diff"]), ci, p))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = text_table(rows, left={0, 1})
     for name, d in doc["datasets"].items():
         counts = ", ".join(f"{b} {k}" for b, k in d["buckets"].items() if k) or "none"
         lines.append(f"{name}: {d['paired']} paired ({d['unmatched']['a_only']} only in {doc['a']}, "

@@ -45,7 +45,7 @@ from Eval.scoring.robustness import robustness_lines, robustness_tables
 from Eval.names import name_problem
 from Eval.pricing import Price, cost_text, total_usage, with_cost
 from Eval.scoring.provenance import file_sha256
-from Eval.scoring.scorer import score_text
+from Eval.scoring.scorer import score_text, text_table
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
 
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
@@ -202,11 +202,7 @@ def dataset_table(results: list[dict]) -> str:
                          str(r["extraction"]["failed"]), str(r["failed_records"]),
                          str(sum(m["zeroed_by_exception"].values())), str(r["no_references"]),
                          r.get("data_check", {}).get("status", "unchecked")))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 1, 10) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(text_table(rows, left={0, 1, 10}))
 
 
 def _usage_cells(usage: dict) -> list[str]:
@@ -231,11 +227,7 @@ def usage_table(entries: list[dict]) -> str:
         rows.append(("total", *_usage_cells(total_usage([e["usage"] for e in entries]))))
     if all(row[-1] == "-" for row in rows[1:]):
         rows = [row[:-1] for row in rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(text_table(rows, left={0}))
 
 
 # --- models x datasets ----------------------------------------------------------------------------------------

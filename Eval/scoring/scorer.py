@@ -37,6 +37,16 @@ def score_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def text_table(rows: list[tuple[str, ...]], left: set[int]) -> list[str]:
+    """Rows as the terminal prints them: columns padded to their widest cell, those in `left` left-aligned (names),
+    the others right-aligned (numbers), and a rule under the header row."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
 def percent(values: list[float]) -> tuple[float | None, float | None]:
     """(round(100 * mean, 2), unrounded 100 * mean) as LongBench's scorer() computes them; (None, None) for no
     values. The loop is LongBench's `total_score += score`: builtin sum() is compensated since Python 3.12 and
