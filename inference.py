@@ -34,12 +34,13 @@ from Eval.records import RecordError, sidecar_path  # noqa: E402
 from Eval.inference.templates import load_maxlen_config, load_prompt_config, template_fields  # noqa: E402
 from Eval.models.base import TRUNCATION_POLICIES  # noqa: E402
 from Eval.inference.distributed import barrier, finish, init_process_group, local_device, resolve_shards  # noqa: E402
-from Eval.inference.predict import RunSettings, examples_done, run_dataset  # noqa: E402
+from Eval.inference.predict import RunSettings, examples_done, required_examples, run_dataset  # noqa: E402
 from Eval.inference.run_loop import TokenBudget  # noqa: E402
 from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text  # noqa: E402
 from Eval.inference.dry_run import dry_run  # noqa: E402
 from Eval.inference.perturb import with_perturbations  # noqa: E402
-from Eval.inference.predictions import PredictionFile, merge_predictions, record_output  # noqa: E402
+from Eval.inference.predictions import (PredictionFile, merge_predictions, record_output,  # noqa: E402
+                                        sidecar_model)
 from Eval.unlearning.inference import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
@@ -132,10 +133,9 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
     """Merge shard files into each dataset's main file; exit 1 if some dataset still lacks examples."""
     missing = []
     for ds in datasets:
-        examples = ds.examples[:limit] if limit else ds.examples
         path = out_dir / f"{ds.name}.jsonl"
-        merged = merge_predictions(path, [e.id for e in ds.examples], [e.id for e in examples],
-                                   {e.id: e.sha256 for e in ds.examples})
+        merged = merge_predictions(path, [e.id for e in ds.examples], [e.id for e in required_examples(ds, limit)],
+                                   {e.id: e.sha256 for e in ds.examples}, sidecar_model(sidecar_path(path)))
         if merged:
             record_output(sidecar_path(path), merged)
         else:
@@ -147,7 +147,7 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
 
 
 TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "changed_redone", "failed_redone",
-          "removed", "prompt_tokens", "gen_tokens", "truncated_tokens")
+          "model_changed_redone", "removed", "prompt_tokens", "gen_tokens", "truncated_tokens")
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
@@ -199,11 +199,19 @@ def _cost(args, usage: dict) -> float | None:
 
 def _stopped(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
     """The --max-total-tokens stop: what was spent and how far the datasets got; exit code 3."""
-    done, required = map(sum, zip(*(examples_done(ds, out_dir, args.limit) for ds in datasets)))
+    done, required = map(sum, zip(*(examples_done(ds, out_dir, args.limit, sidecar_model(
+        sidecar_path(out_dir / f"{ds.name}.jsonl"))) for ds in datasets)))
     nothing = " (nothing generated: the first batch alone could exceed it)" if budget.spent == 0 else ""
     print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, {done} of "
           f"{required} examples done; rerun (with a larger budget) to continue", file=sys.stderr)
     return 3
+
+
+def _named(changes: list[str] | None) -> str:
+    """': model-00002-of-00002.safetensors, config.json' (at most five names), or nothing."""
+    if not changes:
+        return ""
+    return ": " + ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
 
 
 def _describe_run(summary: dict) -> str:
@@ -213,6 +221,12 @@ def _describe_run(summary: dict) -> str:
         parts.append(f"{summary['changed_redone']} changed since the last run (redone)")
     if summary["failed_redone"]:
         parts.append(f"{summary['failed_redone']} failed before (redone)")
+    if summary.get("model_changed_redone"):
+        parts.append(f"{summary['model_changed_redone']} made by another model (redone: the model's files or "
+                     f"settings changed{_named(summary.get('model_changes'))})")
+    if summary.get("unselected"):
+        parts.append(f"{summary['unselected']} not selected by this run (kept aside for a later run; the file "
+                     "holds what this run selected)")
     if summary["removed"]:
         parts.append(f"{summary['removed']} no longer in the dataset (dropped from the file)")
     parts.append(f"{summary['skipped_done']} already done")

@@ -10,6 +10,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -56,6 +57,13 @@ def nonnegative_float(text: str) -> float:
     return _number(float, text, 0, "a number >= 0")
 
 
+def non_empty(text: str) -> str:
+    """A string that says something: an empty marker or stop string would match everywhere."""
+    if not text:
+        raise argparse.ArgumentTypeError("is empty: give the text to look for")
+    return text
+
+
 def name_list(text: str) -> list[str]:
     """A comma-separated list of names; empty entries ("a,,b", a trailing comma) are ignored, an empty list is
     refused."""
@@ -74,11 +82,36 @@ def one_line(err: BaseException) -> str:
     return text
 
 
+# What the machine refuses (not a bug of ours): said in one line naming the path, exit code 2.
+_HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the same command (what was saved "
+                        "is kept)",
+          errno.EDQUOT: "disk quota exceeded: free some space and rerun the same command",
+          errno.EACCES: "permission denied: choose a folder you can write (--out-dir, --pred-root) or fix the "
+                        "permissions",
+          errno.EPERM: "operation not permitted",
+          errno.EROFS: "the file system is read-only: choose another folder (--out-dir, --pred-root)"}
+
+
+def os_error_line(err: OSError) -> str | None:
+    """One line for an OSError the user can act on (a full disk, no permission, ...), or None for others."""
+    if err.errno not in _HINTS:
+        return None
+    where = err.filename if err.filename is not None else "(a file)"
+    return f"error: {where}: {_HINTS[err.errno]}"
+
+
 def run_main(main: Callable[[], int | None]) -> None:
-    """Exits with main()'s status; a reader that stops early (`| head`) is not our error, so it ends quietly."""
+    """Exits with main()'s status; a reader that stops early (`| head`) is not our error, so it ends quietly; a
+    full disk or a permission problem is one line naming the path (exit 2), not a traceback."""
     try:
         sys.exit(main())
     except BrokenPipeError:
         # Python would print a second BrokenPipeError while flushing stdout at exit; point stdout at devnull first.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    except OSError as err:
+        line = os_error_line(err)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(2)

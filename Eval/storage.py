@@ -22,6 +22,7 @@ Usage:
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -70,18 +71,41 @@ def read_regular_bytes(path: os.PathLike | str) -> bytes:
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
+    with _named(path), open(path, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
 
 
+@contextlib.contextmanager
+def _named(path: Path):
+    """An OSError of a write (a full disk fails the write, not the open) names the file it was writing."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
+
+
 def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> None:
-    """Write via NAME.tmp and rename, so a crash never leaves a half-written file under NAME."""
+    """Write via NAME.tmp and rename, so a crash never leaves a half-written file under NAME; a failed write
+    (a full disk, no permission) removes its temporary and raises, and NAME keeps its old content."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    _fsync_write(tmp, data)
-    os.replace(tmp, path)
+    try:
+        _fsync_write(tmp, data)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def json_bytes(obj: object) -> bytes:
@@ -107,7 +131,7 @@ def append_lines(path: os.PathLike | str, lines: list[str]) -> None:
     and at worst leaves one torn last line that `read_complete_lines` repairs."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
+    with _named(path), open(path, "a", encoding="utf-8") as f:
         f.writelines(lines)
         f.flush()
         os.fsync(f.fileno())
@@ -141,10 +165,17 @@ def commit_files(folder: os.PathLike | str, files: dict[str, bytes], delete: Ite
     if (folder / JOURNAL).is_file():
         _roll_forward(folder)
     delete = [d for d in delete if d not in files]
-    for relative, data in files.items():
-        target = _inside(folder, relative)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _fsync_write(target.with_name(target.name + TMP_SUFFIX), data)
+    written = []
+    try:  # a failed write (a full disk) removes every temporary: the old set stays whole, nothing stale is left
+        for relative, data in files.items():
+            target = _inside(folder, relative)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written.append(target.with_name(target.name + TMP_SUFFIX))
+            _fsync_write(written[-1], data)
+    except BaseException:
+        for tmp in written:
+            _remove_quietly(tmp)
+        raise
     for relative in delete:
         _inside(folder, relative)
     write_bytes_atomic(folder / JOURNAL, json.dumps({"replace": sorted(files), "delete": sorted(delete)},

@@ -7,6 +7,9 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 if "PYTEST_XDIST_WORKER" in os.environ:  # tests run in parallel workers: one thread each, not two per worker
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Model file hashes are cached per user (Eval/models/identity.py); the tests keep theirs in a folder of their own.
+os.environ.setdefault("EVAL_HASH_CACHE", os.path.join(__import__("tempfile").mkdtemp(prefix="eval-hashes-"),
+                                                      "file-hashes.json"))
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 TINYEVAL = SHARED / "reference" / "tinyeval"

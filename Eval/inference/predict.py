@@ -29,7 +29,7 @@ from typing import Callable
 from Eval.inference.dataset_forms import question_text
 from Eval.inference.datasets import Dataset, Example
 from Eval.inference.predictions import best_records
-from Eval.inference.run_loop import Job, TokenBudget, run_job
+from Eval.inference.run_loop import Job, TokenBudget, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
 from Eval.pricing import batch_counts
 
@@ -86,8 +86,7 @@ def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_to
                  truncation: str) -> dict:
     options = {k: v for k, v in dataclasses.asdict(model.options).items()  # options added later count only
                if k not in _LATER_OPTIONS or v != _LATER_OPTIONS[k]}      # when set, so older files resume
-    fingerprint = {"model": model.fingerprint(),
-                   "template_sha256": ds.template_hash, "chat": ds.task.chat, "max_length": max_length,
+    fingerprint = {"template_sha256": ds.template_hash, "chat": ds.task.chat, "max_length": max_length,
                    "max_new_tokens": max_new_tokens, "options": options}
     if truncation != "middle":  # the default adds nothing, so files written before policies existed resume
         fingerprint["truncation"] = truncation
@@ -118,11 +117,12 @@ def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tup
     return settings.max_new_tokens or ds.task.max_new_tokens, settings.max_length or model.context_window()
 
 
-def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, int]:
-    """(required examples that have a good record made from their current content, required examples) of `ds`
-    in out_dir, over the main file and any shard files; read only."""
+def examples_done(ds: Dataset, out_dir: Path, limit: int | None, model: str | None = None) -> tuple[int, int]:
+    """(required examples that have a good record made from their current content by `model` (a
+    model_sha256), required examples) of `ds` in out_dir, over the main file and any shard files; read only."""
     required = required_examples(ds, limit)
-    saved = best_records(out_dir / f"{ds.name}.jsonl", expected={e.id: e.sha256 for e in ds.examples})
+    saved = best_records(out_dir / f"{ds.name}.jsonl", expected={e.id: e.sha256 for e in ds.examples},
+                         model=model)
     good = sum(1 for e in required if saved.get(e.id, {}).get("example_sha256") == e.sha256
                and saved[e.id].get("error") is None)
     return good, len(required)
@@ -210,7 +210,9 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
                "data": data,
                "model": model.identity(), "settings": dataclasses.asdict(settings)}
     fingerprint = _fingerprint(model, ds, max_length, max_new, settings.truncation)
-    job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, fingerprint, sidecar, ds.name, settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,
+    job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, fingerprint, sidecar, ds.name,
+              settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,
               tally=_count, on_saved=on_saved, budget=budget,
-              bound=lambda batch: token_bound(ds, [prompts[i] for i in batch], first_max, max_length))
+              bound=lambda batch: token_bound(ds, [prompts[i] for i in batch], first_max, max_length),
+              model_sha256=model_digest(model.fingerprint()))
     return run_job(job, plan, process)  # its summary starts from the tally's zeros (_count([]))

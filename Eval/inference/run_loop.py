@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import platform
 import signal
 import threading
@@ -33,7 +35,9 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from Eval.inference.predictions import PredictionFile, check_resume, merge_predictions, shard_path
+from Eval.models.identity import changed_files
+from Eval.inference.predictions import (PredictionFile, check_resume, merge_predictions, output_entry,
+                                        shard_path)
 from Eval.pricing import add_counts, tokens_per_s
 from Eval.records import sidecar_path
 from Eval.storage import OutputLock, write_json_atomic
@@ -69,19 +73,33 @@ class Job:
     on_saved: Callable[[int], None] | None = None  # told how many records each batch saved
     budget: TokenBudget | None = None  # charged with the tally's prompt_tokens + gen_tokens of each batch
     bound: Callable[[list[str]], int] | None = None  # the most tokens a batch can spend (needed with a budget)
+    # The hash of what determines the outputs (the model's files, dtype, ...: BaseLLM.fingerprint), stamped on
+    # every record; a record made by another model counts as not done, so a checkpoint changed in place is rerun.
+    model_sha256: str | None = None
 
 
 @contextlib.contextmanager
 def _deferred_interrupt():
-    """Hold Ctrl-C (SIGINT) until the block ends, where the platform and thread allow it."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    """Hold Ctrl-C (SIGINT) until the block ends. The handler is swapped rather than the signal masked: a SIGINT
+    that arrived just before the block is still pending in Python and would be raised inside it; the swapped-in
+    handler catches that one too, and the previous handler gets it after the block."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    arrived = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: arrived.append(frame))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+        if arrived and callable(previous):
+            previous(signal.SIGINT, arrived[0])
+
+
+def model_digest(fingerprint: dict) -> str:
+    """The 16-digit model_sha256 stamped on records: a hash of what determines the model's outputs."""
+    text = json.dumps(fingerprint, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def package_versions() -> dict:
@@ -106,33 +124,55 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
 
 
 def _run_locked(job: Job, plan, process) -> dict:
-    out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected)
+    out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected, job.model_sha256)
     mine = job.required[job.shard_id::job.num_shards]
     status = out.status(mine)
     batches = plan([i for i in mine if i not in out.done])  # may refuse (a budget too small): nothing written yet
-    sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "versions": package_versions(), "output": None,
-               "summary": None}
+    model_changes = _model_changes(sidecar_path(job.path), job.sidecar) if status["model_changed"] else []
+    sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "model_sha256": job.model_sha256,
+               "versions": package_versions(), "output": None, "summary": None}
     if job.shard_id == 0:  # before the first record, so a killed run can be checked too
         write_json_atomic(sidecar_path(job.path), sidecar)
     started = time.perf_counter()
     stats = _process_all(job, out, batches, process)
     stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged, as an interrupted run leaves it
     merged = job.merge and not stopped and merge_predictions(job.path, list(job.expected), job.required,
-                                                             job.expected)
+                                                             job.expected, job.model_sha256)
     seconds = round(time.perf_counter() - started, 2)
     if "gen_tokens" in stats:  # a generating job: its speed, generated tokens per second of this invocation
         stats["tokens_per_s"] = tokens_per_s(stats["gen_tokens"], seconds)
     if stopped:
         stats.update(stopped=stopped, token_budget=job.budget.describe())
     summary = {**stats, "skipped_done": status["done"], "new": status["new"], "changed_redone": status["changed"],
-               "failed_redone": status["failed"], "removed": merged["dropped"] if merged else 0,
-               "shard": f"{job.shard_id}-of-{job.num_shards}", "seconds": seconds,
+               "failed_redone": status["failed"], "model_changed_redone": status["model_changed"],
+               "removed": merged["dropped"] if merged else 0,
+               "unselected": merged["unselected"] if merged else 0,
+               "model_changes": model_changes, "shard": f"{job.shard_id}-of-{job.num_shards}", "seconds": seconds,
                "complete": bool(merged), "torn_line_repaired": out.torn_line_repaired}
     sidecar.update(summary=summary, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                   output={"records": merged["records"], "digest": merged["digest"]} if merged else None)
+                   output=output_entry(merged) if merged else None)
     if job.shard_id == 0 or merged:
         write_json_atomic(sidecar_path(job.path), sidecar)
     return summary
+
+
+def _model_changes(sidecar: Path, new: dict) -> list[str]:
+    """What changed in the model since the sidecar's run, in words: the files whose content changed (weights,
+    config, tokenizer, adapter), else the identity fields that differ; [] when the old sidecar cannot tell."""
+    try:
+        old = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    changes = []
+    for key in ("model", "reference_model"):
+        before, after = (old.get(key) if isinstance(old, dict) else None), new.get(key)
+        if not isinstance(before, dict) or not isinstance(after, dict):
+            continue
+        for files in ("files", "peft_files", "tokenizer_files"):
+            changes += changed_files(before.get(files) or {}, after.get(files) or {})
+        changes += [k for k in ("adapter", "dtype", "base_url", "api_model", "server_model")
+                    if before.get(k) != after.get(k)]
+    return changes
 
 
 def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], process) -> dict:
@@ -148,6 +188,8 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
             records = process(batch)
             for record in records:
                 record["example_sha256"] = job.expected[record["id"]]
+                if job.model_sha256 is not None:
+                    record["model_sha256"] = job.model_sha256
             with _deferred_interrupt():  # saved and counted together, so Ctrl-C reports exactly what was saved
                 out.append(records)
                 if job.on_saved:

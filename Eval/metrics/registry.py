@@ -27,6 +27,7 @@ read-only companions: the scorer never takes a score from them (Eval/scoring/exp
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable
 
 from Eval.registry import Registry
@@ -40,6 +41,11 @@ class Metric:
     name: str
     fn: Callable[..., float]
     version: str  # bump when the per-sample values change, so stored results say what produced them
+    best: float = 1.0  # the value of a perfect answer ("full marks"); ROUGE's 1e-8 makes it 0.999999995
+
+    def full_marks(self, value: float) -> bool:
+        """Whether `value` is this metric's best, up to float noise."""
+        return math.isclose(value, self.best, rel_tol=1e-9) or value > self.best
 
     def __call__(self, prediction: str, reference: str, **record) -> float:
         return self.fn(prediction, reference, **record)
@@ -71,10 +77,11 @@ class Zeroed(float):
         return "0.0"
 
 
-def metric(name: str, *, version: str = "1"):
-    """Register ``fn`` under ``name``; a second registration of the same name is a bug and raises."""
+def metric(name: str, *, version: str = "1", best: float = 1.0):
+    """Register ``fn`` under ``name``; a second registration of the same name is a bug and raises. ``best`` is
+    the value a perfect answer gets, when it is not 1.0."""
     def register(fn: Callable[..., float]) -> Callable[..., float]:
-        METRICS.register(name, Metric(name, fn, version))
+        METRICS.register(name, Metric(name, fn, version, best))
         return fn
     return register
 

@@ -245,13 +245,17 @@ class BaseLLM:
         return {"adapter": self.name}
 
     def fingerprint(self) -> dict:
-        """What a resumed run must share with the one that wrote the file: the weights' fingerprint and chat
-        template (the path only where there is no fingerprint: a hub name, a served model), so a checkout or a
-        prediction folder that moves keeps resuming."""
+        """What determines the model's outputs, so a record made by another model is redone: the hash of every
+        file of the checkpoint and of its PEFT adapter (Eval/models/identity.py), the dtype and the chat
+        template; the path only where there are no files to hash (a hub name), so a checkpoint that is copied
+        or moved keeps resuming and one changed in place is run again."""
         identity = self.identity()
-        keys = ("adapter", "peft", "dtype", "weights_fingerprint", "chat_template_sha256")
-        return {**{k: identity.get(k) for k in keys},
-                "path": None if identity.get("weights_fingerprint") else identity.get("path")}
+        files, peft = identity.get("files") or {}, identity.get("peft_files") or {}
+        return {"adapter": identity.get("adapter"), "dtype": identity.get("dtype"),
+                "files_sha256": files.get("sha256"), "peft_sha256": peft.get("sha256"),
+                "peft": None if peft else identity.get("peft"),
+                "chat_template_sha256": identity.get("chat_template_sha256"),
+                "path": None if files else identity.get("path")}
 
     # --- the shared prompt path -----------------------------------------------------------------------
     def chat_overhead(self) -> int:

@@ -4,7 +4,7 @@
 Usage:
     model = load_weights(AutoModelForCausalLM, checked_checkpoint(path), "auto", resolve_device("auto"),
                          trust_remote_code=False, allow_pickle=False, peft=None)
-    checkpoint_identity(path, model, tokenizer)   # -> {"path", "dtype", "num_parameters", fingerprints, ...}
+    checkpoint_identity(path, model, tokenizer, checkpoint_files(path, peft))   # -> {"path", "dtype", "files", "peft_files", ...}
 """
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 import torch
+
+from Eval.models.identity import folder_identity
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -41,20 +43,21 @@ def load_weights(auto_class, path: str, dtype: str, device: str, trust_remote_co
     return model.to(device).eval()
 
 
-def checkpoint_identity(path: str, model, tokenizer) -> dict:
-    """What identifies a local checkpoint in a run sidecar: path, dtype, type, size, a weights fingerprint
-    (the first shard's size and first MiB, cheap on 100 GB checkpoints) and the chat template's hash."""
-    weights = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else []
-    digest = hashlib.sha256()
-    for w in weights[:1]:
-        digest.update(str(w.stat().st_size).encode())
-        with open(w, "rb") as f:
-            digest.update(f.read(1 << 20))
+def checkpoint_files(path: str, peft: str | None) -> tuple[dict | None, dict | None]:
+    """The file identities of a checkpoint and its adapter (Eval/models/identity.py), taken before the weights
+    load so that they describe what was loaded; None for what is not on disk (a hub name, no adapter)."""
+    return folder_identity(path) or None, (folder_identity(peft) or None) if peft else None
+
+
+def checkpoint_identity(path: str, model, tokenizer, files: tuple[dict | None, dict | None]) -> dict:
+    """What identifies a local checkpoint in a run sidecar: path, dtype, type, size, the hash of every file that
+    determines its outputs (Eval/models/identity.py: all weight shards, config, generation config, tokenizer,
+    chat template) and of the PEFT adapter's files, and the chat template's hash."""
     template = tokenizer.chat_template or ""
     return {"path": os.path.abspath(path) if os.path.exists(path) else path, "dtype": str(model.dtype),
             "model_type": getattr(model.config, "model_type", None),
             "num_parameters": sum(p.numel() for p in model.parameters()),
-            "weights_fingerprint": digest.hexdigest()[:16] if weights else None,
+            "files": files[0], "peft_files": files[1],
             "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None}
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from Eval.args import nonnegative_float, nonnegative_int, positive_float, positive_int
+from Eval.args import non_empty, nonnegative_float, nonnegative_int, positive_float, positive_int
 from Eval.models import MODELS
 from Eval.models.base import AdapterOptions, BaseLLM
 
@@ -83,8 +83,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> 
                    help="first retry delay in seconds, doubled each retry")
     a = parser.add_argument_group("adapter options (per model family, instead of name checks)")
     a.add_argument("--system-prompt", default=None, help="system message for chat templates (default: none)")
-    a.add_argument("--stop", action="append", default=[], help="extra stop string (repeatable)")
-    a.add_argument("--cut-at", action="append", default=[], help="cut the output at this marker, e.g. <eoa>")
+    a.add_argument("--stop", action="append", type=non_empty, default=[], help="extra stop string (repeatable)")
+    a.add_argument("--cut-at", action="append", type=non_empty, default=[],
+                   help="cut the output at this marker, e.g. <eoa>")
     a.add_argument("--strip-think", action="store_true",
                    help="save only the text after the thinking block (--think-tags); an unclosed block stays")
     a.add_argument("--think-tags", nargs=2, metavar=("OPEN", "CLOSE"), default=list(DEFAULTS["think_tags"]),

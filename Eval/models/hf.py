@@ -24,7 +24,7 @@ from transformers.cache_utils import DynamicLayer
 from Eval.models import register_model
 from Eval.models.base import (AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches,
                               prompt_opens_thinking)
-from Eval.models.checkpoint import (checked_checkpoint, checkpoint_identity, checkpoint_options, is_oom, load_weights,
+from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, checkpoint_identity, checkpoint_options, is_oom, load_weights,
                                     resolve_device)
 from Eval.models.greedy import StopWatch, greedy_decode
 from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
@@ -58,6 +58,7 @@ class HFModel(BaseLLM):
         if threads:
             torch.set_num_threads(threads)
         self.path, self.peft, self.device = path, peft, resolve_device(device)
+        self.files = checkpoint_files(path, peft)  # before the weights load: what was loaded
         self.tokenizer = load_tokenizer(path, trust_remote_code)
         self.model = load_weights(AutoModelForCausalLM, path, dtype, self.device, trust_remote_code, allow_pickle, peft)
         self.stop_ids = self._stop_token_ids()
@@ -88,7 +89,7 @@ class HFModel(BaseLLM):
         return sorted(i for i in ids if i is not None)
 
     def identity(self) -> dict:
-        return {**checkpoint_identity(self.path, self.model, self.tokenizer), "adapter": self.name,
+        return {**checkpoint_identity(self.path, self.model, self.tokenizer, self.files), "adapter": self.name,
                 "peft": self.peft, "device": self.device, "stop_token_ids": self.stop_ids}
 
     # --- generation ----------------------------------------------------------------------------------

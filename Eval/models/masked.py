@@ -44,7 +44,7 @@ from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
 from Eval.models.token_stats import position_stats
-from Eval.models.checkpoint import (checked_checkpoint, checkpoint_identity, checkpoint_options, load_weights,
+from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, checkpoint_identity, checkpoint_options, load_weights,
                                     resolve_device)
 
 
@@ -74,6 +74,7 @@ class MaskedLMModel(BaseLLM):
             torch.set_num_threads(threads)
         self.path, self.peft, self.device = path, peft, resolve_device(device)
         self.batch_size, self.max_batch_tokens, self.steps = batch_size, max_batch_tokens, steps
+        self.files = checkpoint_files(path, peft)  # before the weights load: what was loaded
         tok = self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code,
                                                              padding_side="right")
         tok.model_max_length = int(1e30)  # long prompts are cut by build_prompt; silence the length warning
@@ -117,7 +118,7 @@ class MaskedLMModel(BaseLLM):
         return getattr(self.model.config, "max_position_embeddings", None)
 
     def identity(self) -> dict:
-        return {**checkpoint_identity(self.path, self.model, self.tokenizer), "adapter": self.name,
+        return {**checkpoint_identity(self.path, self.model, self.tokenizer, self.files), "adapter": self.name,
                 "peft": self.peft, "device": self.device, "mask_token_id": self.mask_id,
                 "end_token_id": self.end_id, "decode_steps": self.steps}
 

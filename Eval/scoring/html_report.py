@@ -25,7 +25,7 @@ from pathlib import Path
 
 from Eval.scoring.robustness import robustness_rows
 from Eval.scoring.explain import head
-from Eval.scoring.report import ci_text, collect_models, n_text
+from Eval.scoring.report import CLEAN_STATUSES, ci_text, collect_models, n_text, status_of
 from Eval.scoring.scorer import LENGTH_BUCKETS
 from Eval.storage import write_bytes_atomic
 
@@ -58,8 +58,10 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> dict:
         for d in datasets:
             e = entries.get(d)
             m = e["metrics"][e["headline_metric"]] if e else None
+            status = None if e is None else status_of(e)
             cells.append(None if e is None else {"score": _number(m["score"]), "ci": ci_text(m), "n": n_text(e),
-                                                 "method": m.get("ci95_method", "")})
+                                                 "method": m.get("ci95_method", ""),
+                                                 "status": None if status in CLEAN_STATUSES else status})
         rows.append({"model": model, "cells": cells})
     return {"datasets": [{"name": d, "metric": metric_of[d]} for d in datasets], "rows": rows}
 

@@ -2,12 +2,14 @@
 
 inference.py records in the run sidecar (`<dataset>.run.json`) the dataset it read (path, the file's sha256, the
 number of examples and a digest of their ids and content hashes) and what the merged prediction file holds
-(record count and digest). eval.py checks every file against its sidecar before scoring and reports, per
+(record count, a digest of its ids and example hashes, and the sha256 of its bytes, so that an edited `pred` or
+`answers` is seen). eval.py checks every file against its sidecar before scoring and reports, per
 dataset, a status and the warnings behind it (also counted in result_detail.json under `data_check`):
 
     ok             the file holds exactly the records the run wrote, for every example of the dataset as it was
     partial        the file covers only part of the dataset (a --limit run, an unfinished or sharded run)
-    modified       the file was changed after inference.py wrote it (lines appended, edited or removed)
+    modified       the file was changed after inference.py wrote it (lines appended, edited or removed, or another
+                   file copied over it)
     data_changed   the dataset file changed since the run: these predictions answer older data
     unchecked      no sidecar with this information (files from other tools, or older runs): nothing to check
 
@@ -72,10 +74,14 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
     result["dataset_examples"] = data.get("examples")
     digest = examples_digest((r.get("id"), r.get("example_sha256")) for r in records)
     warnings, statuses = result["warnings"], []
-    if digest != output.get("digest"):
+    edited = "sha256" in output and file_sha256(path) != output["sha256"]
+    if digest != output.get("digest") or edited:
         statuses.append("modified")
-        warnings.append(f"the file holds {len(records)} records, not the {output.get('records')} inference.py "
-                        "wrote: it was changed afterwards (lines appended, edited or removed)")
+        held = f"{len(records)} records, not the {output.get('records')}" if len(records) != output.get("records") \
+            else f"{len(records)} records, as many as"
+        warnings.append(f"the file was changed after inference.py wrote it (it holds {held} inference.py wrote; "
+                        "lines appended, edited or removed, or another file copied over it): its score is not "
+                        "the model's; rerun inference.py to remake it")
     elif digest != data.get("digest"):
         statuses.append("partial")
         limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""

@@ -141,8 +141,25 @@ def commit_folder(folder: Path, outputs: FolderOutputs) -> None:
     commit_files(folder, outputs.files, outputs.delete)
 
 
-def headline_scores(details: dict[str, dict]) -> dict[str, float | None]:
-    return {name: d["metrics"][d["headline_metric"]]["score"] for name, d in details.items()}
+def headline_scores(details: dict[str, dict]) -> dict:
+    """result.json: {dataset: headline score}, TinyEval's file. When a file is not what inference.py wrote for
+    the current data (a status other than ok / unchecked: partial, modified, data_changed), every dataset's
+    status is added under ".data_check", a key no dataset can have (names never start with "."), so the file
+    itself says which numbers not to publish as they are."""
+    scores: dict = {name: d["metrics"][d["headline_metric"]]["score"] for name, d in details.items()}
+    statuses = {name: status_of(d) for name, d in details.items()}
+    if any(s not in CLEAN_STATUSES for s in statuses.values()):
+        scores[STATUS_KEY] = statuses
+    return scores
+
+
+STATUS_KEY = ".data_check"
+CLEAN_STATUSES = ("ok", "unchecked")  # Eval/scoring/provenance.py: the statuses whose numbers stand as they are
+
+
+def status_of(entry: dict) -> str:
+    check = entry.get("data_check")
+    return check.get("status", "unchecked") if isinstance(check, dict) else "unchecked"
 
 
 
@@ -267,7 +284,7 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
                  for d in datasets}
     header = ["model", *(f"{d} ({metric_of[d]})" for d in datasets)]
     tidy = [["model", "dataset", "metric", "score", "n", "same_examples_as_column"]]
-    rows, intervals, marked = [], [], False
+    rows, intervals, marked, flagged = [], [], False, False
     for model, entries in sorted(by_model.items()):
         row, ci_row = [model], [model]
         for d in datasets:
@@ -279,7 +296,10 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
             same = e.get("examples_sha256") == reference[d]
             marked |= not same
             score = e["metrics"][e["headline_metric"]]["score"]
-            row.append(f"{score_text(score)} (n={n_text(e)})" + ("" if same else " †"))
+            status = status_of(e)
+            flagged |= status not in CLEAN_STATUSES
+            shown = "" if status in CLEAN_STATUSES else f", {status}"
+            row.append(f"{score_text(score)} (n={n_text(e)}{shown})" + ("" if same else " †"))
             tidy.append([model, d, e["headline_metric"], score_text(score), e["n"], "yes" if same else "no"])
             ci_row.append(ci_text(e["metrics"][e["headline_metric"]]))
         rows.append(row)
@@ -288,6 +308,10 @@ def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
     if marked:
         lines += ["", "† scored on a different set of examples than the rest of its column (another n, a --limit run, "
                       "or other data): not comparable with it."]
+    if flagged:
+        lines += ["", "partial / modified / data_changed: the prediction file is not what inference.py wrote for "
+                      "the whole current dataset (a --limit run, a file edited after the run, or data changed "
+                      "since): see the warnings of eval.py and `data_check` in result_detail.json."]
     if any(skipped_count(e) for entries in by_model.values() for e in entries.values()):
         lines += ["", "n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
                       "skip, the prompt did not fit), left out of n and of the score."]

@@ -7,7 +7,8 @@ comparable with a run without --perturb. Beside it, result["robustness"] holds:
     perturbations   {label: {"n", "score" (headline metric), "delta" (score - the originals' score)}}
     worst_case      per original, the lowest headline value over the original and its copies, averaged (x 100):
                     HELM's robustness figure; it is never above the originals' score
-    right_to_wrong  originals with full marks (headline value 1.0) of which some copy has less
+    right_to_wrong  originals with full marks (the headline metric's best value, Metric.best: 1.0, or ROUGE's
+                    0.999999995) of which some copy has less
     copies_without_original   copies whose original has no scored record (counted, left out of worst_case)
 
 Usage:
@@ -15,6 +16,7 @@ Usage:
 """
 from __future__ import annotations
 
+from Eval.metrics import get_metric
 from Eval.scoring.scorer import score_dataset, score_text
 from Eval.tasks import Task
 
@@ -52,12 +54,13 @@ def score_with_perturbations(task: Task, records: list[dict], time_limit: float 
                 orphans += 1
             else:
                 worst[original] = min(worst[original], value)
-    right = [i for i, v in base.items() if v == 1.0]
+    best = get_metric(headline)
+    right = [i for i, v in base.items() if best.full_marks(v)]
     result["robustness"] = {
         "headline_metric": headline, "original": {"n": len(base), "score": result["metrics"][headline]["score"]},
         "perturbations": perturbations,
         "worst_case": round(100 * sum(worst.values()) / len(worst), 2) if worst else None,
-        "right_to_wrong": sum(1 for i in right if worst[i] < 1.0), "right_originals": len(right),
+        "right_to_wrong": sum(1 for i in right if not best.full_marks(worst[i])), "right_originals": len(right),
         "copies_without_original": orphans}
     per_example.sort(key=lambda e: e["line"])
     return {**result, "per_example": per_example}

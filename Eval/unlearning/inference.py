@@ -60,7 +60,7 @@ import time
 from pathlib import Path
 
 from Eval.args import one_line
-from Eval.inference.run_loop import Job, run_job
+from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.names import output_folder
 from Eval.records import RecordError, content_hash
@@ -160,12 +160,10 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
     max_new = (settings.max_new_tokens or split.generate) if split.generate and settings.generate else 0
     max_length = settings.max_length or model.context_window()
     append_eos = split.kind in ("qa", "knowmem")
-    fingerprint = {"format": FORMAT, "split": split.name,
-                   "model": _identity(model), "max_length": max_length, "max_new_tokens": max_new,
+    fingerprint = {"format": FORMAT, "split": split.name, "max_length": max_length, "max_new_tokens": max_new,
                    "stop": list(split.stop), "append_eos": append_eos,
                    "answer_encoding": settings.answer_encoding,
                    "gradnorm": settings.gradnorm and split.mia,
-                   "reference": _identity(reference) if split.mia else None,
                    "options": dataclasses.asdict(model.options)}
     ids = [f"{split.name}-{i}" for i in range(len(items))]
     position = {rid: i for i, rid in enumerate(ids)}
@@ -182,7 +180,9 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
                "settings": dataclasses.asdict(settings)}
     job = Job(path, {rid: content_hash(item) for rid, item in zip(ids, items)},  # redo items whose data changed
               ids[: settings.limit] if settings.limit else ids, fingerprint, sidecar, split.name, settings.overwrite,
-              tally=lambda records: {"scored_texts": sum(len(v) for r in records for v in r["logprobs"].values())})
+              tally=lambda records: {"scored_texts": sum(len(v) for r in records for v in r["logprobs"].values())},
+              model_sha256=model_digest({"model": _identity(model),
+                                         "reference": _identity(reference) if split.mia else None}))
     plan = lambda todo: [todo[k:k + settings.chunk] for k in range(0, len(todo), settings.chunk)]  # noqa: E731
     return {"scored_texts": 0, **run_job(job, plan, process)}
 

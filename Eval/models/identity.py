@@ -1,0 +1,121 @@
+"""What identifies a model in a run: the content of every file that determines its outputs, hashed once.
+
+A local checkpoint is identified by the sha256 of each file that can change what it generates: every weight file
+in full (all shards, a GGUF file), config.json, generation_config.json, the tokenizer files and chat template,
+the checkpoint's own code, and the files of a PEFT adapter. Files are named relative to their folder, so a
+copied or renamed checkpoint has the same identity and nothing is redone; a changed byte anywhere changes it.
+
+Hashing a 16 GB checkpoint reads 16 GB, so each file's hash is cached by its path, size, inode and modification
+and change times (what git's index does): an unchanged checkpoint then costs one stat per file. The cache is one
+JSON file, `$EVAL_HASH_CACHE` or `~/.cache/eval-toolkit/file-hashes.json` (under `$XDG_CACHE_HOME` when set);
+it only saves time, so an unwritable cache is ignored. No torch here: the identity is known before a model loads.
+
+Usage:
+    folder_identity("/path/Qwen2.5-7B")        # {"files": {"config.json": "3f2a...", ...}, "sha256": "9c1d..."}
+    folder_identity("/path/model.Q4_1.gguf")   # a single file: {"files": {"model.Q4_1.gguf": ...}, "sha256": ...}
+    file_sha256(Path("model.safetensors"))     # one file, through the cache
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+# Files of a checkpoint folder that determine its outputs, by suffix; and by name for the few without one.
+OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja", ".py",
+                   ".tiktoken")
+OUTPUT_NAMES = ("merges.txt", "vocab.txt")
+# What a trainer saves beside the weights that never reaches the model: its optimizer, scheduler and RNG state.
+TRAINING_STATE = ("optimizer", "scheduler", "rng_state", "training_args", "trainer_state")
+
+
+def cache_path() -> Path:
+    explicit = os.environ.get("EVAL_HASH_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "eval-toolkit" / "file-hashes.json"
+
+
+class HashCache:
+    """path -> [size, inode, mtime_ns, ctime_ns, sha256], read once, written back when it grew."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or cache_path()
+        self.changed = False
+        try:
+            entries = json.loads(self.path.read_text(encoding="utf-8"))
+            self.entries = entries if isinstance(entries, dict) else {}
+        except (OSError, ValueError):
+            self.entries = {}
+
+    def sha256(self, file: Path) -> str:
+        real = os.path.realpath(file)
+        st = os.stat(real)
+        key = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+        cached = self.entries.get(real)
+        if isinstance(cached, list) and cached[:4] == key:
+            return cached[4]
+        with open(real, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        self.entries[real] = key + [digest]
+        self.changed = True
+        return digest
+
+    def save(self) -> None:
+        """Write the cache back (atomically, one temporary per process); a failure only costs time later."""
+        if not self.changed:
+            return
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self.entries), encoding="utf-8")
+            os.replace(tmp, self.path)
+            self.changed = False
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+
+def file_sha256(file: Path) -> str:
+    cache = HashCache()
+    digest = cache.sha256(file)
+    cache.save()
+    return digest
+
+
+def output_files(folder: Path) -> list[Path]:
+    """The files of a checkpoint (or adapter) folder that determine its outputs, sorted by name."""
+    found = []
+    for entry in sorted(folder.iterdir()):
+        name = entry.name
+        if not entry.is_file() or name.startswith(".") or name.startswith(TRAINING_STATE):
+            continue
+        if name.endswith(OUTPUT_SUFFIXES) or name in OUTPUT_NAMES:
+            found.append(entry)
+    return found
+
+
+def folder_identity(path: str | os.PathLike) -> dict:
+    """{"files": {name: sha256}, "sha256": one hash over the names and hashes} of a checkpoint folder, or of
+    a single model file (GGUF); {} for a path that is not on disk (a hub name: nothing to hash)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    files = [path] if path.is_file() else output_files(path)
+    cache = HashCache()
+    hashes = {f.name: cache.sha256(f) for f in files}
+    cache.save()
+    return {"files": hashes, "sha256": combined_sha256(hashes)}
+
+
+def combined_sha256(hashes: dict[str, str]) -> str:
+    """One 16-digit hash over {name: sha256}, order ignored."""
+    text = json.dumps(sorted(hashes.items()), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def changed_files(before: dict, after: dict) -> list[str]:
+    """Names whose hash differs between two {"files": ...} identities (added and removed ones too)."""
+    old, new = before.get("files") or {}, after.get("files") or {}
+    return sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))

@@ -1,0 +1,142 @@
+"""What identifies a model (Eval/models/identity.py): every file that determines its outputs, hashed in full and
+cached. A checkpoint changed in place is run again; a copied or renamed one is not. Each edit below resumed
+silently before (only the first shard's first MiB was hashed, and config, tokenizer and adapter not at all)."""
+import json
+import os
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from conftest import ROOT, needs_package
+import inference
+from Eval.models import identity
+
+DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """The demo model saved as two safetensors shards (its own tokenizer files beside them)."""
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("sharded") / "ckpt"
+    AutoModelForCausalLM.from_pretrained(DEMO).save_pretrained(folder, max_shard_size="4MB")
+    for name in TOKENIZER_FILES:
+        shutil.copy(DEMO / name, folder)
+    assert (folder / "model-00002-of-00002.safetensors").is_file()
+    return folder
+
+
+def run(model, out, capsys, *extra):
+    code = inference.main(["--model", str(model), "--model-name", "m", "--datasets", "custom_en", "--limit", "2",
+                           "--out-dir", str(out), *extra])
+    assert code == 0
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("custom_en:"))
+
+
+def model_hashes(out):
+    return {json.loads(line)["model_sha256"] for line in (out / "m" / "custom_en.jsonl").open(encoding="utf-8")}
+
+
+def edit_second_shard(folder):
+    """One value of the last tensor of the second shard: same size, same first MiB (as a LoRA merge leaves it)."""
+    shard = folder / "model-00002-of-00002.safetensors"
+    head, size = shard.read_bytes()[: 1 << 20], shard.stat().st_size
+    tensors = load_file(shard)
+    last = sorted(tensors)[-1]
+    tensors[last] = tensors[last].clone()
+    tensors[last].view(-1)[-1] += 0.5
+    save_file(tensors, shard, metadata={"format": "pt"})
+    assert shard.stat().st_size == size and shard.read_bytes()[: 1 << 20] == head
+    return "model-00002-of-00002.safetensors"
+
+
+def edit_json(name, change):
+    def edit(folder):
+        path = folder / name
+        content = json.loads(path.read_text(encoding="utf-8"))
+        change(content)
+        path.write_text(json.dumps(content, ensure_ascii=False), encoding="utf-8")
+        return name
+    return edit
+
+
+def halve_merges(content):
+    content["model"]["merges"] = content["model"]["merges"][: len(content["model"]["merges"]) // 2]
+
+
+EDITS = {"a tensor deep in the second shard": edit_second_shard,
+         "config.json": edit_json("config.json", lambda c: c.update(rms_norm_eps=1e-3)),
+         "generation_config.json": edit_json("generation_config.json", lambda c: c.update(eos_token_id=[0])),
+         "tokenizer.json": edit_json("tokenizer.json", halve_merges)}
+
+
+@pytest.mark.parametrize("edit", EDITS.values(), ids=EDITS.keys())
+def test_a_checkpoint_changed_in_place_is_run_again(edit, sharded, tmp_path, capsys):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(sharded, folder)
+    out = tmp_path / "pred"
+    assert run(folder, out, capsys).startswith("custom_en: 2 new")
+    before = model_hashes(out)
+    changed = edit(folder)
+    line = run(folder, out, capsys)
+    assert "2 made by another model" in line and changed in line and "0 already done" in line
+    after = model_hashes(out)
+    assert len(after) == 1 and after != before
+    assert run(folder, out, capsys).endswith("2 already done; 0 prompt + 0 generated tokens, 0 cut, 0.0 s, - gen tok/s")
+
+
+def test_a_copied_or_renamed_checkpoint_redoes_nothing(sharded, tmp_path, capsys):
+    out = tmp_path / "pred"
+    copy = tmp_path / "copy"
+    shutil.copytree(sharded, copy)
+    assert run(copy, out, capsys).startswith("custom_en: 2 new")
+    renamed = tmp_path / "renamed"
+    copy.rename(renamed)
+    assert "0 new, 2 already done" in run(renamed, out, capsys)
+    shutil.copytree(renamed, tmp_path / "again")
+    assert "0 new, 2 already done" in run(tmp_path / "again", out, capsys)
+
+
+def test_a_retrained_adapter_is_run_again(tmp_path, capsys):
+    peft = needs_package("peft")
+    from transformers import AutoModelForCausalLM
+
+    def save_adapter(seed):
+        torch.manual_seed(seed)
+        config = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        peft.get_peft_model(AutoModelForCausalLM.from_pretrained(DEMO), config).save_pretrained(tmp_path / "lora")
+
+    save_adapter(0)
+    out = tmp_path / "pred"
+    assert run(DEMO, out, capsys, "--peft", str(tmp_path / "lora")).startswith("custom_en: 2 new")
+    save_adapter(1)  # the same folder, other weights
+    line = run(DEMO, out, capsys, "--peft", str(tmp_path / "lora"))
+    assert "2 made by another model" in line and "adapter_model.safetensors" in line
+
+
+def test_file_hashes_are_cached_by_stat_and_a_change_is_seen(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVAL_HASH_CACHE", str(tmp_path / "cache.json"))
+    folder = tmp_path / "ckpt"
+    shutil.copytree(DEMO, folder)
+    first = identity.folder_identity(folder)
+    assert set(first["files"]) >= {"model.safetensors", "config.json", "tokenizer.json", "chat_template.jinja"}
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("an unchanged file was read again")
+
+    real = identity.hashlib.file_digest
+    monkeypatch.setattr(identity.hashlib, "file_digest", no_reading)
+    assert identity.folder_identity(folder) == first  # one stat per file, nothing read
+    (folder / "config.json").write_text((folder / "config.json").read_text() + " ")
+    with pytest.raises(AssertionError, match="read again"):
+        identity.folder_identity(folder)
+    monkeypatch.setattr(identity.hashlib, "file_digest", real)
+    second = identity.folder_identity(folder)
+    assert identity.changed_files(first, second) == ["config.json"]
+    (folder / "README.md").write_text("notes")  # not a file that determines outputs
+    (folder / "optimizer.pt").write_bytes(b"training state")
+    assert identity.folder_identity(folder) == second

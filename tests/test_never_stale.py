@@ -1,0 +1,122 @@
+"""A number is never stale: an edited prediction file, a file copied over another, a smaller --limit after a
+larger run, and a perfect ROUGE answer are each seen for what they are, in result.json, results.md and report.html
+as well as on stderr. Every test here failed before: the sidecar digested only (id, example hash), the main file
+kept every record of earlier runs, and "full marks" meant exactly 1.0."""
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT
+import eval as eval_cli
+import inference
+from Eval.inference import run_loop
+from Eval.scoring.html_report import build_report
+from Eval.scoring.robustness import score_with_perturbations
+from Eval.tasks import get_task
+
+
+def echo(out, name, *args):
+    return inference.main(["--backend", "echo", "--model-name", name, "--out-dir", str(out), *args])
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def rewrite(path, change):
+    records = lines(path)
+    for record in records:
+        change(record)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+
+def scored(root, capsys):
+    assert eval_cli.main(["--pred-root", str(root)]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("edit", ["answers replaced by the prediction", "pred replaced by the reference",
+                                  "another run's file copied over it"])
+def test_records_edited_after_the_run_are_modified_everywhere(edit, tmp_path, capsys):
+    out = tmp_path / "pred"
+    assert echo(out, "a", "--datasets", "custom_en,demo_trec") == 0
+    assert echo(out, "b", "--datasets", "custom_en,demo_trec", "--system-prompt", "Be brief.") == 0
+    path = out / "a" / "custom_en.jsonl"
+    if edit.startswith("answers"):
+        rewrite(path, lambda r: r.update(answers=[r["pred"]]))
+    elif edit.startswith("pred"):
+        rewrite(path, lambda r: r.update(pred=r["answers"][0]))
+    else:  # the same example ids and content hashes: only the file's bytes tell
+        shutil.copy(out / "b" / "custom_en.jsonl", path)
+    printed = scored(out, capsys)
+    assert "warning: custom_en: the file was changed after inference.py wrote it" in printed
+    result = json.loads((out / "a" / "result.json").read_text(encoding="utf-8"))
+    assert result[".data_check"] == {"custom_en": "modified", "demo_trec": "ok"}
+    assert ".data_check" not in json.loads((out / "b" / "result.json").read_text(encoding="utf-8"))
+    table = (out / "results.md").read_text(encoding="utf-8")
+    row = next(line for line in table.splitlines() if line.startswith("| a |"))
+    assert ", modified)" in row.split("|")[2] and "modified" not in row.split("|")[3]
+    page, _ = build_report(out)
+    assert page.count('<span class="ci status">modified</span>') == 1
+
+
+def test_a_changed_dataset_is_marked_in_the_result_files(tmp_path, capsys):
+    data = tmp_path / "dataset"
+    data.mkdir()
+    shutil.copy(ROOT / "dataset" / "custom_en.jsonl", data)
+    out = tmp_path / "pred"
+    assert echo(out, "m", "--datasets", "custom_en", "--dataset-dir", str(data)) == 0
+    with (data / "custom_en.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"instruction": "Say hi.", "input": "", "output": "Hi."}) + "\n")
+    scored(out, capsys)
+    assert json.loads((out / "m" / "result.json").read_text())[".data_check"] == {"custom_en": "data_changed"}
+    assert "data_changed)" in (out / "results.md").read_text(encoding="utf-8")
+
+
+def test_a_smaller_limit_after_a_larger_killed_run_is_scored_on_what_it_selected(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "pred"
+    appended = []
+    real_append = run_loop.PredictionFile.append
+
+    def killed_after_fifteen_records(self, records):
+        keep = records[: 15 - sum(appended)]
+        appended.append(len(keep))
+        real_append(self, keep)
+        if sum(appended) == 15:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_loop.PredictionFile, "append", killed_after_fifteen_records)
+    args = ["--datasets", "custom_en"]
+    assert echo(out, "m", *args, "--limit", "20") == 130  # killed: 15 records appended, never merged
+    monkeypatch.setattr(run_loop.PredictionFile, "append", real_append)
+    path = out / "m" / "custom_en.jsonl"
+    saved = {r["id"] for r in lines(path)}
+    first_ten = {f"custom_en-{i}" for i in range(10)}
+    assert len(saved) == 15
+    capsys.readouterr()
+    assert echo(out, "m", *args, "--limit", "10") == 0
+    done = len(saved & first_ten)
+    assert (f"custom_en: {10 - done} new, {15 - done} not selected by this run (kept aside for a later run; the file "
+            f"holds what this run selected), {done} already done") in capsys.readouterr().out
+    assert [r["id"] for r in lines(path)] == [f"custom_en-{i}" for i in range(10)]
+    scored(out, capsys)
+    detail = json.loads((out / "m" / "result_detail.json").read_text(encoding="utf-8"))["custom_en"]
+    assert detail["n"] == 10 and detail["data_check"]["status"] == "partial"
+    assert "covers 10 of the dataset's 25 examples (a --limit 10 run)" in detail["data_check"]["warnings"][0]
+    assert echo(out, "m", *args, "--limit", "20") == 0  # what was kept aside is reused
+    have = len(saved | first_ten)
+    assert f"custom_en: {20 - have} new, {have} already done" in capsys.readouterr().out
+    assert len(lines(path)) == 20
+
+
+def test_right_to_wrong_counts_a_perfect_rouge_answer():
+    def rec(rid, pred, perturbation=None):
+        return {"id": rid, "pred": pred, "answers": ["The cat sat on the mat."], "perturbation": perturbation,
+                "original_id": rid.split("~")[0]}
+
+    records = [rec("e1", "The cat sat on the mat."), rec("e1~typo", "The cat sat on a hat.", "typo"),
+               rec("e2", "The cat sat on the mat."), rec("e2~typo", "The cat sat on the mat.", "typo")]
+    rob = score_with_perturbations(get_task("custom_en"), records)["robustness"]
+    assert rob["headline_metric"] == "rouge"
+    assert (rob["right_to_wrong"], rob["right_originals"]) == (1, 2)  # 0 of 0 before: ROUGE's best is 0.999999995
