@@ -1,12 +1,17 @@
-"""eval.py --diff (Eval/scoring/diff.py): pairing by id, each differing sample in exactly one bucket, regressions,
-the written file's shape, and a real run of the demo model against itself with another system prompt."""
+"""eval.py --diff (Eval/scoring/diff.py): pairing by id, by content for files without ids
+(TinyEval's), never across different examples under one id, each differing sample in exactly one
+bucket, regressions, the written file's shape, and a real run of the demo model against itself
+with another system prompt."""
 import dataclasses
 import json
+import shutil
 
 import pytest
 
 import eval as eval_cli
 import inference
+from conftest import ROOT, TINYEVAL, needs_shared
+from Eval.records import read_records
 from Eval.scoring.diff import BUCKETS, compare_dataset
 from Eval.tasks import get_task
 
@@ -139,3 +144,93 @@ def test_demo_model_with_a_changed_chat_template_puts_every_changed_sample_in_pr
     changed = [s for d in doc["datasets"].values() for s in d["samples"]]
     assert changed and all(s["bucket"] == "prompt differs" for s in changed)  # 100% of the changed samples
     assert sum(d["buckets"].get("prompt differs", 0) for d in doc["datasets"].values()) == len(changed)
+
+
+def test_pairs_of_different_examples_under_one_id_are_counted_and_left_out():
+    # B's data gained a line: its position ids q-0, q-1 now name other examples than A's
+    a = [rec("q-0", "Human", example_sha256="h0"), rec("q-1", "Human", example_sha256="h1"),
+         rec("q-2", "Human", example_sha256="h2"), rec("q-3", "Human")]
+    b = [rec("q-0", "Entity", example_sha256="hX"), rec("q-1", "Location", example_sha256="h0"),
+         rec("q-2", "Human", example_sha256="h2"),
+         rec("q-3", "Human", example_sha256="h3")]  # A's hash unknown: not a different example
+    got = compare_dataset(TREC, a, TREC, b)
+    assert (got["paired"], got["scored_pairs"], got["mismatched"]) == (2, 2, 2)
+    assert got["mismatched_ids"] == ["q-0", "q-1"]
+    assert got["unmatched"] == {"a_only": 0, "b_only": 0}
+    m = got["metrics"]["classification"]
+    assert (m["mean_a"], m["mean_b"], m["diff"], m["ci95"]) == (100.0, 100.0, 0.0, [0.0, 0.0])
+    assert m["mcnemar"] == {"a_only_right": 0, "b_only_right": 0, "p": 1.0}
+    assert got["regressions"] == [] and got["samples"] == [] and sum(got["buckets"].values()) == 0
+
+
+def test_records_without_ids_pair_by_content_the_kth_with_the_kth():
+    def line(pred, answer, length):
+        return {"pred": pred, "answers": [answer], "all_classes": CLASSES, "length": length}
+    a = [line("Human", "Human", 7), line("Entity", "Entity", 9), line("Human", "Human", 7)]
+    new = line("Location", "Location", 5)
+    b = [new, a[0], a[1], dict(a[2], pred="Location")]  # a line inserted on top, line 3 now wrong
+    got = compare_dataset(TREC, a, TREC, b)
+    assert got["paired"] == 3 and got["unmatched"] == {"a_only": 0, "b_only": 1}
+    assert got["regressions"] == ["line 3"] and [s["id"] for s in got["samples"]] == ["line 3"]
+    assert got["metrics"]["classification"]["mean_b"] == 66.67
+    # LongBench lines are named by their _id
+    longbench = [dict(r, _id=f"lb{k}") for k, r in enumerate(a)]
+    assert compare_dataset(TREC, longbench, TREC, longbench[::-1])["paired"] == 3
+
+
+@needs_shared
+def test_two_copies_of_tinyeval_internlm_pair_every_line(tmp_path, capsys):
+    for side in ("a", "b"):
+        shutil.copytree(TINYEVAL / "pred" / "internlm", tmp_path / side)
+    assert eval_cli.main(["--diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads((tmp_path / "diff_a_vs_b.json").read_text(encoding="utf-8"))
+    sizes = {"multi_news": 300, "multifieldqa_zh": 501, "trec": 300}
+    assert {name: d["paired"] for name, d in doc["datasets"].items()} == sizes
+    for name, d in doc["datasets"].items():
+        assert d["unmatched"] == {"a_only": 0, "b_only": 0} and d["mismatched"] == 0
+        assert d["samples"] == [] and d["regressions"] == [] and d["scored_pairs"] == sizes[name]
+        for m in d["metrics"].values():
+            assert m["diff"] == 0.0 and m["ci95"] == [0.0, 0.0] and m["mean_a"] == m["mean_b"]
+        assert (f"{name}: {sizes[name]} paired (0 only in a, 0 only in b); "
+                "differing samples: none") in out
+    rows = [l for l in out.splitlines() if l.split(" ")[0] in sizes and "paired" not in l]
+    assert len(rows) == 3 and all(" 0.00  [0.00, 0.00]" in row for row in rows)
+    # the published figure, from the pairs: every line is in
+    assert doc["datasets"]["trec"]["metrics"]["classification"]["mean_a"] == 52.0
+    # pairing is by content, not position: a line less in B leaves every other line paired
+    records = read_records(TINYEVAL / "pred" / "internlm" / "multifieldqa_zh.jsonl")
+    task = get_task("multifieldqa_zh")
+    got = compare_dataset(task, records, task, records[1:])
+    assert got["paired"] == 500 and got["unmatched"] == {"a_only": 1, "b_only": 0}
+
+
+def test_a_line_inserted_in_the_data_shifts_position_ids_and_no_pair_mixes_examples(tmp_path,
+                                                                                   capsys):
+    lines = (ROOT / "dataset" / "custom_en.jsonl").read_text(encoding="utf-8").splitlines()[:4]
+    data, pred = tmp_path / "data", tmp_path / "pred"
+    data.mkdir()
+    (data / "custom_en.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    common = ["--backend", "echo", "--datasets", "custom_en", "--dataset-dir", str(data),
+              "--out-dir", str(pred)]
+    assert inference.main([*common, "--model-name", "before"]) == 0
+    new = json.dumps({"instruction": "Answer the question.", "input": "What colour is the sky?",
+                      "output": "Blue."})
+    (data / "custom_en.jsonl").write_text("\n".join([new, *lines]) + "\n", encoding="utf-8")
+    assert inference.main([*common, "--model-name", "after"]) == 0
+    assert read_records(pred / "after" / "custom_en.jsonl")[1]["id"] == "custom_en-1"  # positions
+    capsys.readouterr()
+    assert eval_cli.main(["--diff", str(pred / "before"), str(pred / "after")]) == 0
+    out = capsys.readouterr().out
+    d = json.loads((pred / "diff_before_vs_after.json").read_text(encoding="utf-8"))["datasets"]
+    d = d["custom_en"]
+    assert (d["paired"], d["scored_pairs"], d["mismatched"]) == (0, 0, 4)
+    assert d["mismatched_ids"] == [f"custom_en-{k}" for k in range(4)]
+    assert d["unmatched"] == {"a_only": 0, "b_only": 1}
+    assert d["samples"] == [] and d["regressions"] == []
+    assert all(m["mean_a"] is None and m["ci95"] is None for m in d["metrics"].values())
+    assert ("custom_en: 0 paired (0 only in before, 1 only in after, 4 mismatched); "
+            "differing samples: none") in out
+    assert ("  4 mismatched pairs left out of every figure: the same id names another example in "
+            "before and after (example_sha256 differs): custom_en-0, custom_en-1, custom_en-2, "
+            "custom_en-3; ids made from line positions shift") in out

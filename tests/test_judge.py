@@ -166,6 +166,9 @@ def test_eval_cli_judge_and_compare_with_a_nonsense_judge(folder, tmp_path, caps
     assert result["trec"]["unparseable"] == 4 and result["trec"]["score"] is None
     other = tmp_path / "other"
     shutil.copytree(DEMO_PRED, other)
+    for path in other.glob("*.jsonl"):  # answers other than A's: identical ones are not asked
+        rows = [dict(json.loads(l), pred="I do not know") for l in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     assert eval_cli.main(["--compare", str(folder), str(other), "--judge", "echo", "--judge-backend", "echo",
                           "--compare-out", str(tmp_path / "cmp")]) == 0
     out = capsys.readouterr().out
@@ -324,8 +327,11 @@ def test_logits_pairwise_counts_wins_ties_and_losses_by_value(tmp_path):
     model = ScriptedJudge(lambda p: "", logprob)
     trec = compare_folders(a, b, tmp_path / "cmp", model, "logits", seed=3, max_length=None, only={"trec"})["trec"]
     assert trec["counts"] == {"win": 2, "tie": 2, "lose": 0} and (trec["win"], trec["tie"], trec["lose"]) == (50, 50, 0)
-    # A's values: 0.85 where B does not know (either order), exactly 0.5 where the answers are the same.
-    assert trec["mean_a_score"] == 67.5 and trec["scored"] == 4 and trec["swapped"] == 2
+    # A's values: 0.85 where B does not know (either order), exactly 0.5 where the answers are the
+    # same: those two are ties by rule, never asked, and half of the two pairs asked are swapped
+    assert trec["mean_a_score"] == 67.5 and trec["scored"] == 4 and trec["swapped"] == 1
+    assert trec["identical"] == 2 and trec["model_calls"] == 2 * 3  # 2 prompts x 3 option labels
+    assert [e.get("identical", False) for e in trec["per_example"]] == [False, False, True, True]
     assert [round(e["a_score"], 6) for e in trec["per_example"]] == [0.85, 0.85, 0.5, 0.5]
 
 

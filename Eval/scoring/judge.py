@@ -3,6 +3,7 @@
 Usage (through eval.py, which loads the judge model only when asked):
     python eval.py --pred-dir pred/demo --judge PATH_OR_NAME [--rubric graded] [--judge-mode logits]
     python eval.py --compare pred/model_a pred/model_b --judge PATH_OR_NAME [--datasets a,b]
+    (pairs whose two answers are identical are ties, never asked: Eval/scoring/judge_commands.py)
 
 A rubric is `prompts/judge_<name>.txt`: a header line `options: Label=value | Label=value ...`, a line `---`,
 then the prompt with {question}, {references}, {prediction} (pairwise: {answer_1}, {answer_2}). Drop a new file

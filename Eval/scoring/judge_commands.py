@@ -8,6 +8,10 @@ judge_adapter, source_sha256 of DIR/<dataset>.jsonl), and the cache DIR/judge/ca
 OUT/compare_result.json ({"a", "b", "datasets": {dataset: entry}} with win / tie / lose rates of A against B,
 A's mean verdict value, the per-example verdicts and the sha256 of both prediction files); the cache is
 OUT/judge/cache.jsonl, so OUT holds no *.jsonl that `eval.py` would take for a prediction file.
+A pair whose two answers are the same text, as the judge prompt would show them (after the task's
+extraction), is a tie (A's value 0.5) without asking the judge: its verdict could only be position
+bias. Such pairs are counted (`identical`, and `"identical": true` per example), printed, and left
+out of the seeded swaps and of --both-orders' position bias, which cover the pairs actually asked.
 
 Both result files are merged per dataset: a run replaces the entries it judged and keeps the others, except
 those whose prediction file is gone or changed since (dropped, with a note). Every output of a run is written
@@ -87,6 +91,11 @@ def _counts_text(r: dict) -> str:
             f"model calls {r['model_calls']}")
 
 
+def _identical_text(r: dict) -> str:
+    return (f"identical answers {r['identical']}: ties, the judge not asked; "
+            if r.get("identical") else "")
+
+
 def _print_failed(where: str, r: dict) -> None:
     if r["failed"]:
         print(f"  {where}: {r['failed']} verdicts failed (ids {r['failed_ids'][:10]}); they are not cached, so "
@@ -104,7 +113,8 @@ def run_judge_cli(args, scored: dict[Path, list[tuple[str, list[dict]]]]) -> int
             results = compare_folders(a, b, out, load_judge_model(args), args.judge_mode, args.seed,
                                       args.judge_max_length, only=only, both_orders=args.both_orders)
             for name, r in results.items():
-                print(f"{name}: {a.name} vs {b.name}: {_compare_head(r)} of {r['n']} ({_counts_text(r)})")
+                print(f"{name}: {a.name} vs {b.name}: {_compare_head(r)} of {r['n']} "
+                      f"({_identical_text(r)}{_counts_text(r)})")
                 if r["only_in_a"] or r["only_in_b"]:
                     print(f"note: {name}: compared over the {r['n']} examples both folders hold; {r['only_in_a']} "
                           f"only in {a}, {r['only_in_b']} only in {b}")
@@ -260,38 +270,66 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
         say(f"note: {old} is an old compare cache, now unused; delete it (eval.py would read it as a dataset)")
 
 
-def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int, both_orders: bool = False) -> dict:
-    pairs, unpaired = _aligned(read_records(dir_a / f"{name}.jsonl"), read_records(dir_b / f"{name}.jsonl"), name)
-    n = len(pairs)
-    swapped = set(range(n)) if both_orders else pairwise_swaps(n, seed)
-    # (pair, shown B first?) per question asked: every pair twice with --both-orders, else once, half of them swapped
-    asked = [(k, False) for k in range(n)] + [(k, True) for k in range(n)] if both_orders else \
-        [(k, k in swapped) for k in range(n)]
-    fields = []
-    for k, b_first in asked:
-        ra, rb = pairs[k]
-        first, second = (rb, ra) if b_first else (ra, rb)
-        fields.append({"question": question_of(ra), "references": " | ".join(ra["answers"]),
-                       "answer_1": _prediction(first, name), "answer_2": _prediction(second, name)})
-    judge.model_calls = judge.from_cache = 0
-    verdicts = judge.verdicts(fields)
+def _pair_fields(record_a: dict, answers: tuple[str, str], b_first: bool) -> dict:
+    """The pairwise rubric's fields for one pair, A's answer first unless `b_first`."""
+    first, second = answers[::-1] if b_first else answers
+    return {"question": question_of(record_a), "references": " | ".join(record_a["answers"]),
+            "answer_1": first, "answer_2": second}
+
+
+def _ask(judge: Judge, pairs: list[tuple[dict, tuple[str, str]]], seed: int, both_orders: bool):
+    """(A's score, error, raw verdict, A's score with B shown first) per judged pair, given as
+    (A's record, (A's answer, B's answer)); the positions shown B first; the position bias
+    (--both-orders) or None."""
+    m = len(pairs)
+    swapped = set(range(m)) if both_orders else pairwise_swaps(m, seed)
+    # (pair, shown B first?) per question asked: every pair twice with --both-orders, else
+    # once, half of them swapped
+    asked = [(k, False) for k in range(m)] + [(k, True) for k in range(m)] if both_orders else \
+        [(k, k in swapped) for k in range(m)]
+    verdicts = judge.verdicts([_pair_fields(*pairs[k], b_first) for k, b_first in asked])
     per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
                for (_, b_first), v in zip(asked, verdicts)]
     if both_orders:
-        a_scores, errors, bias = _both_orders(per_ask[:n], per_ask[n:], verdicts[:n], verdicts[n:])
+        scores, errors, bias = _both_orders(per_ask[:m], per_ask[m:], verdicts[:m], verdicts[m:])
+        b_first_scores = per_ask[m:]
     else:
-        a_scores, errors, bias = per_ask, [v.get("error") for v in verdicts], None
+        scores, errors, bias = per_ask, [v.get("error") for v in verdicts], None
+        b_first_scores = [None] * m
+    raws = [v["raw"] for v in verdicts[:m]]
+    return list(zip(scores, errors, raws, b_first_scores)), swapped, bias
+
+
+def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int,
+                 both_orders: bool = False) -> dict:
+    pairs, unpaired = _aligned(read_records(dir_a / f"{name}.jsonl"),
+                               read_records(dir_b / f"{name}.jsonl"), name)
+    answers = [(_prediction(ra, name), _prediction(rb, name)) for ra, rb in pairs]
+    # The same text twice leaves a judge nothing to choose on but the order it is shown in: such a
+    # pair is a tie by rule, and the judge is not asked (nor counted in the position bias).
+    judged = [k for k, (first, second) in enumerate(answers) if first != second]
+    judge.model_calls = judge.from_cache = 0
+    asked, swapped, bias = _ask(judge, [(pairs[k][0], answers[k]) for k in judged], seed,
+                                both_orders)
+    tie = (0.5, None, None, 0.5)  # A's score, error, raw verdict, A's score with B shown first
+    outcome = [tie] * len(pairs)
+    for k, result in zip(judged, asked):
+        outcome[k] = result
+    swapped, judged = {judged[k] for k in swapped}, set(judged)
     ids = [_record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
-    counts, valid = tally(a_scores, errors, ids)
-    return {**rates(valid), **counts, **unpaired, "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
+    counts, valid = tally([o[0] for o in outcome], [o[1] for o in outcome], ids)
+    per_example = []
+    for k, (i, (score, error, raw, b_first)) in enumerate(zip(ids, outcome)):
+        per_example.append({"id": i, "a_score": score, "swapped": k in swapped, "raw": raw,
+                            **({"a_score_b_first": b_first} if both_orders else {}),
+                            **({} if k in judged else {"identical": True}),
+                            **({"error": error} if error else {})})
+    return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - len(judged),
+            "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
             "position_bias": bias, "from_cache": judge.from_cache,
             "model_calls": judge.model_calls, **judge.provenance(),
             "source_sha256_a": file_sha256(dir_a / f"{name}.jsonl"),
-            "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"),
-            "per_example": [{"id": i, "a_score": s, "swapped": k in swapped, "raw": v["raw"],
-                             **({"a_score_b_first": per_ask[n + k]} if both_orders else {}),
-                             **({"error": e} if e else {})}
-                            for k, (i, s, v, e) in enumerate(zip(ids, a_scores, verdicts, errors))]}
+            "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"), "per_example": per_example}
 
 
 def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_2: list[dict]):

@@ -1,0 +1,55 @@
+"""--compare on pairs whose two answers are the same text after the judge's normalisation (the
+task's extraction): a tie by rule, the judge never asked, the count reported
+(Eval/scoring/judge_commands.py)."""
+import json
+import shutil
+
+import pytest
+
+from Eval.scoring.judge_commands import compare_folders
+from test_judge import DEMO_PRED, ScriptedJudge
+
+
+@pytest.mark.parametrize("both_orders", [False, True])
+def test_identical_answers_are_ties_and_the_judge_is_never_asked(tmp_path, both_orders):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(DEMO_PRED, a)
+    shutil.copytree(DEMO_PRED, b)  # byte-identical predictions
+
+    def never(prompt):
+        raise AssertionError(f"the judge was asked about two identical answers: {prompt[-200:]}")
+    model = ScriptedJudge(never)
+    results = compare_folders(a, b, tmp_path / "cmp", model, "text", seed=0, max_length=None,
+                              both_orders=both_orders)
+    assert sorted(results) == ["GAOKAO_math", "custom_en", "custom_zh", "trec"]
+    for r in results.values():
+        assert r["identical"] == r["n"] == r["scored"] > 0 and r["unparseable"] == r["failed"] == 0
+        assert r["counts"] == {"win": 0, "tie": r["n"], "lose": 0}
+        assert (r["win"], r["tie"], r["lose"], r["mean_a_score"]) == (0, 100, 0, 50)
+        assert r["model_calls"] == r["from_cache"] == r["swapped"] == 0
+        assert all(e["identical"] and e["a_score"] == 0.5 for e in r["per_example"])
+        if both_orders:  # no pair was asked, so none can show a position bias
+            assert r["position_bias"]["pairs"] == 0
+    cache = tmp_path / "cmp" / "judge" / "cache.jsonl"
+    assert model.calls == 0 and (not cache.exists() or cache.read_text() == "")
+
+
+def test_compare_cli_says_how_many_answers_were_identical(tmp_path, capsys):
+    import eval as eval_cli
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(DEMO_PRED, a)
+    shutil.copytree(DEMO_PRED, b)
+    (b / "trec.jsonl").write_text("".join(  # B differs from A on trec's first example only
+        json.dumps(dict(r, pred="I do not know") if k == 0 else r) + "\n"
+        for k, r in enumerate(json.loads(l) for l in (a / "trec.jsonl").read_text().splitlines())))
+    assert eval_cli.main(["--compare", str(a), str(b), "--datasets", "trec,custom_en",
+                          "--judge", "echo", "--judge-backend", "echo"]) == 0
+    out = capsys.readouterr().out
+    assert ("custom_en: a vs b: win 0.0 [0.0, 56.15] tie 100.0 lose 0.0, mean A score 50.0 over 3 "
+            "parseable verdicts of 3 (identical answers 3: ties, the judge not asked; "
+            "unparseable 0, failed 0, from cache 0, model calls 0)") in out
+    # the echo judge names no single option: the one pair it was asked about is unparseable
+    assert ("over 3 parseable verdicts of 4 (identical answers 3: ties, the judge not asked; "
+            "unparseable 1, failed 0, from cache 0, model calls 1)") in out
+    saved = json.loads((tmp_path / "compare_a_vs_b" / "compare_result.json").read_text())
+    assert {n: d["identical"] for n, d in saved["datasets"].items()} == {"custom_en": 3, "trec": 3}
