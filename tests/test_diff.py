@@ -123,6 +123,7 @@ def test_demo_model_with_another_system_prompt_differs_only_in_prompts(tmp_path,
     assert eval_cli.main(["--pred-root", str(pred), "--quiet"]) == 0
     for side, key in (("plain", "mean_a"), ("told", "mean_b")):
         result = json.loads((pred / side / "result.json").read_text(encoding="utf-8"))
+        assert result.pop(".data_check") == {"demo_qa_en": "partial", "demo_trec": "partial"}  # --limit 3 runs
         assert {d: doc["datasets"][d]["metrics"][doc["datasets"][d]["headline_metric"]][key] for d in result} == result
 
 

@@ -127,7 +127,7 @@ def test_beside_finished_predictions_nothing_changes_and_eval_ignores_it(real_ru
     err = capsys.readouterr().err
     assert "prompts" not in err and "TOFU" not in err
     assert (folder / "result.json").read_bytes() == before["result.json"]
-    assert set(json.loads(before["result.json"])) == {"demo_qa_en", "demo_trec"}
+    assert set(json.loads(before["result.json"])) == {"demo_qa_en", "demo_trec", ".data_check"}  # --limit: partial
     # The real run resumes as before: the three done examples are skipped, nothing is redone.
     assert inference.main(["--datasets", DATASETS, "--limit", "3", "--out-dir", str(tmp_path)]) == 0
     assert "done: 0 examples generated (0 new, 0 changed, 0 failed before; 6 already done" in capsys.readouterr().out

@@ -105,5 +105,5 @@ def test_skip_runs_only_what_fits_and_eval_counts_the_rest_out_of_n(tmp_path, ca
     per_example = lines(out / "tiny-qwen2" / "per_example" / "demo_qa_en.scores.jsonl")
     assert [e.get("skipped") for e in per_example] == [None, None] + [r["skipped"] for r in skipped]
     assert "2 records were not run (--truncation skip) and are out of n and of every score" in printed
-    assert f"| tiny-qwen2 | {detail['metrics']['qa_f1']['score']:.2f} (n=2, 2 skipped) |" in \
+    assert f"| tiny-qwen2 | {detail['metrics']['qa_f1']['score']:.2f} (n=2, 2 skipped, partial) |" in \
         (out / "results.md").read_text(encoding="utf-8")

@@ -110,7 +110,7 @@ def _label(record: dict, index: int, first: bool) -> str:
     return line
 
 
-def _same_example(rec_a: dict, rec_b: dict) -> bool:
+def same_example(rec_a: dict, rec_b: dict) -> bool:
     """False only when both records name the example they answer and the two differ; an unknown
     hash (records from LongBench, or from before example_sha256) is not a different one."""
     sha_a, sha_b = rec_a.get("example_sha256"), rec_b.get("example_sha256")
@@ -188,7 +188,7 @@ def _split_pairs(side_a: _Side, side_b: _Side) -> tuple[list[tuple], list[str]]:
         rec_a, key = side_a.records[i], pair_key(side_a.records[i])
         label = _label(rec_a, i, key not in seen)
         seen.add(key)
-        if _same_example(rec_a, side_b.records[j]):
+        if same_example(rec_a, side_b.records[j]):
             pairs.append((label, i, j))
         else:
             mismatched.append(label)

@@ -167,6 +167,7 @@ def diff_views(root: Path, notes: list[str]) -> list[dict]:
             samples = [{"id": str(s.get("id")), "bucket": s.get("bucket"), "regression": str(s.get("id")) in regressions,
                         "a": _side(s.get("a")), "b": _side(s.get("b"))} for s in d.get("samples") or []]
             datasets.append({"name": name, "paired": d.get("paired"), "unmatched": d.get("unmatched") or {},
+                             "mismatched": d.get("mismatched") or 0,
                              "metrics": metrics, "buckets": d.get("buckets") or {}, "samples": samples,
                              "regressions": sorted(regressions)})
         views.append({"file": path.name, "a": doc.get("a", "A"), "b": doc.get("b", "B"), "datasets": datasets})

@@ -36,6 +36,7 @@ from Eval.models import MODELS
 from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
 from Eval.records import RecordError, is_prediction_file, read_records
+from Eval.scoring.diff import pair_records, same_example
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 from Eval.tasks import TASKS
 
@@ -115,9 +116,10 @@ def run_judge_cli(args, scored: dict[Path, list[tuple[str, list[dict]]]]) -> int
             for name, r in results.items():
                 print(f"{name}: {a.name} vs {b.name}: {_compare_head(r)} of {r['n']} "
                       f"({_identical_text(r)}{_counts_text(r)})")
-                if r["only_in_a"] or r["only_in_b"]:
+                if r["only_in_a"] or r["only_in_b"] or r.get("mismatched"):
                     print(f"note: {name}: compared over the {r['n']} examples both folders hold; {r['only_in_a']} "
-                          f"only in {a}, {r['only_in_b']} only in {b}")
+                          f"only in {a}, {r['only_in_b']} only in {b}, {r.get('mismatched', 0)} left out "
+                          "(the same id made from different data)")
                 _print_failed(name, r)
             return 0
         rubric = load_rubric(args.rubric, PROMPTS)
@@ -224,17 +226,15 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
 
 
 def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, dict]], dict]:
-    """Pairs of records of the same example, over the ids both files have (in A's order), and how many of
-    each side had no partner. Files without ids pair line by line and must have as many lines."""
-    if all("id" in r for r in a + b):
-        by_id = {str(r["id"]): r for r in b}
-        pairs = [(r, by_id[str(r["id"])]) for r in a if str(r["id"]) in by_id]
-        if not pairs:
-            raise ValueError(f"{name}: the two folders share no example id")
-        return pairs, {"only_in_a": len(a) - len(pairs), "only_in_b": len(b) - len(pairs)}
-    if len(a) != len(b):
-        raise ValueError(f"{name}: {len(a)} vs {len(b)} records and no ids to align them by")
-    return list(zip(a, b)), {"only_in_a": 0, "only_in_b": 0}
+    """Pairs of records of the same example, in A's order, as `eval.py --diff` pairs them (by id, else by the
+    content of the example; Eval/scoring/diff.py pair_records), never two records made from different data under
+    one id; and how many of each side had no partner, and how many pairs were left out as mismatched."""
+    found = pair_records(a, b)
+    pairs = [(a[i], b[j]) for i, j in found if same_example(a[i], b[j])]
+    if not pairs:
+        raise ValueError(f"{name}: the two folders share no example")
+    return pairs, {"only_in_a": len(a) - len(found), "only_in_b": len(b) - len(found),
+                   "mismatched": len(found) - len(pairs)}
 
 
 def prediction_names(folder: Path) -> set[str]:
