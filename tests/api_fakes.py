@@ -1,7 +1,7 @@
 """Scripted OpenAI-compatible servers on 127.0.0.1 and the fixtures the API-backend tests share.
 
 Usage (in a test module):
-    from api_fakes import SECRET, FakeServer, answer, api, fake   # noqa: F401  (fixtures: fake, api)
+    from api_fakes import SECRET, FakeServer, Flood, Trickle, answer, api, fake   # noqa: F401  (fixtures: fake, api)
 """
 import dataclasses
 import http.server
@@ -28,6 +28,22 @@ class Trickle:
     interval: float
 
 
+@dataclasses.dataclass
+class Flood:
+    """As a reply's payload: an OpenAI-shaped success whose text is `mib` MiB of "a", written a MiB at a time
+    (never built whole: a server that ignores max_tokens); `sent` counts the bytes written before the client
+    hung up."""
+    mib: int
+    chat: bool = True
+    sent: int = 0
+
+    def pieces(self) -> list:
+        text = '"message": {"role": "assistant", "content": "' if self.chat else '"text": "'
+        head = ('{"choices": [{"index": 0, "finish_reason": "length", ' + text).encode()
+        tail = ('"}' if self.chat else '"') + '}], "usage": {"completion_tokens": 8}}'
+        return [head, *[b"a" * 2 ** 20] * self.mib, tail.encode()]  # the same MiB object, mib times
+
+
 class _Server(http.server.ThreadingHTTPServer):
     # The listen backlog must hold every connection the adapter opens at once (8 by default): with socketserver's
     # 5, the extra ones are refused and retried after a second.
@@ -51,7 +67,8 @@ class FakeServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with fake.lock:
                     n = len(fake.calls)
-                    fake.calls.append({"path": self.path, "body": body, "headers": dict(self.headers),
+                    # headers: the request's own (names are case-blind, as in HTTP)
+                    fake.calls.append({"path": self.path, "body": body, "headers": self.headers,
                                        "t": time.monotonic()})
                     fake.inflight += 1
                     fake.max_inflight = max(fake.max_inflight, fake.inflight)
@@ -72,6 +89,8 @@ class FakeServer:
                     finish()
 
             def _send(self, status, payload, headers, trickle=0.0, before_last_byte=lambda: None):
+                if isinstance(payload, Flood):
+                    return self._flood(payload, before_last_byte)
                 data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
                 self.send_response(status)
                 for k, v in {"Content-Type": "application/json", **headers}.items():
@@ -85,6 +104,17 @@ class FakeServer:
                     self.wfile.write(data[i:i + 1] if trickle else data)
                     self.wfile.flush()
                     time.sleep(trickle)
+
+            def _flood(self, flood, before_last_byte):
+                pieces = flood.pieces()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(sum(map(len, pieces))))
+                self.end_headers()
+                for piece in pieces:
+                    self.wfile.write(piece)
+                    flood.sent += len(piece)
+                before_last_byte()
 
             def log_message(self, *args):
                 pass
@@ -132,7 +162,7 @@ def api():
     models = []
 
     def make(base_url, **kwargs):
-        kwargs = {"tokenizer": str(DEMO), "backoff": 0.01, "max_retries": 2, "timeout": 10.0, **kwargs}
+        kwargs = {"tokenizer": str(DEMO), "max_retries": 2, "timeout": 10.0, **kwargs}
         models.append(APIModel(base_url, kwargs.pop("api_model", SERVED), **kwargs))
         return models[-1]
 

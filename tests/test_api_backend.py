@@ -1,7 +1,8 @@
-"""The API backend (Eval/models/api.py, Eval/models/api_http.py): retries, limits, timeouts and log-prob parsing
-against small scripted servers on 127.0.0.1 (tests/api_fakes.py), then inference through a real `transformers
-serve` of the demo model: parity with the HF adapter, a server killed mid-run, and the API key kept out of every
-output. Malformed replies and credentials in the base URL: tests/test_api_replies.py."""
+"""The API backend (Eval/models/api.py on the openai client, Eval/models/api_http.py): retries, Retry-After, limits,
+timeouts, proxies and log-prob parsing against small scripted servers on 127.0.0.1 (tests/api_fakes.py), then
+inference through a real `transformers serve` of the demo model: parity with the HF adapter, a server killed
+mid-run, and the API key kept out of every output. Replies that cannot be used and credentials in the base URL:
+tests/test_api_replies.py."""
 import json
 import threading
 import time
@@ -22,12 +23,19 @@ from api_fakes import api, fake  # noqa: F401  (pytest fixtures)
 # --- unit tests against scripted servers -----------------------------------------------------------------
 def test_429_is_retried_with_backoff_and_counted(fake, api):
     server = fake(lambda path, body, n: (429, {"error": "slow down"}, {}, 0) if n == 0 else answer(path, " Ice"))
-    model = api(server.base_url, backoff=0.2)
+    model = api(server.base_url)
     out = model.generate(completion_prompts(model), 8)
     assert [(g.text, g.finish_reason, g.error) for g in out] == [(" Ice", "stop", None)]
     assert model.stats["retries"] == 1 and model.stats["rate_limited"] == 1 and model.stats["requests"] == 2
     gap = server.calls[1]["t"] - server.calls[0]["t"]
-    assert 0.1 <= gap < 1.0  # back-off 0.2 s x jitter in [0.5, 1]
+    assert 0.3 <= gap < 1.0  # the openai client's first back-off: 0.5 s x jitter in [0.75, 1]
+
+
+def test_retry_after_is_honoured(fake, api):
+    server = fake(lambda path, body, n: (503, "busy", {"Retry-After": "1.5"}, 0) if n == 0 else answer(path, "ok"))
+    [out] = api(server.base_url).generate(completion_prompts(api(server.base_url)), 8)
+    assert (out.text, out.error) == ("ok", None)
+    assert 1.4 <= server.calls[1]["t"] - server.calls[0]["t"] < 3.0  # the server's 1.5 s, not the client's 0.5 s
 
 
 def test_permanent_500_is_an_error_record_and_a_rerun_redoes_only_it(fake, tmp_path, monkeypatch, capsys):
@@ -43,7 +51,7 @@ def test_permanent_500_is_an_error_record_and_a_rerun_redoes_only_it(fake, tmp_p
     server = fake(reply)
     monkeypatch.setenv(KEY_ENV, SECRET)
     argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "demo", "--tokenizer", str(DEMO),
-            "--datasets", "demo_trec", "--limit", "3", "--max-retries", "2", "--backoff", "0.01",
+            "--datasets", "demo_trec", "--limit", "3", "--max-retries", "2",
             "--api-key-env", KEY_ENV, "--out-dir", str(tmp_path)]
     assert inference.main(argv) == 1  # a failed record makes the exit code 1
     path = tmp_path / "demo" / "demo_trec.jsonl"
@@ -130,6 +138,18 @@ def test_concurrency_limit_and_requests_run_concurrently(fake, api):
     outs = model.generate(completion_prompts(model, 6), 8)
     assert [g.batch_size for g in outs] == [6] * 6 and all(g.text == "ok" for g in outs)
     assert server.max_inflight == 3  # three at once (concurrent), never four (the limit): counted by the server
+
+
+def test_requests_go_through_the_environments_proxy(fake, api, monkeypatch):
+    proxy = fake(lambda path, body, n: answer(path, "via proxy"))  # a forward proxy sees absolute-form targets
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", proxy.base_url.rsplit("/", 1)[0])
+    model = api("http://api.example.invalid/v1", max_retries=0)
+    assert model.generate(completion_prompts(model), 8)[0].text == "via proxy"
+    assert [c["path"] for c in proxy.calls] == ["http://api.example.invalid/v1/completions"]
+    monkeypatch.setenv("no_proxy", "api.example.invalid")
+    assert api("http://api.example.invalid/v1", max_retries=0).generate(completion_prompts(model), 8)[0].error
 
 
 def test_error_messages_never_carry_the_key(fake, api, monkeypatch):
@@ -266,8 +286,8 @@ def test_parity_with_the_hf_adapter_through_transformers_serve(served, hf, api, 
     theirs = hf.generate(hf.build_prompts(texts, False, 16, 512), 16, stop=("e",))
     assert [(g.text, g.n_tokens, g.finish_reason) for g in ours] == [(g.text, g.n_tokens, g.finish_reason)
                                                                      for g in theirs]
-    raw = [model._loop.run(model._post("/completions", {"model": SERVED, "prompt": t, "max_tokens": 16,
-                                                         "temperature": 0, "stop": ["e"]}))["choices"][0]["text"]
+    raw = [model._portal.call(model._post, "/completions", {"model": SERVED, "prompt": t, "max_tokens": 16,
+                                                             "temperature": 0, "stop": ["e"]})["choices"][0]["text"]
            for t in texts]
     assert any("e" in r for r in raw) and not any("e" in g.text for g in ours), (raw, ours)
     assert_no_secret(tmp_path, out.out, out.err)
@@ -287,7 +307,7 @@ def test_killed_server_fails_only_the_affected_records_and_a_rerun_redoes_them(s
     monkeypatch.setenv(KEY_ENV, SECRET)
     # 8 records: the kill lands once 4 are on disk, and what is not done by then (up to 2 batches) fails
     argv = api_argv(served, tmp_path, "--datasets", "demo_qa_en", "--limit", "8", "--batch-size", "2",
-                    "--concurrency", "2", "--max-retries", "2", "--backoff", "0.05", "--max-length", "512")
+                    "--concurrency", "2", "--max-retries", "2", "--max-length", "512")
     path = tmp_path / "tiny-qwen2" / "demo_qa_en.jsonl"
     killed_after = []
 

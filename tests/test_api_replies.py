@@ -1,9 +1,12 @@
-"""The API backend against malformed replies (every one a per-record error, content parts joined as text, lone
-surrogates recorded) and credentials inside --base-url (sent, never shown), on scripted servers (tests/api_fakes.py)."""
+"""The API backend against replies it cannot use (malformed, null chat content, impossible token counts, a body far
+over max_tokens: every one a per-record error; content parts joined as text, lone surrogates recorded) and
+credentials inside --base-url (sent, never shown), on scripted servers (tests/api_fakes.py)."""
 import argparse
 import base64
 import dataclasses
 import json
+import time
+import tracemalloc
 
 import pytest
 
@@ -12,10 +15,10 @@ from Eval.inference.datasets import fill_template, load_dataset
 from Eval.scoring.judge import judge_identity
 from Eval.scoring.judge_commands import load_judge_model
 from Eval.models.api import APIError, APIModel, redact_url
-from Eval.models.api_http import Scrubber
+from Eval.models.api_http import Scrubber, reply_limit
 from Eval.records import read_records
 import inference
-from api_fakes import SECRET, DEMO, answer, completion_prompts, assert_no_secret, read
+from api_fakes import SECRET, DEMO, Flood, answer, completion_prompts, assert_no_secret, read
 from api_fakes import api, fake  # noqa: F401  (pytest fixtures)
 
 
@@ -24,11 +27,21 @@ def chat_reply(content, finish="stop", **message):
     return {"choices": [choice], "usage": {"completion_tokens": 2}}
 
 
-MALFORMED = "malformed reply: "
-CHAT_CASES = [  # (reply payload, expected (text, finish_reason, error after "POST URL: malformed reply: "))
+MALFORMED, NO_ANSWER = "malformed reply: ", "no answer: choices[0].message.content is null: no answer text "
+CHAT_CASES = [  # (reply payload, expected (text, finish_reason, error after "POST URL: malformed reply: "
+    #              or, for null content, after "POST URL: "))
     (chat_reply([{"type": "text", "text": "Ice"}, {"type": "image_url", "image_url": {"url": "x"}},
                  {"type": "text", "text": " cubes"}]), ("Ice cubes", "stop", None)),
-    (chat_reply(None), ("", "stop", None)),
+    (chat_reply(""), ("", "stop", None)),  # an empty answer is an answer
+    (chat_reply(None), ("", "error", NO_ANSWER + "(a tool call, a refusal, or a reasoning model that spent "
+                                                 "max_tokens thinking sends none)")),
+    (chat_reply(None, tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]),
+     ("", "error", NO_ANSWER + "(the model called a tool instead of answering)")),
+    (chat_reply(None, refusal="I cannot help with that."), ("", "error", NO_ANSWER + "(the model refused: 'I "
+                                                                                      "cannot help with that.')")),
+    (chat_reply(None, finish="length", reasoning_content="Let me think" * 100),
+     ("", "error", NO_ANSWER + "(only reasoning_content came back, 1,200 characters, finish_reason 'length': "
+                               "a reasoning model that spent max_tokens thinking; raise --max-new-tokens)")),
     ({**chat_reply("Water"), "usage": "lots"}, ("Water", "stop", None)),
     ({**chat_reply("Water"), "usage": [1, 2]}, ("Water", "stop", None)),
     ({**chat_reply("Water"), "usage": {"completion_tokens": True, "prompt_tokens": "9"}}, ("Water", "stop", None)),
@@ -79,9 +92,10 @@ def test_malformed_replies_are_per_record_errors_and_content_parts_are_text(fake
     prompts = model.build_prompts([f"case {i}" for i in range(len(cases))], chat=chat, max_new_tokens=8,
                                   max_length=None)
     outs = model.generate(prompts, 8)  # one batch: no bad reply takes the others down
-    url = f"POST {server.base_url}{'/chat/completions' if chat else '/completions'}: {MALFORMED}"
+    url = f"POST {server.base_url}{'/chat/completions' if chat else '/completions'}: "
     got = [(g.text, g.finish_reason, g.error) for g in outs]
-    assert got == [(t, r, None if e is None else url + e) for _, (t, r, e) in cases]
+    assert got == [(t, r, None if e is None else url + (e if e.startswith("no answer") else MALFORMED + e))
+                   for _, (t, r, e) in cases]
     for g, (payload, _) in zip(outs, cases):  # a token count from usage when it is a count, else the tokenizer's
         if g.error is None:
             usage = payload.get("usage")
@@ -110,6 +124,95 @@ def test_content_parts_and_lone_surrogates_through_a_run_and_a_rerun(fake, tmp_p
     assert inference.main(argv) == 0
     assert [c["body"]["messages"][-1]["content"] for c in server.calls[calls_before:]] == [texts[1]]
     assert [r["pred"] for r in read_records(path)] == ["Paris.", "good", "ok", "fine"]
+
+
+def test_null_content_is_a_failed_record_and_a_rerun_redoes_it(fake, tmp_path):
+    ds = load_dataset("custom_en", ROOT / "dataset", ROOT / "prompts")
+    texts = [fill_template(ds.template, e.fields) for e in ds.examples[:3]]
+    state = {"thinking": True}  # a reasoning model that spends its whole budget thinking on the second prompt
+
+    def reply(path, body, n):
+        if state["thinking"] and body["messages"][-1]["content"] == texts[1]:
+            return 200, chat_reply(None, finish="length", reasoning_content="Hmm, " * 50), {}, 0
+        return 200, chat_reply("Paris"), {}, 0
+
+    server = fake(reply)
+    argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "demo", "--tokenizer", str(DEMO),
+            "--datasets", "custom_en", "--limit", "3", "--out-dir", str(tmp_path)]
+    assert inference.main(argv) == 1  # counted as failed, not saved as an empty answer
+    path = tmp_path / "demo" / "custom_en.jsonl"
+    first = read_records(path)
+    assert [(r["pred"], r["finish_reason"]) for r in first] == [("Paris", "stop"), ("", "error"), ("Paris", "stop")]
+    assert first[1]["error"].startswith(f"POST {server.base_url}/chat/completions: no answer: "
+                                        "choices[0].message.content is null: no answer text (only "
+                                        "reasoning_content came back, 250 characters, finish_reason 'length'")
+    state["thinking"], calls_before = False, len(server.calls)
+    assert inference.main(argv) == 0
+    assert [c["body"]["messages"][-1]["content"] for c in server.calls[calls_before:]] == [texts[1]]
+    assert [r["pred"] for r in read_records(path)] == ["Paris"] * 3
+
+
+USAGE_CASES = [  # (usage of a reply to max_tokens=8, expected n_tokens or the error after "malformed reply: ")
+    ({"completion_tokens": 2.0, "prompt_tokens": "9"}, 2),  # 2.0 is the whole number 2; "9" is no number at all
+    ({"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}, 2),
+    ({"completion_tokens": 32}, 32),  # 2 * 8 + 16: the most a server may count for max_tokens=8
+    ({"completion_tokens": -1}, "usage.completion_tokens is -1, not a whole number of tokens >= 0"),
+    ({"completion_tokens": 2, "prompt_tokens": 2.5}, "usage.prompt_tokens is 2.5, not a whole number of tokens >= 0"),
+    ({"completion_tokens": float("nan")}, "usage.completion_tokens is nan, not a whole number of tokens >= 0"),
+    ({"completion_tokens": 2, "total_tokens": float("inf")}, "usage.total_tokens is inf, not a whole number of "
+                                                             "tokens >= 0"),
+    ({"completion_tokens": 33}, "usage.completion_tokens is 33, impossible for max_tokens=8 (at most 32 with the "
+                                "slack for special tokens)"),
+    ({"completion_tokens": 10 ** 9}, "usage.completion_tokens is 1000000000, impossible for max_tokens=8 (at most "
+                                     "32 with the slack for special tokens)"),
+    ({"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 9}, "usage.total_tokens is 9, not prompt_tokens + "
+                                                                      "completion_tokens = 5 + 2"),
+]
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_impossible_usage_counts_are_per_record_errors(fake, api, chat):
+    def reply(path, body, n):  # the case number is the prompt's last word
+        case = int((body["messages"][-1]["content"] if chat else body["prompt"]).split()[-1])
+        return 200, {**answer(path, "Water")[1], "usage": USAGE_CASES[case][0]}, {}, 0
+
+    server = fake(reply)
+    model = api(server.base_url)
+    prompts = model.build_prompts([f"case {i}" for i in range(len(USAGE_CASES))], chat=chat, max_new_tokens=8,
+                                  max_length=None)
+    url = f"POST {server.base_url}{'/chat/completions' if chat else '/completions'}: malformed reply: "
+    expected = [("Water", "stop", n, None) if isinstance(n, int) else ("", "error", 0, url + n)
+                for _, n in USAGE_CASES]
+    outs = model.generate(prompts, 8)
+    assert [(g.text, g.finish_reason, g.n_tokens, g.error) for g in outs] == expected
+    assert outs[0].server_usage == {"completion_tokens": 2}  # the counts kept are the checked ones
+    assert model.stats["failed"] == sum(not isinstance(n, int) for _, n in USAGE_CASES)
+
+
+def test_a_reply_far_over_max_tokens_is_cut_off_while_reading(fake, api):
+    flood = Flood(mib=256)  # a server that ignores max_tokens: 256 MiB of answer to max_tokens=8
+
+    def reply(path, body, n):
+        return (200, flood, {}, 0) if body["messages"][-1]["content"] == "flood" else answer(path, "fine")
+
+    server = fake(reply)
+    model = api(server.base_url)
+    prompts = model.build_prompts(["ask", "flood", "ask"], chat=True, max_new_tokens=8, max_length=None)
+    start = time.monotonic()
+    tracemalloc.start()
+    try:
+        outs = model.generate(prompts, 8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    took = time.monotonic() - start
+    assert [(g.text, g.finish_reason) for g in outs] == [("fine", "stop"), ("", "error"), ("fine", "stop")]
+    assert outs[1].error == (f"POST {server.base_url}/chat/completions: reply too long: the body ran past "
+                             f"{reply_limit(8):,} bytes, more than max_tokens allows (256 bytes a token + 65,536 "
+                             "for the JSON around it); reading stopped there (does the server ignore max_tokens?)")
+    assert reply_limit(8) == 256 * 8 + 65536 and model.stats["requests"] == 3  # read once, not retried
+    assert peak < 16 * 2 ** 20 and took < 10 and flood.sent < 64 * 2 ** 20, (peak, took, flood.sent)
+    assert model.generate(prompts[:1], 8)[0].text == "fine"  # the adapter goes on
 
 
 def test_score_on_a_malformed_reply_is_a_clear_api_error(fake, api):

@@ -22,19 +22,26 @@ thinks (--reasoning); the server then runs to EOS or max_tokens and the answer i
 `reasoning_content` is put back in front of the answer inside the tag pair. --thinking-budget is refused (a
 ValueError): the server decodes, so the adapter cannot force the closing tag.
 
-Requests run concurrently (at most `concurrency` in flight, optionally at most `rpm` started per `rpm_window`
-seconds), each bounded as a whole by `timeout` seconds, and are retried with exponential back-off and jitter on
-HTTP 429, 5xx, timeouts and connection errors (Eval/models/api_http.py). A request that still fails, and a reply
-that is not OpenAI-shaped (no choices, a `content` that is neither a string, a list of content parts nor null,
-text that is not valid Unicode, ...), becomes a Generation with finish_reason "error" and `error` naming what
-was wrong, so the runner writes the record with its error and a rerun redoes exactly those. Chat `content` given
-as content parts is saved as the concatenation of its text parts. `usage` is optional (a non-object counts as
-absent; the local tokenizer then counts the answer); its finite numeric fields are kept as the record's
-`server_usage`.
+HTTP is the official `openai` client's (AsyncOpenAI: connection pooling; retries with exponential back-off,
+jitter and Retry-After on HTTP 408/409/429/5xx, timeouts and connection errors, `max_retries` of them).
+Replies are read raw (`with_raw_response`) and checked as the server sent them (Eval/models/api_replies.py),
+so non-standard fields (`reasoning_content`, vLLM's `max_model_len`) keep working. Ours (api_http.py): at
+most `concurrency` requests in flight (one waiting to be retried keeps its slot), at most `rpm` attempts
+started per `rpm_window` seconds (optional), every attempt bounded as a whole by `timeout` seconds (a trickling
+server is cut off, then retried) and its reply by a byte limit that max_tokens sets, enforced while reading
+(api_http.reply_limit). The event loop runs in a thread (anyio's blocking portal), so calls stay synchronous.
 
-Secrets: the API key is read from the environment variable named by `api_key_env` and sent as a Bearer header;
-credentials inside the base URL (`https://KEY@host/v1`, `?api_key=KEY`) are sent as given. Neither is ever
-stored in identity(), records, errors or logs: every URL shown is redact_url()'s, every message is scrubbed.
+A request that still fails, and a reply that is not usable, becomes a Generation with finish_reason "error" and
+`error` naming what was wrong, so the runner writes the record with its error and a rerun redoes exactly those.
+Not usable: a reply that is not OpenAI-shaped or not JSON, a chat reply with null content (no answer), a body
+over the byte limit (a server that ignores max_tokens), and impossible token counts (api_replies.check_usage).
+Usage counts are optional (the local tokenizer counts the answer without them); the finite numeric fields of
+`usage` are kept as the record's `server_usage`.
+
+Secrets: the API key is read from the environment variable named by `api_key_env` and sent as a Bearer header
+(with none, no Authorization header is sent); credentials inside the base URL (`https://KEY@host/v1`,
+`?api_key=KEY`) are sent as given (userinfo as Basic auth, the query on every request). Neither is ever stored
+in identity(), records, errors or logs: every URL shown is redact_url()'s, every message is scrubbed.
 
 score() needs prompt log-probabilities (vLLM: /v1/completions with echo=true, logprobs=1, max_tokens=0 and a
 token-id prompt); a server without them (e.g. `transformers serve`, which ignores echo/logprobs) raises
@@ -43,16 +50,24 @@ APIFeatureError naming the server and what is missing, never zeros; a malformed 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import json
+import math
 import os
 import sys
 from pathlib import Path
+from urllib.parse import parse_qsl
+
+import anyio.from_thread
+import openai
 
 from Eval.models import register_model
 from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, \
     prompt_opens_thinking
-from Eval.models.api_http import (APIError, EventLoopThread, JSONPoster, RateLimiter, Scrubber, redact_url,
-                                  split_base_url)
+from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptTransport, MalformedReply, RateLimiter, Scrubber,
+                                  WholeRequestTimeout, env_proxy, httpx, redact_url, reply_limit, split_base_url)
+from Eval.models.api_replies import check_usage, first_choice, is_number, json_kind, parse_reply
 
 __all__ = ["APIError", "APIFeatureError", "APIModel", "redact_url"]
 
@@ -61,94 +76,6 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 class APIFeatureError(APIError):
     """The server lacks something the adapter needs (prompt log-probabilities for score())."""
-
-
-class MalformedReply(ValueError):
-    """A 200 reply that is not OpenAI-shaped; the message names the field and what it held."""
-
-
-def _json_kind(value) -> str:
-    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
-
-
-def _found(obj: dict, key: str) -> str:
-    return _json_kind(obj[key]) if key in obj else "missing"
-
-
-def _first_choice(data) -> dict:
-    if not isinstance(data, dict):
-        raise MalformedReply(f"the reply is {_json_kind(data)}, not an object")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
-        found = "empty" if choices == [] else _found(data, "choices")
-        error = data.get("error")  # some servers answer a failure with HTTP 200 and an error object
-        raise MalformedReply(f"choices is {found}, not a non-empty list"
-                             + (f" (the reply's error: {str(error)[:300]})" if error else ""))
-    if not isinstance(choices[0], dict):
-        raise MalformedReply(f"choices[0] is {_json_kind(choices[0])}, not an object")
-    return choices[0]
-
-
-def _content_text(content, field: str) -> str:
-    """A chat message's content as text: a string, the joined text parts of a content-part list, or null."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    if not isinstance(content, list):
-        raise MalformedReply(f"{field} is {_json_kind(content)}, not a string, a list of content parts or null")
-    texts = []
-    for i, part in enumerate(content):
-        if not isinstance(part, dict):
-            raise MalformedReply(f"{field}[{i}] is {_json_kind(part)}, not a content part object")
-        if part.get("type") == "text":  # other parts (images, audio, refusals) are not text the model wrote
-            if not isinstance(part.get("text"), str):
-                raise MalformedReply(f"{field}[{i}].text is {_json_kind(part.get('text'))}, not a string")
-            texts.append(part["text"])
-    return "".join(texts)
-
-
-def _valid_unicode(text: str, field: str) -> str:
-    # JSON's "\ud800" escapes decode to lone surrogates, which no UTF-8 file can hold
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise MalformedReply(f"reply is not valid Unicode: lone surrogate at character {err.start} of {field}") \
-            from None
-    return text
-
-
-def parse_reply(data, chat: bool, think_tags: tuple[str, str] = ("<think>", "</think>")) -> tuple[str, object, dict]:
-    """(raw output, finish_reason as sent, usage or {}) of a chat or completion reply; MalformedReply else. A
-    message's `reasoning_content` comes back in front of its content, inside `think_tags`."""
-    choice = _first_choice(data)
-    if chat:
-        message = choice.get("message")
-        if not isinstance(message, dict):
-            raise MalformedReply(f"choices[0].message is {_found(choice, 'message')}, not an object")
-        raw = _valid_unicode(_content_text(message.get("content"), "choices[0].message.content"),
-                             "choices[0].message.content")
-        reasoning = message.get("reasoning_content")  # split off by the server's reasoning parser
-        if reasoning is not None and not isinstance(reasoning, str):
-            raise MalformedReply(f"choices[0].message.reasoning_content is {_json_kind(reasoning)}, not a string")
-        if reasoning:  # keep the raw output whole, as the HF adapter saves it (--strip-think)
-            thought = _valid_unicode(reasoning, "choices[0].message.reasoning_content")
-            raw = f"{think_tags[0]}{thought}{think_tags[1]}{raw}"
-    else:
-        raw = choice.get("text")
-        if not isinstance(raw, str):
-            raise MalformedReply(f"choices[0].text is {_found(choice, 'text')}, not a string")
-        _valid_unicode(raw, "choices[0].text")
-    usage = data.get("usage")
-    return raw, choice.get("finish_reason"), usage if isinstance(usage, dict) else {}
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _count(usage: dict, name: str) -> int | None:
-    value = usage.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 @register_model("api")
@@ -160,7 +87,7 @@ class APIModel(BaseLLM):
         """`model` names the served model (unless --api-model does) and is the default local tokenizer."""
         return cls(args.base_url, args.api_model or model, options, tokenizer=args.tokenizer or model,
                    api_key_env=args.api_key_env, concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
-                   max_retries=args.max_retries, backoff=args.backoff, trust_remote_code=args.trust_remote_code)
+                   max_retries=args.max_retries, trust_remote_code=args.trust_remote_code)
 
     # A local tokenizer and no weights: --dry-run uses the adapter itself (BaseLLM.tokenizer_only), which still asks
     # the server for its context window when --max-length is not given, as the real run does.
@@ -172,8 +99,7 @@ class APIModel(BaseLLM):
     def __init__(self, base_url: str, api_model: str, options: AdapterOptions | None = None, *,
                  tokenizer: str | None = None, api_key_env: str = DEFAULT_KEY_ENV, concurrency: int = 8,
                  rpm: int | None = None, rpm_window: float = 60.0, timeout: float = 300.0, max_retries: int = 5,
-                 backoff: float = 1.0, backoff_max: float = 60.0, context_window: int | None = None,
-                 trust_remote_code: bool = False):
+                 context_window: int | None = None, trust_remote_code: bool = False):
         super().__init__(options)
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -197,10 +123,27 @@ class APIModel(BaseLLM):
         self.tokenizer_path = tokenizer or api_model
         self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_path, trust_remote_code=trust_remote_code)
         self.tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves
-        self._loop = EventLoopThread()
-        self.http = JSONPoster({"Authorization": f"Bearer {self._key}"} if self._key else {}, self._scrub,
-                               concurrency=concurrency, timeout=timeout, max_retries=max_retries, backoff=backoff,
-                               backoff_max=backoff_max, limiter=self.limiter, stats=self.stats)
+        # One event loop in a thread (anyio's portal): calls stay synchronous (batch in, list out) while requests
+        # run concurrently, and the connections and the rate limiter live across batches.
+        self._exit = contextlib.ExitStack()
+        self._portal = self._exit.enter_context(anyio.from_thread.start_blocking_portal())
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self.client = self._client()
+
+    def _client(self) -> openai.AsyncOpenAI:
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        transport = AttemptTransport(self.timeout, limiter=self.limiter, stats=self.stats, limits=limits,
+                                     proxy=env_proxy(self._root))
+        # Without a key the client wants a placeholder, and each request omits the header (self._auth).
+        self._auth = {} if self._key else {"Authorization": openai.omit}
+        return openai.AsyncOpenAI(
+            api_key=self._key or "no-key", base_url=self._root, max_retries=self.max_retries,
+            default_query=dict(parse_qsl(self._query, keep_blank_values=True)),
+            # identity: the byte limit counts the text as sent; the environment's OpenAI account is not sent
+            default_headers={"Accept-Encoding": "identity", "OpenAI-Organization": openai.omit,
+                             "OpenAI-Project": openai.omit},
+            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+            http_client=openai.DefaultAsyncHttpxClient(transport=transport))
 
     # --- tokenizer hooks (the HF adapter's, on the local tokenizer) ----------------------------------------
     # apply_chat (BaseLLM's, on the local tokenizer) renders what a chat server builds from our messages: it
@@ -225,23 +168,63 @@ class APIModel(BaseLLM):
             return None
 
     def _server_max_len(self) -> int | None:
-        models = self._loop.run(self._models())
+        models = self._portal.call(self._models)
         for m in models:
-            if m.get("id") == self.api_model and _count(m, "max_model_len"):
-                return m["max_model_len"]
+            length = m.get("max_model_len")  # vLLM's, beside the standard fields
+            if m.get("id") == self.api_model and isinstance(length, int) and not isinstance(length, bool) \
+                    and length > 0:
+                return length
         return None
 
     # --- HTTP ----------------------------------------------------------------------------------------------
-    def _url(self, path: str) -> str:
-        """The request URL for an endpoint path ("/completions"), credentials and query included."""
-        return self._root + path + (f"?{self._query}" if self._query else "")
+    def _shown(self, path: str) -> str:
+        """The request URL for an endpoint path ("/completions"), redacted."""
+        return redact_url(self._root + path + (f"?{self._query}" if self._query else ""))
 
-    async def _post(self, path: str, body: dict):
-        return await self.http.post(self._url(path), body)
+    async def _post(self, path: str, body: dict, limit: int | None = None):
+        """The decoded JSON of a 200 answer (any JSON value: the caller checks its shape); APIError when the
+        request fails for good, MalformedReply when the body is over `limit` bytes or not JSON."""
+        endpoint = self.client.chat.completions if path == "/chat/completions" else self.client.completions
+        token = REPLY_LIMIT.set(limit)
+        try:
+            async with self._semaphore:
+                raw = await endpoint.with_raw_response.create(**body, extra_headers=self._auth)
+        except openai.APIError as err:  # the client's retries are spent, or the answer is not one to retry
+            raise self._failure(path, err) from None
+        finally:
+            REPLY_LIMIT.reset(token)
+        try:
+            return json.loads(raw.content)
+        except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
+            raise MalformedReply("HTTP 200 with a body that is not JSON") from None
+
+    def _failure(self, path: str, err: openai.APIError) -> APIError:
+        """The error of a request the client gave up on, naming its URL (redacted), how many attempts it
+        made (the client numbers them in a header) and the last one's cause."""
+        shown, cause = f"POST {self._shown(path)}", err.__cause__
+        attempts = int(err.request.headers.get("x-stainless-retry-count", "0")) + 1
+        if isinstance(err, openai.APIStatusError):
+            status, detail = err.status_code, self._scrub(err.response.text.strip())[:300]
+            last = f"HTTP {status}: {detail}"
+            if attempts == 1 and status < 500 and status not in (408, 409, 429):  # an answer, not a failure
+                return APIError(f"{shown}: {last}", status, detail)
+        elif isinstance(err, openai.APITimeoutError):
+            what = "whole-request deadline" if isinstance(cause, WholeRequestTimeout) else type(cause).__name__
+            last = f"timed out after {self.timeout:g} s ({what})"
+        else:  # refused or reset connections, broken HTTP
+            kind = "connection error" if isinstance(cause, httpx.TransportError) else "request error"
+            last = f"{kind} ({type(cause).__name__}: {self._scrub(str(cause)) or 'no detail'})"
+        return APIError(self._scrub(f"{shown}: failed after {attempts} attempt{'s' * (attempts > 1)}; "
+                                    f"last: {last}"))
 
     async def _models(self) -> list[dict]:
-        """The server's /v1/models entries ([] when it has none or does not answer)."""
-        data = await self.http.get_json(self._url("/models"))
+        """The server's /v1/models entries ([] when it has none or does not answer in 10 s)."""
+        try:
+            models = self.client.with_options(max_retries=0).models
+            raw = await asyncio.wait_for(models.with_raw_response.list(extra_headers=self._auth), 10.0)
+            data = json.loads(raw.content)
+        except (openai.APIError, asyncio.TimeoutError, MalformedReply, ValueError, RecursionError):
+            return []
         entries = data.get("data") if isinstance(data, dict) else None
         return [m for m in entries if isinstance(m, dict)] if isinstance(entries, list) else []
 
@@ -255,7 +238,7 @@ class APIModel(BaseLLM):
             return await asyncio.gather(*(self._generate_one(p, max_new_tokens, stop, len(prompts))
                                           for p in prompts))
 
-        return self._loop.run(run_all())
+        return self._portal.call(run_all)
 
     async def _generate_one(self, prompt: Prompt, max_new_tokens: int, stop: tuple[str, ...],
                             batch_size: int) -> Generation:
@@ -270,23 +253,26 @@ class APIModel(BaseLLM):
         else:  # completion mode, or a Prompt built elsewhere: its text is exactly what the model gets
             path, body["prompt"] = "/completions", prompt.text
         try:
-            raw, finish_reason, usage = parse_reply(await self._post(path, body), chat, tags)
+            data = await self._post(path, body, reply_limit(max_new_tokens))
+            raw, finish_reason, usage = parse_reply(data, chat, tags)
+            counts = check_usage(usage, max_new_tokens)
         except APIError as err:
             return self._failed(str(err), batch_size)
         except MalformedReply as err:
-            return self._failed(f"POST {self.base_url}{path}: malformed reply: {err}", batch_size)
-        self._check_prompt_tokens(prompt, _count(usage, "prompt_tokens"))
+            return self._failed(f"POST {self._shown(path)}: {err.kind}: {err}", batch_size)
+        self._check_prompt_tokens(prompt, counts.get("prompt_tokens"))
         # Cut at the stop strings here too: OpenAI and vLLM drop the matched stop string, `transformers serve`
         # returns it (generate()'s stop_strings semantics); cutting client-side makes both the same, and is the
         # only cut when the stops were held back from a thinking model.
         text, cut = cut_at_stop(raw, stop, tags, opened)
-        n_tokens = _count(usage, "completion_tokens")
+        n_tokens = counts.get("completion_tokens")
         if n_tokens is None:
             n_tokens = len(self.tokenize(raw))
         reason = "length" if finish_reason == "length" and not cut else "stop"
         saved, thinking = self.finish_output(text, opened)
-        server = {k: v for k, v in usage.items() if _is_number(v) and abs(v) < float("inf")} or None  # counts only
-        return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking, server_usage=server)
+        server = {k: v for k, v in usage.items() if is_number(v) and math.isfinite(v)}  # counts only
+        return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking,
+                          server_usage={**server, **counts} or None)
 
     def _failed(self, error: str, batch_size: int) -> Generation:
         self.stats["failed"] += 1
@@ -317,7 +303,7 @@ class APIModel(BaseLLM):
                 raise next((e for e in errors if isinstance(e, APIFeatureError)), errors[0])
             return results
 
-        return self._loop.run(run_all())
+        return self._portal.call(run_all)
 
     async def _score_one(self, prompt: str, answer: str) -> TokenScores:
         prompt_ids, answer_ids = self.tokenize(prompt), self.tokenize(answer)
@@ -327,15 +313,13 @@ class APIModel(BaseLLM):
         body = {"model": self.api_model, "prompt": ids, "max_tokens": 0, "echo": True, "logprobs": 1,
                 "temperature": 0}
         try:
-            data = await self._post("/completions", body)
+            logprobs = first_choice(await self._post("/completions", body)).get("logprobs")
+            if logprobs is not None and not isinstance(logprobs, dict):
+                raise MalformedReply(f"choices[0].logprobs is {json_kind(logprobs)}, not an object")
         except APIError as err:
             if err.status is not None and 400 <= err.status < 500:
                 raise await self._feature_error(f"it rejected the request with HTTP {err.status}: {err.detail}")
             raise
-        try:
-            logprobs = _first_choice(data).get("logprobs")
-            if logprobs is not None and not isinstance(logprobs, dict):
-                raise MalformedReply(f"choices[0].logprobs is {_json_kind(logprobs)}, not an object")
         except MalformedReply as err:
             raise APIError(self._scrub(f"POST {self.base_url}/completions: malformed reply: {err}")) from None
         token_lps, tops = (logprobs or {}).get("token_logprobs"), (logprobs or {}).get("top_logprobs")
@@ -349,8 +333,8 @@ class APIModel(BaseLLM):
         if any(x is None for x in answer_lps) or answer_tops is None or any(not t for t in answer_tops):
             raise await self._feature_error("its prompt log-probabilities lack token_logprobs or top_logprobs "
                                             "values at the answer positions")
-        if not all(_is_number(x) for x in answer_lps) or \
-                not all(isinstance(t, dict) and all(_is_number(v) for v in t.values()) for t in answer_tops):
+        if not all(is_number(x) for x in answer_lps) or \
+                not all(isinstance(t, dict) and all(is_number(v) for v in t.values()) for t in answer_tops):
             raise APIError(f"POST {self.base_url}/completions: malformed reply: choices[0].logprobs holds "
                            "token_logprobs that are not numbers or top_logprobs that are not objects of numbers "
                            "at the answer positions")
@@ -383,9 +367,10 @@ class APIModel(BaseLLM):
                 "max_retries": self.max_retries}
 
     def close(self) -> None:
-        if self._loop.loop.is_running():
-            self._loop.run(self.http.aclose())
-        self._loop.close()
+        if self._portal is not None:
+            self._portal.call(self.client.close)
+            self._portal = None
+            self._exit.close()
 
     def __enter__(self) -> "APIModel":
         return self

@@ -1,40 +1,56 @@
-"""HTTP plumbing for the OpenAI-compatible adapter (Eval/models/api.py): a JSON poster with retries, a
-whole-request deadline and a rate limit, the event-loop thread it runs on, and the scrubbing of secrets from
+"""What the API adapter (Eval/models/api.py) adds to the official `openai` client, which does the HTTP itself
+(connection pooling; retries with exponential back-off, jitter and Retry-After): a transport that bounds every
+attempt the client makes, in time and in size; a requests-per-minute budget; and the scrubbing of secrets from
 every URL and message the adapter shows.
 
 Usage:
-    loop = EventLoopThread()
+    transport = AttemptTransport(300.0, limiter=RateLimiter(60), stats={}, proxy=env_proxy(base_url))
+    client = openai.AsyncOpenAI(..., http_client=openai.DefaultAsyncHttpxClient(transport=transport))
+    REPLY_LIMIT.set(reply_limit(max_tokens))           # in the task that sends: the most bytes a reply may take
     scrub = Scrubber(api_key, base_url)                  # scrub(text): secrets, URL credentials, lone surrogates
-    poster = JSONPoster({"Authorization": "Bearer ..."}, scrub, concurrency=8, timeout=300.0, max_retries=5)
-    data = loop.run(poster.post(base_url + "/completions", {"model": "m", "prompt": "Hi"}))  # or APIError
-    loop.run(poster.aclose()); loop.close()
     redact_url("https://user:pw@host/v1?api_key=K")   # 'https://host/v1?api_key=***'
     split_base_url("https://KEY@host/v1/?k=K")        # ('https://KEY@host/v1', 'k=K'): what requests use
 
-`timeout` bounds a whole request (connect, send and the whole body), not each read: a server that trickles a
-byte at a time is cut off at the deadline and the request is retried like any other timeout. Retries use
-exponential back-off with jitter on HTTP 429, 5xx, timeouts, connection errors and a 200 whose body is not JSON;
-a Retry-After header is honoured up to `backoff_max`.
+AttemptTransport bounds each attempt (a first try or a retry) by `timeout` seconds from connect to the last
+body byte, not per read: a server that trickles a byte at a time is cut off with a WholeRequestTimeout, which
+the client retries like any timeout. It reads the body as it arrives and stops past REPLY_LIMIT bytes
+(ReplyTooLong, not retried), so a server that ignores max_tokens cannot fill the memory. It also starts
+attempts within the rate limit and counts them in `stats`.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
 import collections
-import random
+import contextvars
 import re
-import threading
 import time
+import urllib.request
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
-try:  # httpx's successor; a dependency of huggingface_hub, so installed wherever transformers is
-    import httpx2 as httpx
-except ImportError:  # pragma: no cover - plain httpx has the same API
-    import httpx
+import httpx2 as httpx  # the HTTP library of the openai client (openai>=3): its transport interface
+import openai
 
 # a URL in running text ends before the punctuation that follows it ("POST URL: HTTP 400", "(see URL).")
 _URL_IN_TEXT = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>`]*[^\s'\"<>`:;,.!?)\]]")
 _MIN_SECRET_LEN = 4  # shorter URL parts (a "v=1" query) are no secret; replacing them would garble every message
+
+# How many bytes a reply to max_tokens=N may take: N tokens at REPLY_BYTES_PER_TOKEN bytes each, plus a fixed
+# allowance for the JSON around the text. The bound is on the whole text, so what counts is the bytes a token
+# takes on average: about 4 for English; for CJK written as JSON escapes (\uXXXX, what Python's json writes by
+# default) 6 a character, 12 an emoji; even a degenerate output of the longest tokens (runs of spaces or
+# punctuation) stays far below 256. Thinking (reasoning_content) and answer (content) share the max_tokens
+# budget, so they share the bound. The envelope (id, model, usage, finish_reason, a server's extra null fields)
+# is under 2 KB: 64 KiB is ample, and also bounds error pages. max_tokens=512: 192 KiB.
+REPLY_BYTES_PER_TOKEN = 256
+REPLY_ENVELOPE_BYTES = 64 * 1024
+# The byte limit of the replies the current task reads (None: no limit), set per request by the adapter: a
+# context variable reaches the transport through the openai client, in the same asyncio task.
+REPLY_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("reply_limit", default=None)
+
+
+def reply_limit(max_tokens: int) -> int:
+    return REPLY_BYTES_PER_TOKEN * max_tokens + REPLY_ENVELOPE_BYTES
 
 
 class APIError(RuntimeError):
@@ -43,6 +59,79 @@ class APIError(RuntimeError):
     def __init__(self, message: str, status: int | None = None, detail: str = ""):
         super().__init__(message)
         self.status, self.detail = status, detail
+
+
+class MalformedReply(ValueError):
+    """A reply the adapter cannot use; the message names the field and what it held, `kind` what is wrong."""
+    kind = "malformed reply"
+
+
+class ReplyTooLong(MalformedReply, openai.OpenAIError):
+    """A reply body that ran past REPLY_LIMIT, raised while reading it; the openai client passes an OpenAIError
+    raised under it on as it is, not retried."""
+    kind = "reply too long"
+
+    def __init__(self, limit: int):
+        super().__init__(f"the body ran past {limit:,} bytes, more than max_tokens allows "
+                         f"({REPLY_BYTES_PER_TOKEN} bytes a token + {REPLY_ENVELOPE_BYTES:,} for the JSON "
+                         "around it); reading stopped there (does the server ignore max_tokens?)")
+
+
+class WholeRequestTimeout(httpx.TimeoutException):
+    """An attempt ran past the adapter's deadline; the openai client retries it like any timeout."""
+
+
+class AttemptTransport(httpx.AsyncBaseTransport):
+    """httpx's own transport (`transport_options`: proxy, limits, ...), with every attempt started within
+    `limiter`, counted in `stats`, bounded by `timeout` seconds as a whole and by REPLY_LIMIT bytes of body."""
+
+    def __init__(self, timeout: float, *, limiter: RateLimiter | None = None, stats: dict | None = None,
+                 **transport_options):
+        self._inner = httpx.AsyncHTTPTransport(**transport_options)
+        self.timeout, self.limiter = timeout, limiter
+        self.stats = stats if stats is not None else {}
+        for name in ("requests", "retries", "rate_limited"):
+            self.stats.setdefault(name, 0)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.limiter:
+            await self.limiter.acquire()
+        self.stats["requests"] += 1
+        # the openai client numbers its attempts in this header (0: the first)
+        self.stats["retries"] += request.headers.get("x-stainless-retry-count", "0") != "0"
+        try:  # httpx's timeouts are per read, so a trickling server could hold an attempt for ever
+            response = await asyncio.wait_for(self._read(request, REPLY_LIMIT.get()), self.timeout)
+        except asyncio.TimeoutError:
+            raise WholeRequestTimeout("whole-request deadline", request=request) from None
+        self.stats["rate_limited"] += response.status_code == 429
+        return response
+
+    async def _read(self, request: httpx.Request, limit: int | None) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        chunks, size = [], 0
+        try:
+            async for chunk in response.stream:
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise ReplyTooLong(limit)
+                chunks.append(chunk)
+        finally:
+            await response.stream.aclose()  # gives the connection back (or drops it, cut off mid-body)
+        return httpx.Response(response.status_code, headers=response.headers,
+                              stream=httpx.ByteStream(b"".join(chunks)), extensions=response.extensions)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment sets for `url` (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, less NO_PROXY): httpx
+    reads these itself only when it builds its own transport."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urlsplit(url)
+    if not proxies or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 def redact_url(url: str) -> str:
@@ -138,112 +227,3 @@ class RateLimiter:
                 wait = self._starts[0] + self.window - now
                 self.waited_s += wait
                 await asyncio.sleep(wait)
-
-
-class EventLoopThread:
-    """One event loop in a daemon thread: the adapter's calls stay synchronous (batch in, list out) while its
-    requests run concurrently, and the HTTP connections and the rate limiter live across batches."""
-
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="api-adapter", daemon=True)
-        self.thread.start()
-
-    def run(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout=5)
-        if not self.loop.is_running():
-            self.loop.close()
-
-
-def retry_after(response) -> float | None:
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None
-
-
-class JSONPoster:
-    """POSTs JSON bodies with at most `concurrency` in flight, each under a whole-request deadline, retried.
-
-    `stats` counts requests, retries, rate_limited (HTTP 429); `limiter` (optional) spaces request starts.
-    """
-
-    def __init__(self, headers: dict, scrub: Scrubber, *, concurrency: int = 8, timeout: float = 300.0,
-                 max_retries: int = 5, backoff: float = 1.0, backoff_max: float = 60.0,
-                 limiter: RateLimiter | None = None, stats: dict | None = None):
-        self.headers, self.scrub, self.concurrency, self.timeout = headers, scrub, concurrency, timeout
-        self.max_retries, self.backoff, self.backoff_max, self.limiter = max_retries, backoff, backoff_max, limiter
-        self.stats = stats if stats is not None else {}
-        for name in ("requests", "retries", "rate_limited"):
-            self.stats.setdefault(name, 0)
-        self._client = None
-        self._semaphore: asyncio.Semaphore | None = None
-
-    def _http(self):
-        if self._client is None:  # made on the loop's thread, where it is used
-            self._client = httpx.AsyncClient(
-                headers=self.headers, timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
-            self._semaphore = asyncio.Semaphore(self.concurrency)
-        return self._client
-
-    def delay(self, attempt: int, after: float | None) -> float:
-        """Exponential back-off with jitter: base * 2^(attempt-1), scaled by a random factor in [0.5, 1]."""
-        wait = min(self.backoff_max, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-        return max(wait, min(after, self.backoff_max)) if after is not None else wait
-
-    async def post(self, url: str, body: dict):
-        """The decoded JSON of a 200 answer (any JSON value: the caller checks its shape), else APIError."""
-        client, shown = self._http(), redact_url(url)
-        attempts, last, after = self.max_retries + 1, "", None
-        for attempt in range(attempts):
-            if attempt:
-                self.stats["retries"] += 1
-                await asyncio.sleep(self.delay(attempt, after))
-            after = None
-            try:
-                async with self._semaphore:  # the budget is taken when a request really starts
-                    if self.limiter:
-                        await self.limiter.acquire()
-                    self.stats["requests"] += 1
-                    # httpx's timeout is per read, so a trickling server could hold a request for ever
-                    response = await asyncio.wait_for(client.post(url, json=body), self.timeout)
-            except (asyncio.TimeoutError, httpx.TimeoutException) as err:
-                cause = type(err).__name__ if isinstance(err, httpx.TimeoutException) else "whole-request deadline"
-                last = f"timed out after {self.timeout:g} s ({cause})"
-                continue
-            except httpx.RequestError as err:  # refused or reset connections, broken HTTP, an undecodable body
-                kind = "connection error" if isinstance(err, httpx.TransportError) else "request error"
-                last = f"{kind} ({type(err).__name__}: {self.scrub(str(err)) or 'no detail'})"
-                continue
-            if response.status_code == 200:
-                try:
-                    return response.json()
-                except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
-                    last = "HTTP 200 with a body that is not JSON"
-                    continue
-            detail = self.scrub(response.text.strip())[:300]
-            if response.status_code == 429 or response.status_code >= 500:
-                self.stats["rate_limited"] += response.status_code == 429
-                last, after = f"HTTP {response.status_code}: {detail}", retry_after(response)
-                continue
-            raise APIError(f"POST {shown}: HTTP {response.status_code}: {detail}", response.status_code, detail)
-        raise APIError(f"POST {shown}: failed after {attempts} attempt{'s' * (attempts > 1)}; last: {last}")
-
-    async def get_json(self, url: str, timeout: float = 10.0):
-        """The decoded JSON of a 200 answer to GET `url`, or None (no answer, another status, not JSON)."""
-        try:
-            response = await asyncio.wait_for(self._http().get(url, timeout=timeout), timeout)
-            return response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, asyncio.TimeoutError, ValueError, RecursionError):
-            return None
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None

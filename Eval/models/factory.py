@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from Eval.args import non_empty, nonnegative_float, nonnegative_int, positive_float, positive_int
+from Eval.args import non_empty, nonnegative_int, positive_float, positive_int
 from Eval.models import MODELS
 from Eval.models.base import AdapterOptions, BaseLLM
 
@@ -25,7 +25,7 @@ from Eval.models.base import AdapterOptions, BaseLLM
 DEFAULTS = {"backend": "hf", "dtype": "auto", "device": "auto", "peft": None, "trust_remote_code": False,
             "allow_pickle": False, "threads": None, "base_url": "http://127.0.0.1:8000/v1", "api_model": None,
             "tokenizer": None, "api_key_env": "OPENAI_API_KEY", "concurrency": 8, "rpm": None, "timeout": 300.0,
-            "max_retries": 5, "backoff": 1.0, "system_prompt": None, "stop": [], "cut_at": [], "strip_think": False,
+            "max_retries": 5, "system_prompt": None, "stop": [], "cut_at": [], "strip_think": False,
             "think_tags": ["<think>", "</think>"], "thinking_budget": None, "reasoning": False}
 
 
@@ -78,9 +78,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> 
     o.add_argument("--timeout", type=positive_float, default=300.0,
                    help="deadline in seconds for a whole request (connect, send, read) before it is retried")
     o.add_argument("--max-retries", type=nonnegative_int, default=5,
-                   help="retries on 429 / 5xx / timeouts / connection errors")
-    o.add_argument("--backoff", type=nonnegative_float, default=1.0,
-                   help="first retry delay in seconds, doubled each retry")
+                   help="retries on 408 / 409 / 429 / 5xx / timeouts / connection errors (the openai client's, "
+                        "with exponential back-off from 0.5 s, jitter, and Retry-After up to 2 minutes)")
     a = parser.add_argument_group("adapter options (per model family, instead of name checks)")
     a.add_argument("--system-prompt", default=None, help="system message for chat templates (default: none)")
     a.add_argument("--stop", action="append", type=non_empty, default=[], help="extra stop string (repeatable)")
