@@ -54,14 +54,15 @@ class FakeServer:
     """`reply(path, body, n)` -> (status, payload, headers, delay_s or Trickle); every request is recorded in
     `calls`. `path` is the request target, query included."""
 
-    def __init__(self, reply):
+    def __init__(self, reply, models=None):
         self.reply, self.calls, self.lock = reply, [], threading.Lock()
+        self.models = models or []  # what GET /v1/models lists (vLLM: {"id", "root", "max_model_len", ...})
         self.inflight = self.max_inflight = 0
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                self._send(200, {"object": "list", "data": []}, {})
+                self._send(200, {"object": "list", "data": fake.models}, {})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -148,8 +149,8 @@ def answer(path, text, completion_tokens=3, finish="stop"):
 def fake():
     servers = []
 
-    def make(reply):
-        servers.append(FakeServer(reply))
+    def make(reply, models=None):
+        servers.append(FakeServer(reply, models))
         return servers[-1]
 
     yield make

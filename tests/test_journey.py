@@ -10,7 +10,6 @@ import hashlib
 import json
 import re
 
-import pytest
 from rouge import Rouge
 
 from checkout import copy_after_main_job, sh

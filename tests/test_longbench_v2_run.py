@@ -67,7 +67,7 @@ def test_both_modes_end_to_end_with_results_py_table(fake, tmp_path, monkeypatch
     for key, prompt in cot_calls:  # the answer pass quotes the stripped reasoning of its own example
         if "Here is your step-by-step reasoning:" in prompt:
             assert f"Here is your step-by-step reasoning:\nStep by step for {key}.\n\nNow answer" in prompt
-    assert cot["01"]["cot"] == f"\n  Step by step for 01.  \n" and cot["01"]["pred"] == "The correct answer is (C)"
+    assert cot["01"]["cot"] == "\n  Step by step for 01.  \n" and cot["01"]["pred"] == "The correct answer is (C)"
     assert (cot["01"]["cot_gen_tokens"], cot["01"]["gen_tokens"]) == (9, 6)
     assert cot["02"]["groups"] == {"difficulty": "hard", "length": "medium", "domain": "Single-Document QA",
                                    "sub_domain": "Legal"}

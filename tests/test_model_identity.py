@@ -2,13 +2,13 @@
 cached. A checkpoint changed in place is run again; a copied or renamed one is not. Each edit below resumed
 silently before (only the first shard's first MiB was hashed, and config, tokenizer and adapter not at all)."""
 import json
-import os
 import shutil
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from api_fakes import fake  # noqa: F401  (a pytest fixture)
 from conftest import ROOT, needs_package
 import inference
 from Eval.models import identity
@@ -140,3 +140,33 @@ def test_file_hashes_are_cached_by_stat_and_a_change_is_seen(tmp_path, monkeypat
     (folder / "README.md").write_text("notes")  # not a file that determines outputs
     (folder / "optimizer.pt").write_bytes(b"training state")
     assert identity.folder_identity(folder) == second
+
+
+def test_a_served_model_is_identified_by_server_name_root_and_tokenizer(fake, tmp_path, capsys, monkeypatch):
+    """--backend api: the same served name behind another base URL, a server now serving another checkpoint
+    under that name, and an edited local tokenizer each redo the examples (before, only the name was compared)."""
+    from api_fakes import answer
+
+    first = fake(lambda path, body, n: answer(path, " Entity"), [{"id": "default", "root": "/ckpt/a"}])
+    second = fake(lambda path, body, n: answer(path, " Entity"), [{"id": "default", "root": "/ckpt/a"}])
+    tokenizer = tmp_path / "tokenizer"
+    shutil.copytree(DEMO, tokenizer)
+    out = tmp_path / "pred"
+
+    def run_api(server):
+        assert inference.main(["--backend", "api", "--base-url", server.base_url, "--api-model", "default",
+                               "--tokenizer", str(tokenizer), "--model-name", "m", "--datasets", "demo_trec",
+                               "--limit", "2", "--out-dir", str(out)]) == 0
+        return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("demo_trec:"))
+
+    assert run_api(first).startswith("demo_trec: 2 new")
+    assert "0 new, 2 already done" in run_api(first)
+    assert "2 made by another model (redone: the model's files or settings changed: base_url)" in run_api(second)
+    second.models[0]["root"] = "/ckpt/b"  # the server now serves another checkpoint under the same name
+    assert "2 made by another model (redone: the model's files or settings changed: server_model)" in \
+        run_api(second)
+    edit_json("tokenizer.json", halve_merges)(tokenizer)
+    assert "changed: tokenizer.json" in run_api(second)
+    sidecar = json.loads((out / "m" / "demo_trec.run.json").read_text(encoding="utf-8"))
+    assert sidecar["model"]["server_model"] == "/ckpt/b"
+    assert "tokenizer.json" in sidecar["model"]["tokenizer_files"]["files"]

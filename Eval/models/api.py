@@ -56,7 +56,6 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 from urllib.parse import parse_qsl
 
 import anyio.from_thread
@@ -68,6 +67,7 @@ from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenS
 from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptTransport, MalformedReply, RateLimiter, Scrubber,
                                   WholeRequestTimeout, env_proxy, httpx, redact_url, reply_limit, split_base_url)
 from Eval.models.api_replies import check_usage, first_choice, is_number, json_kind, parse_reply
+from Eval.models.identity import folder_identity
 
 __all__ = ["APIError", "APIFeatureError", "APIModel", "redact_url"]
 
@@ -356,15 +356,35 @@ class APIModel(BaseLLM):
         template = self.tokenizer.chat_template or ""
         local = os.path.exists(self.tokenizer_path)
         return {"adapter": self.name, "path": self.api_model, "base_url": self.base_url,
-                "api_model": self.api_model,
+                "api_model": self.api_model, "server_model": self.server_model(),
                 "tokenizer": os.path.abspath(self.tokenizer_path) if local else self.tokenizer_path,
-                "tokenizer_sha256": _file_hash(Path(self.tokenizer_path) / "tokenizer.json") if local else None,
+                "tokenizer_files": folder_identity(self.tokenizer_path) or None,
                 # the local tokenizer's template, which sizes chat prompts; the server applies its own (not
                 # visible over the API) and its prompt-token counts are checked against ours per request
                 "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None,
                 "api_key_env": self.api_key_env, "concurrency": self.concurrency,
                 "requests_per_minute": self.limiter.rpm if self.limiter else None, "timeout_s": self.timeout,
                 "max_retries": self.max_retries}
+
+    def fingerprint(self) -> dict:
+        """What determines a served model's outputs as far as a client can tell: the server (its redacted URL),
+        the served name, the server's own id of what it serves (vLLM's `root`: the checkpoint it loaded), and
+        the local tokenizer that cuts and sizes the prompts (every file of it). Served names are often generic
+        ("default", one hub id on two providers), so the name alone is not enough."""
+        identity = self.identity()
+        return {"adapter": self.name, "base_url": identity["base_url"], "api_model": self.api_model,
+                "server_model": identity["server_model"],
+                "tokenizer_sha256": (identity["tokenizer_files"] or {}).get("sha256") or self.tokenizer_path,
+                "chat_template_sha256": identity["chat_template_sha256"]}
+
+    def server_model(self) -> str | None:
+        """The server's own id of the model it serves under `api_model`, when it reports one: the `root` of
+        its /v1/models entry (vLLM: the checkpoint path it loaded); None when it reports none. Asked once."""
+        if not hasattr(self, "_server_model"):
+            entry = next((m for m in self._portal.call(self._models) if m.get("id") == self.api_model), {})
+            root = entry.get("root")
+            self._server_model = root if isinstance(root, str) and root else None
+        return self._server_model
 
     def close(self) -> None:
         if self._portal is not None:
@@ -377,7 +397,3 @@ class APIModel(BaseLLM):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _file_hash(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
