@@ -198,6 +198,7 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
         return [{**_record(examples[i], ds, prompt, out, latency), **extra}
                 for i, (prompt, out, extra) in zip(batch, done)]
 
+    model_sha256 = model_digest(model.fingerprint())  # first: a served model's id is asked here, then shown
     data = {"path": os.path.abspath(ds.path), "file_sha256": ds.file_sha256, "examples": len(ds.examples),
             "digest": ds.digest(), "limit": settings.limit}
     if ds.copies:  # --perturb: each original's copies are counted in `examples` (eval.py words its coverage)
@@ -214,5 +215,5 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
               settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,
               tally=_count, on_saved=on_saved, budget=budget,
               bound=lambda batch: token_bound(ds, [prompts[i] for i in batch], first_max, max_length),
-              model_sha256=model_digest(model.fingerprint()))
+              model_sha256=model_sha256)
     return run_job(job, plan, process)  # its summary starts from the tally's zeros (_count([]))

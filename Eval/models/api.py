@@ -356,7 +356,7 @@ class APIModel(BaseLLM):
         template = self.tokenizer.chat_template or ""
         local = os.path.exists(self.tokenizer_path)
         return {"adapter": self.name, "path": self.api_model, "base_url": self.base_url,
-                "api_model": self.api_model, "server_model": self.server_model(),
+                "api_model": self.api_model, "server_model": getattr(self, "_server_model", None),
                 "tokenizer": os.path.abspath(self.tokenizer_path) if local else self.tokenizer_path,
                 "tokenizer_files": folder_identity(self.tokenizer_path) or None,
                 # the local tokenizer's template, which sizes chat prompts; the server applies its own (not
@@ -371,20 +371,22 @@ class APIModel(BaseLLM):
         the served name, the server's own id of what it serves (vLLM's `root`: the checkpoint it loaded), and
         the local tokenizer that cuts and sizes the prompts (every file of it). Served names are often generic
         ("default", one hub id on two providers), so the name alone is not enough."""
+        server_model = self.server_model()
         identity = self.identity()
         return {"adapter": self.name, "base_url": identity["base_url"], "api_model": self.api_model,
-                "server_model": identity["server_model"],
+                "server_model": server_model,
                 "tokenizer_sha256": (identity["tokenizer_files"] or {}).get("sha256") or self.tokenizer_path,
                 "chat_template_sha256": identity["chat_template_sha256"]}
 
     def server_model(self) -> str | None:
         """The server's own id of the model it serves under `api_model`, when it reports one: the `root` of
-        its /v1/models entry (vLLM: the checkpoint path it loaded); None when it reports none. Asked once."""
-        if not hasattr(self, "_server_model"):
+        its /v1/models entry (vLLM: the checkpoint path it loaded); None when it reports none. Asked once, by
+        fingerprint() (a run asks it first); identity() shows what was found."""
+        if not hasattr(self, "_server_model") and self._portal is not None:
             entry = next((m for m in self._portal.call(self._models) if m.get("id") == self.api_model), {})
             root = entry.get("root")
             self._server_model = root if isinstance(root, str) and root else None
-        return self._server_model
+        return getattr(self, "_server_model", None)
 
     def close(self) -> None:
         if self._portal is not None:
