@@ -17,12 +17,13 @@ import sys
 from collections.abc import Callable
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends "(default: X)" to every option's help, unless the help already says what its default is."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to every option's help, unless the help already says what its default is; the
+    description and epilog (lists of subcommands and -M options) keep their lines."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text.lower():
+        if "default" in text.lower() or action.required:
             return text
         return super()._get_help_string(action)
 

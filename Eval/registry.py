@@ -27,11 +27,14 @@ from typing import Any, Iterator
 
 
 class Registry(Mapping):
-    def __init__(self, kind: str, *, discover: str | None = None, marker: str | None = None, hint: str = ""):
+    def __init__(self, kind: str, *, discover: str | tuple[str, ...] | None = None, marker: str | None = None,
+                 hint: str = ""):
         self.kind, self.hint = kind, hint
-        self._package, self._marker = discover, marker
+        self._packages = (discover,) if isinstance(discover, str) else tuple(discover or ())
+        self._marker = marker
         self._items: dict[str, Any] = {}
         self._lazy: dict[str, str] | None = None  # name -> module, found by reading the package (marker mode)
+        self._help: dict[str, str] = {}  # name -> the marker's help="..." keyword, read with the name
         self._imported = discover is None
 
     # --- filling ------------------------------------------------------------------------------------------
@@ -48,8 +51,11 @@ class Registry(Mapping):
         return value
 
     def _modules(self) -> list[str]:
-        package = importlib.import_module(self._package)
-        return [f"{self._package}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")]
+        found = []
+        for name in self._packages:
+            package = importlib.import_module(name)
+            found += [f"{name}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")]
+        return found
 
     def _discover(self) -> None:
         if self._imported:
@@ -61,8 +67,9 @@ class Registry(Mapping):
         elif self._lazy is None:
             self._lazy = {}
             for module in self._modules():
-                for name in _marked_names(module, self._marker):
+                for name, help_text in _marked_names(module, self._marker):
                     self._lazy.setdefault(name, module)
+                    self._help.setdefault(name, help_text)
 
     # --- looking up ----------------------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -77,6 +84,11 @@ class Registry(Mapping):
         if name not in self._items:
             raise KeyError(self.unknown(name))
         return self._items[name]
+
+    def help_of(self, name: str) -> str:
+        """The one-line help a marker gave `name` (help="..."), without importing its module."""
+        self._discover()
+        return self._help.get(name) or getattr(self._items.get(name), "help", "")
 
     def unknown(self, name: object) -> str:
         known = self.names()
@@ -95,8 +107,9 @@ class Registry(Mapping):
         return len(self.names())
 
 
-def _marked_names(module: str, marker: str) -> list[str]:
-    """The names a module registers with `@marker("name")`, read from its source without importing it."""
+def _marked_names(module: str, marker: str) -> list[tuple[str, str]]:
+    """(name, help) of what a module registers with `@marker("name", help="...")`, read from its source without
+    importing it (help is "" when the marker has none)."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         return []
@@ -106,5 +119,7 @@ def _marked_names(module: str, marker: str) -> list[str]:
         for decorator in getattr(node, "decorator_list", []):
             if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == marker and \
                     decorator.args and isinstance(decorator.args[0], ast.Constant):
-                names.append(decorator.args[0].value)
+                help_text = next((k.value.value for k in decorator.keywords
+                                  if k.arg == "help" and isinstance(k.value, ast.Constant)), "")
+                names.append((decorator.args[0].value, help_text))
     return names

@@ -1,4 +1,4 @@
-"""Benchmark: what `inference.py --dry-run` costs next to the run it previews, and how well its figures predict it.
+"""Benchmark: what `inference.py dry-run` costs next to the run it previews, and how well its figures predict it.
 
 Usage:
     python bench/bench_dry_run.py            # the demo model on every demo dataset, 10 examples each
@@ -48,9 +48,9 @@ def main() -> None:
     if args.quick:
         vars(args).update(QUICK)
     common = ["--datasets", args.datasets, "--limit", str(args.limit), "--max-length", str(args.max_length),
-              "--threads", "2"]
+              "-M", "threads=2"]
     with tempfile.TemporaryDirectory() as tmp:
-        dry_s = timed([*common, "--dry-run", "--out-dir", str(Path(tmp) / "dry")])
+        dry_s = timed(["dry-run", *common, "--out-dir", str(Path(tmp) / "dry")])
         run_s = timed([*common, "--out-dir", str(Path(tmp) / "run")])
         summary = json.loads((Path(tmp) / "dry" / "tiny-qwen2" / "dry_run.json").read_text(encoding="utf-8"))
         records = [json.loads(line) for name in args.datasets.split(",")

@@ -151,7 +151,7 @@ def test_token_budget_stops_cleanly_and_a_rerun_matches_an_uninterrupted_run(ful
 
 
 def test_dry_run_states_the_most_the_run_can_cost(tmp_path, prices, capsys):
-    assert inference.main(["--dry-run", "--datasets", "custom_en,demo_trec", "--limit", "8", "--out-dir",
+    assert inference.main(["dry-run", "--datasets", "custom_en,demo_trec", "--limit", "8", "--out-dir",
                            str(tmp_path), "--price", str(prices)]) == 0
     summary = json.loads((tmp_path / "tiny-qwen2" / "dry_run.json").read_text())
     total = summary["total"]
@@ -173,7 +173,7 @@ def test_api_server_usage_is_kept_beside_our_counts(fake, tmp_path, capsys):  # 
         return status, data, headers, delay
 
     server = fake(reply)
-    argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "demo", "--tokenizer", str(DEMO),
+    argv = ["--backend", "api", "-M", f"base_url={server.base_url}", "--model", "demo", "-M", f"tokenizer={DEMO}",
             "--datasets", "demo_trec", "--limit", "3", "--out-dir", str(tmp_path)]
     assert inference.main(argv) == 0
     folder = tmp_path / "demo"

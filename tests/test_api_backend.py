@@ -13,7 +13,7 @@ from conftest import ROOT
 from Eval.models.serve_local import TransformersServe
 from Eval.inference.datasets import fill_template, load_dataset
 from Eval.models.api import APIFeatureError
-from Eval.models.base import AdapterOptions
+from Eval.models.options import AdapterOptions
 from Eval.models.hf import HFModel
 import inference
 from api_fakes import SECRET, KEY_ENV, DEMO, SERVED, Trickle, answer, completion_prompts, assert_no_secret, read
@@ -50,9 +50,9 @@ def test_permanent_500_is_an_error_record_and_a_rerun_redoes_only_it(fake, tmp_p
 
     server = fake(reply)
     monkeypatch.setenv(KEY_ENV, SECRET)
-    argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "demo", "--tokenizer", str(DEMO),
-            "--datasets", "demo_trec", "--limit", "3", "--max-retries", "2",
-            "--api-key-env", KEY_ENV, "--out-dir", str(tmp_path)]
+    argv = ["--backend", "api", "-M", f"base_url={server.base_url}", "--model", "demo", "-M", f"tokenizer={DEMO}",
+            "--datasets", "demo_trec", "--limit", "3", "-M", "max_retries=2",
+            "-M", f"api_key_env={KEY_ENV}", "--out-dir", str(tmp_path)]
     assert inference.main(argv) == 1  # a failed record makes the exit code 1
     path = tmp_path / "demo" / "demo_trec.jsonl"
     first = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -245,14 +245,14 @@ def served(server_process):
 
 
 def api_argv(server, out_dir, *extra):
-    return ["--backend", "api", "--base-url", server.base_url, "--api-model", SERVED, "--tokenizer", str(DEMO),
-            "--api-key-env", KEY_ENV, "--out-dir", str(out_dir), *extra]
+    return ["--backend", "api", "-M", f"base_url={server.base_url}", "-M", f"api_model={SERVED}", "-M", f"tokenizer={DEMO}",
+            "-M", f"api_key_env={KEY_ENV}", "--out-dir", str(out_dir), *extra]
 
 
 def test_parity_with_the_hf_adapter_through_transformers_serve(served, hf, api, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(KEY_ENV, SECRET)
     common = ["--datasets", "demo_qa_en,demo_qa_zh,demo_trec,custom_en", "--limit", "6", "--max-length", "768"]
-    assert inference.main([*common, "--model", str(DEMO), "--out-dir", str(tmp_path / "hf"), "--threads", "1"]) == 0
+    assert inference.main([*common, "--model", str(DEMO), "--out-dir", str(tmp_path / "hf"), "-M", "threads=1"]) == 0
     assert inference.main([*common, *api_argv(served, tmp_path / "api")]) == 0
     out = capsys.readouterr()
     assert "prompt tokens where the local tokenizer" not in out.err  # server counts == local counts
@@ -307,7 +307,7 @@ def test_killed_server_fails_only_the_affected_records_and_a_rerun_redoes_them(s
     monkeypatch.setenv(KEY_ENV, SECRET)
     # 8 records: the kill lands once 4 are on disk, and what is not done by then (up to 2 batches) fails
     argv = api_argv(served, tmp_path, "--datasets", "demo_qa_en", "--limit", "8", "--batch-size", "2",
-                    "--concurrency", "2", "--max-retries", "2", "--max-length", "512")
+                    "-M", "concurrency=2", "-M", "max_retries=2", "--max-length", "512")
     path = tmp_path / "tiny-qwen2" / "demo_qa_en.jsonl"
     killed_after = []
 

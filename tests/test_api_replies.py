@@ -12,8 +12,7 @@ import pytest
 
 from conftest import ROOT
 from Eval.inference.datasets import fill_template, load_dataset
-from Eval.scoring.judge import judge_identity
-from Eval.scoring.judge_commands import load_judge_model
+from Eval.scoring.judge import judge_identity, load_judge_model
 from Eval.models.api import APIError, APIModel, redact_url
 from Eval.models.api_http import Scrubber, reply_limit
 from Eval.records import read_records
@@ -111,7 +110,7 @@ def test_content_parts_and_lone_surrogates_through_a_run_and_a_rerun(fake, tmp_p
     replies = [chat_reply([{"type": "text", "text": "Paris"}, {"type": "text", "text": "."}]),
                chat_reply("bad \ud800 text"), {**chat_reply("ok"), "usage": "n/a"}, chat_reply("fine")]
     server = fake(lambda path, body, n: (200, replies[texts.index(body["messages"][-1]["content"])], {}, 0))
-    argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "demo", "--tokenizer", str(DEMO),
+    argv = ["--backend", "api", "-M", f"base_url={server.base_url}", "--model", "demo", "-M", f"tokenizer={DEMO}",
             "--datasets", "custom_en", "--limit", "4", "--batch-size", "2", "--out-dir", str(tmp_path)]
     assert inference.main(argv) == 1  # one failed record; the run went on past its batch
     path = tmp_path / "demo" / "custom_en.jsonl"
@@ -137,7 +136,7 @@ def test_null_content_is_a_failed_record_and_a_rerun_redoes_it(fake, tmp_path):
         return 200, chat_reply("Paris"), {}, 0
 
     server = fake(reply)
-    argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "demo", "--tokenizer", str(DEMO),
+    argv = ["--backend", "api", "-M", f"base_url={server.base_url}", "--model", "demo", "-M", f"tokenizer={DEMO}",
             "--datasets", "custom_en", "--limit", "3", "--out-dir", str(tmp_path)]
     assert inference.main(argv) == 1  # counted as failed, not saved as an empty answer
     path = tmp_path / "demo" / "custom_en.jsonl"
@@ -268,8 +267,8 @@ def test_credentials_in_the_base_url_are_sent_but_never_shown(fake, tmp_path, mo
 
     server = fake(reply)
     port = server.server.server_address[1]
-    argv = ["--backend", "api", "--base-url", f"http://user:{SECRET}@127.0.0.1:{port}/v1/?api_key={SECRET}&org=a",
-            "--api-model", "demo", "--tokenizer", str(DEMO), "--datasets", "demo_trec", "--limit", "2",
+    argv = ["--backend", "api", "-M", f"base_url=http://user:{SECRET}@127.0.0.1:{port}/v1/?api_key={SECRET}&org=a",
+            "--model", "demo", "-M", f"tokenizer={DEMO}", "--datasets", "demo_trec", "--limit", "2",
             "--out-dir", str(tmp_path)]
     assert inference.main(argv) == 1
     assert {c["path"] for c in server.calls} == {f"/v1/completions?api_key={SECRET}&org=a"}  # sent as given
@@ -297,8 +296,8 @@ def test_credentials_in_the_base_url_are_sent_but_never_shown(fake, tmp_path, mo
 def test_judge_identity_of_a_credentialed_url_is_redacted_and_stable():
     identities = []
     for secret in (SECRET, SECRET[::-1]):  # the judge cache key must not depend on the secret
-        args = argparse.Namespace(judge=str(DEMO), judge_backend="api", judge_tokenizer=None,
-                                  judge_base_url=f"https://{secret}@judge.example/v1?key={secret}")
+        args = argparse.Namespace(judge=str(DEMO), judge_backend="api",
+                                  model_args=[f"base_url=https://{secret}@judge.example/v1?key={secret}"])
         model = load_judge_model(args)
         identities.append(judge_identity(model))
         model.close()

@@ -134,9 +134,9 @@ def test_eval_refuses_bad_input_and_keeps_earlier_outputs(scored, case):
 
 
 def test_eval_names_are_names(scored, tmp_path):
-    for args, message in ((["--datasets", "../x"], "--datasets entry '../x': a name cannot hold '/'"),
-                          (["--datasets", ""], "--datasets is empty"),
-                          (["--pred-root", scored.parent, "--model", "/etc"], "--model '/etc': a name cannot hold")):
+    for args, message in ((["--datasets", "../x"], "argument --datasets: entry '../x': a name cannot hold '/'"),
+                          (["--datasets", ""], "argument --datasets: is empty"),
+                          (["--pred-root", scored.parent, "--model", "/etc"], "argument --model: '/etc': a name cannot hold")):
         before = snapshot(scored.parent)
         proc = run_eval(*args)
         assert proc.returncode == 2 and message in proc.stderr

@@ -128,8 +128,7 @@ OPTION_CASES = {
     "--max-batch-tokens 0": (["--max-batch-tokens", "0"], "argument --max-batch-tokens: must be an integer >= 1"),
     "--max-new-tokens 0": (["--max-new-tokens", "0"], "argument --max-new-tokens: must be an integer >= 1, not 0"),
     "--datasets empty": (["--datasets", ""], "argument --datasets: is empty"),
-    "--shard-id -1": (["--shard-id", "-1"], "argument --shard-id: must be an integer >= 0, not -1"),
-    "--timeout nan": (["--timeout", "nan"], "argument --timeout: must be positive, not nan"),
+    "--shard -1/2": (["--shard=-1/2"], "argument --shard: '-1/2' is not I/K with 0 <= I < K (e.g. 0/4)"),
 }
 
 
@@ -144,8 +143,9 @@ def test_nonsense_options_are_usage_errors(capsys, case):
 def test_shard_out_of_range_and_a_too_small_max_length(setup, capsys):
     tmp_path, base = setup
     before = snapshot(tmp_path / "pred")
-    refused(capsys, ["--backend", "echo", "--model-name", "echo", *base, "--num-shards", "2", "--shard-id", "2"],
-            "--shard-id 2 is not in 0..1", before, tmp_path / "pred")
+    with pytest.raises(SystemExit):
+        inference.main(["--backend", "echo", "--model-name", "echo", *base, "--shard", "2/2"])
+    assert "'2/2' is not I/K with 0 <= I < K" in capsys.readouterr().err and snapshot(tmp_path / "pred") == before
     refused(capsys, ["--backend", "echo", "--model-name", "other", *base, "--max-length", "40"],
             "mine: --max-length 40 leaves no room for the prompt: the chat template takes 18 tokens and the answer "
             "max_new_tokens 512; raise --max-length to at least 532", before, tmp_path / "pred")
@@ -177,9 +177,9 @@ def test_shard_files_of_a_dotted_name_are_kept_apart(tmp_path):
     for name in ("mydata", "mydata.v2"):
         (data / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     base = ["--backend", "echo", "--model-name", "echo", "--dataset-dir", str(data), "--out-dir", str(tmp_path / "p"),
-            "--datasets", "mydata,mydata.v2", "--num-shards", "2"]
-    assert inference.main([*base, "--shard-id", "0"]) == 0
-    assert inference.main([*base, "--shard-id", "1"]) == 0  # the last shard merges each dataset on its own
+            "--datasets", "mydata,mydata.v2"]
+    assert inference.main([*base, "--shard", "0/2"]) == 0
+    assert inference.main([*base, "--shard", "1/2"]) == 0  # the last shard merges each dataset on its own
     out = tmp_path / "p" / "echo"
     for name in ("mydata", "mydata.v2"):
         ids = [json.loads(line)["id"] for line in (out / f"{name}.jsonl").read_text().splitlines()]

@@ -35,7 +35,7 @@ def write_jsonl(path, records):
 def test_tinyeval_prompts_and_lengths_are_its_own_for_every_record(tmp_path, monkeypatch):
     refuse_weights(monkeypatch)
     config = TINYEVAL / "config"
-    assert inference.main(["--dry-run", "--dataset-dir", str(TINYEVAL / "dataset"),
+    assert inference.main(["dry-run", "--dataset-dir", str(TINYEVAL / "dataset"),
                            "--datasets", "multi_news,multifieldqa_zh", "--max-length", "10000000",
                            "--prompt-config", str(config / "dataset2prompt.json"),
                            "--maxlen-config", str(config / "dataset2maxlen.json"),
@@ -64,10 +64,10 @@ def test_a_longbench_dataset_without_its_prompt_stops_before_the_model_loads(tmp
     write_jsonl(data / "multi_news.jsonl", [{"input": "", "context": "Passage 1: a storm.", "answers": ["A storm."],
                                              "length": 3, "_id": "a"}])
     loaded = []
-    monkeypatch.setattr(inference, "from_args", lambda *a, **k: loaded.append(1))
+    monkeypatch.setattr("Eval.models.factory.from_args", lambda *a, **k: loaded.append(1))
     out = tmp_path / "pred"
-    for extra in ([], ["--dry-run"]):
-        assert inference.main(["--dataset-dir", str(data), "--out-dir", str(out), *extra]) == 2
+    for command in ([], ["dry-run"]):
+        assert inference.main([*command, "--dataset-dir", str(data), "--out-dir", str(out)]) == 2
         err = capsys.readouterr().err
         assert "multi_news: a LongBench dataset needs LongBench's own prompt" in err and "--prompt-config" in err
     config = tmp_path / "dataset2prompt.json"
@@ -146,7 +146,7 @@ def test_gaokao_nested_source_reads_as_the_same_questions_as_its_jsonl():
 def test_a_broken_config_is_refused_naming_the_file_and_entry(tmp_path, capsys, option, content, problem):
     config = tmp_path / "config.json"
     config.write_text(content, encoding="utf-8")
-    assert inference.main(["--validate", "--datasets", "demo_trec", option, str(config)]) == 2
+    assert inference.main(["validate", "--datasets", "demo_trec", option, str(config)]) == 2
     err = capsys.readouterr().err
     assert str(config) in err and problem in err
 
@@ -154,7 +154,7 @@ def test_a_broken_config_is_refused_naming_the_file_and_entry(tmp_path, capsys, 
 def test_maxlen_config_sets_the_generation_length_and_says_so(tmp_path, capsys):
     config = tmp_path / "dataset2maxlen.json"
     config.write_text('{"demo_trec": 7, "unrelated": 9}', encoding="utf-8")
-    assert inference.main(["--dry-run", "--backend", "echo", "--datasets", "demo_trec,demo_qa_en", "--limit", "2",
+    assert inference.main(["dry-run", "--backend", "echo", "--datasets", "demo_trec,demo_qa_en", "--limit", "2",
                            "--maxlen-config", str(config), "--out-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"note: demo_trec: max_new_tokens 7 from {config} (the task table says 64)" in out

@@ -1,15 +1,23 @@
-"""--help says every default once, in words a user can act on."""
+"""The command lines: one short --help per job, every default said once in words, backend options with the
+backend (-M), and a new backend with one option is one new file."""
 import argparse
 import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
+from checkout import copy_checkout
+from Eval.commands import EVAL_COMMANDS, INFERENCE_COMMANDS
 import eval as eval_cli
 import inference
 
+SCRIPTS = {"inference": (inference, INFERENCE_COMMANDS), "eval": (eval_cli, EVAL_COMMANDS)}
 
-def parser_of(parse_args) -> argparse.ArgumentParser:
-    """The parser a parse_args function builds (captured at parse_known_args)."""
+
+def parser_of(script, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser `script.main(argv)` builds, captured when it parses (nothing runs)."""
     captured = {}
     original = argparse.ArgumentParser.parse_args
 
@@ -20,29 +28,110 @@ def parser_of(parse_args) -> argparse.ArgumentParser:
     argparse.ArgumentParser.parse_args = capture
     try:
         with pytest.raises(SystemExit):
-            parse_args([])
+            script.main(argv)
     finally:
         argparse.ArgumentParser.parse_args = original
     return captured["parser"]
 
 
-@pytest.mark.parametrize("parse_args", [inference.parse_args, eval_cli.parse_args], ids=["inference", "eval"])
-def test_each_option_states_its_default_once(parse_args):
-    parser = parser_of(parse_args)
+def every_parser():
+    for name, (script, commands) in SCRIPTS.items():
+        yield f"{name}", script, []
+        for command in commands.names():
+            yield f"{name} {command}", script, [command]
+
+
+@pytest.mark.parametrize("label, script, argv", list(every_parser()), ids=lambda x: x if isinstance(x, str) else "")
+def test_each_option_states_its_default_once_in_words(label, script, argv):
+    parser = parser_of(script, argv)
     formatter = parser._get_formatter()
     for action in parser._actions:
         if action.help in (None, argparse.SUPPRESS) or not action.option_strings:
             continue
         text = formatter._get_help_string(action) % {"default": action.default}
-        assert len(re.findall(r"default", text, re.I)) <= 1, (action.option_strings, text)
+        assert len(re.findall(r"default", text, re.I)) <= 1, (label, action.option_strings, text)
+        assert "(default: None)" not in text, (label, action.option_strings)
 
 
-@pytest.mark.parametrize("parse_args", [inference.parse_args, eval_cli.parse_args], ids=["inference", "eval"])
-def test_help_says_defaults_in_words(capsys, parse_args):
-    with pytest.raises(SystemExit) as done:
-        parse_args(["--help"])
-    assert done.value.code == 0
-    text = " ".join(capsys.readouterr().out.split())
-    assert "(default: None)" not in text  # every None default is said in words
-    if parse_args is inference.parse_args:
-        assert "echo (no model: answers with the prompt's last line reversed;" in text
+def test_the_main_jobs_have_short_help_and_list_their_subcommands(capsys):
+    counts = {name: sum(1 for a in parser_of(script, [])._actions if a.option_strings)
+              for name, (script, _) in SCRIPTS.items()}
+    assert counts["inference"] <= 25 and counts["eval"] <= 12, counts  # --help included
+    for name, (script, commands) in SCRIPTS.items():
+        with pytest.raises(SystemExit) as done:
+            script.main(["--help"])
+        text = capsys.readouterr().out
+        assert done.value.code == 0 and f"subcommands (python {name}.py NAME --help for each):" in text
+        assert all(re.search(rf"^  {re.escape(command)}  +\S", text, re.M) for command in commands.names())
+
+
+def test_backend_help_lists_that_backends_model_options(capsys):
+    with pytest.raises(SystemExit):
+        inference.main(["--backend", "api", "--help"])
+    text = capsys.readouterr().out
+    assert "-M options of the api backend:" in text and "-M base_url=http://127.0.0.1:8000/v1" in text
+    assert "-M system_prompt=none" in text and "-M dtype=" not in text
+
+
+def test_a_bad_model_option_is_named_before_any_model_loads(tmp_path, capsys):
+    argv = ["--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path)]
+    assert inference.main([*argv, "-M", "dtpye=bfloat16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: -M dtpye: no such option. Did you mean dtype? Options: ") and "threads" in err
+    assert inference.main([*argv, "-M", "threads=two"]) == 2
+    assert capsys.readouterr().err == "error: -M threads=two: not an integer\n"
+    assert not (tmp_path / "tiny-qwen2").exists()
+
+
+SHOUT = textwrap.dedent('''
+    """A backend with one option: it answers "HI", `times` times (a test's drop-in)."""
+    import dataclasses
+
+    from Eval.models import register_model
+    from Eval.models.base import BaseLLM, Generation
+    from Eval.models.options import option
+
+
+    @dataclasses.dataclass(frozen=True)
+    class ShoutOptions:
+        times: int = option(1, "how many times the last word is said")
+
+
+    @register_model("shout")
+    class Shout(BaseLLM):
+        name = "shout"
+        holds_weights = False
+        Options = ShoutOptions
+
+        @classmethod
+        def from_options(cls, model, options, backend_options):
+            adapter = cls(options)
+            adapter.times = backend_options.times
+            return adapter
+
+        def tokenize(self, text):
+            return [ord(c) for c in text]
+
+        def detokenize(self, ids):
+            return "".join(map(chr, ids))
+
+        def apply_chat(self, text):
+            return text
+
+        def generate(self, prompts, max_new_tokens, stop=()):
+            return [Generation(" ".join(["HI"] * self.times), 1, "stop") for p in prompts]
+''')
+
+
+def test_a_backend_with_one_option_is_one_new_file(tmp_path):
+    repo = copy_checkout(tmp_path)
+    (repo / "Eval" / "models" / "shout.py").write_text(SHOUT, encoding="utf-8")
+    run = subprocess.run([sys.executable, "inference.py", "--backend", "shout", "-M", "times=2", "--model-name",
+                          "s", "--datasets", "custom_en", "--limit", "1"], cwd=repo, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    record = (repo / "pred" / "s" / "custom_en.jsonl").read_text(encoding="utf-8")
+    assert '"pred": "HI HI"' in record
+    helped = subprocess.run([sys.executable, "inference.py", "--backend", "shout", "--help"], cwd=repo,
+                            capture_output=True, text=True)
+    assert "{api,echo,hf,masked,shout}" in helped.stdout  # found by reading Eval/models/, nothing else edited
+    assert "-M times=1  how many times the last word is said" in helped.stdout

@@ -86,7 +86,7 @@ def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys):
     _write(tmp_path / "pred" / "a", "trec", A)
     _write(tmp_path / "pred" / "a", "custom_en", [{"id": "c", "pred": "x", "answers": ["x"]}])
     _write(tmp_path / "pred" / "b", "trec", B)
-    assert eval_cli.main(["--diff", str(tmp_path / "pred" / "a"), str(tmp_path / "pred" / "b")]) == 0
+    assert eval_cli.main(["diff", str(tmp_path / "pred" / "a"), str(tmp_path / "pred" / "b")]) == 0
     out = capsys.readouterr().out
     assert "note: only a has custom_en: not compared" in out
     assert "trec: 7 paired (2 only in a, 1 only in b); differing samples: one side failed 1" in out
@@ -100,19 +100,19 @@ def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys):
 
 def test_cli_bad_input_writes_nothing(tmp_path, capsys):
     _write(tmp_path / "a", "trec", A)
-    assert eval_cli.main(["--diff", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
+    assert eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert not list(tmp_path.glob("diff_*.json"))
     with pytest.raises(SystemExit):
-        eval_cli.main(["--diff", str(tmp_path / "a"), str(tmp_path / "a"), "--model", "x"])
+        eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "a"), "--model", "x"])
 
 
 def test_demo_model_with_another_system_prompt_differs_only_in_prompts(tmp_path, capsys):
     common = ["--datasets", "demo_qa_en,demo_trec", "--limit", "3", "--out-dir", str(tmp_path / "pred")]
     assert inference.main([*common, "--model-name", "plain"]) == 0
-    assert inference.main([*common, "--model-name", "told", "--system-prompt", "Answer in one word."]) == 0
+    assert inference.main([*common, "--model-name", "told", "-M", "system_prompt=Answer in one word."]) == 0
     pred = tmp_path / "pred"
-    assert eval_cli.main(["--diff", str(pred / "plain"), str(pred / "told"), "--quiet"]) == 0
+    assert eval_cli.main(["diff", str(pred / "plain"), str(pred / "told"), "--quiet"]) == 0
     doc = json.loads((pred / "diff_plain_vs_told.json").read_text(encoding="utf-8"))
     qa, trec = doc["datasets"]["demo_qa_en"], doc["datasets"]["demo_trec"]
     # the system prompt goes through the chat template, so every chat prompt changed: all 3 samples differ,
@@ -140,7 +140,7 @@ def test_demo_model_with_a_changed_chat_template_puts_every_changed_sample_in_pr
     assert inference.main([*common, "--model-name", "shipped"]) == 0
     assert inference.main([*common, "--model", str(edited), "--model-name", "edited"]) == 0
     pred = tmp_path / "pred"
-    assert eval_cli.main(["--diff", str(pred / "shipped"), str(pred / "edited"), "--quiet"]) == 0
+    assert eval_cli.main(["diff", str(pred / "shipped"), str(pred / "edited"), "--quiet"]) == 0
     doc = json.loads((pred / "diff_shipped_vs_edited.json").read_text(encoding="utf-8"))
     changed = [s for d in doc["datasets"].values() for s in d["samples"]]
     assert changed and all(s["bucket"] == "prompt differs" for s in changed)  # 100% of the changed samples
@@ -183,7 +183,7 @@ def test_records_without_ids_pair_by_content_the_kth_with_the_kth():
 def test_two_copies_of_tinyeval_internlm_pair_every_line(tmp_path, capsys):
     for side in ("a", "b"):
         shutil.copytree(TINYEVAL / "pred" / "internlm", tmp_path / side)
-    assert eval_cli.main(["--diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
     doc = json.loads((tmp_path / "diff_a_vs_b.json").read_text(encoding="utf-8"))
     sizes = {"multi_news": 300, "multifieldqa_zh": 501, "trec": 300}
@@ -221,7 +221,7 @@ def test_a_line_inserted_in_the_data_shifts_position_ids_and_no_pair_mixes_examp
     assert inference.main([*common, "--model-name", "after"]) == 0
     assert read_records(pred / "after" / "custom_en.jsonl")[1]["id"] == "custom_en-1"  # positions
     capsys.readouterr()
-    assert eval_cli.main(["--diff", str(pred / "before"), str(pred / "after")]) == 0
+    assert eval_cli.main(["diff", str(pred / "before"), str(pred / "after")]) == 0
     out = capsys.readouterr().out
     d = json.loads((pred / "diff_before_vs_after.json").read_text(encoding="utf-8"))["datasets"]
     d = d["custom_en"]

@@ -47,7 +47,7 @@ def real_run(tmp_path_factory):
 def test_every_prompt_is_the_one_the_real_run_gave_the_model(real_run, tmp_path, monkeypatch, capsys):
     folder, given = real_run
     no_weights(monkeypatch)
-    assert inference.main(["--dry-run", "--datasets", DATASETS, "--limit", "3", "--out-dir", str(tmp_path)]) == 0
+    assert inference.main(["dry-run", "--datasets", DATASETS, "--limit", "3", "--out-dir", str(tmp_path)]) == 0
     out = tmp_path / "tiny-qwen2"
     assert sorted(p.name for p in out.iterdir()) == ["demo_qa_en.prompts.jsonl", "demo_trec.prompts.jsonl",
                                                      "dry_run.json"]  # no prediction file, no sidecar
@@ -86,7 +86,7 @@ def expected_rows(name, max_length, max_new, limit):
 
 def test_truncation_and_summary_figures_are_exact(tmp_path, monkeypatch, capsys):
     no_weights(monkeypatch)
-    assert inference.main(["--dry-run", "--datasets", DATASETS, "--limit", "5", "--max-length", "200",
+    assert inference.main(["dry-run", "--datasets", DATASETS, "--limit", "5", "--max-length", "200",
                            "--max-new-tokens", "20", "--out-dir", str(tmp_path), "--model-name", "small"]) == 0
     out = tmp_path / "small"
     summary = json.loads((out / "dry_run.json").read_text(encoding="utf-8"))
@@ -117,7 +117,7 @@ def test_beside_finished_predictions_nothing_changes_and_eval_ignores_it(real_ru
     before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     with monkeypatch.context() as m:
         no_weights(m)
-        assert inference.main(["--dry-run", "--datasets", DATASETS, "--out-dir", str(tmp_path)]) == 0
+        assert inference.main(["dry-run", "--datasets", DATASETS, "--out-dir", str(tmp_path)]) == 0
     after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     assert set(after) - set(before) == {"demo_qa_en.prompts.jsonl", "demo_trec.prompts.jsonl", "dry_run.json"}
     assert {k: after[k] for k in before} == before  # predictions, sidecars and results byte-identical
@@ -130,23 +130,23 @@ def test_beside_finished_predictions_nothing_changes_and_eval_ignores_it(real_ru
     assert set(json.loads(before["result.json"])) == {"demo_qa_en", "demo_trec", ".data_check"}  # --limit: partial
     # The real run resumes as before: the three done examples are skipped, nothing is redone.
     assert inference.main(["--datasets", DATASETS, "--limit", "3", "--out-dir", str(tmp_path)]) == 0
-    assert "done: 0 examples generated (0 new, 0 changed, 0 failed before; 6 already done" in capsys.readouterr().out
+    assert "done: nothing to do" in capsys.readouterr().out  # told from the files, no model loaded
     assert (folder / "demo_trec.jsonl").read_bytes() == before["demo_trec.jsonl"]
 
 
 def test_a_backend_without_a_tokenizer_only_mode_is_refused_in_one_line(tmp_path, capsys):
-    assert inference.main(["--dry-run", "--backend", "masked", "--datasets", "demo_trec",
+    assert inference.main(["dry-run", "--backend", "masked", "--datasets", "demo_trec",
                            "--out-dir", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == "error: --dry-run: the masked backend cannot dry-run: it has no " \
+    assert capsys.readouterr().err == "error: dry-run: the masked backend cannot dry-run: it has no " \
                                       "tokenizer-only mode\n"
     assert not (tmp_path / "tiny-qwen2").exists()
 
 
 def test_the_api_backend_dry_runs_on_its_local_tokenizer_without_a_server(tmp_path, capsys):
     # --max-length given: nothing asks the server (port 9, discard, has none) for its context window.
-    common = ["--dry-run", "--datasets", DATASETS, "--limit", "3", "--max-length", "2048", "--model", str(MODEL)]
+    common = ["dry-run", "--datasets", DATASETS, "--limit", "3", "--max-length", "2048", "--model", str(MODEL)]
     assert inference.main([*common, "--out-dir", str(tmp_path / "hf")]) == 0
-    assert inference.main([*common, "--backend", "api", "--base-url", "http://127.0.0.1:9/v1",
+    assert inference.main([*common, "--backend", "api", "-M", "base_url=http://127.0.0.1:9/v1",
                            "--out-dir", str(tmp_path / "api")]) == 0
     for name in DATASETS.split(","):
         hf, api = (lines(tmp_path / d / "tiny-qwen2" / f"{name}.prompts.jsonl") for d in ("hf", "api"))

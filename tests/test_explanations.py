@@ -177,20 +177,20 @@ def test_explain_prints_the_issue_example_and_writes_nothing(tmp_path, capsys):
     folder = write(tmp_path / "pred" / "demo", "custom_zh", [
         {"id": "zh-1", "pred": ISSUE_PRED, "answers": [ISSUE_REF]},
         {"id": "zh-2", "pred": ISSUE_REF, "answers": [ISSUE_REF]}])
-    assert eval_cli.main(["--pred-root", str(tmp_path / "pred"), "--explain", "custom_zh:zh-1"]) == 0
+    assert eval_cli.main(["explain", "custom_zh:zh-1", "--pred-root", str(tmp_path / "pred")]) == 0
     assert capsys.readouterr().out == ISSUE_EXPLAINED.format(path=folder / "custom_zh.jsonl")
     assert sorted(p.name for p in folder.iterdir()) == ["custom_zh.jsonl"]
-    assert eval_cli.main(["--pred-dir", str(folder), "--explain", "custom_zh:#1"]) == 0  # by line
+    assert eval_cli.main(["explain", "custom_zh:#1", "--pred-dir", str(folder)]) == 0  # by line
     assert capsys.readouterr().out == ISSUE_EXPLAINED.format(path=folder / "custom_zh.jsonl")
 
 
 @pytest.mark.parametrize("target, message", [
     ("custom_zh:zh-9", "custom_zh.jsonl: no example with id 'zh-9' (ids look like: zh-1)"),
     ("trec:1", "no prediction file trec.jsonl in "),
-    ("custom_zh", "--explain wants DATASET:ID (for example custom_zh:3), got 'custom_zh'")])
+    ("custom_zh", "explain wants DATASET:ID (for example custom_zh:3), got 'custom_zh'")])
 def test_explain_unknown_dataset_or_id_exits_2(tmp_path, capsys, target, message):
     folder = write(tmp_path / "m", "custom_zh", [{"id": "zh-1", "pred": ISSUE_PRED, "answers": [ISSUE_REF]}])
-    assert eval_cli.main(["--pred-dir", str(folder), "--explain", target]) == 2
+    assert eval_cli.main(["explain", target, "--pred-dir", str(folder)]) == 2
     out = capsys.readouterr()
     assert out.out == "" and message in out.err
 
@@ -199,8 +199,8 @@ def test_worst_lists_the_lowest_with_explanations(tmp_path, capsys):
     folder = write(tmp_path / "m", "custom_zh", [
         {"id": "zh-2", "pred": ISSUE_REF, "answers": [ISSUE_REF]},
         {"id": "zh-1", "pred": ISSUE_PRED, "answers": [ISSUE_REF]}])
-    assert eval_cli.main(["--pred-dir", str(folder), "--worst", "1", "--quiet"]) == 0
+    assert eval_cli.main(["explain", "--worst", "1", "--pred-dir", str(folder)]) == 0
     path = folder / "custom_zh.jsonl"
     assert capsys.readouterr().out == (f"\n{folder}  custom_zh: the 1 lowest on rouge_zh\n"
                                        + ISSUE_EXPLAINED.format(path=path).replace("line 1)", "line 2)"))
-    assert (folder / "result.json").exists()  # --worst scores as usual, then prints
+    assert sorted(p.name for p in folder.iterdir()) == ["custom_zh.jsonl"]  # scored in memory, nothing written

@@ -47,7 +47,7 @@ def test_middle_truncation_keeps_head_and_tail_within_budget(model):
 
 def test_greedy_outputs_do_not_depend_on_batch_size(tmp_path):
     common = ["--datasets", "demo_qa_en,demo_qa_zh,custom_en", "--limit", "8", "--max-length", "512",
-              "--max-new-tokens", "24", "--threads", "1"]
+              "--max-new-tokens", "24", "-M", "threads=1"]
     for bs in ("1", "8"):
         assert inference.main([*common, "--batch-size", bs, "--out-dir", str(tmp_path / bs)]) == 0
     for name in ("demo_qa_en", "demo_qa_zh", "custom_en"):
@@ -85,8 +85,7 @@ def test_out_of_memory_halves_the_batch_and_records_it(model, monkeypatch):
 
 
 def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
-    argv = ["--datasets", "custom_en", "--limit", "10", "--batch-size", "1", "--max-new-tokens", "32", "--threads",
-            "1"]
+    argv = ["--datasets", "custom_en", "--limit", "10", "--batch-size", "1", "--max-new-tokens", "32", "-M", "threads=1"]
     # Only the run that is killed needs a process of its own. The uninterrupted reference and the resume are the
     # same command through inference.main (what the script runs) in this process, where torch is already loaded:
     # two fewer interpreter start-ups, and the resume still starts from nothing but the files the kill left.

@@ -40,14 +40,14 @@ def pred_root(tmp_path_factory):
         _write(root / model, "multifieldqa_en", [{"id": f"mfqa-{i}", "pred": p, "answers": [QA_GOLD[i]],
                                                   "length": LENGTHS[i]} for i, p in enumerate(QA[model])])
     assert eval_cli.main(["--pred-root", str(root), "--quiet"]) == 0
-    assert eval_cli.main(["--diff", str(root / "base"), str(root / "tuned"), "--quiet"]) == 0
+    assert eval_cli.main(["diff", str(root / "base"), str(root / "tuned"), "--quiet"]) == 0
     masked = root / "masked-lm"
     masked.mkdir()
     (masked / "TOFU_SUMMARY.json").write_text(json.dumps({"forget_quality": 0.125, "model_utility": 0.4375}))
     log = {"forget_Q_A_Prob_confidence_ordered": {"agg_value": 0.5, "value_by_index": {
         k: {"prob": 0.4, "avg_loss": 0.9, "confidence_ordered_probs": v} for k, v in CONFIDENCE.items()}}}
     (masked / "TOFU_EVAL.json").write_text(json.dumps(log))
-    assert eval_cli.main(["--report", "html", "--pred-root", str(root), "--quiet"]) == 0
+    assert eval_cli.main(["report", "--pred-root", str(root), "--quiet"]) == 0
     return root
 
 
@@ -99,7 +99,7 @@ def test_old_result_files_without_intervals_or_explanations_still_render(tmp_pat
     assert notes == [] and "66.67" in html and "trec-5" in html
     assert "no explanation in this file" in html and '<span class="ci">-</span>' in html
     assert "Entity" in html  # the prediction, read back from the prediction file by line
-    assert eval_cli.main(["--report", "html", "--pred-root", str(tmp_path / "empty")]) == 2
+    assert eval_cli.main(["report", "--pred-root", str(tmp_path / "empty")]) == 2
 
 
 def test_the_page_renders_in_headless_chromium_without_errors(pred_root, tmp_path):

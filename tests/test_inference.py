@@ -18,7 +18,7 @@ def lines(path):
 
 
 def test_validate_checks_every_shipped_dataset_without_a_model(capsys):
-    assert inference.main(["--validate"]) == 0
+    assert inference.main(["validate"]) == 0
     out = capsys.readouterr().out
     assert out.count("ok: ") == len(list((ROOT / "dataset").glob("*.jsonl")))
     assert "demo_trec: 40 examples, longbench form" in out and "completion mode" in out
@@ -106,7 +106,8 @@ def test_records_carry_the_scoring_contract_and_run_facts(tmp_path):
 
 
 def test_output_clean_up_is_an_adapter_option_not_a_name_check():
-    from Eval.models.base import AdapterOptions, BaseLLM
+    from Eval.models.base import BaseLLM
+    from Eval.models.options import AdapterOptions
     raw = "<think>hmm</think>Paris<eoa> trailing"
     assert BaseLLM().post_process(raw) == raw  # off by default: outputs are saved as generated
     assert BaseLLM(AdapterOptions(cut_at=("<eoa>",), strip_think=True)).post_process(raw) == "Paris"

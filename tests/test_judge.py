@@ -12,7 +12,8 @@ import pytest
 from conftest import ROOT
 import Eval.scoring.judge
 from Eval.scoring.judge import Judge, Rubric, VerdictCache, load_rubric, parse_verdict
-from Eval.scoring.judge_commands import compare_folders, judge_folder
+from Eval.scoring.compare import compare_folders
+from Eval.scoring.judge_folder import judge_folder
 from Eval.models.base import BaseLLM, Generation, TokenScores
 from Eval.records import RecordError, read_records
 
@@ -161,7 +162,7 @@ def test_eval_cli_judge_and_compare_with_a_nonsense_judge(folder, tmp_path, caps
     import eval as eval_cli
     # The echo adapter answers with the prompt's last line reversed: it names both options, so every verdict
     # is unparseable; the run still succeeds, counts them, and reports no mean rather than 0.
-    assert eval_cli.main(["--pred-dir", str(folder), "--quiet", "--judge", "echo", "--judge-backend", "echo"]) == 0
+    assert eval_cli.main(["judge", "--pred-dir", str(folder), "--judge", "echo", "--judge-backend", "echo"]) == 0
     result = json.loads((folder / "judge_result.json").read_text())
     assert result["trec"]["unparseable"] == 4 and result["trec"]["score"] is None
     other = tmp_path / "other"
@@ -169,8 +170,8 @@ def test_eval_cli_judge_and_compare_with_a_nonsense_judge(folder, tmp_path, caps
     for path in other.glob("*.jsonl"):  # answers other than A's: identical ones are not asked
         rows = [dict(json.loads(l), pred="I do not know") for l in path.read_text().splitlines()]
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    assert eval_cli.main(["--compare", str(folder), str(other), "--judge", "echo", "--judge-backend", "echo",
-                          "--compare-out", str(tmp_path / "cmp")]) == 0
+    assert eval_cli.main(["compare", str(folder), str(other), "--judge", "echo", "--judge-backend", "echo",
+                          "--out", str(tmp_path / "cmp")]) == 0
     out = capsys.readouterr().out
     assert "unparseable 4" in out and "None" not in out
     assert "/trec: judge n/a (no parseable verdict) over 0 of 4 verdicts" in out
@@ -300,7 +301,7 @@ def test_rubric_names_are_names_not_paths(folder, capsys):
     import eval as eval_cli
     with pytest.raises(ValueError, match=re.escape("--rubric '../../x': a name cannot hold '/'")):
         load_rubric("../../x", PROMPTS)
-    assert eval_cli.main(["--pred-dir", str(folder), "--quiet", "--judge", "echo", "--judge-backend", "echo",
+    assert eval_cli.main(["judge", "--pred-dir", str(folder), "--judge", "echo", "--judge-backend", "echo",
                           "--rubric", "../binary"]) == 2
     assert "--rubric '../binary'" in capsys.readouterr().err and not (folder / "judge").exists()
 
@@ -340,7 +341,7 @@ def test_compare_honours_datasets_and_keeps_its_files_out_of_the_prediction_name
     pred = tmp_path / "pred"
     a, b = two_folders(pred, lambda k, r: "I do not know")
     judge = ["--judge", "echo", "--judge-backend", "echo"]
-    assert eval_cli.main(["--compare", str(a), str(b), "--datasets", "trec,custom_en", *judge]) == 0
+    assert eval_cli.main(["compare", str(a), str(b), "--datasets", "trec,custom_en", *judge]) == 0
     out = pred / "compare_a_vs_b"
     saved = json.loads((out / "compare_result.json").read_text())
     assert sorted(saved["datasets"]) == ["custom_en", "trec"] and (out / "judge" / "cache.jsonl").is_file()
@@ -348,12 +349,12 @@ def test_compare_honours_datasets_and_keeps_its_files_out_of_the_prediction_name
     assert saved["datasets"]["trec"]["source_sha256_b"] == sha256(b / "trec.jsonl")
     assert eval_cli.main(["--pred-root", str(pred), "--quiet"]) == 0  # the compare folder is not a model folder
     # A later run over one dataset keeps the other; a dataset missing from a folder is an error naming it.
-    assert eval_cli.main(["--compare", str(a), str(b), "--datasets", "custom_zh", *judge]) == 0
+    assert eval_cli.main(["compare", str(a), str(b), "--datasets", "custom_zh", *judge]) == 0
     assert sorted(json.loads((out / "compare_result.json").read_text())["datasets"]) == ["custom_en", "custom_zh",
                                                                                           "trec"]
     (b / "trec.jsonl").unlink()
     capsys.readouterr()
-    assert eval_cli.main(["--compare", str(a), str(b), "--datasets", "trec", *judge]) == 2
+    assert eval_cli.main(["compare", str(a), str(b), "--datasets", "trec", *judge]) == 2
     assert f"{b}: no prediction file trec.jsonl" in capsys.readouterr().err
 
 

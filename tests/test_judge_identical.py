@@ -1,12 +1,12 @@
 """--compare on pairs whose two answers are the same text after the judge's normalisation (the
 task's extraction): a tie by rule, the judge never asked, the count reported
-(Eval/scoring/judge_commands.py)."""
+(Eval/scoring/compare.py)."""
 import json
 import shutil
 
 import pytest
 
-from Eval.scoring.judge_commands import compare_folders
+from Eval.scoring.compare import compare_folders
 from test_judge import DEMO_PRED, ScriptedJudge
 
 
@@ -42,7 +42,7 @@ def test_compare_cli_says_how_many_answers_were_identical(tmp_path, capsys):
     (b / "trec.jsonl").write_text("".join(  # B differs from A on trec's first example only
         json.dumps(dict(r, pred="I do not know") if k == 0 else r) + "\n"
         for k, r in enumerate(json.loads(l) for l in (a / "trec.jsonl").read_text().splitlines())))
-    assert eval_cli.main(["--compare", str(a), str(b), "--datasets", "trec,custom_en",
+    assert eval_cli.main(["compare", str(a), str(b), "--datasets", "trec,custom_en",
                           "--judge", "echo", "--judge-backend", "echo"]) == 0
     out = capsys.readouterr().out
     assert ("custom_en: a vs b: win 0.0 [0.0, 56.15] tie 100.0 lose 0.0, mean A score 50.0 over 3 "

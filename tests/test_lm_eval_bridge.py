@@ -1,5 +1,5 @@
 """The lm-evaluation-harness bridge (Eval/inference/lm_eval_bridge.py) on the shipped demo model, offline: local JSONL tasks
-of every output type run through `python -m Eval.inference.lm_eval_bridge`, each response checked against our adapter and a
+of every output type run through `python inference.py lm-eval`, each response checked against our adapter and a
 plain full forward pass; and Eval, eval.py and inference.py --validate working with lm_eval absent. Parity with lm-eval's
 own HF model and the encoding conventions: tests/test_lm_eval_parity.py."""
 import contextlib
@@ -73,16 +73,21 @@ def task_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run(task_dir):
     """The command line, once, over all the tasks: (lm_eval_results.json, {task: logged samples}, what it printed)."""
-    from Eval.inference.lm_eval_bridge import main
-
     out, printed = task_dir / "out", io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main(["--model", str(DEMO), "--tasks", ",".join(KINDS), "--include-path", str(task_dir),
+        assert bridge(["--model", str(DEMO), "--tasks", ",".join(KINDS), "--include-path", str(task_dir),
                      "--no-builtin-tasks", "--out-dir", str(out), "--log-samples", "--bootstrap-iters", "0",
-                     "--threads", "1", "--batch-size", "4"]) == 0
+                     "-M", "threads=1", "--batch-size", "4"]) == 0
     samples = {t: [json.loads(l) for l in (out / "lm_eval_samples" / f"{t}.jsonl").read_text("utf-8").splitlines()]
                for t in KINDS}
     return json.loads((out / "lm_eval_results.json").read_text(encoding="utf-8")), samples, printed.getvalue()
+
+
+def bridge(argv: list[str]) -> int:
+    """`python inference.py lm-eval ARGV`, in this process."""
+    import inference
+
+    return inference.main(["lm-eval", *argv])
 
 
 def arguments(row: dict) -> list[tuple]:
@@ -246,7 +251,7 @@ def test_generation_is_greedy_whatever_the_gen_kwargs(model):
 @needs_lm_eval
 def test_chat_templates_go_through_the_adapter(model):
     from Eval.inference.lm_eval_bridge import BridgeLM
-    from Eval.models.base import AdapterOptions
+    from Eval.models.options import AdapterOptions
     from Eval.models.echo import EchoModel
 
     echo = BridgeLM(EchoModel(AdapterOptions(system_prompt="Be brief.")))
@@ -263,9 +268,7 @@ def test_chat_templates_go_through_the_adapter(model):
 
 @needs_lm_eval
 def test_unknown_task_stops_before_the_model_loads(task_dir, capsys):
-    from Eval.inference.lm_eval_bridge import main
-
-    assert main(["--model", "/no/such/model", "--tasks", "t_mc,t_nope", "--include-path", str(task_dir),
+    assert bridge(["--model", "/no/such/model", "--tasks", "t_mc,t_nope", "--include-path", str(task_dir),
                  "--no-builtin-tasks"]) == 2
     assert "t_nope" in capsys.readouterr().err
 
@@ -293,7 +296,7 @@ def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
         env.update({flag: "1", "HF_HOME": str(tmp_path / flag), "OMP_WAIT_POLICY": "PASSIVE",
                     "HF_ENDPOINT": f"http://127.0.0.1:{closed.getsockname()[1]}"})
         runs[flag] = subprocess.Popen(
-            [sys.executable, "-m", "Eval.inference.lm_eval_bridge", "--model", str(DEMO), "--tasks", "arc_easy", "--limit", "2",
+            [sys.executable, "inference.py", "lm-eval", "--model", str(DEMO), "--tasks", "arc_easy", "--limit", "2",
              *tasks_from, "--out-dir", str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
     try:
@@ -337,8 +340,6 @@ def test_tasks_load_before_the_model_as_lm_eval_would_load_them(task_dir, tmp_pa
 
 @needs_lm_eval
 def test_local_task_data_and_model_errors_are_one_line(task_dir, tmp_path, capsys):
-    from Eval.inference.lm_eval_bridge import main
-
     (tmp_path / "bad.jsonl").write_text('{"question": "a", "label": 0}\n{"question": broken\n', encoding="utf-8")
     for name, data in (("t_missing", tmp_path / "none.jsonl"), ("t_bad", tmp_path / "bad.jsonl")):
         yaml = (task_dir / "t_ll.yaml").read_text(encoding="utf-8").replace("task: t_ll", f"task: {name}")
@@ -355,11 +356,11 @@ def test_local_task_data_and_model_errors_are_one_line(task_dir, tmp_path, capsy
     }
     for (task, model), want in expected.items():
         capsys.readouterr()
-        assert main(["--model", model, "--tasks", task, "--include-path", str(task_dir), "--include-path",
+        assert bridge(["--model", model, "--tasks", task, "--include-path", str(task_dir), "--include-path",
                      str(tmp_path), "--no-builtin-tasks", "--out-dir", str(tmp_path / "out")]) == 2
         last = capsys.readouterr().err.splitlines(keepends=True)[-1]  # (datasets logs the file it failed on)
         assert last.startswith(want) and last.endswith("\n"), last
-    assert main(["--model", str(DEMO), "--tasks", "t_ll", "--include-path", str(tmp_path / "no_dir")]) == 2
+    assert bridge(["--model", str(DEMO), "--tasks", "t_ll", "--include-path", str(tmp_path / "no_dir")]) == 2
     assert capsys.readouterr().err == f"error: --include-path {tmp_path / 'no_dir'}: no such folder\n"
     assert not (tmp_path / "out").exists()
 
@@ -373,17 +374,13 @@ def test_eval_and_inference_work_without_lm_eval():
                     raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
         sys.meta_path.insert(0, Block())
         import Eval, Eval.models, eval
-        sys.argv = ["inference.py", "--validate"]
+        sys.argv = ["inference.py", "validate"]
         try:
             runpy.run_path("inference.py", run_name="__main__")
         except SystemExit as exit:
             assert exit.code in (0, None), exit.code
-        try:
-            import Eval.inference.lm_eval_bridge
-        except ImportError as err:
-            assert "pip install lm-eval" in str(err)
-        else:
-            raise AssertionError("the bridge imported without lm_eval")
+        import inference
+        assert inference.main(["lm-eval", "--tasks", "t"]) == 2  # says "pip install lm-eval", in one line
         assert not [m for m in sys.modules if m.split(".")[0] == "lm_eval"]
         print("WITHOUT-LM-EVAL-OK")
     """)
@@ -391,3 +388,4 @@ def test_eval_and_inference_work_without_lm_eval():
                           env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "WITHOUT-LM-EVAL-OK" in done.stdout and "ok: demo_qa_en" in done.stdout
+    assert "error: inference.py lm-eval needs lm-eval, an optional dependency: pip install lm-eval" in done.stderr

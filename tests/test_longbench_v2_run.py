@@ -43,8 +43,8 @@ def scripted_model(calls):
 
 def run(server, tmp_path, monkeypatch, *extra):
     monkeypatch.setenv(KEY_ENV, SECRET)
-    argv = ["--backend", "api", "--base-url", server.base_url, "--api-model", "served", "--tokenizer", str(DEMO),
-            "--api-key-env", KEY_ENV, "--dataset-dir", str(DATA), "--out-dir", str(tmp_path / "pred"),
+    argv = ["--backend", "api", "-M", f"base_url={server.base_url}", "--model", "served", "-M", f"tokenizer={DEMO}",
+            "-M", f"api_key_env={KEY_ENV}", "--dataset-dir", str(DATA), "--out-dir", str(tmp_path / "pred"),
             "--model-name", "scripted", *extra]
     assert inference.main(argv) == 0
 

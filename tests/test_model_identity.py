@@ -86,7 +86,7 @@ def test_a_checkpoint_changed_in_place_is_run_again(edit, sharded, tmp_path, cap
     assert "2 made by another model" in line and changed in line and "0 already done" in line
     after = model_hashes(out)
     assert len(after) == 1 and after != before
-    assert run(folder, out, capsys).endswith("2 already done; 0 prompt + 0 generated tokens, 0 cut, 0.0 s, - gen tok/s")
+    assert run(folder, out, capsys) == "custom_en: 0 new, 2 already done (nothing to do: no model loaded)"
 
 
 def test_a_copied_or_renamed_checkpoint_redoes_nothing(sharded, tmp_path, capsys):
@@ -112,9 +112,9 @@ def test_a_retrained_adapter_is_run_again(tmp_path, capsys):
 
     save_adapter(0)
     out = tmp_path / "pred"
-    assert run(DEMO, out, capsys, "--peft", str(tmp_path / "lora")).startswith("custom_en: 2 new")
+    assert run(DEMO, out, capsys, "-M", f"peft={tmp_path / 'lora'}").startswith("custom_en: 2 new")
     save_adapter(1)  # the same folder, other weights
-    line = run(DEMO, out, capsys, "--peft", str(tmp_path / "lora"))
+    line = run(DEMO, out, capsys, "-M", f"peft={tmp_path / 'lora'}")
     assert "2 made by another model" in line and "adapter_model.safetensors" in line
 
 
@@ -154,8 +154,8 @@ def test_a_served_model_is_identified_by_server_name_root_and_tokenizer(fake, tm
     out = tmp_path / "pred"
 
     def run_api(server):
-        assert inference.main(["--backend", "api", "--base-url", server.base_url, "--api-model", "default",
-                               "--tokenizer", str(tokenizer), "--model-name", "m", "--datasets", "demo_trec",
+        assert inference.main(["--backend", "api", "-M", f"base_url={server.base_url}", "-M", "api_model=default",
+                               "-M", f"tokenizer={tokenizer}", "--model-name", "m", "--datasets", "demo_trec",
                                "--limit", "2", "--out-dir", str(out)]) == 0
         return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("demo_trec:"))
 

@@ -41,7 +41,7 @@ def scored(root, capsys):
 def test_records_edited_after_the_run_are_modified_everywhere(edit, tmp_path, capsys):
     out = tmp_path / "pred"
     assert echo(out, "a", "--datasets", "custom_en,demo_trec") == 0
-    assert echo(out, "b", "--datasets", "custom_en,demo_trec", "--system-prompt", "Be brief.") == 0
+    assert echo(out, "b", "--datasets", "custom_en,demo_trec", "-M", "system_prompt=Be brief.") == 0
     path = out / "a" / "custom_en.jsonl"
     if edit.startswith("answers"):
         rewrite(path, lambda r: r.update(answers=[r["pred"]]))

@@ -6,8 +6,8 @@ import argparse
 import pytest
 
 from conftest import ROOT
-from Eval.models.base import (AdapterOptions, BaseLLM, Prompt, cut_at_stop, prompt_opens_thinking,
-                              thinking_record)
+from Eval.models.base import BaseLLM, Prompt, cut_at_stop, prompt_opens_thinking, thinking_record
+from Eval.models.options import AdapterOptions
 from Eval.extract import strip_think
 from Eval.models.echo import EchoModel
 from Eval.models.factory import add_model_arguments, from_args
@@ -102,16 +102,18 @@ def test_echo_keeps_stops_inside_thinking_and_cuts_after_it():
 
 
 def test_a_thinking_budget_is_refused_where_it_cannot_be_enforced():
-    with pytest.raises(ValueError, match="--thinking-budget: the echo backend"):
+    with pytest.raises(ValueError, match="-M thinking_budget: the echo backend"):
         EchoModel(AdapterOptions(thinking_budget=4)).generate([Prompt("a", 1, 0, True)], 8)
     parser = argparse.ArgumentParser()
     add_model_arguments(parser, str(DEMO))
-    with pytest.raises(ValueError, match="--thinking-budget: the echo backend"):
-        from_args(parser.parse_args(["--backend", "echo", "--thinking-budget", "4"]))
-    echo = from_args(parser.parse_args(["--backend", "echo", "--think-tags", "<r>", "</r>", "--reasoning"]))
+    with pytest.raises(ValueError, match="-M thinking_budget: the echo backend"):
+        from_args(parser.parse_args(["--backend", "echo", "-M", "thinking_budget=4"]))
+    echo = from_args(parser.parse_args(["--backend", "echo", "-M", "think_tags=<r>", "-M", "think_tags=</r>", "-M",
+                                        "reasoning=true"]))
     assert (echo.options.think_tags, echo.options.thinking_budget, echo.options.reasoning) == (("<r>", "</r>"),
                                                                                                None, True)
-    assert "stop strings apply only after CLOSE (default: <think> </think>)" in " ".join(parser.format_help().split())
+    from Eval.models.factory import backend_help
+    assert "-M think_tags=<think> </think>  the thinking block's opening and closing tag" in backend_help("echo")
 
 
 # --- the hf adapter on the demo model -------------------------------------------------------------------------
@@ -214,7 +216,7 @@ def test_api_holds_stops_back_from_a_thinking_model_and_cuts_after_the_tag(fake,
     reasoner = api(server.base_url, options=AdapterOptions(reasoning=True))
     [out] = reasoner.generate([Prompt("reasoning|", 2, 0, True)], 16, stop=("\n",))
     assert "stop" not in server.calls[-1]["body"] and out.text == "<think>x\n</think>A"
-    with pytest.raises(ValueError, match="--thinking-budget: the api backend"):
+    with pytest.raises(ValueError, match="-M thinking_budget: the api backend"):
         api(server.base_url, options=AdapterOptions(thinking_budget=8)).generate(prompts, 16)
 
 

@@ -76,14 +76,14 @@ def test_demo_run_writes_copies_resumes_after_a_kill_and_eval_reports_them(tmp_p
 
 def test_dry_run_and_shards_see_the_copies(tmp_path):
     common = ["--datasets", "custom_en", "--limit", "2", "--perturb", "typo:0.05", "--backend", "echo"]
-    assert inference.main([*common, "--dry-run", "--out-dir", str(tmp_path / "dry")]) == 0
+    assert inference.main(["dry-run", *common, "--out-dir", str(tmp_path / "dry")]) == 0
     rows = lines(tmp_path / "dry" / "tiny-qwen2" / "custom_en.prompts.jsonl")
     assert [r["id"] for r in rows] == ["custom_en-0", "custom_en-0~typo:0.05", "custom_en-1", "custom_en-1~typo:0.05"]
     assert rows[0]["prompt"] != rows[1]["prompt"]
     out = tmp_path / "pred"
     for shard in ("0", "1"):
-        assert inference.main([*common, "--num-shards", "2", "--shard-id", shard, "--out-dir", str(out)]) == 0
-    assert inference.main([*common, "--merge", "--out-dir", str(out)]) == 0
+        assert inference.main([*common, "--shard", f"{shard}/2", "--out-dir", str(out)]) == 0
+    assert inference.main(["merge", *common, "--out-dir", str(out)]) == 0
     merged = lines(out / "tiny-qwen2" / "custom_en.jsonl")
     assert [r["id"] for r in merged] == [r["id"] for r in rows]
     assert [r["perturbation"] for r in merged] == [None, "typo:0.05", None, "typo:0.05"]
@@ -97,7 +97,7 @@ def test_the_html_report_shows_the_robustness_table(tmp_path):
     assert inference.main(["--datasets", "custom_en", "--limit", "2", "--perturb", "typo:0.05", "--backend", "echo",
                            "--out-dir", str(out)]) == 0
     assert eval_cli.main(["--pred-root", str(out), "--quiet"]) == 0
-    assert eval_cli.main(["--pred-root", str(out), "--report", "html"]) == 0
+    assert eval_cli.main(["report", "--pred-root", str(out)]) == 0
     html = (out / "report.html").read_text(encoding="utf-8")
     rob = json.loads((out / "tiny-qwen2" / "result_detail.json").read_text(encoding="utf-8"))["custom_en"]["robustness"]
     assert "custom_en: robustness (rouge)" in html and f"{rob['worst_case']:.2f}" in html

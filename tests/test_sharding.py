@@ -12,14 +12,15 @@ import pytest
 from conftest import ROOT
 import inference
 
-COMMON = ["--datasets", "custom_en,demo_trec", "--limit", "7", "--max-new-tokens", "12", "--threads", "1"]
+COMMON = ["--datasets", "custom_en,demo_trec", "--limit", "7", "--max-new-tokens", "12"]
+HF = ("-M", "threads=1")
 ENV = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
 VOLATILE = ("latency_s", "batch_size")
 
 
-def infer(out, *extra, launcher=(sys.executable,)):
-    proc = subprocess.run([*launcher, "inference.py", *COMMON, "--out-dir", str(out), *extra], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=300)
+def infer(out, *extra, launcher=(sys.executable,), command=()):
+    proc = subprocess.run([*launcher, "inference.py", *command, *COMMON, "--out-dir", str(out), *extra], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True, timeout=300)
     return proc
 
 
@@ -37,7 +38,7 @@ def single(tmp_path_factory):
     # The one-process reference runs through inference.main in this process: torchrun's ranks are what is under
     # test, and the script's own start-up would add an interpreter and a torch import and prove nothing more.
     out = tmp_path_factory.mktemp("single")
-    assert inference.main([*COMMON, "--out-dir", str(out)]) == 0
+    assert inference.main([*COMMON, *HF, "--out-dir", str(out)]) == 0
     return out
 
 
@@ -50,7 +51,7 @@ def single_echo(tmp_path_factory):
 
 def test_torchrun_two_ranks_equal_one_process(single, tmp_path):
     launcher = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
-    proc = infer(tmp_path, launcher=launcher)
+    proc = infer(tmp_path, *HF, launcher=launcher)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("custom_en", "demo_trec"):
         assert records(tmp_path, name) == records(single, name)
@@ -58,12 +59,12 @@ def test_torchrun_two_ranks_equal_one_process(single, tmp_path):
 
 
 def test_resume_does_not_depend_on_the_shard_count(single_echo, tmp_path):
-    assert infer(tmp_path, *ECHO, "--num-shards", "3", "--shard-id", "1").returncode == 0  # examples 1, 4 of each
+    assert infer(tmp_path, *ECHO, "--shard", "1/3").returncode == 0  # examples 1, 4 of each
     shard = tmp_path / "tiny-qwen2" / "shards" / "custom_en.1-of-3.jsonl"
     assert [json.loads(l)["id"] for l in shard.read_text().splitlines()] == ["custom_en-1", "custom_en-4"]
-    merge = infer(tmp_path, *ECHO, "--merge")
+    merge = infer(tmp_path, *ECHO, command=("merge",))
     assert merge.returncode == 1 and "some examples have no record yet" in merge.stderr
-    assert infer(tmp_path, *ECHO, "--num-shards", "2", "--shard-id", "0").returncode == 0  # 0, 2, 4, 6 minus 4
+    assert infer(tmp_path, *ECHO, "--shard", "0/2").returncode == 0  # 0, 2, 4, 6 minus 4
     assert infer(tmp_path, *ECHO).returncode == 0  # one process finishes the rest and merges
     for name in ("custom_en", "demo_trec"):
         got = records(tmp_path, name)
@@ -74,7 +75,7 @@ def test_resume_does_not_depend_on_the_shard_count(single_echo, tmp_path):
 
 def test_independent_shards_merge_when_the_last_one_finishes(single_echo, tmp_path):
     for shard in ("0", "1"):
-        assert infer(tmp_path, *ECHO, "--num-shards", "2", "--shard-id", shard).returncode == 0
+        assert infer(tmp_path, *ECHO, "--shard", f"{shard}/2").returncode == 0
     assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")
-    bad = infer(tmp_path, *ECHO, "--num-shards", "2", "--shard-id", "2")
-    assert bad.returncode == 2 and "--shard-id 2 is not in 0..1" in bad.stderr
+    bad = infer(tmp_path, *ECHO, "--shard", "2/2")
+    assert bad.returncode == 2 and "'2/2' is not I/K with 0 <= I < K" in bad.stderr

@@ -43,7 +43,7 @@ def expected(name, policy, max_length, max_new, limit):
 
 @pytest.mark.parametrize("policy", ["middle", "left", "right"])
 def test_each_policy_keeps_exactly_its_tokens(tmp_path, policy):
-    assert inference.main(["--dry-run", "--datasets", "demo_qa_en,demo_trec", "--limit", "4", "--max-length", "200",
+    assert inference.main(["dry-run", "--datasets", "demo_qa_en,demo_trec", "--limit", "4", "--max-length", "200",
                            "--max-new-tokens", "20", "--truncation", policy, "--out-dir", str(tmp_path)]) == 0
     for name in ("demo_qa_en", "demo_trec"):
         rows = lines(tmp_path / "tiny-qwen2" / f"{name}.prompts.jsonl")

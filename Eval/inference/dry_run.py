@@ -1,7 +1,8 @@
-"""`inference.py --dry-run`: every prompt rendered exactly as the real run would, with no model weights loaded, to
-check a configuration, see truncation before paying for it, and estimate the cost.
+"""`python inference.py dry-run`: every prompt rendered exactly as the real run would, with no model weights loaded,
+to check a configuration, see truncation before paying for it, and estimate the cost.
 
 Usage:
+    python inference.py dry-run --max-length 2048 --price docs/prices.example.json   # the run's options, as given
     model = from_args(args, tokenizer_only=True)                  # Eval/models/factory.py
     code = dry_run(model, datasets, out_dir, RunSettings(max_length=..., max_new_tokens=..., limit=...))
 
@@ -19,8 +20,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from Eval.args import one_line
+from Eval.commands import inference_command
 from Eval.inference.datasets import Dataset
 from Eval.inference.predict import RunSettings, dataset_prompts, first_pass, generation_budget, required_examples
+from Eval.inference.runner import add_data_arguments, add_output_arguments, add_prompt_arguments, model_options, prepare
 from Eval.models.base import BaseLLM
 from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
@@ -110,3 +114,33 @@ def describe(summary: dict) -> str:
     return (f"{summary['examples']} examples, {summary['prompt_tokens']} prompt tokens (max "
             f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated{skipped}, at most "
             f"{summary['max_gen_tokens']} generated tokens{cost}")
+
+
+def add_arguments(parser) -> None:
+    for add in (add_data_arguments, add_prompt_arguments, add_output_arguments):
+        add(parser)
+
+
+@inference_command("dry-run", help="render every prompt with the tokenizer only: truncation, token counts, cost")
+def run(args) -> int:
+    """The backend's tokenizer-only twin renders every prompt the run would send."""
+    from Eval.models.factory import from_args
+
+    prepared = prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    refused = model_options(args)
+    if refused:
+        return refused
+    datasets, out_dir = prepared
+    try:
+        model = from_args(args, tokenizer_only=True)
+    except (FileNotFoundError, OSError, ValueError) as err:
+        print(f"error: dry-run: {one_line(err)}", file=sys.stderr)
+        return 2
+    settings = RunSettings(max_length=args.max_length, max_new_tokens=args.max_new_tokens, limit=args.limit,
+                           truncation=args.truncation)
+    try:
+        return dry_run(model, datasets, out_dir, settings, args.price_entry)
+    finally:
+        getattr(model, "close", lambda: None)()  # the api adapter's connections

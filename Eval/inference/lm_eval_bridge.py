@@ -1,11 +1,11 @@
 """lm-evaluation-harness tasks on our model adapters: lm_eval runs on exactly the model inference.py builds.
 
 Usage:
-    python -m Eval.inference.lm_eval_bridge --model PATH --tasks my_mc,my_gen --include-path my_tasks/ --limit 100
-    python -m Eval.inference.lm_eval_bridge --model /path/base --peft /path/lora --dtype bfloat16 --tasks arc_easy \
-        --apply-chat-template --system-prompt 'You are a helpful assistant.'
-Every model option of inference.py is accepted as is (--backend, --dtype, --device, --peft, --system-prompt,
---stop, --cut-at, --batch-size, --max-batch-tokens, --max-length, --max-new-tokens, ...: Eval/models/factory.py).
+    python inference.py lm-eval --model PATH --tasks my_mc,my_gen --include-path my_tasks/ --limit 100
+    python inference.py lm-eval --model /path/base -M peft=/path/lora -M dtype=bfloat16 --tasks arc_easy \
+        --apply-chat-template -M system_prompt='You are a helpful assistant.'
+The model is built as inference.py builds it (--model, --backend, -M key=value: Eval/models/factory.py), with
+its batching options (--batch-size, --max-batch-tokens, --max-length, --max-new-tokens).
 Writes OUT_DIR/lm_eval_results.json (default OUT_DIR: pred/<model-name>, beside inference.py's records): lm-eval's
 results dict, plus "bridge" (adapter identity and options, counts of the convention events below); with
 --log-samples also OUT_DIR/lm_eval_samples/<task>.jsonl (a subfolder, so eval.py never reads them as predictions)
@@ -46,12 +46,14 @@ from pathlib import Path
 
 try:
     from lm_eval.api.model import LM
-except ImportError as err:
-    raise ImportError("Eval.inference.lm_eval_bridge needs lm-eval, an optional dependency: pip install lm-eval") from err
+except ImportError:  # an optional dependency: the subcommand says so in one line
+    LM = object
 
-from Eval.args import HelpFormatter, one_line
+from Eval.args import one_line
+from Eval.commands import inference_command
 from Eval.inference.lm_eval_requests import ENCODINGS, RequestEncoder
-from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, served_model_default
+from Eval.inference.runner import DEFAULT_MODEL
+from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, resolve_model_args
 from Eval.names import check_name, output_folder
 from Eval.storage import write_bytes_atomic
 from Eval.models.base import BaseLLM, Prompt, TokenScores, plan_batches
@@ -195,11 +197,9 @@ def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
     return path
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """The bridge's own options, the model options every model-building command takes (Eval/models/factory.py)
     and inference.py's batching options."""
-    p = argparse.ArgumentParser(prog="python -m Eval.inference.lm_eval_bridge", description=__doc__.split("\n")[0],
-                                allow_abbrev=False, formatter_class=HelpFormatter)
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task or group names")
     p.add_argument("--include-path", action="append", default=[], help="a folder of task YAMLs (repeatable)")
     p.add_argument("--no-builtin-tasks", action="store_true", help="index only --include-path (saves ~8 s)")
@@ -217,11 +217,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=None, help="results folder (default: pred/<model-name>)")
     p.add_argument("--model-name", default=None, help="names pred/<model-name> (default: the model path's last "
                                                        "part)")
-    add_model_arguments(p, default_model="Eval/models/demo/tiny-qwen2")
+    add_model_arguments(p, DEFAULT_MODEL)
     add_batch_arguments(p)
-    args = p.parse_args(argv)
-    served_model_default(args, "Eval/models/demo/tiny-qwen2")
-    return args
 
 
 class TaskError(Exception):
@@ -269,8 +266,12 @@ def load_tasks(manager, names: list[str]) -> list:
     return built
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+@inference_command("lm-eval", help="lm-evaluation-harness tasks on the same model adapters (pip install lm-eval)")
+def run(args) -> int:
+    if LM is object:
+        print("error: inference.py lm-eval needs lm-eval, an optional dependency: pip install lm-eval",
+              file=sys.stderr)
+        return 2
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import make_table
@@ -287,6 +288,7 @@ def main(argv=None) -> int:
         return 2
     try:
         out_dir = args.out_dir or output_folder(Path("pred"), args.model_name, args.model)
+        resolve_model_args(args)
         model = from_args(args)
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
@@ -309,6 +311,3 @@ def main(argv=None) -> int:
               "a continuation token (lm-eval itself stops on them) were scored with the separate encoding")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -34,8 +34,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
-
 from Eval.models.base import BaseLLM
 
 log = logging.getLogger(__name__)
@@ -140,6 +138,8 @@ class RequestEncoder:
         ids = self._encode(text)
         if not ids:
             return []
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # lm-eval: optional
+
         windows = get_rolling_token_windows(ids, self.prefix_id, self.max_length or len(ids), context_len=1)
         return [(ctx, piece, len(ctx) + len(piece)) for ctx, piece in map(make_disjoint_window, windows)]
 

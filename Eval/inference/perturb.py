@@ -59,3 +59,15 @@ def with_perturbations(ds: Dataset, specs: list[tuple[str, tuple]], seed: int = 
         examples.append(example)
         examples += [_copy(example, name, args, fields, seed, references) for name, args, fields in applicable]
     return dataclasses.replace(ds, examples=examples, notes=notes, copies=len(applicable))
+
+
+def perturbation_list(text: str) -> list:
+    """argparse type of --perturb: Eval/perturbations parse_perturbations, its ValueError as a usage error."""
+    import argparse
+
+    from Eval.perturbations import parse_perturbations
+
+    try:
+        return parse_perturbations(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

@@ -31,6 +31,7 @@ from Eval.inference.datasets import Dataset, Example
 from Eval.inference.predictions import best_records
 from Eval.inference.run_loop import Job, TokenBudget, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
+from Eval.models.identity import folder_identity
 from Eval.pricing import batch_counts
 
 
@@ -168,8 +169,21 @@ def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list
     return results
 
 
+def request_fingerprint(request: dict, ds: Dataset) -> dict:
+    """What a command asked for, told from its arguments and the files alone (no model, no torch): the backend,
+    every -M pair and the content of each file or folder a -M value or --model names (Eval/models/identity.py),
+    the length settings as given, the dataset's templates and generation length. The sidecar keeps it, so a
+    rerun of the same request with nothing left to do stops before a model loads (Eval/inference/runner.py)."""
+    paths = [request["model"], *(pair.partition("=")[2] for pair in request.get("model_args", ()))]
+    files = [folder_identity(p).get("sha256") for p in paths if p and os.path.exists(p)]
+    kept = {k: v for k, v in request.items() if k != "model_args"}  # their hash stays: values may be secret
+    return {**kept, "files": files, "templates": {k: t.sha256 for k, t in ds.templates.items()},
+            "task_max_new_tokens": ds.task.max_new_tokens, "chat": ds.task.chat}
+
+
 def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSettings,
-                on_saved: Callable[[int], None] | None = None, budget: TokenBudget | None = None) -> dict:
+                on_saved: Callable[[int], None] | None = None, budget: TokenBudget | None = None,
+                request: dict | None = None) -> dict:
     """Generate every example of `ds` that has no current record; returns the run summary (also in the sidecar)."""
     path = out_dir / f"{ds.name}.jsonl"
     max_new, max_length = generation_budget(model, ds, settings)
@@ -209,7 +223,8 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
                           "templates": {kind: {"source": t.source, "sha256": t.sha256}
                                         for kind, t in ds.templates.items()}},
                "data": data,
-               "model": model.identity(), "settings": dataclasses.asdict(settings)}
+               "model": model.identity(), "settings": dataclasses.asdict(settings),
+               "request": request_fingerprint(request, ds) if request else None}
     fingerprint = _fingerprint(model, ds, max_length, max_new, settings.truncation)
     job = Job(path, {e.id: e.sha256 for e in ds.examples}, required, fingerprint, sidecar, ds.name,
               settings.overwrite, settings.shard_id, settings.num_shards, settings.merge,

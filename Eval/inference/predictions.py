@@ -186,7 +186,7 @@ def check_resume(sidecar: Path, fingerprint: dict, pred_path: Path) -> None:
         previous = json.loads(sidecar.read_text(encoding="utf-8")).get("fingerprint", {})
     except (ValueError, AttributeError):
         raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") from None
-    fingerprint = json.loads(json.dumps(fingerprint))  # compare as saved: tuples become lists
+    fingerprint = json_form(fingerprint)  # compare as saved: tuples become lists
     for key in ("model", "reference"):  # older sidecars: the models are now checked per record (model_sha256)
         previous.pop(key, None)
     changed = sorted(k for k in set(previous) | set(fingerprint) if previous.get(k) != fingerprint.get(k))
@@ -195,14 +195,24 @@ def check_resume(sidecar: Path, fingerprint: dict, pred_path: Path) -> None:
                          "rerun with --overwrite to start afresh, or choose another --out-dir")
 
 
-def sidecar_model(sidecar: Path) -> str | None:
-    """The model_sha256 the run that wrote the sidecar stamps on its records (None: unknown, any model), for a
-    merge done apart from the run (--merge, torchrun's rank 0), which has no model of its own to ask."""
+def read_sidecar(sidecar: Path) -> dict:
+    """The run sidecar's content, {} when there is none or it cannot be read."""
     try:
         content = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return content.get("model_sha256") if isinstance(content, dict) else None
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+def sidecar_model(sidecar: Path) -> str | None:
+    """The model_sha256 the run that wrote the sidecar stamps on its records (None: unknown, any model), for a
+    merge done apart from the run (inference.py merge, torchrun's rank 0), which has no model of its own."""
+    return read_sidecar(sidecar).get("model_sha256")
+
+
+def json_form(value):
+    """`value` as it reads back from a JSON file (tuples become lists), to compare with what a sidecar holds."""
+    return json.loads(json.dumps(value))
 
 
 def write_sidecar(sidecar: Path, content: dict) -> None:

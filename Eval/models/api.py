@@ -1,55 +1,35 @@
-"""OpenAI-compatible API adapter: vLLM (`vllm serve`), `transformers serve`, or any server speaking
+"""OpenAI-compatible API adapter (--backend api): vLLM, `transformers serve`, or any server speaking
 /v1/chat/completions and /v1/completions.
 
 Usage:
-    from Eval.models.api import APIModel
+    python inference.py --backend api --model Qwen/Qwen2.5-7B-Instruct -M base_url=http://127.0.0.1:8000/v1
     model = APIModel("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-7B-Instruct", tokenizer="/path/to/tokenizer")
-    prompts = model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None)
-    model.generate(prompts, 16)          # one request per prompt, sent concurrently
-    model.close()
+    model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16); model.close()
 
-The prompt path is the HF adapter's: the filled template is cut in the middle on the token ids of a LOCAL
-tokenizer (`tokenizer`, loaded with AutoTokenizer), and token counts come from it too. Chat-mode prompts are
-sent to /v1/chat/completions as messages (the system prompt from AdapterOptions, then the truncated user text),
-so the server applies its own chat template; the local template only sizes the prompt, and the server's
-prompt-token count is checked against the local one on every answer (`stats["prompt_token_mismatch"]`).
-Completion-mode prompts are sent as the built text to /v1/completions. Decoding is greedy (temperature 0).
+The prompt path is the HF adapter's, on a LOCAL tokenizer (cuts and token counts). Chat-mode prompts go to
+/v1/chat/completions as messages (the server applies its own template; its prompt-token count is checked
+against ours), completion-mode prompts as text to /v1/completions. Decoding is greedy. A server applies `stop`
+inside a thinking block too, so stops are not sent when the output may think (the prompt opens a block, or
+-M reasoning=true): the answer is cut here, after the closing tag. `reasoning_content` comes back in front of
+the answer inside the tag pair. A thinking budget is refused: the server decodes.
 
-Stop strings act only after a thinking block's closing tag (base.cut_at_stop), but a server applies `stop` to
-everything it generates, thinking included. So `stop` is not sent when the output may think: when the locally
-rendered prompt ends with the opening tag (AdapterOptions.think_tags) or AdapterOptions.reasoning says the model
-thinks (--reasoning); the server then runs to EOS or max_tokens and the answer is cut here. A server's separate
-`reasoning_content` is put back in front of the answer inside the tag pair. --thinking-budget is refused (a
-ValueError): the server decodes, so the adapter cannot force the closing tag.
+HTTP is the official `openai` client's (pooling; retries with back-off, jitter and Retry-After on 408/409/429/
+5xx, timeouts and connection errors). Replies are read raw and checked as sent (Eval/models/api_replies.py).
+Ours (api_http.py): the concurrency limit, the rpm limit, a deadline on each whole attempt (a trickling server
+is cut off, then retried) and a byte limit on each reply that max_tokens sets, enforced while reading. A request
+that still fails, and a reply that is not usable (not OpenAI-shaped, null content, over the byte limit,
+impossible token counts), becomes a Generation with finish_reason "error" naming what was wrong: the record is
+written with its error and a rerun redoes exactly those.
 
-HTTP is the official `openai` client's (AsyncOpenAI: connection pooling; retries with exponential back-off,
-jitter and Retry-After on HTTP 408/409/429/5xx, timeouts and connection errors, `max_retries` of them).
-Replies are read raw (`with_raw_response`) and checked as the server sent them (Eval/models/api_replies.py),
-so non-standard fields (`reasoning_content`, vLLM's `max_model_len`) keep working. Ours (api_http.py): at
-most `concurrency` requests in flight (one waiting to be retried keeps its slot), at most `rpm` attempts
-started per `rpm_window` seconds (optional), every attempt bounded as a whole by `timeout` seconds (a trickling
-server is cut off, then retried) and its reply by a byte limit that max_tokens sets, enforced while reading
-(api_http.reply_limit). The event loop runs in a thread (anyio's blocking portal), so calls stay synchronous.
-
-A request that still fails, and a reply that is not usable, becomes a Generation with finish_reason "error" and
-`error` naming what was wrong, so the runner writes the record with its error and a rerun redoes exactly those.
-Not usable: a reply that is not OpenAI-shaped or not JSON, a chat reply with null content (no answer), a body
-over the byte limit (a server that ignores max_tokens), and impossible token counts (api_replies.check_usage).
-Usage counts are optional (the local tokenizer counts the answer without them); the finite numeric fields of
-`usage` are kept as the record's `server_usage`.
-
-Secrets: the API key is read from the environment variable named by `api_key_env` and sent as a Bearer header
-(with none, no Authorization header is sent); credentials inside the base URL (`https://KEY@host/v1`,
-`?api_key=KEY`) are sent as given (userinfo as Basic auth, the query on every request). Neither is ever stored
-in identity(), records, errors or logs: every URL shown is redact_url()'s, every message is scrubbed.
-
-score() needs prompt log-probabilities (vLLM: /v1/completions with echo=true, logprobs=1, max_tokens=0 and a
-token-id prompt); a server without them (e.g. `transformers serve`, which ignores echo/logprobs) raises
-APIFeatureError naming the server and what is missing, never zeros; a malformed reply raises APIError.
+Secrets: the key comes from the variable -M api_key_env names and goes as a Bearer header; credentials inside
+the base URL are sent as given. Neither is stored in identity(), records, errors or logs (redact_url, scrub).
+score() needs prompt log-probabilities (vLLM's echo + logprobs); a server without them raises APIFeatureError
+naming it, never zeros.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import hashlib
 import json
@@ -62,12 +42,14 @@ import anyio.from_thread
 import openai
 
 from Eval.models import register_model
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, \
-    prompt_opens_thinking
+from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
+                              prompt_opens_thinking)
+from Eval.models.options import AdapterOptions
 from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptTransport, MalformedReply, RateLimiter, Scrubber,
                                   WholeRequestTimeout, env_proxy, httpx, redact_url, reply_limit, split_base_url)
 from Eval.models.api_replies import check_usage, first_choice, is_number, json_kind, parse_reply
 from Eval.models.identity import folder_identity
+from Eval.models.options import option
 
 __all__ = ["APIError", "APIFeatureError", "APIModel", "redact_url"]
 
@@ -78,16 +60,32 @@ class APIFeatureError(APIError):
     """The server lacks something the adapter needs (prompt log-probabilities for score())."""
 
 
+@dataclasses.dataclass(frozen=True)
+class APIOptions:
+    """-M options of the api backend. The key is read from the variable api_key_env names, never from here."""
+    base_url: str = option("http://127.0.0.1:8000/v1", "the server's /v1 URL")
+    api_model: str | None = option(None, "served model name, when it is not --model (none: --model)")
+    tokenizer: str | None = option(None, "local tokenizer for truncation and token counts (none: --model)")
+    api_key_env: str = option(DEFAULT_KEY_ENV, "environment variable holding the API key")
+    concurrency: int = option(8, "most requests in flight")
+    rpm: int | None = option(None, "most requests started per minute (none: no limit)")
+    timeout: float = option(300.0, "deadline in seconds for a whole request before it is retried")
+    max_retries: int = option(5, "retries on 429 / 5xx / timeouts / connection errors (the openai client's)")
+    trust_remote_code: bool = option(False, "allow the local tokenizer's own code")
+
+
 @register_model("api")
 class APIModel(BaseLLM):
     name = "api"
+    Options = APIOptions
 
     @classmethod
-    def from_args(cls, model: str, options: AdapterOptions, args) -> "APIModel":
-        """`model` names the served model (unless --api-model does) and is the default local tokenizer."""
-        return cls(args.base_url, args.api_model or model, options, tokenizer=args.tokenizer or model,
-                   api_key_env=args.api_key_env, concurrency=args.concurrency, rpm=args.rpm, timeout=args.timeout,
-                   max_retries=args.max_retries, trust_remote_code=args.trust_remote_code)
+    def from_options(cls, model: str, options: AdapterOptions, backend_options: "APIOptions") -> "APIModel":
+        """`model` names the served model (unless -M api_model does) and is the default local tokenizer."""
+        o = backend_options
+        return cls(o.base_url, o.api_model or model, options, tokenizer=o.tokenizer or model,
+                   api_key_env=o.api_key_env, concurrency=o.concurrency, rpm=o.rpm, timeout=o.timeout,
+                   max_retries=o.max_retries, trust_remote_code=o.trust_remote_code)
 
     # A local tokenizer and no weights: --dry-run uses the adapter itself (BaseLLM.tokenizer_only), which still asks
     # the server for its context window when --max-length is not given, as the real run does.
@@ -110,7 +108,7 @@ class APIModel(BaseLLM):
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env)
         if key is None and api_key_env != DEFAULT_KEY_ENV:
-            raise ValueError(f"environment variable {api_key_env} (named by --api-key-env) is not set")
+            raise ValueError(f"environment variable {api_key_env} (named by -M api_key_env) is not set")
         self._key = key or None  # never written anywhere: sent as a header, scrubbed from error messages
         self._scrub = Scrubber(self._key, base_url)
         self.concurrency, self.timeout, self.max_retries = concurrency, timeout, max_retries
@@ -150,7 +148,7 @@ class APIModel(BaseLLM):
     # sizes chat prompts; the server applies its own template.
     def without_chat_template(self, text: str) -> str:
         raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat prompts cannot "
-                         "be sized; pass --tokenizer with the served model's tokenizer, or use completion mode")
+                         "be sized; pass -M tokenizer=PATH with the served model's tokenizer, or use completion mode")
 
     def context_window(self) -> int | None:
         """The `context_window` argument, else the server's max_model_len (vLLM lists it in /v1/models), else
@@ -355,7 +353,7 @@ class APIModel(BaseLLM):
     def identity(self) -> dict:
         template = self.tokenizer.chat_template or ""
         local = os.path.exists(self.tokenizer_path)
-        return {"adapter": self.name, "path": self.api_model, "base_url": self.base_url,
+        return {"adapter": self.name, "served": True, "path": self.api_model, "base_url": self.base_url,
                 "api_model": self.api_model, "server_model": getattr(self, "_server_model", None),
                 "tokenizer": os.path.abspath(self.tokenizer_path) if local else self.tokenizer_path,
                 "tokenizer_files": folder_identity(self.tokenizer_path) or None,

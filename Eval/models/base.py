@@ -19,26 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from Eval.extract import strip_think
-
-
-@dataclasses.dataclass(frozen=True)
-class AdapterOptions:
-    system_prompt: str | None = None  # sent as the chat's system message when set
-    stop: tuple[str, ...] = ()  # extra stop strings for every task (a task's own stops are added)
-    cut_at: tuple[str, ...] = ()  # output clean-up: drop everything from the first of these (e.g. "<eoa>")
-    strip_think: bool = False  # output clean-up: keep only the text after the thinking block's closing tag
-    # Reasoning models: the tag pair around their thinking (stop strings apply only after the closing tag), the
-    # most tokens a thinking block may take before the closing tag is forced (hf), and whether the model may
-    # think without its prompt opening the block (the API backend then applies stop strings itself).
-    think_tags: tuple[str, str] = ("<think>", "</think>")
-    thinking_budget: int | None = None
-    reasoning: bool = False
-
-    def __post_init__(self):
-        if len(self.think_tags) != 2 or not all(self.think_tags):  # an empty tag would match every text
-            raise ValueError(f"think_tags must be two non-empty strings (open, close), not {self.think_tags!r}")
-        if self.thinking_budget is not None and self.thinking_budget < 0:
-            raise ValueError(f"thinking_budget must be at least 0, not {self.thinking_budget}")
+from Eval.models.options import AdapterOptions
 
 
 @dataclasses.dataclass
@@ -170,15 +151,22 @@ class BaseLLM:
 
     holds_weights = True  # False: building the adapter loads no model (a server's client, the echo model)
 
+    Options = None  # the backend's -M options: a dataclass of Eval/models/options.py option() fields, or None
+
     @classmethod
-    def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> "BaseLLM":
+    def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
+        """The adapter for `model` with its adapter options and its backend's Options (Eval/models/factory.py)."""
+        raise NotImplementedError
+
+    @classmethod
+    def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
         """An adapter that renders prompts exactly as this backend's does (tokenizer hooks, build_prompts,
         context_window) but loads no weights and declares no model calls: `inference.py --dry-run`. An adapter
         that holds no weights is its own twin; one that does offers a twin by overriding this (hf), else a
         ValueError says it cannot."""
         if cls.holds_weights:
             raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only mode")
-        adapter = cls.from_args(model, options, args)
+        adapter = cls.from_options(model, options, backend_options)
         adapter.capabilities = frozenset()  # the same prompts; it only declares no model calls
         return adapter
 
@@ -323,7 +311,7 @@ class BaseLLM:
         """--thinking-budget, or a ValueError when this backend cannot enforce one (capability "thinking_budget")."""
         budget = self.options.thinking_budget
         if budget is not None and not self.can("thinking_budget"):
-            raise ValueError(f"--thinking-budget: the {self.name} backend cannot force the end of a thinking block "
+            raise ValueError(f"-M thinking_budget: the {self.name} backend cannot force the end of a thinking block "
                              "(it does not drive decoding token by token); use --backend hf")
         return budget
 

@@ -4,10 +4,12 @@
 Usage:
     model = load_weights(AutoModelForCausalLM, checked_checkpoint(path), "auto", resolve_device("auto"),
                          trust_remote_code=False, allow_pickle=False, peft=None)
+    HFModel(path, AdapterOptions(), **dataclasses.asdict(CheckpointOptions(dtype="bfloat16")))   # -M options
     checkpoint_identity(path, model, tokenizer, checkpoint_files(path, peft))   # -> {"path", "dtype", "files", "peft_files", ...}
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import torch
 
 from Eval.models.identity import folder_identity
+from Eval.models.options import option
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -70,7 +73,13 @@ def checked_checkpoint(path: str) -> str:
     return path
 
 
-def checkpoint_options(args) -> dict:
-    """The Hugging Face backends' options from parsed arguments (Eval/models/factory.py fills in defaults)."""
-    return {"dtype": args.dtype, "device": args.device, "peft": args.peft, "allow_pickle": args.allow_pickle,
-            "trust_remote_code": args.trust_remote_code, "threads": args.threads}
+@dataclasses.dataclass(frozen=True)
+class CheckpointOptions:
+    """-M options of the Hugging Face backends (hf, masked). Safe by default: safetensors only, no remote code."""
+    dtype: str = option("auto", "auto: float32 on CPU, the checkpoint's dtype on GPU",
+                        choices=("auto", "float32", "bfloat16", "float16"))
+    device: str = option("auto", "auto, cpu, cuda, cuda:1, ...")
+    peft: str | None = option(None, "path of a PEFT adapter to apply")
+    trust_remote_code: bool = option(False, "allow model code from the checkpoint")
+    allow_pickle: bool = option(False, "allow non-safetensors (pickle) weights")
+    threads: int | None = option(None, "torch CPU threads (none: torch's choice)")

@@ -8,8 +8,9 @@ prompt whose last line is a reversed "answer </think> thinking <think>" exercise
 from __future__ import annotations
 
 from Eval.models import register_model
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, \
-    prompt_opens_thinking
+from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
+                              prompt_opens_thinking)
+from Eval.models.options import AdapterOptions
 
 
 @register_model("echo")
@@ -18,7 +19,7 @@ class EchoModel(BaseLLM):
     holds_weights = False  # --dry-run renders with the adapter itself
 
     @classmethod
-    def from_args(cls, model: str, options: AdapterOptions, args) -> "EchoModel":
+    def from_options(cls, model: str, options: AdapterOptions, backend_options: None) -> "EchoModel":
         return cls(options)
 
     def tokenize(self, text: str) -> list[int]:

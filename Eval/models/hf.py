@@ -15,6 +15,7 @@ membership attack, which needs gradients and so cannot be computed from saved ou
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import torch
@@ -22,9 +23,9 @@ from transformers import AutoModelForCausalLM, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from Eval.models import register_model
-from Eval.models.base import (AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches,
-                              prompt_opens_thinking)
-from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, checkpoint_identity, checkpoint_options, is_oom, load_weights,
+from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches, prompt_opens_thinking)
+from Eval.models.options import AdapterOptions
+from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, CheckpointOptions, checkpoint_identity, is_oom, load_weights,
                                     resolve_device)
 from Eval.models.greedy import StopWatch, greedy_decode
 from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
@@ -40,16 +41,17 @@ PARALLEL_DECODE_WORK = 1.2e9
 @register_model("hf")
 class HFModel(BaseLLM):
     name = "hf"
+    Options = CheckpointOptions
     capabilities = frozenset({"generate", "score", "score_ids", "token_stats", "gradients", "label_encoding",
                               "thinking_budget"})
 
     @classmethod
-    def from_args(cls, model: str, options: AdapterOptions, args) -> "HFModel":
-        return cls(checked_checkpoint(model), options, **checkpoint_options(args))
+    def from_options(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions) -> "HFModel":
+        return cls(checked_checkpoint(model), options, **dataclasses.asdict(backend_options))
 
     @classmethod
-    def tokenizer_only(cls, model: str, options: AdapterOptions, args) -> TokenizerOnly:
-        return TokenizerOnly(checked_checkpoint(model), options, trust_remote_code=args.trust_remote_code)
+    def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions) -> TokenizerOnly:
+        return TokenizerOnly(checked_checkpoint(model), options, trust_remote_code=backend_options.trust_remote_code)
 
     def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
                  device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,

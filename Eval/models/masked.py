@@ -34,6 +34,7 @@ chat template when it has one, else plain text.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import NamedTuple
 
@@ -41,10 +42,11 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from Eval.models import register_model
-from Eval.models.base import AdapterOptions, BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
+from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
+from Eval.models.options import AdapterOptions
 from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
 from Eval.models.token_stats import position_stats
-from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, checkpoint_identity, checkpoint_options, load_weights,
+from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, CheckpointOptions, checkpoint_identity, load_weights,
                                     resolve_device)
 
 
@@ -59,11 +61,12 @@ class Row(NamedTuple):
 class MaskedLMModel(BaseLLM):
     bidirectional = True  # label probabilities come from full context; records keep their confidence order
     name = "masked"
+    Options = CheckpointOptions
     capabilities = frozenset({"generate", "score", "token_stats"})
 
     @classmethod
-    def from_args(cls, model: str, options: AdapterOptions, args) -> "MaskedLMModel":
-        return cls(checked_checkpoint(model), options, **checkpoint_options(args))
+    def from_options(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions) -> "MaskedLMModel":
+        return cls(checked_checkpoint(model), options, **dataclasses.asdict(backend_options))
 
     def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
                  device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,

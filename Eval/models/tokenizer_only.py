@@ -15,7 +15,8 @@ import os
 
 from transformers import AutoConfig, AutoTokenizer
 
-from Eval.models.base import AdapterOptions, BaseLLM
+from Eval.models.base import BaseLLM
+from Eval.models.options import AdapterOptions
 
 
 def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left"):

@@ -46,6 +46,8 @@ from pathlib import Path
 
 from Eval.extract import run_extraction
 from Eval.records import RecordError, read_records
+from Eval.commands import eval_command
+from Eval.scoring.folders import dataset_names, prediction_files, task_for_file
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.scorer import percent, score_dataset, score_text, text_table
 from Eval.storage import StorageError, commit_files, json_bytes
@@ -228,7 +230,7 @@ def diff_path(dir_a: Path, dir_b: Path) -> Path:
     return dir_b.resolve().parent / f"diff_{dir_a.resolve().name}_vs_{dir_b.resolve().name}.json"
 
 
-def build_diff(dir_a: Path, dir_b: Path, resolve_task, list_files, only: set[str] | None,
+def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None,
                notes: list[str]) -> dict:
     """The whole diff document; raises RecordError / StorageError / KeyError on bad input.
     `resolve_task` and `list_files` are eval.py's task_for_file and prediction_files, so both sides
@@ -236,8 +238,8 @@ def build_diff(dir_a: Path, dir_b: Path, resolve_task, list_files, only: set[str
     for folder in (dir_a, dir_b):
         if not folder.is_dir():
             raise RecordError(folder, None, "no such folder")
-    files_a = {f.stem: f for f in list_files(dir_a)}
-    files_b = {f.stem: f for f in list_files(dir_b)}
+    files_a = {f.stem: f for f in prediction_files(dir_a)}
+    files_b = {f.stem: f for f in prediction_files(dir_b)}
     if only is not None:
         files_a = {k: v for k, v in files_a.items() if k in only}
         files_b = {k: v for k, v in files_b.items() if k in only}
@@ -247,7 +249,7 @@ def build_diff(dir_a: Path, dir_b: Path, resolve_task, list_files, only: set[str
             notes.append(f"only {name} has {', '.join(alone)}: not compared")
     datasets = {}
     for name in sorted(set(files_a) & set(files_b)):
-        task_a, task_b = resolve_task(files_a[name], notes), resolve_task(files_b[name], notes)
+        task_a, task_b = task_for_file(files_a[name], notes), task_for_file(files_b[name], notes)
         datasets[name] = compare_dataset(task_a, read_records(files_a[name]),
                                          task_b, read_records(files_b[name]))
     if not datasets:
@@ -302,13 +304,13 @@ def _short(view: dict) -> str:
     return f"{text!r} -> {view['score']}"
 
 
-def run_diff(dir_a: Path, dir_b: Path, resolve_task, list_files, only: set[str] | None = None,
+def run_diff(dir_a: Path, dir_b: Path, only: set[str] | None = None,
              quiet: bool = False) -> int:
     """eval.py's --diff: compare, write the file, print the table; 2 and nothing written on bad
     input."""
     notes: list[str] = []
     try:
-        doc = build_diff(dir_a, dir_b, resolve_task, list_files, only, notes)
+        doc = build_diff(dir_a, dir_b, only, notes)
     except (RecordError, StorageError) as err:
         print(f"error: nothing was written: {err}", file=sys.stderr)
         return 2
@@ -323,3 +325,16 @@ def run_diff(dir_a: Path, dir_b: Path, resolve_task, list_files, only: set[str] 
         print("\n".join(diff_table(doc)))
         print(f"-> {out}")
     return 0
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("dir_a", type=Path, metavar="DIR_A", help="the first prediction folder (the baseline)")
+    parser.add_argument("dir_b", type=Path, metavar="DIR_B", help="the second prediction folder")
+    parser.add_argument("--datasets", type=dataset_names, default=None,
+                        help="comma-separated datasets to compare (default: every dataset both hold)")
+    parser.add_argument("--quiet", action="store_true", help="print only errors")
+
+
+@eval_command("diff", help="is B better than A on the same items: paired intervals, McNemar, why samples differ")
+def run(args) -> int:
+    return run_diff(args.dir_a, args.dir_b, args.datasets, args.quiet)

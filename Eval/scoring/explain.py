@@ -1,12 +1,13 @@
-"""Why a score is what it is: per-example explanation fields, `eval.py --explain DATASET:ID` and `--worst N`.
+"""Why a score is what it is: per-example explanation fields, and `python eval.py explain`.
 
 Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module only calls it, once per
 record and metric, on the reference that gave the record's score (the first one reaching the maximum), and lays
 out what it said. Explanations are read-only: scores always come from the metrics themselves.
 
 Usage:
-    python eval.py --explain custom_zh:3 --model demo      # one example, in words
-    python eval.py --model demo --worst 3                  # score as usual, then each dataset's 3 lowest
+    python eval.py explain custom_zh:3 --model demo         # one example, in words
+    python eval.py explain --worst 3 --model demo           # each dataset's 3 lowest (scored in memory)
+    python eval.py explain pred/m/TOFU_EVAL.json forget_truth_ratio:0   # a TOFU / MUSE per-sample value
     from Eval.scoring.explain import explanation_fields, render_example
     entry.update(explanation_fields(record, extracted, per_metric))  # per_metric: [(metric, reference index)]
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+from Eval.commands import eval_command
 
 NO_EXPLAINER = "no explanation for this metric yet"
 PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
@@ -95,12 +98,12 @@ def print_worst(pred_dir: Path, results: list[dict], n: int) -> None:
             print(render_example(result["dataset"], entry, str(pred_dir / f"{result['dataset']}.jsonl")))
 
 
-# --- eval.py --explain -------------------------------------------------------------------------------------------
+# --- eval.py explain ---------------------------------------------------------------------------------------------
 def parse_target(text: str) -> tuple[str, str]:
     """"DATASET:ID" -> (dataset, id); the id may itself hold ":" (only the first one splits)."""
     dataset, sep, example = text.partition(":")
     if not sep or not dataset or not example:
-        raise ValueError(f"--explain wants DATASET:ID (for example custom_zh:3), got {text!r}")
+        raise ValueError(f"explain wants DATASET:ID (for example custom_zh:3), got {text!r}")
     return dataset, example
 
 
@@ -114,9 +117,12 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
     return None
 
 
-def run_explain(target: str, pred_dirs: list[Path], load_folder, score_dataset) -> int:
+def run_explain(target: str, pred_dirs: list[Path]) -> int:
     """Print one example's explanation from each folder that has the dataset; nothing is written. Exit 2 (with
     the reason on stderr) for a malformed target, an unknown dataset or an id no folder has."""
+    from Eval.scoring.folders import load_folder
+    from Eval.scoring.scorer import score_dataset
+
     try:
         dataset, example = parse_target(target)
     except ValueError as err:
@@ -147,3 +153,51 @@ def run_explain(target: str, pred_dirs: list[Path], load_folder, score_dataset) 
     if problems:
         print("error:", *problems, sep="\n  ", file=sys.stderr)
     return 0 if shown and not problems else 2
+
+
+def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
+    """Each dataset's n lowest-scored examples, explained; scored in memory, nothing written."""
+    from Eval.scoring.folders import load_folder
+    from Eval.scoring.robustness import score_with_perturbations
+
+    problems: list[str] = []
+    loaded = {d: load_folder(d, only, problems, []) for d in pred_dirs}
+    if problems:
+        print("error:", *problems, sep="\n  ", file=sys.stderr)
+        return 2
+    for pred_dir, items in loaded.items():
+        print_worst(pred_dir, [score_with_perturbations(task, records) for task, records, _ in items], n)
+    return 0
+
+
+def add_arguments(parser) -> None:
+    from Eval.args import positive_int
+    from Eval.scoring.folders import add_folder_arguments
+
+    parser.add_argument("target", nargs="*", metavar="TARGET",
+                        help="DATASET:ID (ID: the record's id, or #LINE), or EVAL_JSON METRIC:INDEX for a TOFU / "
+                             "MUSE log (ours or a published one)")
+    parser.add_argument("--worst", type=positive_int, default=None, metavar="N",
+                        help="instead: each dataset's N lowest-scored examples (default: off)")
+    add_folder_arguments(parser)
+
+
+@eval_command("explain", help="why examples scored what they did, in words (DATASET:ID, --worst N, a TOFU log)")
+def run(args) -> int:
+    from Eval.scoring.folders import find_pred_dirs
+
+    if bool(args.worst) == bool(args.target) or len(args.target) > 2:
+        print("error: give DATASET:ID, or EVAL_JSON METRIC:INDEX, or --worst N", file=sys.stderr)
+        return 2
+    if len(args.target) == 2:
+        from Eval.unlearning.explain import run_explain as explain_log
+
+        return explain_log(Path(args.target[0]), args.target[1])
+    try:
+        pred_dirs, _ = find_pred_dirs(args.pred_dir, args.model, args.pred_root, [])
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.worst:
+        return run_worst(pred_dirs, args.datasets, args.worst)
+    return run_explain(args.target[0], pred_dirs)

@@ -27,6 +27,7 @@ from Eval.scoring.robustness import robustness_rows
 from Eval.scoring.explain import head
 from Eval.scoring.report import CLEAN_STATUSES, ci_text, collect_models, n_text, status_of
 from Eval.scoring.scorer import LENGTH_BUCKETS
+from Eval.commands import eval_command
 from Eval.storage import write_bytes_atomic
 
 TEMPLATE = "report.html.j2"
@@ -308,3 +309,39 @@ def run_report(root: Path, quiet: bool = False) -> int:
     if not quiet:
         print(f"report -> {out} ({out.stat().st_size / 1024:.0f} KiB)")
     return 0
+
+
+def stale_folders(root: Path) -> list[Path]:
+    """The model folders under ROOT whose prediction files are not all scored as they are now."""
+    from Eval.scoring.folders import prediction_files
+    from Eval.scoring.report import entry_is_current, read_details
+
+    stale = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files = prediction_files(folder)
+        details, _ = read_details(folder)
+        if any(f.stem not in details or entry_is_current(folder, f.stem, details[f.stem]) for f in files):
+            stale.append(folder)
+    return stale
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--pred-root", type=Path, default=Path("pred"), help="the folder of model folders")
+    parser.add_argument("--quiet", action="store_true", help="print only errors")
+
+
+@eval_command("report", help="ROOT/report.html, one offline page; scores first what is not scored yet")
+def run(args) -> int:
+    from Eval.scoring.folders import score_and_write
+    from Eval.scoring.report import write_models_table
+
+    root = args.pred_root
+    if root.is_dir():
+        stale = stale_folders(root)
+        if stale:
+            if not args.quiet:
+                print(f"scoring first: {', '.join(folder.name for folder in stale)}")
+            if score_and_write(stale, None, None, {}, []) is None:
+                return 2
+            write_models_table(root)
+    return run_report(root, args.quiet)

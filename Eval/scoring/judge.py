@@ -273,3 +273,32 @@ def rates(a_values: list[float]) -> dict:
     return {**{k: (round(100 * c / total, 2) if total else None) for k, c in counts.items()}, "counts": counts,
             "win_ci95": interval,  # Wilson's 95% interval of the win rate: 1 verdict of 1 is [20.65, 100.0]
             "mean_a_score": round(100 * sum(a_values) / total, 2) if total else None}
+
+
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
+NO_VERDICT = "n/a (no parseable verdict)"
+
+
+def add_judge_model_arguments(parser) -> None:
+    """The judge model, built as inference.py builds models (Eval/models/factory.py: -M key=value options)."""
+    from Eval.args import positive_int
+
+    parser.add_argument("--judge", required=True,
+                        help="judge model: a local path, or the served name with --judge-backend api")
+    parser.add_argument("--judge-backend", default="hf", help="the judge's model adapter (hf, api, ...)")
+    parser.add_argument("-M", "--model-arg", dest="model_args", action="append", default=[], metavar="KEY=VALUE",
+                        help="a judge model option, one pair per -M: e.g. -M base_url=URL -M tokenizer=PATH "
+                             "(python inference.py --backend NAME --help lists them; default: none)")
+    parser.add_argument("--judge-mode", default="text", choices=["text", "logits"],
+                        help="read verdicts from text or from the first answer token's probabilities")
+    parser.add_argument("--judge-max-length", type=positive_int, default=None,
+                        help="judge prompt budget (default: the model's)")
+
+
+def load_judge_model(args):
+    """The judge adapter from the --judge options; only now are the backend's module (and torch) imported."""
+    import argparse
+
+    from Eval.models.factory import from_args
+
+    return from_args(argparse.Namespace(model=args.judge, backend=args.judge_backend, model_args=args.model_args))

@@ -70,7 +70,7 @@ def example_set(records: list[dict]) -> str:
     return hashlib.sha256("\n".join(sorted(keys)).encode("utf-8")).hexdigest()[:16]
 
 
-def _entry_is_current(folder: Path, name: str, entry: object) -> str | None:
+def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     """Why a kept result entry can no longer stand, or None when its prediction file is unchanged."""
     if name_problem(name):
         return "is not a dataset name"
@@ -109,7 +109,7 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
     for name, entry in existing.items():
         if any(r["dataset"] == name for r in results):
             continue
-        why = "has no prediction file any more" if full_run else _entry_is_current(folder, name, entry)
+        why = "has no prediction file any more" if full_run else entry_is_current(folder, name, entry)
         if why is None:
             details[name] = entry
             continue
@@ -255,7 +255,7 @@ def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
         details, _ = read_details(folder)
         current = {}
         for name, entry in details.items():
-            why = _entry_is_current(folder, name, entry)
+            why = entry_is_current(folder, name, entry)
             if why is None:
                 current[name] = entry
             else:

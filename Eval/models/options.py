@@ -1,0 +1,124 @@
+"""Model options on the command line: `-M key=value`, one pair per flag, declared by each backend next to its code.
+
+A backend declares its options as a frozen dataclass of `option(default, help)` fields (Eval/models/checkpoint.py
+CheckpointOptions for hf and masked, Eval/models/api.py APIOptions); the adapter options every backend shares
+(system prompt, stop strings, clean-up, thinking tags) are AdapterOptions below. `-M` is repeatable and takes one
+pair each, so a value may hold commas, spaces and "=" (a system prompt does); a list option (stop, cut_at) grows
+by one value per pair. Values are read by the field's type: int, float, true/false, none for an optional one.
+An unknown key is an error naming the backend's keys, and the closest one.
+
+Usage:
+    parse_model_args(["dtype=bfloat16", "system_prompt=Be brief."], [AdapterOptions, CheckpointOptions])
+        -> {AdapterOptions: AdapterOptions(system_prompt="Be brief.", ...), CheckpointOptions: ...(dtype=...)}
+    options_help([AdapterOptions, APIOptions])   # the lines `python inference.py --backend api --help` adds
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+
+
+def option(default, help: str, choices: tuple | None = None):  # noqa: A002 - argparse's word for it
+    """A dataclass field that is a -M option: its default, one line of help, and the values it allows."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterOptions:
+    """Options every backend takes: differences between model families, never checks of the model's name."""
+    system_prompt: str | None = option(None, "system message for chat templates")
+    stop: tuple[str, ...] = option((), "an extra stop string (one per pair; repeat the pair for more)")
+    cut_at: tuple[str, ...] = option((), "cut the output at this marker, e.g. <eoa> (TinyEval's internlm)")
+    strip_think: bool = option(False, "save only the text after the thinking block; an unclosed one stays")
+    # A reasoning model's tag pair (stop strings apply only after the closing tag), the most tokens a thinking
+    # block may take before the closing tag is forced (hf), and whether the model may think without its prompt
+    # opening the block (the api backend then applies stop strings itself).
+    think_tags: tuple[str, ...] = option(("<think>", "</think>"), "the thinking block's opening and closing "
+                                                                  "tag: two pairs, think_tags=OPEN think_tags=CLOSE")
+    thinking_budget: int | None = option(None, "hf: at most N new tokens inside a thinking block, then the "
+                                               "closing tag is forced")
+    reasoning: bool = option(False, "the model may think without its prompt opening the block (api: stop "
+                                    "strings are applied here, after the closing tag)")
+
+    def __post_init__(self):
+        if len(self.think_tags) != 2 or not all(self.think_tags):  # an empty tag would match every text
+            raise ValueError(f"think_tags must be two non-empty strings (open, close), not {self.think_tags!r}")
+        if self.thinking_budget is not None and self.thinking_budget < 0:
+            raise ValueError(f"thinking_budget must be at least 0, not {self.thinking_budget}")
+        for name in ("stop", "cut_at"):
+            if any(not text for text in getattr(self, name)):  # an empty marker would match everywhere
+                raise ValueError(f"-M {name}= is empty: give the text to look for")
+
+
+def _kind(hint) -> tuple[type, bool, bool]:
+    """(value type, optional, a tuple of values) of a field's annotation."""
+    hint_args = typing.get_args(hint)
+    optional = type(None) in hint_args
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        hint = next(a for a in hint_args if a is not type(None))
+    if typing.get_origin(hint) is tuple:
+        return typing.get_args(hint)[0], optional, True
+    return hint, optional, False
+
+
+def _value(kind: type, optional: bool, text: str, key: str):
+    if optional and text.lower() == "none":
+        return None
+    if kind is bool:
+        if text.lower() in ("true", "1", "yes", "on"):
+            return True
+        if text.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"-M {key}={text}: not true or false")
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"-M {key}={text}: not {'an integer' if kind is int else 'a number'}") from None
+
+
+def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object]:
+    """Each options class built from the `key=value` pairs that name its fields; ValueError for a pair without
+    "=", an unknown key (naming the known ones), a value of the wrong type or outside the field's choices."""
+    fields = {f.name: (cls, f) for cls in classes for f in dataclasses.fields(cls)}
+    values: dict[type, dict] = {cls: {} for cls in classes}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"-M {pair}: expected key=value")
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise ValueError(f"-M {key}: no such option.{hint} Options: {', '.join(sorted(fields))}")
+        cls, field = fields[key]
+        kind, optional, many = _kind(typing.get_type_hints(cls)[key])
+        value = _value(kind, optional, text, key)
+        if field.metadata.get("choices") and value not in field.metadata["choices"]:
+            raise ValueError(f"-M {key}={text}: choose one of {', '.join(map(str, field.metadata['choices']))}")
+        if many:
+            value = (*values[cls].get(key, ()), value)
+        values[cls][key] = value
+    built = {}
+    for cls in classes:
+        try:
+            built[cls] = cls(**values[cls])
+        except (TypeError, ValueError) as err:
+            raise ValueError(str(err)) from None
+    return built
+
+
+def options_help(classes: list[type]) -> str:
+    """One line per option: `key=DEFAULT  help`, the choices when it has some."""
+    rows = []
+    for cls in classes:
+        for field in dataclasses.fields(cls):
+            default = field.default
+            shown = " ".join(default) if isinstance(default, tuple) else str(default).lower() \
+                if isinstance(default, bool) or default is None else str(default)
+            choices = field.metadata.get("choices")
+            extra = f" ({'/'.join(map(str, choices))})" if choices else ""
+            rows.append((f"-M {field.name}={shown}", f"{field.metadata.get('help', '')}{extra}"))
+    width = max((len(left) for left, _ in rows), default=0)
+    return "\n".join(f"  {left:<{width}}  {right}" for left, right in rows)

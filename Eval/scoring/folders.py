@@ -1,0 +1,185 @@
+"""Prediction folders: which folders and files to score, the task each file is scored with, and scoring them.
+
+A prediction folder holds `<dataset>.jsonl` files; the file stem names the dataset, always (a name inside a
+sidecar is never used as a path). Every command that reads predictions (the main scoring job, explain, diff,
+report, judge, compare) finds them here.
+
+Usage:
+    pred_dirs, all_models = find_pred_dirs(pred_dir=None, model=None, pred_root=Path("pred"), notes=notes)
+    loaded = load_folder(Path("pred/demo"), only=None, problems=problems, notes=notes)   # [(task, records, sources)]
+    code = score_and_write(pred_dirs, only, time_limit=None, prices={}, quiet=False, worst=None)
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from Eval.args import name_list
+from Eval.names import check_name, name_problem
+from Eval.pricing import usage_of
+from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records, sidecar_path
+from Eval.scoring.breakdowns import get_breakdown
+from Eval.scoring.provenance import check_prediction_file, file_sha256
+from Eval.scoring.report import RESULT_FILES, commit_folder, example_set, folder_outputs
+from Eval.scoring.robustness import score_with_perturbations
+from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
+from Eval.tasks import TASKS, get_task, task_from_dict
+
+
+def add_folder_arguments(p) -> None:
+    """Which prediction folders: shared with the subcommands that read them (explain, report, judge)."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--pred-dir", type=Path, default=None,
+                       help="score the *.jsonl files of this folder (default: every model folder under PRED_ROOT)")
+    where.add_argument("--model", type=model_folder, default=None,
+                       help="score PRED_ROOT/MODEL (default: every model folder)")
+    p.add_argument("--pred-root", type=Path, default=Path("pred"),
+                   help="folder of model folders, used by --model and when neither option is given")
+    p.add_argument("--datasets", type=dataset_names, default=None,
+                   help="comma-separated dataset names to score; the other datasets' results are kept (default: all)")
+
+
+def model_folder(text: str) -> str:
+    """argparse type of --model: a folder name under PRED_ROOT, never a path."""
+    import argparse
+
+    try:
+        return check_name(text, "")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).strip()) from None
+
+
+def dataset_names(text: str) -> set[str]:
+    """argparse type of --datasets: names that are names, never paths."""
+    import argparse
+
+    try:
+        return {check_name(name, "entry") for name in name_list(text)}
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def prediction_files(folder: Path) -> list[Path]:
+    """The folder's prediction files: *.jsonl at its top level, less TOFU / MUSE score records and the prompts
+    of inference.py dry-run."""
+    return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f))
+
+
+def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
+                   notes: list[str]) -> tuple[list[Path], bool]:
+    """The folders to score, and whether this is the all-models mode (which also writes the table). Folders the
+    toolkit writes that hold no prediction files (a compare output, a judge cache) are skipped, said so."""
+    if pred_dir is not None:
+        return [pred_dir], False
+    if model is not None:
+        return [pred_root / model], False
+    if not pred_root.is_dir():
+        raise FileNotFoundError(f"{pred_root}: no such folder; run inference.py first or pass --pred-dir")
+    dirs = []
+    for folder in sorted(d for d in pred_root.iterdir() if d.is_dir() and not d.name.startswith(".")):
+        if prediction_files(folder):
+            dirs.append(folder)
+        elif any(not is_dry_run_output(f) for f in folder.glob("*.jsonl")):
+            notes.append(f"{folder}: TOFU / MUSE score records only; score them with "
+                         f"python eval.py unlearning tofu|muse --pred-dir {folder}")
+        else:
+            notes.append(f"{folder}: no prediction files (*.jsonl); skipped")
+    if not dirs:
+        raise FileNotFoundError(f"{pred_root}: no model folder with *.jsonl prediction files")
+    return dirs, True
+
+
+def task_for_file(path: Path, notes: list[str]):
+    """The table's task for the file stem; for a dataset the table lacks, the task inference.py chose and
+    saved in the run sidecar (said out loud); otherwise an error with close-name suggestions."""
+    sidecar = sidecar_path(path)
+    if path.stem not in TASKS and (sidecar.exists() or sidecar.is_symlink()):
+        try:
+            saved = json.loads(read_regular_bytes(sidecar))
+            task_data = saved.get("task") if isinstance(saved, dict) else None
+            saved_name = task_data.get("name") if isinstance(task_data, dict) else None
+            if saved_name is not None and name_problem(saved_name):  # a name that is a path: the data is damaged
+                raise ValueError(f"task.name {saved_name!r} is not a dataset name ({name_problem(saved_name)})")
+            task = task_from_dict(task_data, path.stem)
+        except (StorageError, ValueError, RecursionError, KeyError) as err:
+            detail = err.args[0] if err.args else err
+            raise RecordError(sidecar, None, f"cannot tell how to score {path.name}: {detail}") from None
+        notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
+                     f"(metrics {', '.join(task.metrics)})")
+        return task
+    return get_task(path.stem)
+
+
+def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str]) -> list[tuple]:
+    """(task, records, sources) for each prediction file; every problem is appended to `problems`."""
+    if not pred_dir.is_dir():
+        problems.append(f"{pred_dir}: no such folder")
+        return []
+    notes += [n for n in recover(pred_dir, RESULT_FILES, ("per_example",))]
+    every = [f for f in pred_dir.glob("*.jsonl") if not is_dry_run_output(f)]  # the dry run's prompts: not data
+    files = prediction_files(pred_dir)
+    hint = "; its TOFU / MUSE score records are scored by `eval.py unlearning`" if len(files) < len(every) else ""
+    if hint:
+        notes.append(f"{pred_dir}: TOFU / MUSE score records left to `python eval.py unlearning ...`")
+    if only is not None:
+        files = [f for f in files if f.stem in only]
+        for missing in sorted(only - {f.stem for f in files}):
+            problems.append(f"{pred_dir}: no prediction file {missing}.jsonl")
+    if not files and only is None:
+        problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
+    loaded = []
+    for path in files:
+        try:
+            problem = name_problem(path.stem) or regular_file_problem(path)
+            if problem:
+                raise RecordError(path, None, problem)
+            task = task_for_file(path, notes)
+            if task.breakdown:
+                get_breakdown(task.breakdown)  # an unknown name (a sidecar's task) is a KeyError naming close ones
+            records = read_records(path)
+            sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
+                       "examples_sha256": example_set(records), "data_check": check_prediction_file(path, records)}
+            loaded.append((task, records, sources))
+        except (RecordError, StorageError) as err:
+            problems.append(str(err))
+        except KeyError as err:  # unknown dataset / metric
+            problems.append(f"{path}: {err.args[0] if err.args else err}")
+    return loaded
+
+
+def score_folders(loaded: dict[Path, list[tuple]], only, time_limit, prices: dict) -> tuple[dict, list[str]]:
+    """Every folder scored and its outputs built in memory; nothing is written here. `prices`: folder -> the
+    --price entry that applies (or None)."""
+    outputs, problems = {}, []
+    for pred_dir, items in loaded.items():
+        start = time.perf_counter()
+        results = [{**score_with_perturbations(task, records, time_limit), "data_check": sources["data_check"],
+                    "usage": usage_of(records)} for task, records, sources in items]
+        try:
+            built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items}, full_run=only is None,
+                                   price=prices.get(pred_dir))
+        except (UnicodeEncodeError, ValueError) as err:
+            problems.append(f"{pred_dir}: results cannot be written as JSON: {err}")
+            continue
+        outputs[pred_dir] = (results, built, time.perf_counter() - start)
+    return outputs, problems
+
+
+def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None, prices: dict,
+                    notes: list[str]) -> dict | None:
+    """Load, score and commit every folder: all or nothing. Returns {folder: (results, built, seconds)} after
+    writing, or None after printing every problem (nothing written; exit code 2)."""
+    problems: list[str] = []
+    loaded = {d: load_folder(d, only, problems, notes) for d in pred_dirs}
+    outputs, more = score_folders(loaded, only, time_limit, prices) if not problems else ({}, [])
+    problems += more
+    if problems:  # validate and compute everything before writing anything
+        print("error: nothing was written; fix these first:", *problems, sep="\n  ", file=sys.stderr)
+        return None
+    for note in notes:
+        print(f"note: {note}")
+    for pred_dir, (_, built, _) in outputs.items():
+        commit_folder(pred_dir, built)
+    return outputs
