@@ -23,7 +23,8 @@ from Eval.args import HelpFormatter, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
 from Eval.pricing import PriceError, price_for
 from Eval.scoring.folders import add_folder_arguments, find_pred_dirs, score_and_write
-from Eval.scoring.report import dataset_table, result_lines, usage_table, write_models_table
+from Eval.scoring.report import dataset_table, result_lines, write_models_table
+from Eval.scoring.sections import Results, render_text, tables
 
 
 def main(argv=None) -> int:
@@ -70,7 +71,7 @@ def score_folders(args) -> int:
         return 2
     for pred_dir, (results, built, seconds) in outputs.items():
         report_folder(pred_dir, results, built, seconds, args.quiet)
-    write_table(args, pred_dirs, all_models)
+    write_table(args, pred_dirs, all_models, outputs)
     return 0
 
 
@@ -81,7 +82,6 @@ def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, qu
         return
     print(f"\n{pred_dir}  ({seconds:.2f} s) -> {pred_dir / 'result.json'}")
     print(dataset_table(results))
-    print(f"\n{usage_table([built.details[r['dataset']] for r in results])}")
     for r in results:
         if r["duplicates"]:
             print(f"warning: {r['dataset']}: {r['duplicates']} lines repeat an earlier example "
@@ -95,17 +95,21 @@ def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, qu
             print(line)
 
 
-def write_table(args, pred_dirs: list[Path], all_models: bool) -> None:
-    """ROOT/results.{md,csv} from every model folder's current results, whenever a folder of ROOT was scored,
-    so the table always agrees with the folders' result files."""
+def write_table(args, pred_dirs: list[Path], all_models: bool, outputs: dict) -> None:
+    """ROOT/results.{md,csv} from every model folder's current results, whenever a folder of ROOT was scored, so
+    the table always agrees with the folders' result files; the same report sections printed (Eval/scoring/
+    sections/). A folder outside ROOT gets its own sections printed, and no table is written."""
     root = args.pred_root
-    if not all_models and not (root.is_dir() and any(d.resolve().parent == root.resolve() for d in pred_dirs)):
-        return
-    table, table_notes = write_models_table(root)
-    for note in table_notes:
+    if all_models or (root.is_dir() and any(d.resolve().parent == root.resolve() for d in pred_dirs)):
+        text, notes = write_models_table(root)
+        where = f"-> {root / 'results.md'}"
+    else:
+        by_model = {d.name: built.details for d, (_, built, _) in outputs.items()}
+        text, notes, where = "\n\n".join(render_text(t) for t in tables(Results(by_model))), [], ""
+    for note in notes:
         print(f"note: {note}")
     if not args.quiet:
-        print(f"\nmodels x datasets -> {root / 'results.md'}\n{table}")
+        print(f"\nreport {where}\n{text}")
 
 
 if __name__ == "__main__":

@@ -71,12 +71,13 @@ def test_model_name_and_all_models_table(internlm, tmp_path):
         "internlm,multi_news,rouge,23.66,300,yes", "internlm,multifieldqa_zh,qa_f1_zh,34.97,501,yes",
         "internlm,trec,classification,52.00,300,yes", "other,trec,classification,52.00,300,yes"]
     # the intervals: trec's 156 of 300 right is Wilson's; ROUGE and F1 are the seeded bootstrap's
-    assert (root / "results.md").read_text().splitlines()[:11] == [
+    assert (root / "results.md").read_text().splitlines()[:14] == [
+        "**Scores (0-100), models x datasets**", "",
         "| model | multi_news (rouge) | multifieldqa_zh (qa_f1_zh) | trec (classification) |", "|---|---|---|---|",
         "| internlm | 23.66 (n=300) | 34.97 (n=501) | 52.00 (n=300) |", "| other | - | - | 52.00 (n=300) |", "",
-        "95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over examples):", "",
+        "**95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over examples)**", "",
         "| model | multi_news (rouge) | multifieldqa_zh (qa_f1_zh) | trec (classification) |", "|---|---|---|---|",
-        "| internlm | [22.58, 24.79] | [32.08, 37.96] | [46.36, 57.59] |", "| other | - | - | [46.36, 57.59] |"]
+        "| internlm | [22.58, 24.79] | [32.08, 37.96] | [46.36, 57.59] |", "| other | - | - | [46.36, 57.59] |", ""]
 
 
 @needs_shared

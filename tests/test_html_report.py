@@ -1,9 +1,10 @@
-"""eval.py --report html: the page holds every id and number, escapes the data, and renders in headless Chromium.
+"""eval.py report: the page holds every id and number, escapes the data, and renders in headless Chromium.
 
 Two small hand-written models (trec, multifieldqa_en with LongBench-E lengths), a --diff between them, and a made-up
 TOFU summary and EVAL log of a masked model (confidence-ordered probabilities), all under one pred root.
 """
 import json
+import re
 import shutil
 import subprocess
 
@@ -62,6 +63,11 @@ def _headline_numbers(root):
     return numbers
 
 
+def _cells(html: str) -> list[list[str]]:
+    """The page's table rows, each as its cells' text."""
+    return [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row) for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)]
+
+
 def test_the_page_holds_every_id_and_number_and_nothing_external(pred_root):
     html = (pred_root / "report.html").read_text(encoding="utf-8")
     results = {m: json.loads((pred_root / m / "result.json").read_text()) for m in ("base", "tuned")}
@@ -70,17 +76,57 @@ def test_the_page_holds_every_id_and_number_and_nothing_external(pred_root):
     for number in ["66.67", "83.33", "72.22", *_headline_numbers(pred_root)]:
         assert number in html
     for i in range(6):
-        assert f"trec-{i}" in html and f"mfqa-{i}" in html
+        assert f'"trec-{i}"' in html and f'"mfqa-{i}"' in html
+    rows = _cells(html)
     # LongBench-E buckets of base's multifieldqa_en (qa_f1): records 0-1 score 1, 0; 2-3: 1, 1; 4-5: 0, 1
-    assert "base 0-4k: 50.00" in html and "base 4-8k: 100.00" in html and "base 8k+: 50.00" in html
+    assert ["base", "50.00", "100.00", "50.00"] in rows
     # the diff: tuned fixes trec-4, and mfqa-2 ("whale" against "blue whale") is a regression
-    assert "diff_base_vs_tuned.json" in html and "<b>regression</b>" in html
-    assert "forget_quality" in html and "0.125" in html and "0.4375" in html
-    for mean in MEANS:
-        assert mean in html
-    assert XSS not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "base vs tuned (diff_base_vs_tuned.json)" in html and "regressions (A right, B not): mfqa-2" in html
+    assert ["forget_quality", "0.125"] in rows and ["model_utility", "0.4375"] in rows
+    assert [[str(rank), mean] in rows for rank, mean in enumerate(MEANS, 1)] == [True] * 3
+    assert XSS not in html and "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in html
     assert "http://" not in html and "https://" not in html and " src=" not in html and "<link" not in html
+    assert str(pred_root.parent) not in html  # no path of the machine that built it
     assert len(html.encode("utf-8")) < 5_000_000
+
+
+def test_the_scores_table_marks_cells_of_another_example_set(pred_root, tmp_path):
+    root = tmp_path / "pred"
+    shutil.copytree(pred_root / "base", root / "base")
+    shutil.copytree(pred_root / "tuned", root / "tuned")
+    lines = (root / "tuned" / "trec.jsonl").read_text(encoding="utf-8").splitlines()
+    (root / "tuned" / "trec.jsonl").write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
+    assert eval_cli.main(["report", "--pred-root", str(root), "--quiet"]) == 0  # tuned is scored again first
+    html = (root / "report.html").read_text(encoding="utf-8")
+    markdown = (root / "results.md").read_text(encoding="utf-8")
+    assert "100.00 (n=4) †" in html and "100.00 (n=4) †" in markdown
+    assert "† scored on a different set of examples than the rest of its column" in html
+
+
+def test_a_longbench_size_pred_root_gives_a_page_of_a_few_mb(tmp_path):
+    """Two model folders of 20,000 records each (20 datasets x 1,000): the page holds each dataset's lowest
+    SAMPLES lines and says where the others are; it stays a few MB (33.9 MB before, every example inline)."""
+    from Eval.scoring.html_report import SAMPLES
+    root = tmp_path / "pred"
+    words = "the quick brown fox jumps over the lazy dog " * 12
+    for model in ("a", "b"):
+        detail = {}
+        for d in range(20):
+            name = f"set{d:02d}"
+            lines = [{"line": i + 1, "id": f"{name}-{i}", "scores": {"qa_f1": (i % 7) / 7}, "pred": words,
+                      "extracted": words, "answers": [words], "explanations": {"qa_f1": {"text": words}}}
+                     for i in range(1000)]
+            (root / model / "per_example").mkdir(parents=True, exist_ok=True)
+            (root / model / "per_example" / f"{name}.scores.jsonl").write_text(
+                "".join(json.dumps(ln) + "\n" for ln in lines), encoding="utf-8")
+            (root / model / f"{name}.jsonl").write_text("{}\n", encoding="utf-8")
+            sha = __import__("Eval.scoring.provenance", fromlist=["file_sha256"]).file_sha256(root / model / f"{name}.jsonl")
+            detail[name] = {"dataset": name, "n": 1000, "headline_metric": "qa_f1", "source": {"sha256": sha},
+                            "examples_sha256": "x", "metrics": {"qa_f1": {"score": 42.86}}}
+        (root / model / "result_detail.json").write_text(json.dumps(detail), encoding="utf-8")
+    html, notes = build_report(root)
+    assert notes == [] and f"{2 * 20 * SAMPLES} of 40000 in" in html
+    assert 1_000_000 < len(html.encode("utf-8")) < 8_000_000
 
 
 def test_old_result_files_without_intervals_or_explanations_still_render(tmp_path, pred_root):
@@ -96,9 +142,11 @@ def test_old_result_files_without_intervals_or_explanations_still_render(tmp_pat
     lines = [json.loads(t) for t in per_example.read_text(encoding="utf-8").splitlines()]
     per_example.write_text("".join(json.dumps({k: ln[k] for k in ("line", "id", "scores")}) + "\n" for ln in lines))
     html, notes = build_report(root)
-    assert notes == [] and "66.67" in html and "trec-5" in html
-    assert "no explanation in this file" in html and '<span class="ci">-</span>' in html
-    assert "Entity" in html  # the prediction, read back from the prediction file by line
+    assert notes == [] and "66.67" in html and '"trec-5"' in html
+    samples = json.loads(re.search(r'id="samples-data">(.*?)</script>', html, re.S).group(1))
+    trec = [s for s in samples if s["dataset"] == "trec"]
+    assert all(s["explanations"] == [] for s in trec) and ["base", "-", "-"] in _cells(html)
+    assert any(s["pred"] == "Entity" for s in trec)  # the prediction, read back from the prediction file by line
     assert eval_cli.main(["report", "--pred-root", str(tmp_path / "empty")]) == 2
 
 
@@ -117,15 +165,16 @@ def test_the_page_renders_in_headless_chromium_without_errors(pred_root, tmp_pat
         assert "Uncaught" not in err
         assert not [ln for ln in err.splitlines() if ":CONSOLE(" in ln and "error" in ln.lower()]
     assert '<pre id="js-errors"></pre>' in dom.stdout  # window.onerror wrote nothing
-    assert "24 of 24 samples shown" in dom.stdout       # the filter script ran over every row
+    assert "24 of 24 samples shown" in dom.stdout       # the browser script ran over every row
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom.stdout  # the data, shown as text
     for number in _headline_numbers(pred_root):
         assert number in dom.stdout
 
 
 def test_a_bucket_scoring_zero_is_labelled_and_an_empty_one_is_not():
-    from Eval.scoring.html_report import bucket_charts
+    from Eval.scoring.sections import Results
+    from Eval.scoring.sections.buckets import length_buckets
     entry = {"headline_metric": "qa_f1", "metrics": {"qa_f1": {"length_buckets": {"0-4k": 5.29, "4-8k": 0.0,
                                                                                   "8k+": None}}}}
-    [chart] = bucket_charts({"m": {"demo_qa_en": entry}})
-    assert [(b["bucket"], b["filled"], b["label"]) for b in chart["bars"]] == [
-        ("0-4k", True, "5.29"), ("4-8k", True, "0.00"), ("8k+", False, "-")]
+    [table] = length_buckets(Results({"m": {"demo_qa_en": entry}}))
+    assert table.header == ["model", "0-4k", "4-8k", "8k+"] and table.rows == [["m", "5.29", "0.00", "-"]]

@@ -14,7 +14,8 @@ from Eval.extract import longbench_v2_answer, run_extraction
 from Eval.metrics import get_metric
 from Eval.scoring import breakdowns
 from Eval.scoring.breakdowns import get_breakdown
-from Eval.scoring.report import models_table
+from Eval.scoring.report import tidy_csv
+from Eval.scoring.sections import Results, render_markdown, tables
 from Eval.scoring.scorer import score_dataset
 from Eval.tasks import Task
 
@@ -174,11 +175,12 @@ def test_every_record_skipped_gives_no_score():
 
 def test_markdown_cell_says_skipped_and_shows_breakdown():
     entry = {k: v for k, v in score_dataset(V2_TASK, RECORDS).items() if k != "per_example"}
-    markdown, tidy = models_table({"m": {"v2_test": {**entry, "examples_sha256": "x"}}})
+    by_model = {"m": {"v2_test": {**entry, "examples_sha256": "x"}}}
+    markdown, tidy = "\n\n".join(map(render_markdown, tables(Results(by_model)))), tidy_csv(by_model)
     lines = markdown.splitlines()
-    assert lines[2] == "| m | 42.86 (n=7, 1 skipped) |"
-    assert "**v2_test** (longbench_v2 breakdown of choice_match; compensated: an output with no extracted answer " \
-           "counts 0.25)" in lines
+    assert lines[4] == "| m | 42.86 (n=7, 1 skipped) |"
+    assert "**v2_test: longbench_v2 breakdown of choice_match**" in lines
+    assert "compensated: an output with no extracted answer counts 0.25" in lines
     assert "| m | 42.9 | 66.7 | 25.0 | 100.0 | 0.0 | 0.0 |" in lines
     assert "| m (compensated) | 53.6 | 66.7 | 43.8 | 100.0 | 12.5 | 25.0 |" in lines
     assert tidy.splitlines()[1] == "m,v2_test,choice_match,42.86,7,yes"
@@ -204,9 +206,9 @@ def test_eval_cli_end_to_end_with_a_sidecar_task(tmp_path, capsys):
             "score") in out
     assert ("warning: mine_v2: 1 of 1 reasoning outputs never closed their thinking block (scored 0, unparsed); "
             "1 hit the length limit inside it, 0 the thinking budget") in out
-    assert "mine_v2 accuracy: Overall 42.9, Easy 66.7, Hard 25.0, Short 100.0, Medium 0.0, Long 0.0" in out
-    assert ("mine_v2 compensated: Overall 53.6, Easy 66.7, Hard 43.8, Short 100.0, Medium 12.5, "
-            "Long 25.0") in out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["m", "42.9", "66.7", "25.0", "100.0", "0.0", "0.0"] in rows  # result.py's row, as in results.md
+    assert ["m", "(compensated)", "53.6", "66.7", "43.8", "100.0", "12.5", "25.0"] in rows
     assert json.loads((folder / "result.json").read_text()) == {"mine_v2": 42.86}
     detail = json.loads((folder / "result_detail.json").read_text())["mine_v2"]
     assert detail["n"] == 7 and detail["skipped"]["count"] == 1 and detail["breakdown"]["accuracy"]["Hard"] == 25.0

@@ -69,9 +69,12 @@ def test_demo_run_writes_copies_resumes_after_a_kill_and_eval_reports_them(tmp_p
     assert detail["n"] == 3 and detail["robustness"]["worst_case"] == round(100 * sum(worst) / 3, 2)
     assert detail["metrics"]["rouge"]["score"] == round(100 * sum(scores[f"custom_en-{i}"] for i in range(3)) / 3, 2)
     rob = detail["robustness"]
-    assert f"custom_en worst case over the original and its copies: {rob['worst_case']}" in printed
-    assert f"typo:0.05 {rob['perturbations']['typo:0.05']['score']}" in printed
-    assert "**custom_en** robustness (rouge" in (out / "results.md").read_text(encoding="utf-8")
+    table = "custom_en: robustness (rouge)"  # the same table in the terminal and in results.md
+    assert table in printed and f"**{table}**" in (out / "results.md").read_text(encoding="utf-8")
+    row = next(line.split() for line in printed.splitlines() if line.startswith("tiny-qwen2  ") and "of" in line)
+    assert row[1:] == [f"{rob['original']['score']:.2f}", f"{rob['perturbations']['extra_space:3']['score']:.2f}",
+                       f"{rob['perturbations']['typo:0.05']['score']:.2f}", f"{rob['worst_case']:.2f}",
+                       str(rob["right_to_wrong"]), "of", str(rob["right_originals"])]
 
 
 def test_dry_run_and_shards_see_the_copies(tmp_path):

@@ -16,10 +16,9 @@ eval.py never mistakes its own output for predictions):
                                   counts when present, and with --price cost_usd and the price entry used
     DIR/result_usage.json         the same usage per dataset and its total over the folder's datasets
     DIR/per_example/<ds>.scores.jsonl   one line per prediction line: id, scores, extraction, zeroed reason
-and ROOT/results.csv and ROOT/results.md (models x datasets, with the metric and n of every cell, "n=8, 2 skipped"
-when records were not run, and cells scored on another set of examples than the rest of their column marked;
-then the same matrix of 95% intervals, one compact table per dataset with a breakdown, and a table of each
-model's tokens, seconds and cost).
+and ROOT/results.md (every report section of Eval/scoring/sections/: the models x datasets scores with their
+marks, intervals, length buckets, breakdowns, robustness, usage and cost, judge, compare, diff and unlearning
+tables) and ROOT/results.csv (one row per model and dataset).
 
 Scoring a subset (--datasets) updates those entries and keeps the others, but only those whose prediction file
 is unchanged since they were scored: an entry whose file changed or is gone is dropped, with a note, so no stale
@@ -29,7 +28,7 @@ result.json, result_detail.json and per_example/ from two runs.
 Usage:
     outputs = folder_outputs(DIR, results, sources, full_run=True)      # nothing written yet
     commit_folder(DIR, outputs)
-    markdown, notes = write_models_table(ROOT)
+    text, notes = write_models_table(ROOT)      # ROOT/results.md and .csv; the same tables as terminal text
 """
 from __future__ import annotations
 
@@ -38,14 +37,15 @@ import dataclasses
 import hashlib
 import io
 import json
-from collections import Counter
 from pathlib import Path
 
-from Eval.scoring.robustness import robustness_lines, robustness_tables
 from Eval.names import name_problem
-from Eval.pricing import Price, cost_text, total_usage, with_cost
+from Eval.pricing import Price, total_usage, with_cost
 from Eval.scoring.provenance import file_sha256
-from Eval.scoring.scorer import score_text, text_table
+from Eval.scoring.scorer import text_table
+from Eval.scoring.sections import Results, render_markdown, render_text, tables
+from Eval.scoring.sections.scores import (CLEAN_STATUSES, ci_text, column_sets, n_text, score_text, skipped_count,
+                                          status_of)
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
 
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
@@ -154,64 +154,30 @@ def headline_scores(details: dict[str, dict]) -> dict:
 
 
 STATUS_KEY = ".data_check"
-CLEAN_STATUSES = ("ok", "unchecked")  # Eval/scoring/provenance.py: the statuses whose numbers stand as they are
 
-
-def status_of(entry: dict) -> str:
-    check = entry.get("data_check")
-    return check.get("status", "unchecked") if isinstance(check, dict) else "unchecked"
-
-
-
-def ci_text(metric: dict) -> str:
-    """A metric's 95% interval as the tables show it, "[46.36, 57.59]"; "-" when it has none (no values, or a
-    result written before intervals existed)."""
-    ci = metric.get("ci95")
-    return "-" if not ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-
-
-def skipped_count(result: dict) -> int:
-    """Records left out of n because inference.py never ran them (--truncation skip); 0 for older results."""
-    skipped = result.get("skipped")
-    return skipped.get("count", 0) if isinstance(skipped, dict) else 0
-
-
-def n_text(result: dict) -> str:
-    """n as the tables show it: "8", or "8, 2 skipped" when records were left out of it."""
-    skipped = skipped_count(result)
-    return f"{result['n']}, {skipped} skipped" if skipped else str(result["n"])
 
 
 def result_lines(result: dict) -> list[str]:
-    """What the terminal says about one dataset beyond the table: skipped records, reasoning outputs cut or
-    unclosed, each perturbation's score and the worst case (--perturb), and its breakdown (LongBench v2's row)."""
+    """The warnings the terminal prints about one dataset beyond its table: records not run, reasoning outputs
+    that never closed their thinking block, perturbed copies without their original."""
     name, lines = result["dataset"], []
     if skipped_count(result):
         lines.append(f"warning: {name}: {skipped_count(result)} records were not run (--truncation skip) and are "
                      f"out of n and of every score")
     thinking = result.get("thinking")
     if thinking and thinking["unclosed"]:
-        lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning outputs never closed "
-                     f"their thinking block (scored 0, unparsed); {thinking['length_in_thinking']} hit the length "
-                     f"limit inside it, {thinking['budget_hit']} the thinking budget")
-    lines += robustness_lines(result)
-    table = result.get("breakdown")
-    if table:
-        for row in _BREAKDOWN_ROWS:
-            cells = ", ".join(f"{c} {_cell_1(table[row][c])}" for c in table["columns"])
-            lines.append(f"{name} {row}: {cells}")
+        lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning outputs never "
+                     f"closed their thinking block (scored 0, unparsed); {thinking['length_in_thinking']} hit the "
+                     f"length limit inside it, {thinking['budget_hit']} the thinking budget")
+    orphans = (result.get("robustness") or {}).get("copies_without_original")
+    if orphans:
+        lines.append(f"warning: {name}: {orphans} perturbed copies have no original record; they are left out of "
+                     "the worst case")
     return lines
 
 
-_BREAKDOWN_ROWS = ("accuracy", "compensated")  # a breakdown's rows shown in the tables (Eval/scoring/breakdowns.py)
-
-
-def _cell_1(value) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
 def dataset_table(results: list[dict]) -> str:
-    """A readable per-dataset table for the terminal."""
+    """The terminal's table of one folder just scored: every metric of every dataset, with its counts."""
     rows = [("dataset", "metric", "score", "ci95", "n", "dup", "unparsed", "failed", "zeroed", "no_refs", "data")]
     for r in results:
         for name, m in r["metrics"].items():
@@ -220,31 +186,6 @@ def dataset_table(results: list[dict]) -> str:
                          str(sum(m["zeroed_by_exception"].values())), str(r["no_references"]),
                          r.get("data_check", {}).get("status", "unchecked")))
     return "\n".join(text_table(rows, left={0, 1, 10}))
-
-
-def _usage_cells(usage: dict) -> list[str]:
-    """examples, prompt / generated / cut tokens, seconds, generated tokens/s and cost, as the tables show them."""
-    if not usage.get("counted"):  # files written elsewhere (TinyEval's) carry no token counts
-        return [str(usage.get("examples", "-"))] + ["-"] * 6
-    rate = usage.get("tokens_per_s")
-    return [str(usage["examples"]), str(usage["prompt_tokens"]), str(usage["gen_tokens"]),
-            str(usage["truncated_tokens"]), f"{usage['seconds']:.1f}", "-" if rate is None else f"{rate:.1f}",
-            cost_text(usage["cost_usd"]) if "cost_usd" in usage else "-"]
-
-
-USAGE_HEADER = ("examples", "prompt tokens", "generated", "cut", "seconds", "gen tok/s", "cost")
-
-
-def usage_table(entries: list[dict]) -> str:
-    """The terminal's second table: per dataset (and in total) what its records spent, from the result entries'
-    `usage`; the cost column only with --price."""
-    entries = [e for e in entries if isinstance(e.get("usage"), dict)]
-    rows = [("dataset", *USAGE_HEADER)] + [(e["dataset"], *_usage_cells(e["usage"])) for e in entries]
-    if len(entries) > 1:
-        rows.append(("total", *_usage_cells(total_usage([e["usage"] for e in entries]))))
-    if all(row[-1] == "-" for row in rows[1:]):
-        rows = [row[:-1] for row in rows]
-    return "\n".join(text_table(rows, left={0}))
 
 
 # --- models x datasets ----------------------------------------------------------------------------------------
@@ -265,111 +206,25 @@ def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
     return by_model, notes
 
 
-def _reference_sets(by_model: dict[str, dict[str, dict]]) -> dict[str, str]:
-    """Per dataset, the example set most models were scored on (ties: the larger n): the column's baseline."""
-    reference = {}
-    for dataset in {d for entries in by_model.values() for d in entries}:
-        cells = [e for entries in by_model.values() for d, e in entries.items() if d == dataset]
-        counts = Counter(e.get("examples_sha256") for e in cells)
-        reference[dataset] = max(cells, key=lambda e: (counts[e.get("examples_sha256")], e["n"]))["examples_sha256"]
-    return reference
-
-
-def models_table(by_model: dict[str, dict[str, dict]]) -> tuple[str, str]:
-    """(Markdown matrix, tidy CSV). Each cell is `score (n=N)`; † marks a cell scored on another set of
-    examples than its column's baseline, which a reader must not compare with the rest of the column."""
-    datasets = sorted({d for entries in by_model.values() for d in entries})
-    reference = _reference_sets(by_model)
-    metric_of = {d: next(e["headline_metric"] for m in by_model.values() for k, e in m.items() if k == d)
-                 for d in datasets}
-    header = ["model", *(f"{d} ({metric_of[d]})" for d in datasets)]
-    tidy = [["model", "dataset", "metric", "score", "n", "same_examples_as_column"]]
-    rows, intervals, marked, flagged = [], [], False, False
-    for model, entries in sorted(by_model.items()):
-        row, ci_row = [model], [model]
-        for d in datasets:
-            e = entries.get(d)
-            if e is None:
-                row.append("-")
-                ci_row.append("-")
-                continue
-            same = e.get("examples_sha256") == reference[d]
-            marked |= not same
-            score = e["metrics"][e["headline_metric"]]["score"]
-            status = status_of(e)
-            flagged |= status not in CLEAN_STATUSES
-            shown = "" if status in CLEAN_STATUSES else f", {status}"
-            row.append(f"{score_text(score)} (n={n_text(e)}{shown})" + ("" if same else " †"))
-            tidy.append([model, d, e["headline_metric"], score_text(score), e["n"], "yes" if same else "no"])
-            ci_row.append(ci_text(e["metrics"][e["headline_metric"]]))
-        rows.append(row)
-        intervals.append(ci_row)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
-    if marked:
-        lines += ["", "† scored on a different set of examples than the rest of its column (another n, a --limit run, "
-                      "or other data): not comparable with it."]
-    if flagged:
-        lines += ["", "partial / modified / data_changed: the prediction file is not what inference.py wrote for "
-                      "the whole current dataset (a --limit run, a file edited after the run, or data changed "
-                      "since): see the warnings of eval.py and `data_check` in result_detail.json."]
-    if any(skipped_count(e) for entries in by_model.values() for e in entries.values()):
-        lines += ["", "n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
-                      "skip, the prompt did not fit), left out of n and of the score."]
-    lines += interval_table(header, intervals)
-    lines += breakdown_tables(by_model) + robustness_tables(by_model) + models_usage_table(by_model)
+def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
+    """results.csv: one row per model and dataset, the headline score and whether it is comparable."""
+    reference = column_sets(Results(by_model))
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(tidy)
-    return "\n".join(lines) + "\n", buf.getvalue()
-
-
-def interval_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Markdown lines: the same models x datasets matrix holding each cell's 95% interval (Wilson for 0/1 metrics,
-    else a seeded bootstrap; Eval/scoring/intervals.py). A table of its own, so the score cells above keep their
-    shape."""
-    return ["", "95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over examples):",
-            "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(r) + " |" for r in rows)]
-
-
-def breakdown_tables(by_model: dict[str, dict[str, dict]]) -> list[str]:
-    """Markdown lines: per dataset with a breakdown, one compact table of models x its columns, a row for each
-    of _BREAKDOWN_ROWS (LongBench v2: accuracy, then the compensated row)."""
-    lines = []
-    for dataset in sorted({d for entries in by_model.values() for d, e in entries.items() if e.get("breakdown")}):
-        cells = {model: entries[dataset] for model, entries in sorted(by_model.items())
-                 if entries.get(dataset, {}).get("breakdown")}
-        first = next(iter(cells.values()))
-        columns = first["breakdown"]["columns"]
-        note = first["breakdown"].get("note")
-        lines += ["", f"**{dataset}** ({first['breakdown']['name']} breakdown of {first['headline_metric']}"
-                      + (f"; {note})" if note else ")"), "",
-                  "| model | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
-        for model, e in cells.items():
-            for row in _BREAKDOWN_ROWS:
-                label = model if row == "accuracy" else f"{model} ({row})"
-                lines.append(f"| {label} | " + " | ".join(_cell_1(e["breakdown"][row].get(c)) for c in columns) + " |")
-    return lines
-
-
-def models_usage_table(by_model: dict[str, dict[str, dict]]) -> list[str]:
-    """Markdown lines: per model, the totals of its datasets' usage (tokens, seconds, cost), when any has one."""
-    totals = {}
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column"])
     for model, entries in sorted(by_model.items()):
-        usages = [e["usage"] for e in entries.values() if isinstance(e.get("usage"), dict) and e["usage"]["counted"]]
-        if usages:
-            totals[model] = total_usage(usages)
-    if not totals:
-        return []
-    header = ["model", *USAGE_HEADER]
-    rows = [[model, *_usage_cells(total)] for model, total in totals.items()]
-    return ["", "Tokens, seconds and cost of each model's datasets, summed from its prediction records (seconds: "
-                "the sum of latency_s; cost: eval.py --price):", "", "| " + " | ".join(header) + " |",
-            "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+        for d, e in sorted(entries.items()):
+            same = e.get("examples_sha256") == reference[d]
+            writer.writerow([model, d, e["headline_metric"], score_text(e["metrics"][e["headline_metric"]]["score"]),
+                             e["n"], "yes" if same else "no"])
+    return buf.getvalue()
 
 
 def write_models_table(root: Path) -> tuple[str, list[str]]:
-    """Rebuild ROOT/results.md and ROOT/results.csv from every model folder's current results."""
+    """Rebuild ROOT/results.md (every report section, Eval/scoring/sections/) and ROOT/results.csv from every
+    model folder's current results; returns the terminal's text of the same sections and the notes."""
     by_model, notes = collect_models(root)
-    markdown, tidy = models_table(by_model)
-    commit_files(root, {"results.md": markdown.encode("utf-8"), "results.csv": tidy.encode("utf-8")})
-    return markdown, notes
+    found = tables(Results(by_model, root))
+    markdown = "\n\n".join(render_markdown(t) for t in found) + "\n"
+    commit_files(root, {"results.md": markdown.encode("utf-8"), "results.csv": tidy_csv(by_model).encode("utf-8")})
+    return "\n\n".join(render_text(t) for t in found), notes

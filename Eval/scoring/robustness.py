@@ -17,7 +17,7 @@ Usage:
 from __future__ import annotations
 
 from Eval.metrics import get_metric
-from Eval.scoring.scorer import score_dataset, score_text
+from Eval.scoring.scorer import score_dataset
 from Eval.tasks import Task
 
 
@@ -81,55 +81,3 @@ def _per_line(result: dict, headline: str) -> list:
 
 def _headline_values(result: dict, headline: str) -> dict[str, float]:
     return {str(e["id"]): e["scores"][headline] for e in result["per_example"] if "scores" in e}
-
-
-def robustness_lines(result: dict) -> list[str]:
-    """The printed lines: each perturbation beside the original, the worst case and right -> wrong."""
-    rob = result.get("robustness")
-    if not rob:
-        return []
-    name, metric = result["dataset"], rob["headline_metric"]
-    parts = [f"original {rob['original']['score']} (n={rob['original']['n']})"]
-    parts += [f"{label} {p['score']} ({'+' if (p['delta'] or 0) >= 0 else ''}{p['delta']}, n={p['n']})"
-              for label, p in rob["perturbations"].items()]
-    lines = [f"{name} robustness ({metric}): " + "; ".join(parts),
-             f"{name} worst case over the original and its copies: {rob['worst_case']}; right -> wrong: "
-             f"{rob['right_to_wrong']} of {rob['right_originals']} examples with full marks"]
-    if rob["copies_without_original"]:
-        lines.append(f"warning: {name}: {rob['copies_without_original']} perturbed copies have no original record; "
-                     "they are left out of the worst case")
-    return lines
-
-
-def robustness_rows(by_model: dict[str, dict[str, dict]]) -> list[dict]:
-    """Per dataset run with --perturb: {"dataset", "metric", "labels", "rows": [{"model", "original", "scores"
-    (one per label, None where that model lacks it), "worst_case", "right_to_wrong", "right_originals"}]}."""
-    tables = []
-    for dataset in sorted({d for entries in by_model.values() for d, e in entries.items() if e.get("robustness")}):
-        found = {m: entries[dataset]["robustness"] for m, entries in sorted(by_model.items())
-                 if entries.get(dataset, {}).get("robustness")}
-        labels = sorted({label for rob in found.values() for label in rob["perturbations"]})
-        rows = [{"model": m, "original": rob["original"]["score"], "worst_case": rob["worst_case"],
-                 "scores": [rob["perturbations"].get(label, {}).get("score") for label in labels],
-                 "right_to_wrong": rob["right_to_wrong"], "right_originals": rob["right_originals"]}
-                for m, rob in found.items()]
-        tables.append({"dataset": dataset, "metric": next(iter(found.values()))["headline_metric"],
-                       "labels": labels, "rows": rows})
-    return tables
-
-
-def robustness_tables(by_model: dict[str, dict[str, dict]]) -> list[str]:
-    """Markdown lines for results.md: per dataset run with --perturb, models x (original, each perturbation, worst
-    case, right -> wrong)."""
-    lines = []
-    for table in robustness_rows(by_model):
-        labels = table["labels"]
-        lines += ["", f"**{table['dataset']}** robustness ({table['metric']}; worst case: per example the lowest "
-                      "score over the original and its perturbed copies, averaged)", "",
-                  "| model | original | " + " | ".join(labels) + " | worst case | right -> wrong |",
-                  "|---" * (len(labels) + 4) + "|"]
-        for row in table["rows"]:
-            lines.append(f"| {row['model']} | {score_text(row['original'])} | " + " | ".join(map(score_text, row["scores"])) +
-                         f" | {score_text(row['worst_case'])} | {row['right_to_wrong']} of {row['right_originals']} |")
-    return lines
-

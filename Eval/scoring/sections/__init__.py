@@ -1,0 +1,89 @@
+"""Report sections: every table a report shows, one function per section, rendered the same way everywhere.
+
+A section is a function from the scored results to tables (title, header, rows, note), decorated with
+`@section("name", order=N)` in any module of this package (a new module is found by itself); one renderer each
+turns a Table into terminal text (eval.py), Markdown (pred/results.md) and HTML (pred/report.html), so a new
+section appears in all three. Cells are strings, formatted by the section; a section with nothing to show
+returns no table.
+
+Usage:
+    from Eval.scoring.sections import Results, Table, section, tables, render_text, render_markdown
+
+    @section("my_section", order=90)
+    def my_section(results: Results) -> list[Table]:
+        return [Table("Datasets per model", ["model", "datasets"],
+                      [[m, str(len(d))] for m, d in results.by_model.items()])]
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable
+
+from Eval.registry import Registry
+
+SECTIONS = Registry("report section", discover="Eval.scoring.sections",
+                    hint="Add one: a function decorated with @section in a module of Eval/scoring/sections/.")
+
+
+@dataclasses.dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    numeric_from: int = 1  # columns from this one on are numbers (right-aligned)
+
+
+@dataclasses.dataclass
+class Results:
+    """What sections read: each model folder's current result_detail.json entries, and the pred root (None when
+    one folder outside a root was scored), where the judge, compare, diff and unlearning files are."""
+    by_model: dict[str, dict[str, dict]]
+    root: Path | None = None
+
+    def read_json(self, path: Path):
+        """A JSON file's content, None when it is absent or unreadable (sections show what they can)."""
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    name: str
+    order: int
+    build: Callable[[Results], list[Table]]
+
+
+def section(name: str, order: int):
+    """Register `build` (Results -> [Table]) as report section `name`; sections show in `order`."""
+    def register(build):
+        SECTIONS.register(name, Section(name, order, build))
+        return build
+    return register
+
+
+def tables(results: Results) -> list[Table]:
+    """Every section's tables, in section order."""
+    found = []
+    for entry in sorted((SECTIONS[name] for name in SECTIONS), key=lambda s: (s.order, s.name)):
+        found += entry.build(results)
+    return found
+
+
+def render_text(table: Table) -> str:
+    rows = [table.header, *table.rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(table.header))]
+    lines = ["  ".join(c.rjust(w) if i >= table.numeric_from else c.ljust(w)
+                       for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join([table.title, *lines] + ([table.note] if table.note else []))
+
+
+def render_markdown(table: Table) -> str:
+    lines = [f"**{table.title}**", "", "| " + " | ".join(table.header) + " |",
+             "|" + "---|" * len(table.header), *("| " + " | ".join(row) + " |" for row in table.rows)]
+    return "\n".join(lines + (["", table.note] if table.note else []))

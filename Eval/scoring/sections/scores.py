@@ -1,0 +1,106 @@
+"""The headline table: models x datasets, each cell `score (n=N)`, with the marks that say a number is not the
+whole story; and the same matrix of 95% intervals.
+
+A cell's marks: ", 2 skipped" (records inference.py did not run, out of n), ", partial" / ", modified" /
+", data_changed" (the prediction file is not what inference.py wrote for the whole current dataset:
+Eval/scoring/provenance.py), and † (scored on another set of examples than most of its column).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from Eval.scoring.sections import Results, Table, section
+
+CLEAN_STATUSES = ("ok", "unchecked")  # the data-check statuses whose numbers stand as they are
+
+
+def status_of(entry: dict) -> str:
+    check = entry.get("data_check")
+    return check.get("status", "unchecked") if isinstance(check, dict) else "unchecked"
+
+
+def score_text(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def ci_text(metric: dict) -> str:
+    """A metric's 95% interval, "[46.36, 57.59]"; "-" when it has none (older result files)."""
+    ci = metric.get("ci95")
+    return "-" if not ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def skipped_count(entry: dict) -> int:
+    skipped = entry.get("skipped")
+    return skipped.get("count", 0) if isinstance(skipped, dict) else 0
+
+
+def n_text(entry: dict) -> str:
+    """n as the tables show it: "8", "8, 2 skipped", "8, partial"."""
+    parts = [str(entry["n"])] + ([f"{skipped_count(entry)} skipped"] if skipped_count(entry) else [])
+    status = status_of(entry)
+    return ", ".join(parts + ([] if status in CLEAN_STATUSES else [status]))
+
+
+def datasets_of(results: Results) -> list[str]:
+    return sorted({d for entries in results.by_model.values() for d in entries})
+
+
+def headline(entry: dict) -> dict:
+    return entry["metrics"][entry["headline_metric"]]
+
+
+def column_sets(results: Results) -> dict[str, str]:
+    """Per dataset, the example set most models were scored on (ties: the larger n): the column's baseline."""
+    reference = {}
+    for dataset in datasets_of(results):
+        cells = [e[dataset] for e in results.by_model.values() if dataset in e]
+        counts = Counter(e.get("examples_sha256") for e in cells)
+        reference[dataset] = max(cells, key=lambda e: (counts[e.get("examples_sha256")], e["n"]))["examples_sha256"]
+    return reference
+
+
+def _header(results: Results) -> list[str]:
+    metric = {d: next(e[d]["headline_metric"] for e in results.by_model.values() if d in e)
+              for d in datasets_of(results)}
+    return ["model", *(f"{d} ({metric[d]})" for d in datasets_of(results))]
+
+
+@section("scores", order=10)
+def scores(results: Results) -> list[Table]:
+    if not results.by_model:
+        return []
+    reference, rows, marked, flagged = column_sets(results), [], False, False
+    for model, entries in sorted(results.by_model.items()):
+        row = [model]
+        for d in datasets_of(results):
+            e = entries.get(d)
+            if e is None:
+                row.append("-")
+                continue
+            same = e.get("examples_sha256") == reference[d]
+            marked |= not same
+            flagged |= status_of(e) not in CLEAN_STATUSES
+            row.append(f"{score_text(headline(e)['score'])} (n={n_text(e)})" + ("" if same else " †"))
+        rows.append(row)
+    notes = []
+    if marked:
+        notes.append("† scored on a different set of examples than the rest of its column (another n, a --limit "
+                     "run, or other data): not comparable with it.")
+    if flagged:
+        notes.append("partial / modified / data_changed: the prediction file is not what inference.py wrote for "
+                     "the whole current dataset (a --limit run, a file edited after the run, or data changed "
+                     "since): see the warnings of eval.py and `data_check` in result_detail.json.")
+    if any(skipped_count(e) for entries in results.by_model.values() for e in entries.values()):
+        notes.append("n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
+                     "skip, the prompt did not fit), left out of n and of the score.")
+    return [Table("Scores (0-100), models x datasets", _header(results), rows, "\n".join(notes))]
+
+
+@section("intervals", order=20)
+def intervals(results: Results) -> list[Table]:
+    if not results.by_model:
+        return []
+    rows = [[model, *(ci_text(headline(entries[d])) if d in entries else "-" for d in datasets_of(results))]
+            for model, entries in sorted(results.by_model.items())]
+    return [Table("95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over "
+                  "examples)", _header(results), rows)]

@@ -1,0 +1,50 @@
+"""Report sections (Eval/scoring/sections/): one function per table, the same table in the terminal, results.md and
+report.html; a new section is one new file."""
+import json
+import subprocess
+import sys
+import textwrap
+
+from checkout import copy_checkout
+from Eval.scoring.sections import Results, Table, render_markdown, render_text, tables
+
+NEW_SECTION = textwrap.dedent('''
+    """How many examples each model was scored on, over all its datasets (a test's drop-in section)."""
+    from Eval.scoring.sections import Results, Table, section
+
+
+    @section("examples", order=99)
+    def examples(results: Results) -> list[Table]:
+        rows = [[model, str(sum(e["n"] for e in entries.values()))] for model, entries in results.by_model.items()]
+        return [Table("Examples scored per model", ["model", "examples"], rows, "a note under the table")]
+''')
+
+
+def test_a_section_is_one_new_file_and_shows_in_all_three_places(tmp_path):
+    repo = copy_checkout(tmp_path)
+    (repo / "Eval" / "scoring" / "sections" / "examples.py").write_text(NEW_SECTION, encoding="utf-8")
+    folder = repo / "pred" / "m"
+    folder.mkdir(parents=True)
+    rows = [{"id": f"t-{i}", "pred": "Location", "answers": ["Location"], "all_classes": ["Location", "Entity"]}
+            for i in range(3)]
+    (folder / "trec.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    scored = subprocess.run([sys.executable, "eval.py"], cwd=repo, capture_output=True, text=True)
+    assert scored.returncode == 0, scored.stderr
+    assert "Examples scored per model\nmodel  examples\n-----  --------\nm             3\na note under the table" \
+        in scored.stdout
+    markdown = (repo / "pred" / "results.md").read_text(encoding="utf-8")
+    assert "**Examples scored per model**\n\n| model | examples |\n|---|---|\n| m | 3 |\n\na note under the table" \
+        in markdown
+    assert subprocess.run([sys.executable, "eval.py", "report"], cwd=repo, capture_output=True).returncode == 0
+    page = (repo / "pred" / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Examples scored per model</h2>" in page and '<td>m</td><td class="num">3</td>' in page
+
+
+def test_renderers_agree_on_a_table():
+    table = Table("T", ["model", "score"], [["a", "1.00"], ["bb", "10.00"]], "n")
+    assert render_text(table) == "T\nmodel  score\n-----  -----\na       1.00\nbb     10.00\nn"
+    assert render_markdown(table) == "**T**\n\n| model | score |\n|---|---|\n| a | 1.00 |\n| bb | 10.00 |\n\nn"
+
+
+def test_every_shipped_section_reads_an_empty_root(tmp_path):
+    assert tables(Results({}, tmp_path)) == []
