@@ -46,6 +46,7 @@ from Eval.scoring.robustness import score_with_perturbations
 from Eval.scoring.scorer import score_dataset
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
 from Eval.tasks import TASKS, get_task, task_from_dict
+from Eval.unlearning.evaluate import add_arguments as add_unlearning_arguments, run as run_unlearning
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -66,9 +67,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--explain", default=None, metavar="DATASET:ID",
                    help="print why one example scored what it did, in words (ID: the record's id, or #LINE); scores "
                         "the dataset's file in memory and writes nothing (default: off)")
-    p.add_argument("--explain-unlearning", nargs=2, default=None, metavar=("EVAL_JSON", "METRIC:INDEX"),
-                   help="why one TOFU / MUSE per-sample value is what it is (ours or a published log); writes nothing "
-                        "(default: off)")
     p.add_argument("--worst", type=positive_int, default=None, metavar="N",
                    help="after scoring, print each dataset's N lowest-scored examples with their explanations "
                         "(default: off)")
@@ -78,18 +76,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--report", choices=("html",), default=None,
                    help="write PRED_ROOT/report.html, one offline page, from the result files already under "
                         "PRED_ROOT (Eval/scoring/html_report.py); scores nothing (default: off)")
-    unl = p.add_argument_group("unlearning (TOFU / MUSE, open-unlearning's files)")
-    mode = unl.add_mutually_exclusive_group()
-    mode.add_argument("--unlearning", choices=("tofu", "muse"), default=None,
-                      help="score the score records --pred-dir/<tofu|muse>_<split>.jsonl (default: off)")
-    mode.add_argument("--from-open-unlearning", type=Path, default=None, metavar="EVAL_JSON",
-                      help="re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json from its per-sample values "
-                           "(default: off)")
-    unl.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
-                     help="the retain model's EVAL.json, for forget_quality and privleak (default: none: forget_quality null, "
-                          "privleak against AUC 0.5)")
-    unl.add_argument("--out-dir", type=Path, default=None,
-                     help="where the unlearning files go (default: --pred-dir, or pred/open-unlearning/<folder>)")
+    add_unlearning_arguments(p)
     add_judge_args(p)
     args = p.parse_args(argv)
     _check_combinations(p, args)
@@ -257,18 +244,13 @@ def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, qu
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.unlearning or args.from_open_unlearning:
-        from Eval.unlearning.evaluate import main as unlearning_main  # numpy/scipy only when asked for
-
-        return unlearning_main(args)
+    if args.unlearning or args.from_open_unlearning or args.explain_unlearning:  # Eval/unlearning/evaluate.py
+        return run_unlearning(args)
     if args.compare:
         from Eval.scoring.judge_commands import run_judge_cli
 
         return run_judge_cli(args, {})
     only = set(args.datasets.split(",")) if args.datasets else None
-    if args.explain_unlearning:
-        from Eval.unlearning.explain import run_explain as explain_unlearning
-        return explain_unlearning(Path(args.explain_unlearning[0]), args.explain_unlearning[1])
     if args.explain:
         return _explain(args)
     if args.report:
@@ -316,14 +298,14 @@ def main(argv=None) -> int:
 
 def _explain(args) -> int:
     """--explain DATASET:ID: the example from each model folder that has the dataset (or --pred-dir / --model)."""
-    from Eval.scoring.explain import run_explain
+    from Eval.scoring.explain import explain_target
 
     try:
         pred_dirs, _ = find_pred_dirs(args, [])
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return run_explain(args.explain, pred_dirs, load_folder, score_dataset)
+    return explain_target(args.explain, pred_dirs, load_folder, score_dataset)
 
 
 def write_table(args, pred_dirs: list[Path], all_models: bool) -> None:

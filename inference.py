@@ -41,7 +41,7 @@ from Eval.inference.dry_run import dry_run  # noqa: E402
 from Eval.inference.perturb import with_perturbations  # noqa: E402
 from Eval.inference.predictions import (PredictionFile, merge_predictions, record_output,  # noqa: E402
                                         sidecar_model)
-from Eval.unlearning.inference import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
+from Eval.inference.score_records import add_arguments as add_unlearning_arguments, run as run_unlearning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_MODEL = "Eval/models/demo/tiny-qwen2"  # the shipped demo model, relative to the repository root
@@ -270,8 +270,8 @@ def main(argv=None) -> int:
         print("error: --dry-run, --max-total-tokens and --price cover prediction runs, not --unlearning",
               file=sys.stderr)
         return 2
-    if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/unlearning/inference.py)
-        return run_unlearning(args, lambda path, **over: from_args(args, model=path, **over), DEFAULT_MODEL)
+    if args.unlearning:  # TOFU / MUSE score records for eval.py --unlearning (Eval/inference/score_records.py)
+        return run_unlearning(args)
     prepared = prepare(args)
     if isinstance(prepared, int):
         return prepared

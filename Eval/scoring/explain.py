@@ -1,12 +1,17 @@
-"""Why a score is what it is: per-example explanation fields, `eval.py --explain DATASET:ID` and `--worst N`.
+"""Why a score is what it is: per-example explanation fields, `eval.py --explain DATASET:ID` and `--worst N`, and
+the same for a TOFU / MUSE per-sample value (`eval.py --explain-unlearning EVAL_JSON METRIC:INDEX`).
 
 Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module only calls it, once per
 record and metric, on the reference that gave the record's score (the first one reaching the maximum), and lays
-out what it said. Explanations are read-only: scores always come from the metrics themselves.
+out what it said. A TOFU / MUSE value is explained from the numbers its log holds (Eval/unlearning/evaluate.py
+explain_sample). Explanations are read-only: scores always come from the metrics themselves.
 
 Usage:
     python eval.py --explain custom_zh:3 --model demo      # one example, in words
     python eval.py --model demo --worst 3                  # score as usual, then each dataset's 3 lowest
+    python eval.py --explain-unlearning pred/unlearn-target/TOFU_EVAL.json forget_truth_ratio:0
+    explain_target("custom_zh:3", pred_dirs, load_folder, score_dataset)      # what both commands call
+    explain_target("forget_truth_ratio:0", Path("pred/unlearn-target/TOFU_EVAL.json"))
     from Eval.scoring.explain import explanation_fields, render_example
     entry.update(explanation_fields(record, extracted, per_metric))  # per_metric: [(metric, reference index)]
 """
@@ -95,7 +100,57 @@ def print_worst(pred_dir: Path, results: list[dict], n: int) -> None:
             print(render_example(result["dataset"], entry, str(pred_dir / f"{result['dataset']}.jsonl")))
 
 
-# --- eval.py --explain -------------------------------------------------------------------------------------------
+# --- eval.py --explain and --explain-unlearning -----------------------------------------------------------------
+def explain_target(target: str, where, load_folder=None, score_dataset=None) -> int:
+    """Print why one value is what it is; nothing is written; exit code 0, or 2 with the reason on stderr.
+    `where` says what `target` names: an open-unlearning-layout EVAL log (ours or a published one) and METRIC:INDEX,
+    or a list of prediction folders and DATASET:ID (scored in memory with load_folder and score_dataset)."""
+    if isinstance(where, Path):
+        return _explain_logged(target, where)
+    return _explain_predicted(target, where, load_folder, score_dataset)
+
+
+def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
+    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log: a truth ratio's or normalised
+    probability's inputs and arithmetic (Eval/unlearning/tofu.py explain), else the leaf entry's own
+    (Eval/unlearning/samples.py explain_leaf). A KeyError names what the log lacks."""
+    from Eval.unlearning import samples, tofu
+
+    def sample_of(name: str):
+        entry = log.get(name)
+        values = entry.get("value_by_index") if isinstance(entry, dict) else None
+        if not isinstance(values, dict):
+            raise KeyError(f"{name!r} has no per-sample values in this log (metrics with them: "
+                           f"{', '.join(k for k, v in log.items() if isinstance(v, dict) and 'value_by_index' in v)})")
+        if index not in values:
+            raise KeyError(f"{name!r} has no sample {index!r} (indices {min(values, key=int)}..{max(values, key=int)})")
+        return values[index]
+
+    stored = sample_of(metric)
+    out = tofu.explain(metric, sample_of) if suite == "tofu" else None
+    return {"metric": metric, "index": index, "stored": stored, **(out or samples.explain_leaf(metric, stored))}
+
+
+def _explain_logged(target: str, log_path: Path) -> int:
+    from Eval.records import RecordError
+    from Eval.unlearning import files
+
+    metric, sep, index = target.partition(":")
+    try:
+        if not sep or not metric or not index:
+            raise KeyError(f"expected METRIC:INDEX (e.g. forget_truth_ratio:0), found {target!r}")
+        path = files.find_log(log_path)
+        log = files.load_log(path)
+        explained = explain_sample(log, files.detect_suite(log, path), metric, index)
+    except (KeyError, RecordError) as err:
+        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
+        return 2
+    stored = ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in explained["stored"].items() if k not in ("input", "ground_truth", "generation"))
+    print(f"{metric}[{index}] = {stored}\n  {explained['text']}")
+    return 0
+
+
 def parse_target(text: str) -> tuple[str, str]:
     """"DATASET:ID" -> (dataset, id); the id may itself hold ":" (only the first one splits)."""
     dataset, sep, example = text.partition(":")
@@ -114,9 +169,9 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
     return None
 
 
-def run_explain(target: str, pred_dirs: list[Path], load_folder, score_dataset) -> int:
-    """Print one example's explanation from each folder that has the dataset; nothing is written. Exit 2 (with
-    the reason on stderr) for a malformed target, an unknown dataset or an id no folder has."""
+def _explain_predicted(target: str, pred_dirs: list[Path], load_folder, score_dataset) -> int:
+    """One example's explanation from each folder that has the dataset. Exit 2 for a malformed target, an unknown
+    dataset or an id no folder has."""
     try:
         dataset, example = parse_target(target)
     except ValueError as err:
