@@ -1,21 +1,16 @@
 """eval.py's TOFU / MUSE modes: score our score records, or re-aggregate a published open-unlearning log.
 
 Usage:
-    python eval.py --unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
-        DIR/tofu_*.jsonl -> DIR/TOFU_EVAL.json, DIR/TOFU_SUMMARY.json (MUSE: muse_*.jsonl -> MUSE_*.json)
+    python eval.py --unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # DIR/tofu_*.jsonl
     python eval.py --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
-        every figure of a published log recomputed from its per-sample values (TOFU or MUSE told from its
-        metrics), into DIR (default: pred/open-unlearning/<the log's folder>)
-    python eval.py --explain-unlearning PATH/TOFU_EVAL.json forget_truth_ratio:0    (Eval/scoring/explain.py)
-
     add_arguments(parser); exit_code = run(parser.parse_args())        # eval.py's part
-    outcome = reaggregate(Path(".../TOFU_EVAL.json"), retain_logs=Path(".../retain90/TOFU_EVAL.json"))
-    outcome.summary["forget_quality"]
+    reaggregate(Path("TOFU_EVAL.json"), retain_logs=Path("retain90/TOFU_EVAL.json")).summary["forget_quality"]
 
-The leaves' per-sample values come from the records (Records) or from the log (Log); the benchmark (tofu.py,
-muse.py) computes every aggregate and composite from them on a Run, never copying a stored agg_value. Bad input
-raises RecordError before anything is written (run() prints it, exit 2). numpy and scipy load only when a mode
-runs: eval.py imports this module for its flags.
+Both write open-unlearning's NAME_EVAL.json / NAME_SUMMARY.json (TOFU or MUSE; a log's is told from its metrics;
+the import goes to pred/open-unlearning/<the log's folder> by default). The leaves' per-sample values come from
+the records (Records) or from the log (log_samples); the benchmark (tofu.py, muse.py) computes every aggregate and
+composite from them on a Run, never copying a stored agg_value. Bad input raises RecordError before anything is
+written (run() prints it, exit 2). numpy and scipy load only when a mode runs: eval.py imports this for its flags.
 """
 from __future__ import annotations
 

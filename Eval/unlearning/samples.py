@@ -71,6 +71,11 @@ def rouge(record: dict, key: str) -> dict:
             "ground_truth": answers[0], "generation": generation}
 
 
+def gradnorm(record: dict, key: str) -> dict:
+    """The saved GradNorm score (gradients are taken at inference)."""
+    return {"score": _number(record, "gradnorm", key)}
+
+
 def reference(record: dict, key: str) -> dict:
     """Target avg_loss minus the reference model's (saved at inference, a second model) on the same answer."""
     target = stats.avg_loss(options(record, key)[0])
@@ -95,7 +100,7 @@ KINDS = {  # kind: (sample function, averaged field, fields of a published entry
     "mia_zlib": (first_option(stats.zlib_score), "score", SCORE, LOGPROBS),
     "mia_min_k": (first_option(stats.min_k_score), "score", SCORE, LOGPROBS),                   # k = 0.4
     "mia_min_k_plus_plus": (first_option(stats.min_k_plus_plus_score), "score", SCORE, LOGPROBS),
-    "mia_gradnorm": (lambda record, key: {"score": _number(record, "gradnorm", key)}, "score", SCORE, ("gradnorm",)),
+    "mia_gradnorm": (gradnorm, "score", SCORE, ("gradnorm",)),
     "mia_reference": (reference, "score", SCORE, ("logprobs", "reference_avg_loss")),
 }
 FLOAT32 = ("mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm")  # scores the reference held and averaged in float32
