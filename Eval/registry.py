@@ -1,5 +1,5 @@
-"""One registry helper behind every named concept: MODELS (backends), METRICS, TASKS (datasets), EXTRACTORS, the
-unlearning HANDLERS. Things are registered where they are defined; nothing lists them by hand.
+"""One registry helper behind every named concept: MODELS (backends), METRICS, TASKS (datasets), EXTRACTORS.
+Things are registered where they are defined; nothing lists them by hand.
 
 A Registry is a read-only mapping of name -> thing with three promises: a name is registered once (a second
 registration is a bug and raises), an unknown name is a KeyError that suggests the closest known names and says

@@ -6,7 +6,7 @@ Usage:
         --holdout-split holdout01 --limit 40              # TOFU's own texts (demo model, so only costs count)
     python bench/bench_unlearning.py --quick              # smoke run: 3 items a split, one timed run a side
 
-Ours: Eval/unlearning/inference.py scores every split once: each text is read once, the answer options of a question
+Ours: Eval/inference/score_records.py scores every split once: each text is read once, the answer options of a question
 continue one prompt pass (KV cache), and only label positions are projected onto the vocabulary; every
 probability, truth-ratio, MIA, EM and ES number is later computed from the saved statistics.
 Baseline: what open-unlearning's TOFU "full evals" run does, on the same model and texts: every metric runs its
@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from Eval.unlearning import inference as ur, splits as split_table  # noqa: E402
+from Eval.inference import score_records as ur  # noqa: E402
+from Eval.unlearning import splits as split_table  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
 from Eval.models.token_stats import _stats_of  # noqa: E402
 
@@ -87,14 +88,14 @@ def load_splits(args) -> dict:
 
 
 def ours(model, reference, splits, batch_size: int) -> dict:
-    """Our scoring of every split, as Eval/unlearning/inference.py does it (prompts, one token_stats pass over all answer
+    """Our scoring of every split, as Eval/inference/score_records.py does it (prompts, one token_stats pass over all answer
     options, the reference model's pass, the records), without generation and file writing."""
     settings = ur.Settings(batch_size=batch_size, max_batch_tokens=8192)
     model.forward_counts.clear()
     reference.forward_counts.clear()
     start = time.perf_counter()
-    records = {name: ur._score_chunk(model, split, items, list(range(len(items))), [], settings, 0, None, True,
-                                     reference) for name, (split, _, items) in splits.items()}
+    records = {name: ur.score_chunk(model, split, items, list(range(len(items))), [], settings, 0, None,
+                                    reference) for name, (split, _, items) in splits.items()}
     return {"seconds": time.perf_counter() - start, "records": records, "target": dict(model.forward_counts),
             "reference": dict(reference.forward_counts)}
 

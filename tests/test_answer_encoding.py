@@ -11,7 +11,7 @@ import eval as eval_script
 import inference
 from conftest import ROOT
 from Eval.models.hf import HFModel
-from Eval.unlearning import inference as ur
+from Eval.inference import score_records as ur
 from Eval.unlearning.splits import ANSWER_KEYS
 
 TARGET = ROOT / "Eval" / "models" / "demo" / "unlearn-target"

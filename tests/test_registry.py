@@ -8,10 +8,9 @@ from Eval.metrics import METRICS
 from Eval.models import MODELS
 from Eval.registry import Registry
 from Eval.tasks import TASKS
-from Eval.unlearning.handlers import HANDLERS
 
 REGISTRIES = {"metric": (METRICS, "qa_f1"), "dataset": (TASKS, "trec"), "extraction step": (EXTRACTORS, "first_line"),
-              "unlearning handler": (HANDLERS, "probability"), "model backend": (MODELS, "echo")}
+              "model backend": (MODELS, "echo")}
 
 
 @pytest.mark.parametrize("kind", sorted(REGISTRIES))

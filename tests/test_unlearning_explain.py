@@ -7,8 +7,7 @@ import pytest
 
 from conftest import SHARED, needs_shared
 import eval as eval_cli
-from Eval.unlearning.explain import explain_sample
-from Eval.unlearning.suites import SUITES
+from Eval.scoring.explain import explain_sample
 
 FORGET10 = SHARED / "reference" / "open-unlearning" / "tofu_Llama-3.2-1B-Instruct_full_evals_forget10" / "TOFU_EVAL.json"
 
@@ -16,7 +15,7 @@ FORGET10 = SHARED / "reference" / "open-unlearning" / "tofu_Llama-3.2-1B-Instruc
 @needs_shared
 def test_every_published_truth_ratio_and_normalised_probability_is_recomputed_by_its_explanation():
     log = json.loads(FORGET10.read_text(encoding="utf-8"))
-    tofu = SUITES["tofu"]
+    tofu = "tofu"
     for metric, field, stored_key in (("forget_truth_ratio", "TR", "score"), ("retain_Truth_Ratio", "TR", "score"),
                                       ("ra_Q_A_Prob_normalised", "prob", "prob"),
                                       ("wf_Q_A_Prob_normalised", "prob", "prob")):
@@ -32,14 +31,14 @@ def test_a_truth_ratio_explained_on_a_small_log_and_the_aggregate_terms():
     log = {"forget_Q_A_PARA_Prob": {"value_by_index": {"0": {"prob": math.exp(-1.0), "avg_loss": 1.0}}},
            "forget_Q_A_PERT_Prob": {"value_by_index": {"0": {"prob": [0.2, 0.1], "avg_loss": [1.5, 2.5]}}},
            "forget_truth_ratio": {"value_by_index": {"0": {"score": math.exp(-1.0)}}}}
-    out = explain_sample(log, SUITES["tofu"], "forget_truth_ratio", "0")
+    out = explain_sample(log, "tofu", "forget_truth_ratio", "0")
     assert out["TR"] == pytest.approx(math.exp(-2.0) / (math.exp(-1.0) + 1e-10), rel=1e-15)
     assert out["term"] == pytest.approx(out["TR"], rel=1e-12)  # min(TR, 1/TR) with TR < 1
     assert out["text"].startswith("P(correct) = exp(-1.0000) = 0.3679 (forget_Q_A_PARA_Prob); P(wrong) = exp(-mean "
                                   "of 2 losses 2.0000) = 0.1353 (forget_Q_A_PERT_Prob); TR = P(wrong) / P(correct) = "
                                   "0.3679")
     with pytest.raises(KeyError, match="has no sample '7'"):
-        explain_sample(log, SUITES["tofu"], "forget_truth_ratio", "7")
+        explain_sample(log, "tofu", "forget_truth_ratio", "7")
 
 
 @needs_shared

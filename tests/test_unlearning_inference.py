@@ -10,7 +10,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT, SHARED
 import inference
-from Eval.unlearning import inference as ur, splits
+from Eval.inference import score_records as ur
+from Eval.unlearning import splits
 from Eval.models.base import Prompt
 from Eval.models.hf import HFModel
 from Eval.records import TOKEN_STATS_FIELDS, RecordError, read_records

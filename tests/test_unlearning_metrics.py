@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import SHARED, needs_shared, needs_package
-from Eval.unlearning import HANDLERS, aggregate, stats
-from Eval.unlearning.composites import hm_aggregate, probability_w_options, truth_ratio
+from Eval.unlearning import aggregate, stats
+from Eval.unlearning.tofu import model_utility, probability_w_options, truth_ratio
 
 OU = SHARED / "reference" / "open-unlearning"
 
@@ -135,8 +135,8 @@ def test_none_samples_are_dropped_and_labels_shift_as_in_the_reference():
 
 
 def test_harmonic_mean_with_a_zero_component_is_zero():
-    assert hm_aggregate(a={"agg_value": 0.5}, b={"agg_value": 0.0}, c={"agg_value": 0.9})["agg_value"] == 0.0
-    assert hm_aggregate(a={"agg_value": 0.5}, b={"agg_value": 0.25})["agg_value"] == pytest.approx(1 / 3)
+    assert model_utility({"agg_value": 0.5}, {"agg_value": 0.0}, {"agg_value": 0.9})["agg_value"] == 0.0
+    assert model_utility({"agg_value": 0.5}, {"agg_value": 0.25})["agg_value"] == pytest.approx(1 / 3)
     assert math.isnan(aggregate.harmonic_mean([0.5, -0.1]))
 
 
@@ -197,22 +197,11 @@ def test_rouge_reproduces_every_published_per_sample_value():
     assert n == 400 + 400 + 100 + 117 + 300
 
 
-# --- every registered handler carries a runnable example -----------------------------------------------------
-
-@pytest.mark.parametrize("name", sorted(HANDLERS))
-def test_handler_docstring_example_runs(name):
-    fn = HANDLERS[name].fn
-    assert fn.__doc__ and ">>>" in fn.__doc__, f"handler {name} has no >>> example"
-    finder = doctest.DocTestFinder(recurse=False)
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    for test in finder.find(fn, name, globs=dict(fn.__globals__)):
-        runner.run(test)
-    assert runner.failures == 0 and runner.tries > 0
-
+# --- the runnable examples of the modules (the benchmarks' composites, the leaf kinds, the numbers) -----------
 
 def test_module_doctests_pass():
-    from Eval.unlearning import aggregate as agg_module, rouge as rouge_module, stats as stats_module
+    from Eval.unlearning import aggregate as agg_module, muse, rouge as rouge_module, samples, stats as stats_module, tofu
 
-    for module in (stats_module, agg_module, rouge_module):
+    for module in (stats_module, agg_module, rouge_module, tofu, muse, samples):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__

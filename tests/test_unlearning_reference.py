@@ -1,5 +1,4 @@
 """Re-aggregating open-unlearning's published logs reproduces every published figure; eval.py's import mode."""
-import dataclasses
 import json
 import math
 import subprocess
@@ -10,7 +9,8 @@ import pytest
 from conftest import ROOT, SHARED, needs_shared
 import eval as eval_cli
 from Eval.records import RecordError
-from Eval.unlearning import HANDLERS, reaggregate
+from Eval.unlearning import samples
+from Eval.unlearning.evaluate import reaggregate
 
 OU = SHARED / "reference" / "open-unlearning"
 pytestmark = needs_shared  # every test here reads the published open-unlearning logs
@@ -68,13 +68,15 @@ def test_fallbacks_without_retain_logs_match_the_published_retain_figures():
     outcome = reaggregate(MUSE_RETRAIN, None, warn=messages.append)
     assert outcome.summary["privleak"] == pytest.approx(-4.7199999990560135, abs=1e-9)
     assert len(messages) == 1 and messages[0].startswith("no retain-model logs (--retain-logs): privleak")  # once
-    assert outcome.run.fallbacks == {"privleak": "the retain AUC is taken as ref_value = 0.5"}
+    assert outcome.fallbacks == {"privleak": "the retain AUC is taken as ref_value = 0.5"}
     tofu = reaggregate(TOFU_RETAIN, None, warn=lambda message: None)
     assert tofu.eval_log["forget_quality"] == {"agg_value": None} and "forget_quality" not in tofu.summary
     assert tofu.summary["privleak"] == pytest.approx(23.477499995304495, abs=1e-9)
 
 
 def test_every_dependency_is_computed_once(monkeypatch):
+    from Eval.unlearning import tofu
+
     calls = {}
 
     def counting(name, fn):
@@ -83,28 +85,29 @@ def test_every_dependency_is_computed_once(monkeypatch):
             return fn(*args, **kwargs)
         return wrapped
 
-    for name, h in list(HANDLERS.items()):
-        monkeypatch.setitem(HANDLERS._items, name, dataclasses.replace(h, fn=counting(name, h.fn)))  # read-only: patch its table
+    leaf_result = samples.leaf_result
+    monkeypatch.setattr(samples, "leaf_result", lambda kind, values: counting(  # rougeL_recall counts as rouge
+        "rouge" if kind.startswith("rouge") else kind, leaf_result)(kind, values))
+    for name in ("truth_ratio", "forget_quality", "model_utility", "privleak"):
+        monkeypatch.setattr(tofu, name, counting(name, getattr(tofu, name)))
     outcome = reaggregate(TOFU_TARGET, TOFU_RETAIN, warn=lambda message: None)
-    run = outcome.run
-    assert len(run.computed) == len(set(run.computed)) == len(outcome.eval_log) == 31
+    computed = list(outcome.results)  # in the order they were computed, each once
+    assert len(computed) == len(outcome.eval_log) == 31
     # ra_Q_A_Prob feeds two metrics, mia_min_k is top level and privleak's input: each computed once.
-    assert run.computed.index("ra_Q_A_Prob") < run.computed.index("ra_Q_A_Prob_normalised")
-    assert calls["mia_min_k"] == 1 and calls["hm_aggregate"] == 1 and calls["ks_test"] == 1
+    assert computed.index("ra_Q_A_Prob") < computed.index("ra_Q_A_Prob_normalised")
+    assert calls["mia_min_k"] == 1 and calls["model_utility"] == 1 and calls["forget_quality"] == 1
     assert calls["probability"] == 10 and calls["truth_ratio"] == 4 and calls["rouge"] == 4
 
 
-def test_suites_bind_every_handler_role():
-    from Eval.unlearning.suites import SUITES
+def test_the_leaf_tables_name_known_splits_and_kinds():
+    from Eval.unlearning import muse, tofu
+    from Eval.unlearning.splits import roles
 
-    for suite in SUITES.values():
-        for name, spec in suite.metrics.items():
-            h = HANDLERS[spec.handler]
-            if h.inputs != ("*",):
-                assert set(spec.inputs) == set(h.inputs), name
-            assert all(dep in suite.metrics for dep in spec.inputs.values()), name
-            assert (spec.reference is not None) == (h.reference is not None), name
-            assert h.leaf == (spec.split is not None), name
+    for key, bench in (("tofu", tofu), ("muse", muse)):
+        for name, (split, kind, answer_key) in bench.LEAVES.items():
+            assert set(split if isinstance(split, tuple) else (split,)) <= set(roles(key)), name
+            assert kind in samples.KINDS and kind.startswith("mia_") == isinstance(split, tuple), name
+        assert len(set(bench.TOP_LEVEL)) == len(bench.TOP_LEVEL)
 
 
 # --- eval.py --from-open-unlearning --------------------------------------------------------------------------

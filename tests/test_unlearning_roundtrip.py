@@ -7,7 +7,8 @@ import pytest
 
 from conftest import ROOT, needs_package
 import eval as eval_cli
-from Eval.unlearning import aggregate, files, reaggregate, score_records, stats
+from Eval.unlearning import aggregate, files, stats
+from Eval.unlearning.evaluate import reaggregate, score_records
 from unlearning_records import write_muse_records, write_tofu_records
 
 needs_package("rouge_score")  # the evaluator scores the records' generations with Google's rouge-score
@@ -72,7 +73,7 @@ def test_record_values_are_the_per_sample_functions(tofu):
     assert [n for n in outcome.notes if "retain-model logs" in n] == [
         "no retain-model logs (--retain-logs): forget_quality (agg_value is null), privleak (the retain AUC is taken "
         "as ref_value = 0.5)"]
-    assert set(outcome.run.fallbacks) == {"forget_quality", "privleak"}
+    assert set(outcome.fallbacks) == {"forget_quality", "privleak"}
 
 
 def test_muse_round_trip(tmp_path):

@@ -1,5 +1,5 @@
 """The one run loop of the inference stage: predictions (Eval/inference/predict.py) and TOFU / MUSE score records
-(Eval/unlearning/inference.py) both run through `run_job`.
+(Eval/inference/score_records.py) both run through `run_job`.
 
 What it does for one output file: take the file's lock (one writer at a time), refuse to resume a file made with
 other settings, see which items already have a current record (Eval/inference/predictions.py: content-aware

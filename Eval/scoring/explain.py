@@ -2,7 +2,8 @@
 
 Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module only calls it, once per
 record and metric, on the reference that gave the record's score (the first one reaching the maximum), and lays
-out what it said. Explanations are read-only: scores always come from the metrics themselves.
+out what it said. A TOFU / MUSE value is explained from the numbers its log holds (explain_sample). Explanations
+are read-only: scores always come from the metrics themselves.
 
 Usage:
     python eval.py explain custom_zh:3 --model demo         # one example, in words
@@ -99,6 +100,47 @@ def print_worst(pred_dir: Path, results: list[dict], n: int) -> None:
 
 
 # --- eval.py explain ---------------------------------------------------------------------------------------------
+def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
+    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log: a truth ratio's or normalised
+    probability's inputs and arithmetic (Eval/unlearning/tofu.py explain), else the leaf entry's own
+    (Eval/unlearning/samples.py explain_leaf). A KeyError names what the log lacks."""
+    from Eval.unlearning import samples, tofu
+
+    def sample_of(name: str):
+        entry = log.get(name)
+        values = entry.get("value_by_index") if isinstance(entry, dict) else None
+        if not isinstance(values, dict):
+            raise KeyError(f"{name!r} has no per-sample values in this log (metrics with them: "
+                           f"{', '.join(k for k, v in log.items() if isinstance(v, dict) and 'value_by_index' in v)})")
+        if index not in values:
+            raise KeyError(f"{name!r} has no sample {index!r} (indices {min(values, key=int)}..{max(values, key=int)})")
+        return values[index]
+
+    stored = sample_of(metric)
+    out = tofu.explain(metric, sample_of) if suite == "tofu" else None
+    return {"metric": metric, "index": index, "stored": stored, **(out or samples.explain_leaf(metric, stored))}
+
+
+def explain_logged(target: str, log_path: Path) -> int:
+    from Eval.records import RecordError
+    from Eval.unlearning import files
+
+    metric, sep, index = target.partition(":")
+    try:
+        if not sep or not metric or not index:
+            raise KeyError(f"expected METRIC:INDEX (e.g. forget_truth_ratio:0), found {target!r}")
+        path = files.find_log(log_path)
+        log = files.load_log(path)
+        explained = explain_sample(log, files.detect_suite(log, path), metric, index)
+    except (KeyError, RecordError) as err:
+        print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
+        return 2
+    stored = ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in explained["stored"].items() if k not in ("input", "ground_truth", "generation"))
+    print(f"{metric}[{index}] = {stored}\n  {explained['text']}")
+    return 0
+
+
 def parse_target(text: str) -> tuple[str, str]:
     """"DATASET:ID" -> (dataset, id); the id may itself hold ":" (only the first one splits)."""
     dataset, sep, example = text.partition(":")
@@ -189,10 +231,8 @@ def run(args) -> int:
     if bool(args.worst) == bool(args.target) or len(args.target) > 2:
         print("error: give DATASET:ID, or EVAL_JSON METRIC:INDEX, or --worst N", file=sys.stderr)
         return 2
-    if len(args.target) == 2:
-        from Eval.unlearning.explain import run_explain as explain_log
-
-        return explain_log(Path(args.target[0]), args.target[1])
+    if len(args.target) == 2:  # a TOFU / MUSE log, ours or a published one
+        return explain_logged(args.target[1], Path(args.target[0]))
     try:
         pred_dirs, _ = find_pred_dirs(args.pred_dir, args.model, args.pred_root, [])
     except FileNotFoundError as err:

@@ -37,11 +37,8 @@ def mean(values) -> float:
 
 
 def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:
-    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10): wrong over correct.
-
-    Averaging the LOSSES of the perturbed answers (a geometric mean of their probabilities) is what the code
-    does; the TOFU paper's text says an arithmetic mean of probabilities. We follow the code.
-    """
+    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10): the perturbed answers' LOSSES are
+    averaged (a geometric mean of probabilities), as the code does, not the TOFU paper's arithmetic mean."""
     correct = np.exp(-to_1d(correct_losses))
     wrong = np.exp(-to_1d(wrong_losses))
     return wrong / (correct + EPS)
@@ -75,11 +72,9 @@ def normalised_probs(correct_probs, wrong_probs) -> np.ndarray:
 
 
 def roc_auc(forget, holdout) -> float:
-    """ROC AUC with forget = label 0 and holdout = label 1, from ranks (ties get their average rank).
-
-    AUC = (sum of holdout ranks - n1(n1+1)/2) / (n0 n1), the Mann-Whitney form of the area scikit-learn
-    computes. Near 1 when the forget scores (loss-like: higher = less likely a member) sit below the holdout
-    ones, i.e. when the forget set is still memorised. A NaN score makes the AUC NaN (scikit-learn refuses).
+    """ROC AUC, forget = label 0 and holdout = label 1, as (sum of holdout ranks - n1(n1+1)/2) / (n0 n1) with ties
+    at their average rank (scikit-learn's area). Near 1 when the forget scores (loss-like) sit below the holdout
+    ones: the forget set is still memorised. A NaN score makes the AUC NaN (scikit-learn refuses).
 
     >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
     0.875
@@ -99,10 +94,8 @@ def roc_auc(forget, holdout) -> float:
 
 
 def ks_pvalue(model_values, retain_values) -> float:
-    """Two-sided two-sample Kolmogorov-Smirnov p-value (scipy's default method): forget quality.
-
-    KS depends only on the order of the values, so TR and 1/(TR+1e-10) (legacy TOFU) give the same p-value.
-    """
+    """Two-sided two-sample Kolmogorov-Smirnov p-value (scipy's default method): forget quality. It depends only
+    on the order of the values, so TR and 1/(TR+1e-10) (legacy TOFU) give the same p-value."""
     from scipy.stats import ks_2samp  # scipy.stats takes ~0.3 s to import; only composites need it
 
     return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
@@ -134,8 +127,8 @@ def harmonic_mean(values) -> float:
 
 
 def float32_mean(values) -> float | None:
-    """The mean as the reference computed it for scores it held as float32 (Min-K%, Min-K%++, GradNorm): in
-    float32. Only when every value is exactly a float32 (i.e. came from one); None otherwise."""
+    """The mean in float32, as the reference took it of scores it held as float32 (Min-K%, Min-K%++, GradNorm),
+    when every value is exactly a float32; None otherwise."""
     arr = np.asarray(values, dtype=np.float64)
     as32 = arr.astype(np.float32)
     if arr.size == 0 or not np.array_equal(as32.astype(np.float64), arr, equal_nan=True):

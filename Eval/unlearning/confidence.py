@@ -1,16 +1,13 @@
-"""Confidence-ordered probability for diffusion / masked LLMs (spec unlearning-judge.md section 1.5): pure Python.
-
-The scoring stage (eval.py) imports this, and it must never pull in torch, so it depends on nothing but `math`.
+"""Confidence-ordered probability for diffusion / masked LLMs (spec unlearning-judge.md section 1.5): pure Python,
+so that both stages (and the masked adapter) share it without torch or numpy.
 
 Usage:
     from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs
     stats = record["logprobs"]["answer"][0]            # one TokenStats dict (Eval/records.py)
-    record_value = {"prob": confidence_ordered_prob(stats),
-                    "confidence_ordered_probs": confidence_ordered_probs(stats)}   # for probability-vs-rank plots
+    confidence_ordered_prob(stats), confidence_ordered_probs(stats)   # the scalar; the list, for rank plots
 
-The per-position label probabilities are sorted high to low ("set the most confident labels first"), then their
-geometric mean exp(mean(log(p + 1e-12))) is taken. A geometric mean does not depend on order, so the scalar is the
-ordinary `probability` up to the epsilon; only the sorted list is new.
+The label probabilities are sorted high to low (the most confident first), then their geometric mean
+exp(mean(log(p + 1e-12))) is taken: the ordinary `probability` up to the epsilon, as order does not change it.
 """
 from __future__ import annotations
 
@@ -20,18 +17,14 @@ from typing import Mapping, Sequence
 EPSILON = 1e-12  # the handler's guard against log(0), kept so values match it exactly
 
 
-def _logprobs(stats: Mapping | Sequence[float]) -> Sequence[float]:
-    # A TokenStats dict or, for convenience, its bare `logprobs` list.
-    return stats["logprobs"] if isinstance(stats, Mapping) else stats
-
-
 def confidence_ordered_probs(stats: Mapping | Sequence[float]) -> list[float]:
-    """The true-label probabilities exp(logprob), sorted descending.
+    """The true-label probabilities exp(logprob) of a TokenStats (or its bare `logprobs` list), sorted descending.
 
     >>> confidence_ordered_probs({"logprobs": [math.log(0.25), 0.0, math.log(0.5)]})
     [1.0, 0.5, 0.25]
     """
-    return sorted((math.exp(lp) for lp in _logprobs(stats)), reverse=True)
+    logprobs = stats["logprobs"] if isinstance(stats, Mapping) else stats
+    return sorted((math.exp(lp) for lp in logprobs), reverse=True)
 
 
 def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:

@@ -1,42 +1,237 @@
-"""The two unlearning entry points of eval.py, and the functions behind them.
+"""eval.py's TOFU / MUSE modes: score our score records, or re-aggregate a published open-unlearning log.
 
 Usage:
-    python eval.py --unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
-        scores our score records DIR/tofu_*.jsonl -> DIR/TOFU_EVAL.json, DIR/TOFU_SUMMARY.json
-    python eval.py --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
-        re-aggregates a published log from its per-sample values -> DIR/TOFU_EVAL.json, DIR/TOFU_SUMMARY.json
-        (TOFU or MUSE is told from the log's metrics; DIR defaults to pred/open-unlearning/<log's folder>)
+    python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # DIR/tofu_*.jsonl
+    python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
+    reaggregate(Path("TOFU_EVAL.json"), retain_logs=Path("retain90/TOFU_EVAL.json")).summary["forget_quality"]
 
-    from Eval.unlearning.evaluate import score_records, reaggregate
-    outcome = reaggregate(Path(".../TOFU_EVAL.json"), retain_logs=Path(".../retain90/TOFU_EVAL.json"))
-    outcome.summary["forget_quality"]
-
-Bad input (a malformed record or log, a missing field, an unreadable retain log) raises RecordError before
-anything is written; main() prints it and returns 2.
+Both write open-unlearning's NAME_EVAL.json / NAME_SUMMARY.json (TOFU or MUSE; a log's is told from its metrics;
+the import goes to pred/open-unlearning/<the log's folder> by default). The leaves' per-sample values come from
+the records (Records) or from the log (log_samples); the benchmark (tofu.py, muse.py) computes every aggregate and
+composite from them on a Run, never copying a stored agg_value. Bad input raises RecordError before anything is
+written (run() prints it, exit 2). numpy and scipy load only when a mode runs: eval.py imports this for its flags.
 """
 from __future__ import annotations
 
-import dataclasses
+import argparse
+import importlib
+import numbers
 import sys
 import time
 from pathlib import Path
 
+from Eval.commands import eval_command
 from Eval.records import RecordError
 from Eval.unlearning import files
-from Eval.unlearning.engine import LogSource, RecordSource, Run
-from Eval.unlearning.suites import SUITES
+from Eval.unlearning.splits import roles
+
+ENCODING_KEY = "answer_encoding"  # not a metric: which tokens of each answer were labelled (score_records.py)
 
 
-@dataclasses.dataclass
-class Outcome:
-    suite: str              # "TOFU" / "MUSE"
-    eval_log: dict          # NAME_EVAL.json contents
-    summary: dict           # NAME_SUMMARY.json contents
-    notes: list[str]        # warnings, fallbacks, skipped metrics
-    run: Run
+def benchmark(suite: str):
+    """Eval/unlearning/tofu.py or muse.py: NAME, LEAVES, TOP_LEVEL, evaluate(run)."""
+    return importlib.import_module(f"Eval.unlearning.{suite}")
 
 
-def _reference_logs(path: Path | None, suite: str) -> tuple[dict | None, Path | None]:
+def _stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+class Run:
+    """One evaluation, from the leaves' samples to the EVAL and SUMMARY contents (eval_log, summary): each result
+    computed once, in the benchmark's order, and what to tell the user on the way (notes, warnings, fallbacks).
+
+    samples: leaf -> value_by_index (MIA: (forget, holdout)); why: leaf -> why it has none; retain: (the retain
+    model's EVAL log, its path), or Nones; where(name): the file(s) an error names (None: the whole input);
+    required: the metrics a log holds, each of which must be recomputed."""
+
+    def __init__(self, samples: dict, why: dict | None = None, retain=(None, None), where=lambda name: "",
+                 warn=None, required=()):
+        self.samples, self.why, (self.retain, self.retain_path) = samples, dict(why or {}), retain
+        self.where, self.required, self._warn = where, required, warn or _stderr
+        self.results, self.eval_log, self.summary, self.suite = {}, {}, {}, ""
+        self.inputs: dict[str, tuple[str, ...]] = {}  # composite -> the results it was computed from
+        self.notes: list[str] = []  # everything to tell the user, warnings included
+        self.warnings: list[str] = []  # the notes already shown through `warn` (printed once, not again)
+        self.fallbacks: dict[str, str] = {}  # metric -> the fallback open-unlearning uses without retain logs
+
+    def warn(self, message: str) -> None:
+        self.notes.append(message)
+        self.warnings.append(message)
+        self._warn(message)
+
+    def leaves(self, table: dict) -> None:
+        """Each leaf's result from its samples (Eval/unlearning/samples.py); a leaf without samples is skipped."""
+        from Eval.unlearning import samples
+
+        for name, (_, kind, _) in table.items():
+            if name in self.samples:
+                self._compute(name, samples.leaf_result, kind, self.samples[name])
+
+    def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None, **params) -> None:
+        """results[name] = fn(*the inputs' results[, the retain log's entry or None], **params); `retain`: (its
+        metric in the retain log, open-unlearning's fallback without it). A missing input: the reason is kept."""
+        missing = next((i for i in inputs if i not in self.results), None)
+        if missing is not None:
+            self.why[name] = f"needs {missing}: {self.why.get(missing, 'no per-sample values')}"
+            return
+        args, self.inputs[name] = [self.results[i] for i in inputs], inputs
+        if retain is not None:
+            args.append((self.retain or {}).get(retain[0]))
+            if args[-1] is None:
+                self.fallbacks[name] = retain[1]
+                if self.retain is not None:  # no logs at all: finish() says it once for every metric
+                    self.warn(f"{name}: the retain-model logs {self.retain_path} hold no {retain[0]!r}; {retain[1]} "
+                              "(open-unlearning's fallback)")
+        self._compute(name, fn, *args, **params)
+
+    def _compute(self, name: str, fn, *args, **params) -> None:
+        try:
+            self.results[name] = fn(*args, **params)
+        except (ValueError, KeyError, TypeError) as err:
+            leaf = name in self.samples
+            where = self.where(name if leaf else None)
+            if self.retain_path is not None and not leaf:
+                where += f" (retain logs {self.retain_path})"
+            raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") from None
+
+    def finish(self, suite: str, top_level: tuple[str, ...]) -> tuple[dict, dict]:
+        """(eval_log: the top-level metrics computed and their pre-computes, summary: their non-null agg_values),
+        also kept on the Run; says which top-level metrics were skipped and why."""
+        planned = [n for n in top_level if n in self.results]
+        self.notes += [f"skipped {n}: {self.why.get(n)}" for n in top_level if n not in self.results]
+        for metric in self.required:
+            if metric in self.why:
+                raise RecordError(self.where(None), None, f"{metric} cannot be recomputed: {self.why[metric]}")
+        if not planned:
+            raise RecordError(self.where(None), None, f"no {suite} metric can be computed: " + "; ".join(self.notes))
+        fallbacks = [f"{n} ({self.fallbacks[n]})" for n in planned if n in self.fallbacks]
+        if self.retain is None and fallbacks:
+            self.warn(f"no retain-model logs (--retain-logs): {', '.join(fallbacks)}")
+        kept, todo = set(), planned + [n for n in self.required if n in self.results]
+        while todo:  # the planned metrics (and a log's own) and what they were computed from: the pre-computes
+            name = todo.pop()
+            if name not in kept:
+                kept.add(name)
+                todo += self.inputs.get(name, ())
+        self.suite, self.eval_log = suite, {n: r for n, r in self.results.items() if n in kept}
+        self.summary = {n: self.results[n]["agg_value"] for n in planned if self.results[n]["agg_value"] is not None}
+        return self.eval_log, self.summary
+
+
+class Records:
+    """The leaves' samples from our score records DIR/<suite>_<split>.jsonl (an absent file: its leaves skipped)."""
+
+    def __init__(self, suite: str, pred_dir: Path):
+        from Eval.unlearning.samples import KINDS
+
+        self.dir, self.leaves = Path(pred_dir), benchmark(suite).LEAVES
+        if not self.dir.is_dir():
+            raise RecordError(self.dir, None, "no such folder")
+        self.paths = {split: self.dir / f"{suite}_{split}.jsonl" for split in roles(suite)}
+        self.records = {s: files.load_records(p) for s, p in self.paths.items() if p.is_file()}
+        if not self.records:
+            raise RecordError(self.dir, None, f"no {suite.upper()} score records: expected "
+                                              f"{', '.join(p.name for p in self.paths.values())}")
+        self.samples, self.why = {}, {}
+        for name, (split, kind, key) in self.leaves.items():
+            sample, _, _, reads = KINDS[kind]
+            why = self._unavailable(name, _sides(split), key, sample, reads)
+            if why is not None:
+                self.why[name] = why
+            else:
+                sides = tuple(self._samples(name, side, key, sample) for side in _sides(split))
+                self.samples[name] = sides if isinstance(split, tuple) else sides[0]
+
+    def _unavailable(self, name: str, splits: tuple, key: str, sample, reads: tuple) -> str | None:
+        if sample is None:
+            return "needs a model at scoring time; not computable from saved records"
+        for split in splits:
+            if split not in self.records:
+                return f"no {self.paths[split].name}"
+            for field in reads:
+                label = field if field in ("pred", "answers") else f"{field}[{key!r}]"
+                lacking = [line for line, r in self.records[split] if not _has(r, field, key)]
+                if len(lacking) == len(self.records[split]):
+                    return f"no {label} in {self.paths[split].name}"
+                if lacking:
+                    raise RecordError(self.paths[split], lacking[0], f"record lacks {label}, which other records of "
+                                                                     f"this file have ({name} needs it)")
+        return None
+
+    def _samples(self, name: str, split: str, key: str, sample) -> dict:
+        values = {}
+        for line, record in self.records[split]:
+            try:
+                values[str(record["index"])] = sample(record, key)
+            except ValueError as err:
+                raise RecordError(self.paths[split], line, f"{name}: {err}") from None
+        return values
+
+    def where(self, name: str | None) -> str:
+        if name is None:
+            return str(self.dir)
+        return ", ".join(str(self.paths[s]) for s in _sides(self.leaves[name][0]))
+
+    def answer_encoding(self) -> dict:
+        """{"value": the one encoding of the answer labels (or "mixed"), "by_file": {file: encoding}}; records
+        written before the field existed say "not recorded"."""
+        by_file = {}
+        for split, rows in self.records.items():
+            found = sorted({r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"})
+            if found:
+                by_file[self.paths[split].name] = found[0] if len(found) == 1 else "mixed"
+        values = set(by_file.values())
+        return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
+
+
+def _sides(split: str | tuple) -> tuple:
+    return split if isinstance(split, tuple) else (split,)
+
+
+def _has(record: dict, field: str, key: str) -> bool:
+    if field in ("pred", "answers"):
+        return field in record
+    return isinstance(record.get(field), dict) and key in record[field]
+
+
+def log_samples(suite: str, log: dict, path: Path) -> tuple[dict, dict]:
+    """(samples, why) of the leaves from an EVAL log's value_by_index (ours or open-unlearning's), each checked."""
+    from Eval.unlearning.samples import KINDS
+
+    samples, why = {}, {}
+    for name, (split, kind, _) in benchmark(suite).LEAVES.items():
+        fields = KINDS[kind][2]
+        if name not in log:
+            why[name] = f"not in {Path(path).name}"
+        elif isinstance(split, tuple):
+            samples[name] = tuple(_checked(log[name].get(side), f"{name}.{side}", fields, path)
+                                  for side in ("forget", "holdout"))
+        else:
+            samples[name] = _checked(log[name], name, fields, path)
+    return samples, why
+
+
+def _checked(entry, label: str, fields: tuple, path: Path) -> dict:
+    values = entry.get("value_by_index") if isinstance(entry, dict) else None
+    if not isinstance(values, dict) or not values:
+        raise RecordError(path, None, f"{label}: no per-sample values (value_by_index) to recompute from")
+    for idx, sample in values.items():
+        if sample is None:
+            continue  # the reference drops None samples; so do the aggregates
+        bad = [f for f in fields if not isinstance(sample, dict) or not _is_value(sample.get(f, ""))]
+        if bad:
+            raise RecordError(path, None, f"{label}.value_by_index[{idx!r}]: {bad[0]!r} is missing or not a number")
+    return values
+
+
+def _is_value(x) -> bool:
+    if isinstance(x, list):
+        return all(_is_value(v) for v in x)
+    return x is None or (isinstance(x, numbers.Real) and not isinstance(x, bool))
+
+
+def _retain_log(path: Path | None, suite: str) -> tuple[dict | None, Path | None]:
     if path is None:
         return None, None
     path = files.find_log(path)
@@ -46,101 +241,98 @@ def _reference_logs(path: Path | None, suite: str) -> tuple[dict | None, Path | 
     return log, path
 
 
-# Not a metric: which tokens of each answer were labelled (Eval/unlearning/inference.py ANSWER_ENCODINGS). An
-# object, as every entry of an EVAL log is; open-unlearning's own logs have none.
-ENCODING_KEY = "answer_encoding"
-
-
-def answer_encoding(source: RecordSource) -> dict:
-    """{"value": the one encoding of the answer labels (or "mixed"), "by_file": {file: encoding}}; records written
-    before the field existed say "not recorded"."""
-    by_file = {}
-    for split, rows in source.records.items():
-        found = sorted({r.get("answer_encoding", "not recorded") for _, r in rows} - {"plain"})
-        if found:
-            by_file[source.suite.file_name(split)] = found[0] if len(found) == 1 else "mixed"
-    values = set(by_file.values())
-    return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
-
-
-def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Outcome:
-    """Score our own records DIR/<suite>_<split>.jsonl (layout: Eval/unlearning/suites.py)."""
-    spec = SUITES[suite]
-    reference, ref_path = _reference_logs(retain_logs, suite)
-    run = Run(spec, RecordSource(spec, Path(pred_dir)), reference, ref_path, warn)
-    eval_log, summary = run.evaluate()
-    encoding = answer_encoding(run.source)
+def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
+    """Score our own records DIR/<suite>_<split>.jsonl (their layout: Eval/inference/score_records.py)."""
+    retain = _retain_log(retain_logs, suite)
+    source = Records(suite, Path(pred_dir))
+    outcome = Run(source.samples, source.why, retain, source.where, warn)
+    benchmark(suite).evaluate(outcome)
+    encoding = source.answer_encoding()
     if encoding["by_file"]:
-        eval_log[ENCODING_KEY] = encoding
-        theirs = (reference or {}).get(ENCODING_KEY, {}).get("value")
+        outcome.eval_log[ENCODING_KEY] = encoding
+        theirs = (retain[0] or {}).get(ENCODING_KEY, {}).get("value")
         if encoding["value"] == "mixed":
-            run.warn(f"answer labels were encoded differently across files ({encoding['by_file']}): the "
-                     "probabilities are not comparable; rerun inference.py with one --answer-encoding")
+            outcome.warn(f"answer labels were encoded differently across files ({encoding['by_file']}): the "
+                         "probabilities are not comparable; rerun inference.py with one --answer-encoding")
         elif theirs and theirs != encoding["value"]:
-            run.warn(f"the retain-model logs labelled answers as {theirs!r}, these records as "
-                     f"{encoding['value']!r}: forget_quality compares the two; rerun one with the other's encoding")
-    return Outcome(spec.name, eval_log, summary, run.notes, run)
+            outcome.warn(f"the retain-model logs labelled answers as {theirs!r}, these records as "
+                         f"{encoding['value']!r}: forget_quality compares the two; rerun one with the other's encoding")
+    return outcome
 
 
-def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> Outcome:
+def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> Run:
     """Recompute every aggregate and composite of a published EVAL log from its value_by_index entries."""
     log_path = files.find_log(log_path)
     log = files.load_log(log_path)
     suite = files.detect_suite(log, log_path)
-    spec = SUITES[suite]
-    reference, ref_path = _reference_logs(retain_logs, suite)
-    run = Run(spec, LogSource(spec, log, log_path), reference, ref_path, warn)
-    eval_log, summary = run.evaluate()
+    retain = _retain_log(retain_logs, suite)
+    outcome = Run(*log_samples(suite, log, log_path), retain, lambda name: str(log_path), warn, required=list(log))
+    benchmark(suite).evaluate(outcome)
     for name in log:
         if name == ENCODING_KEY:  # our own log read back: kept as it is, not a metric
-            eval_log[name] = log[name]
-        elif name not in spec.metrics:  # e.g. a metric of a newer open-unlearning: kept, but say it is a copy
-            eval_log[name] = log[name]
-            run.notes.append(f"{name}: not a known {spec.name} metric; copied unchanged, not recomputed")
-    return Outcome(spec.name, eval_log, summary, run.notes, run)
+            outcome.eval_log[name] = log[name]
+        elif name not in outcome.eval_log:  # e.g. a metric of a newer open-unlearning: kept, but said to be a copy
+            outcome.eval_log[name] = log[name]
+            outcome.notes.append(f"{name}: not a known {outcome.suite} metric; copied unchanged, not recomputed")
+    return outcome
 
 
-def format_outcome(outcome: Outcome, paths: tuple[Path, Path], seconds: float) -> str:
+def report(outcome: Run, paths: tuple[Path, Path], seconds: float) -> str:
     """The console report: each top-level figure, null ones explained, then the notes."""
     lines = [f"{outcome.suite} ({seconds:.2f} s) -> {paths[0]}, {paths[1]}"]
-    top = [n for n in SUITES[outcome.suite.lower()].top_level if n in outcome.eval_log]
+    top = [n for n in benchmark(outcome.suite.lower()).TOP_LEVEL if n in outcome.eval_log]
     width = max(len(n) for n in top)
     for name in top:
         value = outcome.eval_log[name]["agg_value"]
         shown = "null (left out of the summary)" if value is None else f"{value:.6g}"
-        if name in outcome.run.fallbacks or any(n.startswith(f"{name}: ") for n in outcome.notes):
+        if name in outcome.fallbacks or any(n.startswith(f"{name}: ") for n in outcome.notes):
             shown += "  (see note)"  # a fallback was used, e.g. no retain-model logs
         lines.append(f"  {name:{width}}  {shown}")
     if ENCODING_KEY in outcome.eval_log:
         lines.append(f"  answer labels: {outcome.eval_log[ENCODING_KEY]['value']} (inference.py --answer-encoding)")
-    lines += [f"note: {n}" for n in outcome.notes if n not in outcome.run.warnings]  # warnings: shown once
-    return "\n".join(lines)
+    return "\n".join(lines + [f"note: {n}" for n in outcome.notes if n not in outcome.warnings])  # warnings once
 
 
-def _default_out_dir(log_path: Path) -> Path:
-    return Path("pred") / "open-unlearning" / files.find_log(log_path).resolve().parent.name
+# --- the command line (eval.py) ----------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """eval.py unlearning's options."""
+    parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
+                        help="score the score records PRED_DIR/<tofu|muse>_<split>.jsonl of inference.py unlearning")
+    parser.add_argument("--pred-dir", type=Path, default=None, help="the folder of score records")
+    parser.add_argument("--from-open-unlearning", type=Path, default=None, metavar="EVAL_JSON",
+                        help="instead: re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json from its per-sample "
+                             "values (default: off)")
+    parser.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
+                        help="the retain model's EVAL.json, for forget_quality and privleak (default: none: "
+                             "forget_quality null, privleak against AUC 0.5)")
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="where the two files go (default: --pred-dir, or pred/open-unlearning/<log's folder>)")
+    parser.add_argument("--quiet", action="store_true", help="print only errors")
 
 
-def main(args) -> int:
-    """eval.py's unlearning modes; `args` holds from_open_unlearning, unlearning, pred_dir, retain_logs,
-    out_dir and quiet."""
-    start = time.perf_counter()
-    warn = (lambda message: None) if args.quiet else None  # --quiet: errors only
+@eval_command("unlearning", help="TOFU / MUSE: score our score records, or re-aggregate a published log")
+def run(args: argparse.Namespace) -> int:
+    """Write NAME_EVAL.json and NAME_SUMMARY.json; exit code."""
+    if bool(args.from_open_unlearning) == bool(args.suite) or (args.suite and args.pred_dir is None):
+        print("error: give tofu|muse --pred-dir DIR, or --from-open-unlearning EVAL_JSON", file=sys.stderr)
+        return 2
+    start, quiet = time.perf_counter(), getattr(args, "quiet", False)
+    warn = (lambda message: None) if quiet else None  # --quiet: errors only
     try:
         if args.from_open_unlearning is not None:
-            outcome = reaggregate(args.from_open_unlearning, args.retain_logs, warn)
-            out_dir = args.out_dir or _default_out_dir(args.from_open_unlearning)
             source = files.find_log(args.from_open_unlearning)
+            outcome = reaggregate(source, args.retain_logs, warn)
+            out_dir = args.out_dir or Path("pred") / "open-unlearning" / source.resolve().parent.name
             if (Path(out_dir) / source.name).resolve() == source.resolve():
                 raise RecordError(out_dir, None, f"would overwrite the log being read ({source.name}); pass another "
                                                  "--out-dir")
         else:
-            outcome = score_records(args.unlearning, args.pred_dir, args.retain_logs, warn)
+            outcome = score_records(args.suite, args.pred_dir, args.retain_logs, warn)
             out_dir = args.out_dir or args.pred_dir
     except RecordError as err:
         print(f"error: nothing was written: {err}", file=sys.stderr)
         return 2
     paths = files.write_outputs(Path(out_dir), outcome.suite, outcome.eval_log, outcome.summary)
-    if not args.quiet:
-        print(format_outcome(outcome, paths, time.perf_counter() - start))
+    if not quiet:
+        print(report(outcome, paths, time.perf_counter() - start))
     return 0

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from Eval.records import RecordError, iter_json_objects
 from Eval.storage import write_bytes_atomic
 
@@ -89,6 +87,8 @@ def detect_suite(log: dict, path: Path) -> str:
 
 def _jsonable(value):
     # numpy scalars and arrays reach the results through the aggregates; json needs Python types.
+    import numpy as np  # only here: eval.py imports this module for its flags, numpy loads when a mode runs
+
     if isinstance(value, np.floating):
         return float(value)
     if isinstance(value, np.integer):

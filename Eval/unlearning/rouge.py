@@ -2,13 +2,11 @@
 
 Usage:
     from Eval.unlearning.rouge import rouge_scores
-    rouge_scores(generation="Paris is the capital", ground_truth="Paris")
-    # {"rouge1_recall": 1.0, "rougeL_f1": 0.4, "rougeL_recall": 1.0}
+    rouge_scores(generation="Paris is the capital", ground_truth="Paris")   # rouge1_recall, rougeL_f1, rougeL_recall
 
-The call is RougeScorer(["rouge1", "rougeL"], use_stemmer=True).score(target=ground_truth,
-prediction=generation); TOFU reports rougeL_recall, MUSE rougeL_f1. This is a different ROUGE from the
-`rouge` package that Eval/metrics/rouge.py reproduces for LongBench (sentence splitting, LCS union): the two
-are not interchangeable, so each benchmark uses its own reference implementation.
+RougeScorer(["rouge1", "rougeL"], use_stemmer=True).score(target=ground_truth, prediction=generation); TOFU reports
+rougeL_recall, MUSE rougeL_f1. Not the `rouge` package that Eval/metrics/rouge.py reproduces for LongBench: each
+benchmark uses its own reference implementation.
 """
 from __future__ import annotations
 

@@ -1,20 +1,23 @@
-"""Per-record sample functions: one saved score record -> one `value_by_index` entry.
+"""The leaf metrics' kinds: one score record -> one per-sample entry, and a leaf's result from its entries.
 
 Usage:
-    from Eval.unlearning.samples import probability_sample
-    probability_sample({"index": 0, "logprobs": {"answer": [{"logprobs": [-0.1, -0.2]}]}}, "answer")
-    # {"prob": 0.8607..., "avg_loss": 0.15000000000000002}
+    from Eval.unlearning.samples import KINDS, leaf_result
+    sample, field, fields, reads = KINDS["probability"]
+    entry = sample({"index": 0, "logprobs": {"answer": [{"logprobs": [-0.1, -0.2]}]}}, "answer")
+    leaf_result("probability", {"0": entry})          # {"agg_value": 0.86..., "value_by_index": {"0": ...}}
 
-Each function takes (record, key, **args), reads only the fields named in its handler's `reads` (see
-Eval/unlearning/handlers.py and the record layout in Eval/unlearning/suites.py) and raises ValueError naming
-the field when the record does not hold what it needs; the caller adds the file and line.
+A kind is what open-unlearning's leaf handler computes per sample. KINDS gives, per kind: the function of a record
+(None: it needs a model at scoring time), the field its aggregate averages, the fields a published per-sample
+entry must hold, and the record fields it reads (the record layout: Eval/inference/score_records.py). A sample
+function raises ValueError naming the field a record lacks; the caller adds the file and line.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 from Eval.records import normalize_answers
-from Eval.unlearning import stats
+from Eval.unlearning import aggregate, stats
 from Eval.unlearning.rouge import rouge_scores
 
 
@@ -23,31 +26,30 @@ def options(record: dict, key: str) -> list[dict]:
     saved = record.get("logprobs")
     if not isinstance(saved, dict) or key not in saved:
         raise ValueError(f"no logprobs[{key!r}] in this record")
-    opts = saved[key]
-    if not isinstance(opts, list) or not opts:
+    if not isinstance(saved[key], list) or not saved[key]:
         raise ValueError(f"logprobs[{key!r}] must be a non-empty list of TokenStats, one per answer option")
     try:
-        return [stats.check_token_stats(ts) for ts in opts]
+        return [stats.check_token_stats(ts) for ts in saved[key]]
     except ValueError as err:
         raise ValueError(f"logprobs[{key!r}]: {err}") from None
 
 
-def first_option(record: dict, key: str) -> dict:
-    # Token-wise and MIA metrics read a single answer ("answer" has one option in every TOFU / MUSE split).
-    return options(record, key)[0]
-
-
-def per_option(record: dict, key: str, fn) -> dict:
+def per_option(fn):
     """fn over every option; one option gives scalars, several give lists (the reference's multi-answer rows)."""
-    values = [fn(ts) for ts in options(record, key)]
-    if len(values) == 1:
-        return values[0]
-    return {field: [v[field] for v in values] for field in values[0]}
+    def sample(record: dict, key: str) -> dict:
+        values = [fn(ts) for ts in options(record, key)]
+        return values[0] if len(values) == 1 else {field: [v[field] for v in values] for field in values[0]}
+    return sample
+
+
+def first_option(fn):
+    """{"score": fn(the first option)}: token-wise and MIA metrics read one answer."""
+    return lambda record, key: {"score": fn(options(record, key)[0])}
 
 
 def _number(record: dict, field: str, key: str) -> float | None:
-    """record[field][key] as a float; null stays None (the inference stage writes null where the number does
-    not exist, e.g. GradNorm of an answer with fewer than two labels): that sample is left out of the MIA."""
+    """record[field][key] as a float; null stays None (no such number for this sample, e.g. GradNorm of an answer
+    with fewer than two labels): that sample is left out of the attack."""
     saved = record.get(field)
     value = saved.get(key) if isinstance(saved, dict) else None
     if value is None and isinstance(saved, dict) and key in saved:
@@ -57,16 +59,7 @@ def _number(record: dict, field: str, key: str) -> float | None:
     return float(value)
 
 
-def probability_sample(record: dict, key: str) -> dict:
-    return per_option(record, key, stats.probability)
-
-
-def confidence_ordered_sample(record: dict, key: str) -> dict:
-    empty = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
-    return per_option(record, key, lambda ts: stats.confidence_ordered(ts) or empty)
-
-
-def rouge_sample(record: dict, key: str) -> dict:
+def rouge(record: dict, key: str) -> dict:
     """ROUGE of `pred` against the first of `answers`; `input` (the prompt, optional) is kept for reading."""
     generation, answers = record.get("pred"), record.get("answers")
     if not isinstance(generation, str):
@@ -74,42 +67,81 @@ def rouge_sample(record: dict, key: str) -> dict:
     answers = normalize_answers(answers) if isinstance(answers, (str, list)) else []
     if not answers or not isinstance(answers[0], str):
         raise ValueError("field 'answers' must hold the ground-truth string (a list or one string)")
-    ground_truth = answers[0]
-    return {**rouge_scores(generation, ground_truth), "input": str(record.get("input", "")),
-            "ground_truth": ground_truth, "generation": generation}
+    return {**rouge_scores(generation, answers[0]), "input": str(record.get("input", "")),
+            "ground_truth": answers[0], "generation": generation}
 
 
-def exact_memorization_sample(record: dict, key: str) -> dict:
-    return {"score": stats.exact_memorization(first_option(record, key))}
-
-
-def extraction_strength_sample(record: dict, key: str) -> dict:
-    return {"score": stats.extraction_strength(first_option(record, key))}
-
-
-def loss_sample(record: dict, key: str) -> dict:
-    return {"score": float(stats.avg_loss(first_option(record, key)))}
-
-
-def zlib_sample(record: dict, key: str) -> dict:
-    return {"score": float(stats.zlib_score(first_option(record, key)))}
-
-
-def min_k_sample(record: dict, key: str, k: float = 0.4) -> dict:
-    return {"score": stats.min_k_score(first_option(record, key), k)}
-
-
-def min_k_plus_plus_sample(record: dict, key: str, k: float = 0.4) -> dict:
-    return {"score": stats.min_k_plus_plus_score(first_option(record, key), k)}
-
-
-def gradnorm_sample(record: dict, key: str) -> dict:
-    # Needs gradients, so the inference stage computes it and saves the number; we only read it.
+def gradnorm(record: dict, key: str) -> dict:
+    """The saved GradNorm score (gradients are taken at inference)."""
     return {"score": _number(record, "gradnorm", key)}
 
 
-def reference_sample(record: dict, key: str) -> dict:
-    # The reference model's avg_loss on the same answer is saved by the inference stage (a second model).
-    target = stats.avg_loss(first_option(record, key))
-    reference = _number(record, "reference_avg_loss", key)
-    return {"score": None if reference is None else float(target - reference)}
+def reference(record: dict, key: str) -> dict:
+    """Target avg_loss minus the reference model's (saved at inference, a second model) on the same answer."""
+    target = stats.avg_loss(options(record, key)[0])
+    ref = _number(record, "reference_avg_loss", key)
+    return {"score": None if ref is None else float(target - ref)}
+
+
+_EMPTY = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
+PROB, ROUGE, SCORE = ("prob", "avg_loss"), ("rouge1_recall", "rougeL_f1", "rougeL_recall"), ("score",)
+LOGPROBS = ("logprobs",)
+KINDS = {  # kind: (sample function, averaged field, fields of a published entry, record fields read)
+    "probability": (per_option(stats.probability), "prob", PROB, LOGPROBS),
+    # masked models' records only: for a causal model the geometric mean would repeat `probability`
+    "confidence_ordered": (per_option(lambda ts: stats.confidence_ordered(ts) or dict(_EMPTY)), "prob", PROB,
+                           ("logprobs", "confidence_ordered_probs")),
+    "rougeL_recall": (rouge, "rougeL_recall", ROUGE, ("pred", "answers")),   # TOFU's ROUGE
+    "rougeL_f1": (rouge, "rougeL_f1", ROUGE, ("pred", "answers")),           # MUSE's
+    "exact_memorization": (first_option(stats.exact_memorization), "score", SCORE, LOGPROBS),
+    "extraction_strength": (first_option(stats.extraction_strength), "score", SCORE, LOGPROBS),
+    "classifier_prob": (None, "score", SCORE, ()),  # gibberish: a classifier model; re-aggregated from logs only
+    "mia_loss": (first_option(stats.avg_loss), "score", SCORE, LOGPROBS),
+    "mia_zlib": (first_option(stats.zlib_score), "score", SCORE, LOGPROBS),
+    "mia_min_k": (first_option(stats.min_k_score), "score", SCORE, LOGPROBS),                   # k = 0.4
+    "mia_min_k_plus_plus": (first_option(stats.min_k_plus_plus_score), "score", SCORE, LOGPROBS),
+    "mia_gradnorm": (gradnorm, "score", SCORE, ("gradnorm",)),
+    "mia_reference": (reference, "score", SCORE, ("logprobs", "reference_avg_loss")),
+}
+FLOAT32 = ("mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm")  # scores the reference held and averaged in float32
+
+
+def values(value_by_index: dict, field: str) -> list:
+    # The reference drops only None values before averaging (NaN stays in and propagates).
+    return [e[field] for e in value_by_index.values() if e is not None and e.get(field) is not None]
+
+
+def leaf_result(kind: str, samples) -> dict:
+    """A leaf's result: agg_value = the mean over samples (of the mean over options); an MIA kind takes (forget,
+    holdout) samples and its agg_value is the ROC AUC (forget = 0, holdout = 1), beside each side's mean.
+
+    >>> leaf_result("mia_loss", ({"0": {"score": 0.25}, "1": {"score": 0.5}}, {"0": {"score": 0.5}}))["auc"]
+    0.75
+    """
+    if not kind.startswith("mia_"):
+        return {"agg_value": aggregate.mean(values(samples, KINDS[kind][1])), "value_by_index": samples}
+    scores, result = [values(side, "score") for side in samples], {}
+    for name, side, side_scores in zip(("forget", "holdout"), samples, scores):
+        m = aggregate.float32_mean(side_scores) if kind in FLOAT32 else None
+        result[name] = {"agg_value": aggregate.mean(side_scores) if m is None else m, "value_by_index": side}
+    auc = aggregate.roc_auc(*scores)
+    return {**result, "auc": auc, "agg_value": auc}
+
+
+def explain_leaf(metric: str, sample: dict) -> dict:
+    """The numbers behind one per-sample entry of a leaf, as its log holds it: a probability from its losses,
+    a ROUGE with its two texts (eval.py --explain-unlearning; Eval/scoring/explain.py)."""
+    if "avg_loss" in sample and "prob" in sample:
+        losses = sample["avg_loss"] if isinstance(sample["avg_loss"], list) else [sample["avg_loss"]]
+        probs = [math.exp(-x) for x in losses]
+        parts = ", ".join(f"exp(-{x:.4f}) = {p:.4g}" for x, p in zip(losses, probs))
+        return {"avg_loss": sample["avg_loss"], "prob": sample["prob"], "recomputed_prob": probs,
+                "text": f"prob = exp(-avg_loss), avg_loss the mean negative log-probability of the answer tokens: "
+                        f"{parts}"}
+    if any(k.startswith("rouge") for k in sample):
+        scores = {k: v for k, v in sample.items() if k.startswith("rouge")}
+        return {**scores, "ground_truth": sample.get("ground_truth"), "generation": sample.get("generation"),
+                "text": ", ".join(f"{k} = {v:.4g}" for k, v in scores.items())
+                        + f" (rouge_score, stemmed) of the generation {str(sample.get('generation'))[:80]!r} against "
+                          f"{str(sample.get('ground_truth'))[:80]!r}"}
+    return {"text": f"{metric}: no per-sample explanation for this metric yet; its value is {sample}"}

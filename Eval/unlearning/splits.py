@@ -1,23 +1,15 @@
-"""The TOFU / MUSE data splits, in one table: which data file each comes from, what kind of text it holds, what is
-generated, which attacks read it, and the score-record file it becomes. Both stages read this table: the inference
-side (Eval/unlearning/inference.py) to write the records, the scoring side (Eval/unlearning/suites.py) to find them.
+"""The TOFU / MUSE data splits, in one table both stages read: which data file each comes from, what kind of text it
+holds, what is generated, which attacks read it, and its score-record file (Eval/inference/score_records.py writes
+them, Eval/unlearning/evaluate.py reads them). Per-split settings (generation length, stop strings, few-shot files)
+live on Split, where further ones belong (e.g. how long a MUSE text may be).
 
-Score-record files, one per split, in OUT_DIR/<model-name>/ (one JSON object per line, data order once complete,
-resumable; beside each a run sidecar <file>.run.json with "kind": "unlearning_score_records"):
-
-    TOFU  tofu_forget.jsonl   {forget}_perturbed (or {forget}): answer, paraphrased_answer, perturbed_answer (5)
-          tofu_retain.jsonl   retain_perturbed (or retain): the same keys
-          tofu_holdout.jsonl  {holdout}: answer only; not generated (MIA non-members)
-          tofu_ra.jsonl       real_authors_perturbed (or real_authors): answer, perturbed_answer (3)
-          tofu_wf.jsonl       world_facts_perturbed (or world_facts): answer, perturbed_answer (3)
-    MUSE  muse_knowmem_forget.jsonl / muse_knowmem_retain.jsonl   knowmem/{forget,retain}_qa (+ _qa_icl few-shot
-                              examples): generation only (32 new tokens, stops at a new question)
-          muse_verbmem_forget.jsonl   verbmem/forget: prompt -> " " + gt as "answer" (no EOS); 128 new tokens
-          muse_privleak_forget.jsonl / muse_privleak_holdout.jsonl   privleak/{forget,holdout}: `text` as "answer"
-                              (no EOS, empty prompt); not generated
-MIA splits (GradNorm / Reference attacks): tofu_forget, tofu_holdout, muse_privleak_forget, muse_privleak_holdout.
-Data files are JSON arrays or JSON Lines; a MUSE file SUBSET/SPLIT may also be named SUBSET_SPLIT.json(l). What a
-record holds and which metric reads each key: Eval/unlearning/suites.py.
+    tofu_forget / tofu_retain   {forget}_perturbed / retain_perturbed (or without _perturbed): answer,
+                                paraphrased_answer, perturbed_answer (5); tofu_holdout: {holdout}, answer only
+    tofu_ra / tofu_wf           real_authors_perturbed / world_facts_perturbed: answer, perturbed_answer (3)
+    muse_knowmem_forget / _retain   knowmem/{forget,retain}_qa (+ _qa_icl few-shot examples): generation only
+    muse_verbmem_forget         verbmem/forget: prompt -> " " + gt as "answer" (no EOS), 128 new tokens
+    muse_privleak_forget / _holdout   privleak/{forget,holdout}: `text` as "answer" (no EOS, empty prompt)
+Data files are JSON arrays or JSON Lines; a MUSE file SUBSET/SPLIT may also be named SUBSET_SPLIT.json(l).
 
 Usage:
     for split in tofu_splits("forget10", "holdout10"):

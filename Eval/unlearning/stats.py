@@ -1,4 +1,4 @@
-"""Per-sample statistics from one saved TokenStats dict (see TOKEN_STATS_FIELDS in Eval/records.py).
+"""Per-sample statistics from one saved TokenStats dict (TOKEN_STATS_FIELDS in Eval/records.py), in float64.
 
 Usage:
     from Eval.unlearning import stats
@@ -6,11 +6,9 @@ Usage:
     stats.probability(ts)              # {"prob": exp(-avg_loss), "avg_loss": 0.7166...}
     stats.min_k_score(ts, k=0.4)       # Min-K% membership score (higher = less likely a member)
 
-A TokenStats holds one entry per LABELLED answer position, EOS included when one was appended. The whole-answer
-statistics (avg_loss, prob, LOSS, ZLib, Reference) use every labelled position; the token-wise ones (Min-K%,
-Min-K%++, exact memorisation, extraction strength) drop the last labelled position, because open-unlearning's
-token-wise helpers slice it off (they call it "the EOS"; for completion data without EOS it is a real token).
-Everything here is plain Python / numpy in float64; nothing imports torch.
+A TokenStats holds one entry per LABELLED answer position, EOS included when one was appended. avg_loss, prob,
+LOSS, ZLib and Reference use every position; Min-K%, Min-K%++, exact memorisation and extraction strength drop the
+last one, as open-unlearning's token-wise helpers do ("the EOS"; for completion data a real token).
 """
 from __future__ import annotations
 
@@ -57,9 +55,7 @@ def _need(ts: dict, name: str) -> list:
 
 
 def avg_loss(ts: dict) -> float:
-    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN when there are none.
-
-    The reference divides 0 by 0 for an answer with no labelled token and averages the NaN in; we keep that.
+    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN (the reference's 0/0) for none.
 
     >>> avg_loss({"logprobs": [-1.0, -3.0]})
     2.0
@@ -73,38 +69,24 @@ def avg_loss(ts: dict) -> float:
 
 
 def probability(ts: dict) -> dict:
-    """{"prob": exp(-avg_loss), "avg_loss": avg_loss}: the length-normalised (geometric-mean) probability.
-
-    >>> probability({"logprobs": [-1.0, -1.0]})
-    {'prob': 0.36787944117144233, 'avg_loss': 1.0}
-    """
+    """{"prob": exp(-avg_loss), "avg_loss": avg_loss}: the length-normalised (geometric-mean) probability."""
     loss = avg_loss(ts)
     return {"prob": math.exp(-loss), "avg_loss": loss}
 
 
 def confidence_ordered(ts: dict) -> dict | None:
-    """Diffusion-LLM variant of `probability` (spec 1.5): `ts["logprobs"]` are each position's log-probability
-    of its true label from ONE full-context forward pass of a masked model. The label probabilities are sorted
-    in descending order (most confident first) and prob = exp(mean(log(p + 1e-12))); avg_loss = -log(prob +
-    1e-12). The geometric mean does not depend on the order, so only the sorted list is new information.
-    None when there is no labelled position (the fork's behaviour).
-
-    >>> r = confidence_ordered({"logprobs": [math.log(0.5), 0.0]})
-    >>> r["confidence_ordered_probs"], round(r["prob"], 6)
-    ([1.0, 0.5], 0.707107)
+    """Diffusion-LLM `probability` (spec 1.5, Eval/unlearning/confidence.py) of one masked forward pass: the label
+    probabilities most confident first, prob their geometric mean, avg_loss = -log(prob + 1e-12); None for no label.
     """
     if not ts["logprobs"]:
         return None
     prob = confidence_ordered_prob(ts)  # one implementation, shared with the masked-model adapter
-    return {"prob": prob, "avg_loss": -math.log(prob + CONF_EPS), "confidence_ordered_probs": confidence_ordered_probs(ts)}
+    return {"prob": prob, "avg_loss": -math.log(prob + CONF_EPS),
+            "confidence_ordered_probs": confidence_ordered_probs(ts)}
 
 
 def exact_memorization(ts: dict) -> float | None:
-    """Share of the N = T-1 positions (last label dropped) whose label is the teacher-forced argmax; None if N=0.
-
-    >>> exact_memorization({"logprobs": [0, 0, 0, 0], "greedy": [True, False, True, False]})
-    0.6666666666666666
-    """
+    """Share of the N = T-1 positions (last label dropped) whose label is the teacher-forced argmax; None if N=0."""
     flags = _need(ts, "greedy")[:-1]
     if not flags:
         return None
@@ -112,11 +94,9 @@ def exact_memorization(ts: dict) -> float | None:
 
 
 def extraction_strength(ts: dict) -> float:
-    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label (last dropped).
-
-    Kept from the reference: when NO suffix matches, its search loop ends with k* = N-1, so the score is 1/N,
-    never 0 (the published MUSE target log's minimum is 1/126). N = 0 scores 0. The value is computed as
-    `1 - k/N` (not `(N-k)/N`) so that the float is bit-identical to the reference's.
+    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label (last dropped). As
+    in the reference: no matching suffix gives k* = N-1, so 1/N, never 0 (MUSE's published minimum is 1/126);
+    N = 0 scores 0; `1 - k/N`, not `(N-k)/N`, so that the float is bit-identical.
 
     >>> extraction_strength({"logprobs": [0] * 5, "greedy": [False, True, True, True, False]})
     0.75
@@ -143,9 +123,8 @@ def _bottom_k_mean(values: np.ndarray, k: float) -> float:
 
 
 def min_k_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K% Prob: minus the mean of the k·N lowest label log-probs (last label dropped); 0 when N = 0.
-
-    k = 0.4 is what the TOFU and MUSE configs pass (the attack's own default is 0.2).
+    """Min-K% Prob: minus the mean of the k·N lowest label log-probs (last label dropped); 0 when N = 0. k = 0.4
+    is what the TOFU and MUSE configs pass (the attack's own default is 0.2).
 
     >>> min_k_score({"logprobs": [-1.0, -4.0, -2.0, -3.0, -9.0, -0.5]}, k=0.4)   # drop -0.5; 2 lowest of 5
     6.5
@@ -157,13 +136,8 @@ def min_k_score(ts: dict, k: float = 0.4) -> float:
 
 
 def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K%++: z_t = (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6)) with mu_t, var_t the mean and variance of
-    log p over the vocabulary at position t; score = minus the mean of the k·N smallest z (last label dropped).
-
-    >>> ts = {"logprobs": [-1.0, -3.0, -2.0], "mean": [-2.0, -2.0, 0.0], "var": [4.0, 1.0, 0.0]}
-    >>> min_k_plus_plus_score(ts, k=0.4)   # z = [0.5, -1.0]; one value counts
-    1.0
-    """
+    """Min-K%++: minus the mean of the k·N smallest z_t = (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6)), mu_t and
+    var_t the mean and variance of log p over the vocabulary at position t (last label dropped)."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0
@@ -173,10 +147,6 @@ def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
 
 
 def zlib_score(ts: dict) -> float:
-    """avg_loss divided by the zlib-compressed byte length of the decoded answer text (`ts["text"]`).
-
-    >>> zlib_score({"logprobs": [-2.0], "text": "a"}) == 2.0 / len(zlib.compress(b"a"))
-    True
-    """
+    """avg_loss divided by the zlib-compressed byte length of the decoded answer text (`ts["text"]`)."""
     text = _need(ts, "text")
     return avg_loss(ts) / len(zlib.compress(text.encode("utf-8")))

@@ -1,0 +1,305 @@
+"""TOFU / MUSE score records: the unlearning task of the inference stage, one record file per data split.
+
+Usage:
+    python inference.py unlearning tofu                       # the demo data and the demo target model
+    python inference.py unlearning tofu --model M --tofu-dir PATH --forget-split forget10 --holdout-split holdout10
+    python inference.py unlearning tofu --model M --gradnorm --reference-model RETAIN_MODEL
+    python inference.py unlearning muse --model M --data-dir PATH
+
+Each split of the split table (Eval/unlearning/splits.py) is a job of the shared run loop (Eval/inference/run_loop.py
+run_job: lock, content-aware resume, model_sha256 on every record) whose work is token statistics instead of
+generation: every text is read by the model once (BaseLLM.token_stats; the options of a question share its prompt),
+plus a greedy generation where a metric reads one, GradNorm (--gradnorm, needs gradients) and a second model's loss
+(--reference-model, the Reference attack). The labels are the tokens after the prompt's, plus an EOS unless they end
+in one (completion texts: none); --answer-encoding says which tokens of a chat-templated answer count (README:
+"Which answer tokens are labelled"). Eval/unlearning computes every metric from the files. A record:
+    id, index, dataset      "<file stem>-<index>" (the resume key), the row's position in the split, the file stem
+    question / prompt       the item's question (QA) or prefix (verbmem); input: the prompt as the model saw it
+    pred, answers           the greedy generation ("" if none); [the ROUGE reference: decode(prompt + labels) minus
+                            decode(prompt), stripped, spaces cleaned up as open-unlearning's decode does]
+    answer_encoding         full-turn, answer-eos or plain (completion texts)
+    logprobs                {answer key: [TokenStats (TOKEN_STATS_FIELDS, Eval/records.py), one per option]}
+    confidence_ordered_probs    masked models: each option's label probabilities, most confident first
+    gradnorm, reference_avg_loss    {"answer": float|null}, MIA splits with --gradnorm / --reference-model
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+from Eval.args import one_line
+from Eval.commands import inference_command
+from Eval.inference.run_loop import Job, model_digest, run_job
+from Eval.models.base import BaseLLM, Prompt, plan_batches
+from Eval.models.factory import from_args
+from Eval.names import output_folder
+from Eval.records import RecordError, content_hash
+from Eval.unlearning.confidence import confidence_ordered_probs
+from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, options_of, read_items, tofu_splits
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
+DEMO_TARGET = ROOT / "Eval" / "models" / "demo" / "unlearn-target"
+FORMAT = 2  # bump when the record layout or the sample encoding changes (part of the resume fingerprint)
+ANSWER_ENCODINGS = {
+    "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end in one "
+                 "(open-unlearning's default)",
+    "answer-eos": "the answer's tokens plus one EOS",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    batch_size: int = 16
+    max_batch_tokens: int | None = 8192
+    max_length: int | None = None
+    max_new_tokens: int | None = None   # overrides every split's generation length
+    limit: int | None = None
+    overwrite: bool = False
+    generate: bool = True
+    gradnorm: bool = False
+    answer_encoding: str = "full-turn"  # ANSWER_ENCODINGS
+    chunk: int = 64                     # items per appended block (resume granularity)
+
+
+def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], max_new: int,
+                 max_length: int | None) -> Prompt:
+    """QA: the question, chat-templated if the model has a template; knowmem: MUSE's few-shot Question / Answer
+    template; verbmem: the prefix as it is; privleak: nothing."""
+    if split.kind == "qa":
+        chat = bool(getattr(getattr(model, "tokenizer", None), "chat_template", True))
+        return model.build_prompt(item["question"] if chat else f"Question: {item['question']}\nAnswer:",
+                                  chat=chat, max_new_tokens=max_new, max_length=max_length)
+    if split.kind == "knowmem":
+        text = "".join(f"Question: {s['question']}\nAnswer: {s['answer']}\n\n" for s in shots)
+        return model.build_prompt(text + f"Question: {item['question']}\nAnswer: ", chat=False,
+                                  max_new_tokens=max_new, max_length=max_length)
+    text = item["prompt"] if split.kind == "verbmem" else ""
+    return Prompt(text, model.count_tokens(text, add_special_tokens=True), 0, True)
+
+
+def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str) -> str:
+    """`wanted` where a chat template frames a causal model's answer, else answer-eos (completion-mode QA,
+    knowmem, masked models) or plain (completion texts)."""
+    if split.kind not in ("qa", "knowmem"):
+        return "plain"
+    templated = split.kind == "qa" and prompt.user_text is not None and model.can("label_encoding")
+    return wanted if templated else "answer-eos"
+
+
+def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> str:
+    """The text whose tokens (after the prompt) are labelled for `answer` under `encoding`."""
+    return model.rendered_reply(question, answer) if encoding == "full-turn" else answer
+
+
+def _texts(model, split: Split, items: list[dict], shots, settings: Settings, max_new: int, max_length):
+    """Each item's prompt, encoding and {answer key: [labelled texts]} for `model`."""
+    prompts = [build_prompt(model, split, item, shots, max_new, max_length) for item in items]
+    encodings = [effective_encoding(model, split, p, settings.answer_encoding) for p in prompts]
+    options = [{key: [labelled_text(model, item.get("question", ""), text, enc) for text in texts]
+                for key, texts in options_of(item, split.kind).items()} for item, enc in zip(items, encodings)]
+    return prompts, encodings, options
+
+
+def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
+    if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
+        return answer.strip()
+    prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
+
+    def decode(ids: list[int]) -> str:  # transformers 5 skips the space clean-up for BPE tokenizers: done here
+        return model.tokenizer.clean_up_tokenization(model.tokenizer.decode(
+            ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+    full, text = decode(prompt_ids + labels), decode(prompt_ids)
+    return (full[len(text):] if full.startswith(text) else full.replace(text, "")).strip()
+
+
+def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Settings,
+              reference=None, shots: list[dict] | None = None) -> dict:
+    """Score (and generate) every item of one split without a current record, through the run loop; returns the
+    summary (also in the sidecar)."""
+    items, shots = read_items(data_file, split.kind), shots or []
+    path = out_dir / f"{split.name}.jsonl"
+    max_new = (settings.max_new_tokens or split.generate) if split.generate and settings.generate else 0
+    max_length = settings.max_length or model.context_window()
+    fingerprint = {"format": FORMAT, "split": split.name, "max_length": max_length, "max_new_tokens": max_new,
+                   "stop": list(split.stop), "append_eos": split.kind in ("qa", "knowmem"),
+                   "answer_encoding": settings.answer_encoding, "gradnorm": settings.gradnorm and split.mia,
+                   "options": dataclasses.asdict(model.options)}
+    ids = [f"{split.name}-{i}" for i in range(len(items))]
+    position = {rid: i for i, rid in enumerate(ids)}
+    reference = reference if split.mia else None  # the Reference attack reads the MIA splits only
+
+    def process(batch: list[str]) -> list[dict]:
+        indices = [position[rid] for rid in batch]
+        return score_chunk(model, split, [items[i] for i in indices], indices, shots, settings, max_new,
+                           max_length, reference)
+
+    sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path),
+               "source": {"path": str(data_file), "items": len(items),
+                          "sha256": hashlib.sha256(data_file.read_bytes()).hexdigest()[:16]},
+               "split": dataclasses.asdict(split), "model": model.identity(),
+               "reference_model": None if reference is None else reference.identity(),
+               "settings": dataclasses.asdict(settings)}
+    identity = {"model": model.fingerprint(), "reference": None if reference is None else reference.fingerprint()}
+    job = Job(path, {rid: content_hash(item) for rid, item in zip(ids, items)},  # redo items whose data changed
+              ids[: settings.limit] if settings.limit else ids, fingerprint, sidecar, split.name, settings.overwrite,
+              tally=lambda records: {"scored_texts": sum(len(v) for r in records for v in r["logprobs"].values())},
+              model_sha256=model_digest(identity))
+    plan = lambda todo: [todo[k:k + settings.chunk] for k in range(0, len(todo), settings.chunk)]  # noqa: E731
+    return {"scored_texts": 0, **run_job(job, plan, process)}
+
+
+def score_chunk(model, split: Split, items: list[dict], indices: list[int], shots, settings: Settings,
+                max_new: int, max_length: int | None, reference=None) -> list[dict]:
+    """The records of some items of a split: one teacher-forced pass over every (prompt, option) text, then the
+    generations and, on MIA splits, GradNorm and the reference model's mean NLL of the answer."""
+    prompts, encodings, options = _texts(model, split, items, shots, settings, max_new, max_length)
+    append_eos = split.kind in ("qa", "knowmem")
+    pairs = [(p, text) for p, opts in zip(prompts, options) for texts in opts.values() for text in texts]
+    flat = iter(model.token_stats(pairs, append_eos, batch_size=settings.batch_size,
+                                  max_batch_tokens=settings.max_batch_tokens, max_length=max_length))
+    records = []
+    for index, item, prompt, opts, enc in zip(indices, items, prompts, options, encodings):
+        record = {"id": f"{split.name}-{index}", "index": index, "dataset": split.name, "answer_encoding": enc,
+                  **{field: item[field] for field in ("question", "prompt") if field in item}}
+        answer = opts["answer"][0] if "answer" in opts else item["answer"]  # knowmem: generation only
+        truth = item["text"] if split.kind == "text" else _ground_truth(model, prompt, answer, append_eos)
+        record.update(input=prompt.text, pred="", answers=[truth],
+                      logprobs={key: [next(flat) for _ in texts] for key, texts in opts.items()})
+        if model.bidirectional:  # diffusion / masked LMs: keep the confidence ordering
+            record["confidence_ordered_probs"] = {key: [confidence_ordered_probs(st) for st in stats]
+                                                  for key, stats in record["logprobs"].items()}
+        records.append(record)
+    if max_new:
+        _generate(model, prompts, records, max_new, split.stop, settings)
+    if split.mia and "answer" in options[0]:
+        if settings.gradnorm:
+            scores = model.grad_norms([(p, o["answer"][0]) for p, o in zip(prompts, options)], append_eos, max_length)
+            for record, score in zip(records, scores):
+                record["gradnorm"] = {"answer": score}
+        if reference is not None:
+            ref_prompts, _, ref_options = _texts(reference, split, items, shots, settings, max_new, max_length)
+            stats = reference.token_stats([(p, o["answer"][0]) for p, o in zip(ref_prompts, ref_options)], append_eos,
+                                          batch_size=settings.batch_size, max_batch_tokens=settings.max_batch_tokens,
+                                          max_length=max_length)
+            for record, st in zip(records, stats):
+                lp = st["logprobs"]
+                record["reference_avg_loss"] = {"answer": -sum(lp) / len(lp) if lp else None}
+    return records
+
+
+def _generate(model, prompts: list[Prompt], records: list[dict], max_new: int, stop: tuple[str, ...],
+              settings: Settings) -> None:
+    for batch in plan_batches([p.n_tokens for p in prompts], settings.batch_size, settings.max_batch_tokens):
+        for i, gen in zip(batch, model.generate([prompts[i] for i in batch], max_new, stop)):
+            records[i].update(pred=gen.text, prompt_tokens=prompts[i].n_tokens, gen_tokens=gen.n_tokens,
+                              finish_reason=gen.finish_reason)
+            if gen.error:
+                records[i]["error"] = gen.error
+
+
+# --- the command line (inference.py unlearning) ----------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from Eval.args import positive_int
+    from Eval.models.factory import add_batch_arguments, add_model_arguments
+
+    parser.add_argument("suite", choices=("tofu", "muse"), help="whose splits: TOFU's or MUSE's")
+    add_model_arguments(parser, str(DEMO_TARGET))
+    add_batch_arguments(parser)
+    parser.add_argument("--model-name", default=None, help="output folder name (default: the model path's last part)")
+    parser.add_argument("--out-dir", type=Path, default=Path("pred"), help="records go to OUT_DIR/MODEL_NAME/")
+    parser.add_argument("--limit", type=positive_int, default=None,
+                        help="only the first N items of each split (default: all)")
+    parser.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
+    parser.add_argument("--validate", action="store_true", help="check the split files, load no model")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help=f"folder of the split files (tofu default: {DEMO_DATA.relative_to(ROOT)})")
+    parser.add_argument("--tofu-dir", type=Path, default=None,
+                        help="a TOFU folder (forget10_perturbed.json, ...), which also makes forget10 / holdout10 "
+                             "the split names (default: none)")
+    parser.add_argument("--forget-split", default=None,
+                        help="forget file stem (default: forget; forget10 with --tofu-dir)")
+    parser.add_argument("--holdout-split", default=None,
+                        help="holdout file stem (default: holdout; holdout10 with --tofu-dir)")
+    parser.add_argument("--gradnorm", action="store_true", help="GradNorm MIA scores (batch 1, backward per sample)")
+    parser.add_argument("--reference-model", default=None,
+                        help="a second model for the Reference MIA (default: none, the attack is skipped)")
+    parser.add_argument("--no-generate", action="store_true", help="skip the greedy generations (no ROUGE)")
+    parser.add_argument("--answer-encoding", choices=tuple(ANSWER_ENCODINGS), default="full-turn",
+                        help="which tokens of a chat-templated answer are labelled: " + "; ".join(
+                            f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
+
+
+def _found_splits(args) -> tuple[list[tuple[Split, Path | None]], Path]:
+    """Every split with its data file (None: absent, skipped); each file is checked before a model loads."""
+    if args.suite == "muse":
+        if args.data_dir is None:
+            raise FileNotFoundError("unlearning muse needs --data-dir, a folder with knowmem/, verbmem/, privleak/")
+        splits, data_dir = muse_splits(), args.data_dir
+    else:
+        tofu = args.tofu_dir is not None
+        data_dir = args.tofu_dir or args.data_dir or DEMO_DATA
+        splits = tofu_splits(args.forget_split or ("forget10" if tofu else "forget"),
+                             args.holdout_split or ("holdout10" if tofu else "holdout"))
+    found = [(s, find_file(data_dir, s.files)) for s in splits]
+    if not data_dir.is_dir() or found[0][1] is None:
+        raise FileNotFoundError(f"{data_dir}: no {' or '.join(f + '.json(l)' for f in found[0][0].files)}")
+    for split, path in found:
+        if path is None:
+            print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; skipped")
+        else:
+            read_items(path, split.kind)
+    return found, data_dir
+
+
+@inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every split, for eval.py")
+def run(args: argparse.Namespace) -> int:
+    """inference.py unlearning: every split's score records; exit code 0, 1 (some failed) or 2 (refused)."""
+    try:
+        found, data_dir = _found_splits(args)
+        out_dir = output_folder(args.out_dir, args.model_name, args.model)
+    except (FileNotFoundError, RecordError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.validate:
+        for split, path in found:
+            if path is not None:
+                print(f"ok: {split.name}: {len(read_items(path, split.kind))} items from {path}")
+        return 0
+    try:
+        model = from_args(args)
+        reference = None
+        if args.reference_model:  # the same backend and options, without the model's own adapter
+            pairs = [p for p in args.model_args if not p.startswith("peft=")]
+            reference = from_args(argparse.Namespace(model=args.reference_model, backend=args.backend,
+                                                     model_args=pairs))
+    except (FileNotFoundError, OSError, ValueError, KeyError) as err:
+        print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
+        return 2
+    needed = ("token_stats", "gradients") if args.gradnorm else ("token_stats",)
+    missing = [what for what in needed if not model.can(what)]
+    if missing:
+        print(f"error: backend {args.backend!r} cannot compute {' and '.join(missing)} (needed for unlearning"
+              f"{' --gradnorm' if args.gradnorm else ''}); use --backend hf", file=sys.stderr)
+        return 2
+    settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens, args.limit,
+                        args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm,
+                        answer_encoding=args.answer_encoding)
+    start, failed = time.perf_counter(), 0
+    for split, path in found:
+        icl = find_file(data_dir, split.icl) if split.icl else None
+        try:
+            if path is not None:
+                failed += run_split(model, split, path, out_dir, settings, reference,
+                                    read_items(icl, "knowmem") if icl else [])["failed"]
+        except (ValueError, RecordError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); score with: "
+          f"python eval.py unlearning {args.suite} --pred-dir {out_dir}")
+    return 0 if failed == 0 else 1
