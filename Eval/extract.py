@@ -55,7 +55,7 @@ def think_state(pred: str, record: dict) -> str | None:
     open_tag, close_tag = think_tags(record)
     thinking = record.get("thinking")
     if close_tag in pred or (isinstance(thinking, dict) and thinking.get("stripped") is True):
-        return "closed"  # "stripped": inference.py --strip-think already removed a closed block; pred is the answer
+        return "closed"  # "stripped": -M strip_think=true already removed a closed block; pred is the answer
     if open_tag in pred or opened_in_prompt(record):
         return "unclosed"
     return None

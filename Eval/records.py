@@ -259,11 +259,11 @@ def sidecar_path(pred_path: os.PathLike | str) -> Path:
     return pred_path.with_name(pred_path.stem + ".run.json")
 
 
-DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py --dry-run's rendered prompts (Eval/inference/dry_run.py)
+DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py dry-run's rendered prompts (Eval/inference/dry_run.py)
 
 
 def is_dry_run_output(path: os.PathLike | str) -> bool:
-    """Whether a *.jsonl is `inference.py --dry-run`'s <dataset>.prompts.jsonl: the suffix and no run sidecar
+    """Whether a *.jsonl is `inference.py dry-run`'s <dataset>.prompts.jsonl: the suffix and no run sidecar
     (a dry run writes none; a real run of a dataset named "x.prompts" does, and its file stays a prediction file)."""
     path = Path(path)
     sidecar = sidecar_path(path)

@@ -75,7 +75,7 @@ def test_a_template_whose_turn_ends_in_eos_gives_the_same_labels_both_ways(model
 
 
 def test_records_hold_the_reference_log_probabilities_and_say_their_encoding(model, tmp_path):
-    args = ["--unlearning", "tofu", "--model", str(TARGET), "--limit", "2", "--no-generate", "--threads", "1",
+    args = ["unlearning", "tofu", "--model", str(TARGET), "--limit", "2", "--no-generate", "-M", "threads=1",
             "--out-dir", str(tmp_path)]
     assert inference.main(args) == 0
     record = json.loads((tmp_path / "unlearn-target" / "tofu_forget.jsonl").read_text().splitlines()[0])
@@ -106,10 +106,10 @@ DEMO_FIGURES = {
 
 @pytest.mark.parametrize("encoding", sorted(DEMO_FIGURES))
 def test_demo_figures_under_each_encoding_and_the_log_says_which(encoding, tmp_path, capsys):
-    assert inference.main(["--unlearning", "tofu", "--answer-encoding", encoding, "--threads", "1",
+    assert inference.main(["unlearning", "tofu", "--answer-encoding", encoding, "-M", "threads=1",
                            "--out-dir", str(tmp_path)]) == 0
     pred = tmp_path / "unlearn-target"
-    assert eval_script.main(["--unlearning", "tofu", "--pred-dir", str(pred)]) == 0
+    assert eval_script.main(["unlearning", "tofu", "--pred-dir", str(pred)]) == 0
     assert f"answer labels: {encoding} (inference.py --answer-encoding)" in capsys.readouterr().out
     log = json.loads((pred / "TOFU_EVAL.json").read_text())
     assert log["answer_encoding"] == {"value": encoding, "by_file": {
@@ -118,7 +118,7 @@ def test_demo_figures_under_each_encoding_and_the_log_says_which(encoding, tmp_p
     for name, value in DEMO_FIGURES[encoding].items():
         assert summary[name] == pytest.approx(value, abs=5e-7), name
     # Read back as a log, the encoding is kept, not taken for a metric.
-    assert eval_script.main(["--from-open-unlearning", str(pred / "TOFU_EVAL.json"),
+    assert eval_script.main(["unlearning", "--from-open-unlearning", str(pred / "TOFU_EVAL.json"),
                              "--out-dir", str(tmp_path / "again")]) == 0
     again = json.loads((tmp_path / "again" / "TOFU_EVAL.json").read_text())
     assert again["answer_encoding"] == log["answer_encoding"]

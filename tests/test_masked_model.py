@@ -166,7 +166,7 @@ def test_confidence_helpers_and_registry_import_without_torch():
 
 
 def test_registry_loader_and_chat_template(ckpt, model):
-    args = argparse.Namespace(model=str(ckpt), backend="masked", system_prompt="Be brief.", device="cpu")
+    args = argparse.Namespace(model=str(ckpt), backend="masked", model_args=["system_prompt=Be brief.", "device=cpu"])
     loaded = from_args(args)  # the registry finds the backend by reading Eval/models/, then imports it
     assert isinstance(loaded, MaskedLMModel) and loaded.identity()["adapter"] == "masked"
     assert loaded.apply_chat("Hi") == "system: Be brief.\nuser: Hi\nassistant:"
@@ -199,12 +199,12 @@ def test_generate_unmasks_by_confidence(model):
 def test_unlearning_run_on_a_masked_model_keeps_the_confidence_order(ckpt, tmp_path):
     # Both CLIs in-process, through their main() as the command line calls it: two fresh interpreters would
     # spend ~8 s importing torch, transformers and the metrics again (tests/test_answer_encoding.py does the same).
-    assert inference.main(["--unlearning", "tofu", "--backend", "masked", "--model", str(ckpt), "--limit", "3",
+    assert inference.main(["unlearning", "tofu", "--backend", "masked", "--model", str(ckpt), "--limit", "3",
                            "--max-new-tokens", "4", "--out-dir", str(tmp_path)]) == 0
     folder = tmp_path / os.path.basename(str(ckpt).rstrip("/"))
     record = json.loads((folder / "tofu_forget.jsonl").read_text().splitlines()[0])
     ordered = record["confidence_ordered_probs"]["answer"][0]
     assert ordered == sorted(ordered, reverse=True) and len(ordered) == len(record["logprobs"]["answer"][0]["logprobs"])
-    assert eval_cli.main(["--unlearning", "tofu", "--pred-dir", str(folder)]) == 0
+    assert eval_cli.main(["unlearning", "tofu", "--pred-dir", str(folder)]) == 0
     summary = json.loads((folder / "TOFU_SUMMARY.json").read_text())
     assert summary["forget_Q_A_Prob_confidence_ordered"] == pytest.approx(summary["forget_Q_A_Prob"], rel=1e-6)

@@ -1,4 +1,4 @@
-"""eval.py --explain-unlearning: a TOFU / MUSE per-sample value explained by the numbers it comes from, recomputed
+"""eval.py explain EVAL_JSON METRIC:INDEX: a TOFU / MUSE per-sample value explained by the numbers it comes from, recomputed
 from the log itself; checked on every sample of open-unlearning's published forget10 log."""
 import json
 import math
@@ -43,13 +43,13 @@ def test_a_truth_ratio_explained_on_a_small_log_and_the_aggregate_terms():
 
 @needs_shared
 def test_the_command_prints_it_and_refuses_what_is_not_there(capsys):
-    assert eval_cli.main(["--explain-unlearning", str(FORGET10), "forget_truth_ratio:0"]) == 0
+    assert eval_cli.main(["explain", str(FORGET10), "forget_truth_ratio:0"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("forget_truth_ratio[0] = score 0.228772\n  P(correct) = exp(-2.1237) = 0.1196")
     assert "min(TR, 1/TR) = 0.2288" in out
-    assert eval_cli.main(["--explain-unlearning", str(FORGET10), "forget_truth_ratio:400"]) == 2
+    assert eval_cli.main(["explain", str(FORGET10), "forget_truth_ratio:400"]) == 2
     assert "has no sample '400' (indices 0..399)" in capsys.readouterr().err
-    assert eval_cli.main(["--explain-unlearning", str(FORGET10), "forget_quality:0"]) == 2
+    assert eval_cli.main(["explain", str(FORGET10), "forget_quality:0"]) == 2
     assert "'forget_quality' has no per-sample values in this log" in capsys.readouterr().err
-    assert eval_cli.main(["--explain-unlearning", str(FORGET10), "truth"]) == 2
+    assert eval_cli.main(["explain", str(FORGET10), "truth"]) == 2
     assert "expected METRIC:INDEX" in capsys.readouterr().err

@@ -150,8 +150,8 @@ def read(path):
 
 
 def test_tofu_demo_run_records_and_resume(tmp_path):
-    args = ["--unlearning", "tofu", "--model", str(TARGET), "--limit", "3", "--max-new-tokens", "24",
-            "--threads", "1", "--gradnorm", "--reference-model", str(RETAIN), "--out-dir", str(tmp_path)]
+    args = ["unlearning", "tofu", "--model", str(TARGET), "--limit", "3", "--max-new-tokens", "24",
+            "-M", "threads=1", "--gradnorm", "--reference-model", str(RETAIN), "--out-dir", str(tmp_path)]
     assert inference.main(args) == 0
     out = tmp_path / "unlearn-target"
     assert sorted(p.name for p in out.glob("*.jsonl")) == sorted(f"{s}.jsonl" for s in QA_KEYS)
@@ -204,8 +204,8 @@ def test_muse_synthetic_files(tmp_path):
     for split in ("forget", "holdout"):
         (data / "privleak" / f"{split}.json").write_text(json.dumps([{"text": f"Day {i}: the {split} harbour."}
                                                                      for i in range(3)]))
-    assert inference.main(["--unlearning", "muse", "--data-dir", str(data), "--model", str(TARGET), "--limit", "2",
-                           "--max-new-tokens", "8", "--threads", "1", "--out-dir", str(tmp_path / "pred")]) == 0
+    assert inference.main(["unlearning", "muse", "--data-dir", str(data), "--model", str(TARGET), "--limit", "2",
+                           "--max-new-tokens", "8", "-M", "threads=1", "--out-dir", str(tmp_path / "pred")]) == 0
     out = tmp_path / "pred" / "unlearn-target"
     files = {p.stem: read(p) for p in out.glob("*.jsonl")}
     assert sorted(files) == ["muse_knowmem_forget", "muse_knowmem_retain", "muse_privleak_forget",

@@ -114,7 +114,7 @@ def test_the_leaf_tables_name_known_splits_and_kinds():
 
 def test_cli_writes_the_published_layout(tmp_path, capsys):
     out = tmp_path / "out"
-    rc = eval_cli.main(["--from-open-unlearning", str(MUSE_TARGET), "--retain-logs", str(MUSE_RETRAIN.parent),
+    rc = eval_cli.main(["unlearning", "--from-open-unlearning", str(MUSE_TARGET), "--retain-logs", str(MUSE_RETRAIN.parent),
                         "--out-dir", str(out)])
     assert rc == 0
     text = (out / "MUSE_SUMMARY.json").read_text(encoding="utf-8")
@@ -127,7 +127,7 @@ def test_cli_writes_the_published_layout(tmp_path, capsys):
 
 
 def test_cli_says_when_the_retain_logs_are_missing(tmp_path, capsys):
-    assert eval_cli.main(["--from-open-unlearning", str(TOFU_RETAIN), "--out-dir", str(tmp_path)]) == 0
+    assert eval_cli.main(["unlearning", "--from-open-unlearning", str(TOFU_RETAIN), "--out-dir", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     assert "warning: no retain-model logs" in captured.err
     assert "forget_quality       null (left out of the summary)" in captured.out
@@ -148,26 +148,25 @@ def test_cli_bad_log_exits_2_and_writes_nothing(tmp_path, capsys, content, probl
     log.parent.mkdir()
     log.write_text(content, encoding="utf-8")
     out = tmp_path / "out"
-    assert eval_cli.main(["--from-open-unlearning", str(log), "--out-dir", str(out)]) == 2
+    assert eval_cli.main(["unlearning", "--from-open-unlearning", str(log), "--out-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: nothing was written: {log}") and problem in err, err
     assert not out.exists()
 
 
 def test_cli_refuses_a_wrong_retain_log_and_overwriting_its_input(tmp_path, capsys):
-    assert eval_cli.main(["--from-open-unlearning", str(TOFU_TARGET), "--retain-logs", str(MUSE_RETRAIN),
+    assert eval_cli.main(["unlearning", "--from-open-unlearning", str(TOFU_TARGET), "--retain-logs", str(MUSE_RETRAIN),
                           "--out-dir", str(tmp_path / "o")]) == 2
     assert "not a TOFU log" in capsys.readouterr().err
-    assert eval_cli.main(["--from-open-unlearning", str(TOFU_TARGET), "--out-dir", str(TOFU_TARGET.parent)]) == 2
+    assert eval_cli.main(["unlearning", "--from-open-unlearning", str(TOFU_TARGET), "--out-dir", str(TOFU_TARGET.parent)]) == 2
     assert "would overwrite the log being read" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
-    with pytest.raises(SystemExit) as exc:
-        eval_cli.main(["--unlearning", "tofu"])   # no --pred-dir
-    assert exc.value.code == 2
+    assert eval_cli.main(["unlearning", "tofu"]) == 2   # no --pred-dir
+    assert "give tofu|muse --pred-dir DIR, or --from-open-unlearning EVAL_JSON" in capsys.readouterr().err
 
 
 def test_import_mode_never_imports_torch(tmp_path):
-    code = ("import sys; import Eval.unlearning, eval; rc = eval.main(['--from-open-unlearning', sys.argv[1], "
+    code = ("import sys; import Eval.unlearning, eval; rc = eval.main(['unlearning', '--from-open-unlearning', sys.argv[1], "
             "'--retain-logs', sys.argv[2], '--out-dir', sys.argv[3], '--quiet']); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')); print(rc, bad)")
     proc = subprocess.run([sys.executable, "-c", code, str(TOFU_TARGET), str(TOFU_RETAIN), str(tmp_path)],
@@ -195,7 +194,7 @@ def test_record_error_names_the_retain_log(tmp_path):
 
 def test_default_out_dir_is_under_pred(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert eval_cli.main(["--from-open-unlearning", str(MUSE_RETRAIN.parent), "--quiet"]) == 0
+    assert eval_cli.main(["unlearning", "--from-open-unlearning", str(MUSE_RETRAIN.parent), "--quiet"]) == 0
     written = tmp_path / "pred" / "open-unlearning" / MUSE_RETRAIN.parent.name / "MUSE_SUMMARY.json"
     assert json.loads(written.read_text())["privleak"] == pytest.approx(-4.7199999990560135, abs=1e-9)
 

@@ -34,9 +34,9 @@ def _lines(path):
 
 def test_tofu_round_trip_gives_the_identical_summary(tofu):
     target, retain = tofu
-    assert eval_cli.main(["--unlearning", "tofu", "--pred-dir", str(retain), "--quiet"]) == 0
+    assert eval_cli.main(["unlearning", "tofu", "--pred-dir", str(retain), "--quiet"]) == 0
     retain_log = retain / "TOFU_EVAL.json"
-    assert eval_cli.main(["--unlearning", "tofu", "--pred-dir", str(target), "--retain-logs", str(retain_log),
+    assert eval_cli.main(["unlearning", "tofu", "--pred-dir", str(target), "--retain-logs", str(retain_log),
                           "--quiet"]) == 0
     summary = json.loads((target / "TOFU_SUMMARY.json").read_text())
     assert set(summary) == {"forget_quality", "forget_truth_ratio", "forget_Q_A_Prob", "forget_Q_A_ROUGE",
@@ -78,7 +78,7 @@ def test_record_values_are_the_per_sample_functions(tofu):
 
 def test_muse_round_trip(tmp_path):
     write_muse_records(tmp_path)
-    assert eval_cli.main(["--unlearning", "muse", "--pred-dir", str(tmp_path), "--quiet"]) == 0
+    assert eval_cli.main(["unlearning", "muse", "--pred-dir", str(tmp_path), "--quiet"]) == 0
     summary = json.loads((tmp_path / "MUSE_SUMMARY.json").read_text())
     assert {"forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROUGE", "privleak",
             "extraction_strength", "exact_memorization", "mia_min_k"} <= set(summary)
@@ -118,20 +118,20 @@ def test_bad_records_exit_2_and_write_nothing(tmp_path, capsys, split, line, cha
     rows = _lines(path)
     change(rows[line - 1])
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert eval_cli.main(["--unlearning", "tofu", "--pred-dir", str(tmp_path)]) == 2
+    assert eval_cli.main(["unlearning", "tofu", "--pred-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"error: nothing was written: {path}{problem}" in err, err
     assert not (tmp_path / "TOFU_EVAL.json").exists() and not (tmp_path / "TOFU_SUMMARY.json").exists()
 
 
 def test_a_folder_without_score_records_is_an_error(tmp_path, capsys):
-    assert eval_cli.main(["--unlearning", "muse", "--pred-dir", str(tmp_path)]) == 2
+    assert eval_cli.main(["unlearning", "muse", "--pred-dir", str(tmp_path)]) == 2
     assert "no MUSE score records: expected muse_knowmem_forget.jsonl" in capsys.readouterr().err
 
 
 def test_record_mode_never_imports_torch(tofu):
     target, _ = tofu
-    code = ("import sys; import eval; rc = eval.main(['--unlearning', 'tofu', '--pred-dir', sys.argv[1], "
+    code = ("import sys; import eval; rc = eval.main(['unlearning', 'tofu', '--pred-dir', sys.argv[1], "
             "'--quiet']); bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')); "
             "print(rc, bad)")
     proc = subprocess.run([sys.executable, "-c", code, str(target)], cwd=ROOT, capture_output=True, text=True)
@@ -144,11 +144,11 @@ def test_longbench_scoring_leaves_score_records_to_the_unlearning_mode(tmp_path,
                                                      "all_classes": ["Human", "Entity"]}) + "\n")
     assert eval_cli.main(["--pred-dir", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "result.json").read_text()) == {"trec": 100.0}
-    assert "score records left to `python eval.py --unlearning" in capsys.readouterr().out
+    assert "score records left to `python eval.py unlearning" in capsys.readouterr().out
     (tmp_path / "trec.jsonl").unlink()
     assert eval_cli.main(["--pred-dir", str(tmp_path)]) == 2
-    assert "its TOFU / MUSE score records are scored by --unlearning" in capsys.readouterr().err
-    assert eval_cli.main(["--pred-dir", str(tmp_path), "--unlearning", "muse", "--quiet"]) == 0
+    assert "its TOFU / MUSE score records are scored by `eval.py unlearning`" in capsys.readouterr().err
+    assert eval_cli.main(["unlearning", "muse", "--pred-dir", str(tmp_path), "--quiet"]) == 0
 
 
 def test_null_gradnorm_leaves_that_sample_out_of_the_attack(tmp_path):

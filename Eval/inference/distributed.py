@@ -2,12 +2,12 @@
 
     torchrun --nproc_per_node 4 inference.py --model PATH            # one process per GPU (or CPU core group)
     torchrun --nnodes 2 --node_rank R --master_addr HOST --nproc_per_node 8 inference.py --model PATH
-    python inference.py --num-shards 8 --shard-id $SLURM_ARRAY_TASK_ID  # scheduler arrays, several machines
-    python inference.py --merge                                       # after independent shards, if needed
+    python inference.py --shard $SLURM_ARRAY_TASK_ID/8 --model PATH   # scheduler arrays, several machines
+    python inference.py merge --model PATH                            # after independent shards, if needed
 
 Example k of a dataset goes to shard k % num_shards. Each process appends to its own shard file; torchrun rank 0
 merges after a barrier, independent shards merge as soon as one of them finds every id written (see
-Eval/inference/predictions.py), and `--merge` does it explicitly. Resume reads every shard file whatever the shard count was.
+Eval/inference/predictions.py), and `inference.py merge` does it explicitly. Resume reads every shard file whatever the shard count was.
 """
 from __future__ import annotations
 
@@ -27,16 +27,16 @@ class Shards:
 
 
 def resolve_shards(num_shards: int | None, shard_id: int | None) -> Shards:
-    """torchrun's WORLD_SIZE / RANK when present, else --num-shards / --shard-id, else a single process."""
+    """torchrun's WORLD_SIZE / RANK when present, else --shard I/K, else a single process."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
         if num_shards not in (None, world):
-            raise ValueError(f"--num-shards {num_shards} contradicts torchrun's WORLD_SIZE {world}")
+            raise ValueError(f"--shard .../{num_shards} contradicts torchrun's WORLD_SIZE {world}")
         return Shards(int(os.environ["RANK"]), world, torchrun=True)
     count = num_shards or 1
     index = 0 if shard_id is None else shard_id
     if not 0 <= index < count:
-        raise ValueError(f"--shard-id {index} is not in 0..{count - 1}")
+        raise ValueError(f"--shard {index}/{count}: the shard is not in 0..{count - 1}")
     return Shards(index, count)
 
 

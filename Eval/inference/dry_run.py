@@ -69,7 +69,7 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
     for ds in datasets:
         path = out_dir / f"{ds.name}{DRY_RUN_SUFFIX}"
         if path.exists() and not is_dry_run_output(path):  # a real run's file for a dataset named "<name>.prompts"
-            print(f"error: {path} holds predictions (it has a run sidecar); --dry-run will not overwrite it",
+            print(f"error: {path} holds predictions (it has a run sidecar); dry-run will not overwrite it",
                   file=sys.stderr)
             return 2
         try:

@@ -27,7 +27,7 @@ How lm-eval's three requests map onto the adapter (Eval/models/base.py; encoding
     Log-probabilities are summed in float64; lm-eval sums float32 in float32, off by ~1e-7 of the sum (measured
     on the demo model: up to 7e-6 nats on short continuations, 2e-3 on a full 2048-token window).
   generate_until(context, gen_kwargs) -> generate(): greedy, stops at `until`, --stop strings and EOS/end-of-turn
-    tokens, after max_gen_toks (default 256; --max-new-tokens overrides); --cut-at etc. apply. do_sample or
+    tokens, after max_gen_toks (default 256; --max-new-tokens overrides); -M cut_at etc. apply. do_sample or
     temperature > 0 run greedily ("sampling_requests_run_greedy"); other sampling keys are ignored, with a warning.
 Every task's data loads before the model does, so a task that cannot run stops the bridge at once, in one line
 (exit 2): an unknown task, a local data file missing or malformed, or a builtin task whose data lives on the Hugging
@@ -139,7 +139,7 @@ class BridgeLM(LM):
 
     # --- chat templates and bookkeeping ------------------------------------------------------------------
     def apply_chat_template(self, chat_history: list[dict], add_generation_prompt: bool = True) -> str:
-        """One user turn goes through the adapter's own apply_chat (inference's path, --system-prompt included);
+        """One user turn goes through the adapter's own apply_chat (inference's path, -M system_prompt included);
         few-shot multi-turn chats render with the tokenizer's template, the system prompt prepended."""
         self.chat = True
         if add_generation_prompt and len(chat_history) == 1 and chat_history[0]["role"] == "user":

@@ -5,7 +5,7 @@ Usage:
     summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings(...))
 
 `generation_budget`, `required_examples` and `dataset_prompts` are the prompt side of a run, shared with
-`inference.py --dry-run` (Eval/inference/dry_run.py) so that its prompts are the run's by construction.
+`inference.py dry-run` (Eval/inference/dry_run.py) so that its prompts are the run's by construction.
 
 Two things change what a record is: --truncation skip (a prompt that does not fit is not run; its record has
 `skipped` with the reason, pred "", and eval.py counts it out of n) and --cot on a task with a chain-of-thought

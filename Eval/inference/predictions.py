@@ -1,7 +1,7 @@
 """A prediction file being written: content-aware resume, torn-line repair, shards, merge, the run sidecar.
 
 `pred/<model>/<dataset>.jsonl` is appended and flushed batch by batch, so a killed run loses at most the batch in
-flight. A sharded run (torchrun ranks, or `--num-shards K --shard-id I` processes) appends to its own
+flight. A sharded run (torchrun ranks, or `--shard I/K` processes) appends to its own
 `pred/<model>/shards/<dataset>.I-of-K.jsonl` instead. Reopening reads the main file and every shard file of this
 dataset (any K), and repairs a torn last line of the file it writes.
 
@@ -221,7 +221,7 @@ def write_sidecar(sidecar: Path, content: dict) -> None:
 
 def record_output(sidecar: Path, merged: dict) -> None:
     """Note in the sidecar what the merged main file holds (a merge done apart from the run: torchrun's rank 0,
-    --merge), so eval.py can check the file against it."""
+    inference.py merge), so eval.py can check the file against it."""
     if sidecar.is_file():
         content = json.loads(sidecar.read_text(encoding="utf-8"))
         content["output"] = output_entry(merged)

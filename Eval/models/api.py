@@ -87,7 +87,7 @@ class APIModel(BaseLLM):
                    api_key_env=o.api_key_env, concurrency=o.concurrency, rpm=o.rpm, timeout=o.timeout,
                    max_retries=o.max_retries, trust_remote_code=o.trust_remote_code)
 
-    # A local tokenizer and no weights: --dry-run uses the adapter itself (BaseLLM.tokenizer_only), which still asks
+    # A local tokenizer and no weights: the dry run uses the adapter itself (BaseLLM.tokenizer_only), which still asks
     # the server for its context window when --max-length is not given, as the real run does.
     holds_weights = False
     # Requests are independent, so prompts of any lengths batch together for free; a runner that reads this

@@ -116,7 +116,7 @@ def parse_reply(data, chat: bool, think_tags: tuple[str, str] = ("<think>", "</t
             raise _no_answer(message, choice.get("finish_reason"))
         raw = _valid_unicode(_content_text(message["content"], "choices[0].message.content"),
                              "choices[0].message.content")
-        if reasoning:  # keep the raw output whole, as the HF adapter saves it (--strip-think)
+        if reasoning:  # keep the raw output whole, as the HF adapter saves it (-M strip_think)
             thought = _valid_unicode(reasoning, "choices[0].message.reasoning_content")
             raw = f"{think_tags[0]}{thought}{think_tags[1]}{raw}"
     else:

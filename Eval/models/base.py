@@ -161,7 +161,7 @@ class BaseLLM:
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
         """An adapter that renders prompts exactly as this backend's does (tokenizer hooks, build_prompts,
-        context_window) but loads no weights and declares no model calls: `inference.py --dry-run`. An adapter
+        context_window) but loads no weights and declares no model calls: `inference.py dry-run`. An adapter
         that holds no weights is its own twin; one that does offers a twin by overriding this (hf), else a
         ValueError says it cannot."""
         if cls.holds_weights:
@@ -299,7 +299,7 @@ class BaseLLM:
 
     def finish_output(self, text: str, opened_in_prompt: bool, budget_hit: bool = False) -> tuple[str, dict | None]:
         """(saved output, Generation.thinking) of an output already cut at its stop strings: the thinking facts
-        describe the raw output; with --strip-think a removed block is marked "stripped" so that scoring does
+        describe the raw output; with -M strip_think a removed block is marked "stripped" so that scoring does
         not look for the closing tag in a saved output that no longer has it."""
         thinking = thinking_record(text, self.options.think_tags, opened_in_prompt, budget_hit)
         saved = self.post_process(text, opened_in_prompt)
@@ -308,7 +308,7 @@ class BaseLLM:
         return saved, thinking
 
     def thinking_budget(self) -> int | None:
-        """--thinking-budget, or a ValueError when this backend cannot enforce one (capability "thinking_budget")."""
+        """-M thinking_budget, or a ValueError when this backend cannot enforce one (capability "thinking_budget")."""
         budget = self.options.thinking_budget
         if budget is not None and not self.can("thinking_budget"):
             raise ValueError(f"-M thinking_budget: the {self.name} backend cannot force the end of a thinking block "

@@ -16,7 +16,7 @@ from Eval.models.options import AdapterOptions
 @register_model("echo")
 class EchoModel(BaseLLM):
     name = "echo"
-    holds_weights = False  # --dry-run renders with the adapter itself
+    holds_weights = False  # the dry run renders with the adapter itself
 
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options: None) -> "EchoModel":

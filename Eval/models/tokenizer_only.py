@@ -1,4 +1,4 @@
-"""The tokenizer half of a Hugging Face checkpoint, for `inference.py --dry-run`: it renders prompts exactly as the
+"""The tokenizer half of a Hugging Face checkpoint, for `inference.py dry-run`: it renders prompts exactly as the
 hf adapter does (BaseLLM's prompt path on the same tokenizer, loaded by the same function) and never loads weights.
 
 Usage:

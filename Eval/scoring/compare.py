@@ -54,7 +54,7 @@ def _identical_text(r: dict) -> str:
 
 
 def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, dict]], dict]:
-    """Pairs of records of the same example, in A's order, as `eval.py --diff` pairs them (by id, else by the
+    """Pairs of records of the same example, in A's order, as `eval.py diff` pairs them (by id, else by the
     content of the example; Eval/scoring/diff.py pair_records), never two records made from different data under
     one id; and how many of each side had no partner, and how many pairs were left out as mismatched."""
     found = pair_records(a, b)

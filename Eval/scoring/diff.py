@@ -1,4 +1,4 @@
-"""`python eval.py --diff DIR_A DIR_B`: is B better than A on the same items, and why they differ.
+"""`python eval.py diff DIR_A DIR_B`: is B better than A on the same items, and why they differ.
 
 Pairing, per dataset both folders hold. A record is paired by a key: its `id` (written by
 inference.py); else the example it answers: its `example_sha256` when it has one, or, for
@@ -33,7 +33,7 @@ Regressions are pairs where A scored higher than B on the headline metric (for 0
 right, B wrong). Writes <parent of DIR_B>/diff_<A>_vs_<B>.json and prints a table.
 
 Usage:
-    python eval.py --diff pred/base pred/tuned [--datasets trec,custom_zh] [--quiet]
+    python eval.py diff pred/base pred/tuned [--datasets trec,custom_zh] [--quiet]
     from Eval.scoring.diff import compare_dataset  # (task_a, records_a, task_b, records_b)
     from Eval.scoring.diff import pair_records     # (records_a, records_b) -> [(i in A, j in B)]
 """
@@ -306,7 +306,7 @@ def _short(view: dict) -> str:
 
 def run_diff(dir_a: Path, dir_b: Path, only: set[str] | None = None,
              quiet: bool = False) -> int:
-    """eval.py's --diff: compare, write the file, print the table; 2 and nothing written on bad
+    """eval.py diff: compare, write the file, print the table; 2 and nothing written on bad
     input."""
     notes: list[str] = []
     try:

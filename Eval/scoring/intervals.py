@@ -1,4 +1,4 @@
-"""95% intervals for a dataset score, and the paired statistics that `eval.py --diff` reports.
+"""95% intervals for a dataset score, and the paired statistics that `eval.py diff` reports.
 
 A score is a mean over examples, so its uncertainty comes from which examples happened to be in the set:
     - metrics whose per-sample values are all 0 or 1 (accuracy-like) get the Wilson score interval, which is exact

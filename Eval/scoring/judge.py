@@ -1,8 +1,8 @@
 """LLM-as-judge: grade saved predictions against their references, or compare two models' predictions.
 
 Usage (through eval.py, which loads the judge model only when asked):
-    python eval.py --pred-dir pred/demo --judge PATH_OR_NAME [--rubric graded] [--judge-mode logits]
-    python eval.py --compare pred/model_a pred/model_b --judge PATH_OR_NAME [--datasets a,b]
+    python eval.py judge --pred-dir pred/demo --judge PATH_OR_NAME [--rubric graded] [--judge-mode logits]
+    python eval.py compare pred/model_a pred/model_b --judge PATH_OR_NAME [--datasets a,b]
     (pairs whose two answers are identical are ties, never asked: Eval/scoring/judge_commands.py)
 
 A rubric is `prompts/judge_<name>.txt`: a header line `options: Label=value | Label=value ...`, a line `---`,

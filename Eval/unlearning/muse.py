@@ -1,7 +1,7 @@
 """MUSE as open-unlearning evaluates it: the leaf metrics as a table, then privleak, as plain code.
 
 Usage:
-    python eval.py --unlearning muse --pred-dir DIR [--retain-logs RETRAIN/MUSE_EVAL.json]
+    python eval.py unlearning muse --pred-dir DIR [--retain-logs RETRAIN/MUSE_EVAL.json]
     from Eval.unlearning import muse
     from Eval.unlearning.evaluate import Run
     eval_log, summary = muse.evaluate(Run(samples))   # samples: leaf name -> value_by_index (MIA: (forget, holdout))

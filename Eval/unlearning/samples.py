@@ -130,7 +130,7 @@ def leaf_result(kind: str, samples) -> dict:
 
 def explain_leaf(metric: str, sample: dict) -> dict:
     """The numbers behind one per-sample entry of a leaf, as its log holds it: a probability from its losses,
-    a ROUGE with its two texts (eval.py --explain-unlearning; Eval/scoring/explain.py)."""
+    a ROUGE with its two texts (eval.py explain EVAL_JSON METRIC:INDEX; Eval/scoring/explain.py)."""
     if "avg_loss" in sample and "prob" in sample:
         losses = sample["avg_loss"] if isinstance(sample["avg_loss"], list) else [sample["avg_loss"]]
         probs = [math.exp(-x) for x in losses]

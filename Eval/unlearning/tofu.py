@@ -1,7 +1,7 @@
 """TOFU as open-unlearning evaluates it: the leaf metrics as a table, then the composites, in order, as plain code.
 
 Usage:
-    python eval.py --unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
+    python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
     from Eval.unlearning import tofu
     from Eval.unlearning.evaluate import Run
     eval_log, summary = tofu.evaluate(Run(samples))   # samples: leaf name -> value_by_index (MIA: (forget, holdout))
@@ -128,7 +128,7 @@ def model_utility(*components: dict) -> dict:
     return {"agg_value": aggregate.harmonic_mean([c["agg_value"] for c in components])}
 
 
-# --- the numbers behind one per-sample value (eval.py --explain-unlearning; Eval/scoring/explain.py) ----------
+# --- the numbers behind one per-sample value (eval.py explain EVAL_JSON METRIC:INDEX) ----------
 def explain(metric: str, sample_of) -> dict | None:
     """A truth ratio's or normalised probability's inputs and arithmetic (the composite's own, on this sample
     alone); None for another metric. `sample_of(metric)`: that metric's entry for the same sample (or KeyError)."""
