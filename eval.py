@@ -5,6 +5,7 @@ Usage:
     python eval.py --model internlm      # = --pred-dir pred/internlm
     python eval.py --pred-dir DIR        # every DIR/*.jsonl; the file stem names the dataset (TinyEval)
     python eval.py --pred-dir DIR --datasets trec,multi_news --price prices.json
+    python eval.py --pred-dir DIR --metrics exact_match,qa_f1   # any registered metric on any dataset
     python eval.py diff | explain | judge | compare | report | unlearning ...    # `python eval.py NAME --help`
 
 Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json, DIR/result_usage.json and
@@ -22,7 +23,7 @@ from pathlib import Path
 from Eval.args import HelpFormatter, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
 from Eval.pricing import PriceError, price_for
-from Eval.scoring.folders import add_folder_arguments, find_pred_dirs, score_and_write
+from Eval.scoring.folders import add_folder_arguments, add_metric_arguments, find_pred_dirs, score_and_write
 from Eval.scoring.report import dataset_table, result_lines, write_models_table
 from Eval.scoring.sections import Results, render_text, tables
 
@@ -44,6 +45,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="eval.py", description=__doc__.split("\n")[0], formatter_class=HelpFormatter,
                                 epilog=commands_epilog(EVAL_COMMANDS, "eval.py"))
     add_folder_arguments(p)
+    add_metric_arguments(p)
     add_scoring_arguments(p)
     return p.parse_args(argv)
 
@@ -66,7 +68,8 @@ def score_folders(args) -> int:
     except PriceError as err:
         print(f"error: --price: {err}", file=sys.stderr)
         return 2
-    outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes)
+    outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes, args.metrics,
+                              tuple(args.metric_args))
     if outputs is None:
         return 2
     for pred_dir, (results, built, seconds) in outputs.items():

@@ -29,6 +29,8 @@ class Task:
     # entry, inference stops (a generic template would change the task) instead of falling back.
     published_prompt: str = ""
     cot_max_new_tokens: int = 0  # --cot: the reasoning pass's length (0: the task has no chain-of-thought mode)
+    # Keyword arguments of the metrics, as given (eval.py -S key=value): each metric takes the ones it declares.
+    metric_args: tuple[tuple[str, str], ...] = ()
 
 
 _THINK = "strip_think"  # no-op on outputs without <think> tags, so parity with LongBench is kept

@@ -2,11 +2,19 @@
 
 Usage:
     repo = copy_checkout(tmp_path)              # tmp_path/main, with tmp_path/shared -> ../shared when present
-    proc = sh("python inference.py --backend echo", repo)   # CompletedProcess; OMP_WAIT_POLICY set
+    proc = sh("python inference.py --backend echo", repo)   # a real process: CompletedProcess
+    proc = here("python eval.py --model m", repo)           # the same command in this process: CompletedProcess
+
+`here` runs `python inference.py ...` and `python eval.py ...` through the scripts' own main(argv) with the copy
+as the current folder (the scripts' relative defaults, dataset/, prompts/, pred/, point into it), which spares
+each command the interpreter's start and the import of torch; anything else runs as a process.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -37,31 +45,59 @@ def copy_checkout(tmp_path: Path) -> Path:
 
 def command_env(**env) -> dict:
     """The environment of a command a user types."""
-    # Bytecode is written, as on a user's machine: the copies made after the main job then start 0.2-0.3 s
-    # faster per process than recompiling Eval/ each time.
     environ = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **env}
-    environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    environ.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode is written, as on a user's machine
     environ.pop("PYTEST_CURRENT_TEST", None)
     return environ
 
 
-def sh(command: str, cwd: Path, timeout: float = 600, warm=None, **env) -> subprocess.CompletedProcess:
-    """Run a shell command line as a user types it; with `warm` (tests/warm_python.py), its `python SCRIPT` runs
-    in a fork of an interpreter that has imported torch and transformers already."""
-    environ = command_env(**env)
-    if warm is not None:
-        environ["PATH"] = warm.path_with_shim(environ.get("PATH", ""))
-    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=environ,
+def sh(command: str, cwd: Path, timeout: float = 600, **env) -> subprocess.CompletedProcess:
+    """Run a shell command line as a user types it, as a process."""
+    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, env=command_env(**env),
                           timeout=timeout)
 
 
+def here(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run a command line in `cwd`: each `python inference.py|eval.py ARGS` of an `&&` chain through the script's
+    main(ARGS) in this process, anything else as a process. Stops at the first part that fails."""
+    import eval as eval_script
+    import inference
+
+    scripts = {"inference.py": inference, "eval.py": eval_script}
+    outs, errs, code = [], [], 0
+    for part in (p.strip() for p in command.split(" && ")):
+        words = shlex.split(part)
+        if len(words) >= 2 and words[0] == "python" and words[1] in scripts:
+            code, out, err = _in_process(scripts[words[1]], words[2:], cwd)
+        else:
+            done = sh(part, cwd)
+            code, out, err = done.returncode, done.stdout, done.stderr
+        outs.append(out)
+        errs.append(err)
+        if code:
+            break
+    return subprocess.CompletedProcess(command, code, "".join(outs), "".join(errs))
 
 
-def run_main_job(tmp_path: Path, warm=None) -> tuple[Path, subprocess.CompletedProcess]:
+def _in_process(script, argv: list[str], cwd: Path) -> tuple[int, str, str]:
+    out, err, before = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = script.main(argv) or 0
+            except SystemExit as stop:  # argparse's usage errors and --help
+                code = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        os.chdir(before)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_main_job(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess]:
     """A fresh copy that has run the README's main job (tests/conftest.py shares one per session)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     repo = copy_checkout(tmp_path)
-    return repo, sh(MAIN_JOB, repo, warm=warm)
+    return repo, sh(MAIN_JOB, repo)
 
 
 def copy_after_main_job(prepared: Path, tmp_path: Path) -> Path:

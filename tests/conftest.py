@@ -65,46 +65,8 @@ def main_job(tmp_path_factory):
 MAIN_JOB_COMMAND = "python inference.py && python eval.py"  # the README's first command, less its pip install
 
 
-@pytest.fixture(scope="session")
-def warm_python(tmp_path_factory):
-    """One warm interpreter per worker for the command chains (tests/warm_python.py): their `python SCRIPT`
-    commands skip the 3.5 s import of torch and transformers. The main job above runs a real fresh one."""
-    from checkout import command_env
-    from warm_python import WarmPython
-
-    with WarmPython(tmp_path_factory.mktemp("warm-python"), command_env()) as warm:
-        yield warm
-
-
-# The order tests start in, for the parallel run. pytest-xdist's `load` scheduler first hands each worker a
-# block of consecutive tests, a quarter of its share (xdist/scheduler/load.py: collection // workers // 4), and
-# later ones to whichever worker runs low. The README chain goes first in worker 0's block: it runs the main job
-# (about 20 s; every later main-job test reuses it) and is the longest test. The other heavy tests open the other
-# workers' blocks, so they run while the main job does, and the main-job tests among them (journey, unlearning
-# chain) come after enough other work that the main job is done instead of being waited for. Without workers
-# this is only an order.
-SCHEDULE = ("test_readme_commands.py::test_readme_commands_run_as_written[main]",
-            "test_hf_inference.py::test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run",
-            "test_lm_eval_bridge.py::test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task",
-            "test_inference.py::test_ctrl_c_says_in_one_line_what_was_saved_and_the_same_command_resumes",
-            "test_api_backend.py::test_killed_server_fails_only_the_affected_records_and_a_rerun_redoes_them",
-            "test_journey.py::test_the_everyday_loop",
-            "test_sharding.py::test_torchrun_two_ranks_equal_one_process",
-            "test_readme_commands.py::test_readme_commands_run_as_written[unlearning]")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    where = {item.nodeid.split("tests/", 1)[-1]: item for item in items}
-    heavy = [where[name] for name in SCHEDULE if name in where]
-    light = [item for item in items if item not in heavy]
-    blocks = [[] for _ in range(workers)]
-    for k, item in enumerate(heavy):  # the README chain alone in block 0, the rest over the other blocks
-        blocks[0 if k == 0 or workers == 1 else 1 + (k - 1) % (workers - 1)].append(item)
-    size = max(len(items) // workers // 4, 2)
-    ordered = []
-    for block in blocks:
-        fill = max(size - len(block), 0)
-        ordered += block + light[:fill]
-        light = light[fill:]
-    items[:] = ordered + light
+@pytest.fixture(autouse=True)
+def _in_the_project_folder(monkeypatch):
+    """Every test starts in the project's folder, where the scripts' relative defaults (dataset/, prompts/,
+    pred/) point, whatever folder pytest was started from."""
+    monkeypatch.chdir(ROOT)

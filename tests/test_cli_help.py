@@ -103,12 +103,6 @@ SHOUT = textwrap.dedent('''
         holds_weights = False
         Options = ShoutOptions
 
-        @classmethod
-        def from_options(cls, model, options, backend_options):
-            adapter = cls(options)
-            adapter.times = backend_options.times
-            return adapter
-
         def tokenize(self, text):
             return [ord(c) for c in text]
 
@@ -119,7 +113,7 @@ SHOUT = textwrap.dedent('''
             return text
 
         def generate(self, prompts, max_new_tokens, stop=()):
-            return [Generation(" ".join(["HI"] * self.times), 1, "stop") for p in prompts]
+            return [Generation(" ".join(["HI"] * self.backend_options.times), 1, "stop") for p in prompts]
 ''')
 
 

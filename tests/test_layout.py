@@ -13,14 +13,15 @@ def readme_layout() -> set[str]:
     """Paths the README's Layout block names: top-level entries and the files indented under each folder."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = re.search(r"## Layout\n.*?```\n(.*?)```", text, re.S).group(1)
-    paths, folder = set(), ""
+    paths, folders = set(), {}  # indentation -> the folder its lines are in
     for line in block.splitlines():
-        name = line.split()[0]
-        if line.startswith("  "):
-            paths.add(folder + name)
-        else:
-            folder = name if name.endswith("/") else ""
-            paths.update(part for part in line.split("  ")[:1] if part.strip().endswith((".py", "/")))
+        depth = len(line) - len(line.lstrip())
+        names = re.split(r"\s{2,}", line.strip())[0].split()  # the names before the description
+        parent = next((folders[d] for d in sorted(folders, reverse=True) if d < depth), "")
+        paths.update(parent + name for name in names if name.endswith((".py", "/")))
+        folders = {d: f for d, f in folders.items() if d < depth}
+        if len(names) == 1 and names[0].endswith("/"):
+            folders[depth] = parent + names[0]
     return paths
 
 
@@ -44,13 +45,3 @@ def test_no_python_file_is_over_the_line_limit_and_each_says_what_it_is():
         if path.startswith(("Eval/", "bench/")) and not path.endswith("__init__.py") or path in ("inference.py",
                                                                                                   "eval.py"):
             assert ast.get_docstring(ast.parse(source)), f"{path}: no module docstring"
-
-
-def test_the_test_schedule_names_existing_tests():
-    """tests/conftest.py SCHEDULE starts the heavy tests first; a renamed test would silently drop out of it."""
-    from conftest import SCHEDULE
-
-    for name in SCHEDULE:
-        file, function = name.split("::")
-        source = (ROOT / "tests" / file).read_text(encoding="utf-8")
-        assert f"\ndef {function.split('[')[0]}(" in source, name

@@ -44,8 +44,10 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--datasets", type=name_list, default=None,
                    help="comma-separated names (default: every DATASET_DIR/*.jsonl and *.json)")
-    p.add_argument("--dataset-dir", type=Path, default=ROOT / "dataset", help="where NAME.jsonl datasets live")
-    p.add_argument("--prompt-dir", type=Path, default=ROOT / "prompts", help="where NAME.txt templates live")
+    p.add_argument("--dataset-dir", type=Path, default=Path("dataset"),
+                   help="where NAME.jsonl datasets live (default: dataset, in the current folder)")
+    p.add_argument("--prompt-dir", type=Path, default=Path("prompts"),
+                   help="where NAME.txt templates live (default: prompts, in the current folder)")
     p.add_argument("--prompt-config", type=Path, default=None,
                    help="a benchmark's own prompts: LongBench's / TinyEval's dataset2prompt.json, or LongBench "
                         "v2's prompts/ folder (prompts/NAME.txt still wins; default: none)")

@@ -27,6 +27,8 @@ read-only companions: the scorer never takes a score from them (Eval/scoring/exp
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import math
 from typing import Callable
 
@@ -42,6 +44,28 @@ class Metric:
     fn: Callable[..., float]
     version: str  # bump when the per-sample values change, so stored results say what produced them
     best: float = 1.0  # the value of a perfect answer ("full marks"); ROUGE's 1e-8 makes it 0.999999995
+
+    def bind(self, args: dict[str, str]) -> "Metric":
+        """The metric with the keyword arguments of `args` its function takes (eval.py -S key=value), each
+        converted to the type of its default; the others are left to the other metrics. The version records them,
+        since they change the values."""
+        params = inspect.signature(self.fn).parameters
+        kept = {}
+        for key, text in args.items():
+            if key in params and params[key].kind is inspect.Parameter.KEYWORD_ONLY:
+                default = params[key].default
+                kind = type(default) if default is not inspect.Parameter.empty and default is not None else str
+                kept[key] = (text.lower() in ("1", "true", "yes")) if kind is bool else kind(text)
+        if not kept:
+            return self
+        fn = functools.partial(self.fn, **kept)
+        version = f"{self.version}+" + ",".join(f"{k}={v}" for k, v in sorted(kept.items()))
+        return dataclasses.replace(self, fn=fn, version=version)
+
+    def takes(self, key: str) -> bool:
+        """Whether the metric's function takes `key` as a keyword-only argument (an -S option)."""
+        param = inspect.signature(self.fn).parameters.get(key)
+        return param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY
 
     def full_marks(self, value: float) -> bool:
         """Whether `value` is this metric's best, up to float noise."""

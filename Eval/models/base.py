@@ -155,8 +155,11 @@ class BaseLLM:
 
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """The adapter for `model` with its adapter options and its backend's Options (Eval/models/factory.py)."""
-        raise NotImplementedError
+        """The adapter for `model` with its adapter options and its backend's Options (Eval/models/factory.py);
+        by default an adapter that loads nothing, keeping its options as `self.backend_options`."""
+        adapter = cls(options)
+        adapter.backend_options = backend_options
+        return adapter
 
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":

@@ -18,10 +18,6 @@ class EchoModel(BaseLLM):
     name = "echo"
     holds_weights = False  # the dry run renders with the adapter itself
 
-    @classmethod
-    def from_options(cls, model: str, options: AdapterOptions, backend_options: None) -> "EchoModel":
-        return cls(options)
-
     def tokenize(self, text: str) -> list[int]:
         return [ord(c) for c in text]
 

@@ -11,6 +11,7 @@ Usage:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -25,7 +26,31 @@ from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, commit_folder, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
 from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
-from Eval.tasks import TASKS, get_task, task_from_dict
+from Eval.metrics import get_metric
+from Eval.tasks import TASKS, Task, get_task, task_from_dict
+
+
+def add_metric_arguments(p) -> None:
+    """Any metric on any dataset, chosen when scoring (inspect's --scorer / -S idea)."""
+    p.add_argument("--metrics", type=metric_names, default=(), metavar="NAME,...",
+                   help="score with these registered metrics instead of the task's (the first is the headline); "
+                        "a dataset with no task row needs them (default: the task's)")
+    p.add_argument("-S", "--metric-arg", dest="metric_args", action="append", type=key_value, default=[],
+                   metavar="KEY=VALUE", help="a keyword argument of the metrics that take it, e.g. -S k=10 "
+                                             "(repeatable; default: none)")
+
+
+def metric_names(text: str) -> tuple[str, ...]:
+    return tuple(name_list(text))
+
+
+def key_value(text: str) -> tuple[str, str]:
+    import argparse
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return key.strip(), value
 
 
 def add_folder_arguments(p) -> None:
@@ -112,7 +137,21 @@ def task_for_file(path: Path, notes: list[str]):
     return get_task(path.stem)
 
 
-def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str]) -> list[tuple]:
+def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...] = (), metric_args: tuple = ()):
+    """The file's task (task_for_file), its metrics replaced by `metrics` when given (eval.py --metrics: any
+    metric on any dataset, a dataset with no task row included) and `metric_args` (-S key=value) attached."""
+    if not metrics:
+        task = task_for_file(path, notes)
+        return dataclasses.replace(task, metric_args=metric_args) if metric_args else task
+    try:
+        task = task_for_file(path, notes)
+    except KeyError:  # no row, no sidecar: the metrics asked for are the whole task
+        task = Task(path.stem, metrics, 0)
+    return dataclasses.replace(task, metrics=metrics, metric_args=metric_args)
+
+
+def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str],
+                metrics: tuple[str, ...] = (), metric_args: tuple = ()) -> list[tuple]:
     """(task, records, sources) for each prediction file; every problem is appended to `problems`."""
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
@@ -135,7 +174,9 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
             problem = name_problem(path.stem) or regular_file_problem(path)
             if problem:
                 raise RecordError(path, None, problem)
-            task = task_for_file(path, notes)
+            task = chosen_task(path, notes, metrics, metric_args)
+            for name in task.metrics:
+                get_metric(name)  # an unknown one is a KeyError naming the close ones
             if task.breakdown:
                 get_breakdown(task.breakdown)  # an unknown name (a sidecar's task) is a KeyError naming close ones
             records = read_records(path)
@@ -168,11 +209,14 @@ def score_folders(loaded: dict[Path, list[tuple]], only, time_limit, prices: dic
 
 
 def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None, prices: dict,
-                    notes: list[str]) -> dict | None:
+                    notes: list[str], metrics: tuple[str, ...] = (), metric_args: tuple = ()) -> dict | None:
     """Load, score and commit every folder: all or nothing. Returns {folder: (results, built, seconds)} after
     writing, or None after printing every problem (nothing written; exit code 2)."""
     problems: list[str] = []
-    loaded = {d: load_folder(d, only, problems, notes) for d in pred_dirs}
+    unused = [k for k, _ in metric_args if metrics and not any(get_metric(m).takes(k) for m in metrics)]
+    if unused:
+        problems.append(f"-S {unused[0]}: none of the metrics {', '.join(metrics)} takes it")
+    loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args) for d in pred_dirs}
     outputs, more = score_folders(loaded, only, time_limit, prices) if not problems else ({}, [])
     problems += more
     if problems:  # validate and compute everything before writing anything

@@ -126,7 +126,7 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     """Score records of one dataset with every metric of its task; returns the detailed result dict with
     a `per_example` list (one entry per line, in file order). A record with `skipped` (inference.py
     --truncation skip: never run) is left out of n and of every figure, and counted under `skipped`."""
-    metrics = [get_metric(name) for name in task.metrics]
+    metrics = [get_metric(name).bind(dict(task.metric_args)) for name in task.metrics]
     if time_limit is not None:  # one-off loads (jieba's dictionary) must not count against a sample
         for m in metrics:
             m("a", "a", all_classes=["a"])
