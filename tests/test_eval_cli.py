@@ -107,45 +107,54 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
-# One fresh interpreter serves both import checks below (each start re-imports eval.py and its metrics). It
-# scores trec first, while nothing has loaded jieba, then custom_zh, then the whole demo folder, noting after
-# each run which watched packages are loaded; each run gets its own copy of the demo predictions.
+# One fresh interpreter serves the import checks below (each start re-imports eval.py and its metrics). It scores
+# English F1 and ROUGE data first (hotpotqa, multi_news, trec), while nothing has loaded a library, then code
+# (lcc), then custom_zh, then the whole demo folder, noting after each run which watched packages are loaded.
 _IMPORT_PROBE = """
 import json, shutil, sys
+from pathlib import Path
 import eval
-watched = ('jieba', 'nltk', 'torch', 'transformers')
+watched = ('jieba', 'nltk', 'rouge', 'rouge_chinese', 'fuzzywuzzy', 'torch', 'transformers')
+english = Path(sys.argv[2])
+english.mkdir()
+for name, pred, answer in (('hotpotqa', 'The Eiffel Tower', 'Eiffel Tower'),
+                           ('multi_news', 'A cat. It sat.', 'A cat sat.'), ('trec', ' Location', 'Other location')):
+    line = {'pred': pred, 'answers': [answer], 'all_classes': ['Location', 'Other location']}
+    (english / f'{name}.jsonl').write_text(json.dumps(line) + '\\n')
+code = Path(sys.argv[4])
+code.mkdir()
+(code / 'lcc.jsonl').write_text(json.dumps({'pred': 'x = y + 1', 'answers': ['x = y+1']}) + '\\n')
 seen = {}
-for ds, folder in (('trec', sys.argv[2]), ('custom_zh', sys.argv[3]), (None, sys.argv[4])):
-    shutil.copytree(sys.argv[1], folder)
-    rc = eval.main(['--pred-dir', folder, '--quiet'] + (['--datasets', ds] if ds else []))
-    seen[ds or 'all'] = [rc, sorted(m for m in sys.modules if m.split('.')[0] in watched)]
+for name, folder, ds in (('english', english, None), ('code', code, None), ('custom_zh', sys.argv[3], 'custom_zh'),
+                         ('all', sys.argv[5], None)):
+    if name in ('custom_zh', 'all'):
+        shutil.copytree(sys.argv[1], folder)
+    rc = eval.main(['--pred-dir', str(folder), '--quiet'] + (['--datasets', ds] if ds else []))
+    seen[name] = [rc, sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in watched})]
 print(json.dumps(seen))
 """
 
 
 @pytest.fixture(scope="module")
 def imports_seen(tmp_path_factory):
-    """{"trec" | "custom_zh" | "all": [exit code, loaded modules of jieba, nltk, torch, transformers]} after each run."""
+    """{"english" | "custom_zh" | "code" | "all": [exit code, the watched packages loaded]} after each run."""
     base = tmp_path_factory.mktemp("import-probe")
     proc = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, str(ROOT / "tests" / "data" / "pred" / "demo"),
-                           *(str(base / name) for name in ("trec", "custom_zh", "all"))],
+                           *(str(base / name) for name in ("english", "custom_zh", "code", "all"))],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def test_jieba_loads_only_when_a_zh_metric_runs(imports_seen):
-    loaded = {ds: (rc, "jieba" in modules) for ds, (rc, modules) in imports_seen.items() if ds != "all"}
-    assert loaded == {"trec": (0, False), "custom_zh": (0, True)}
+def test_libraries_load_only_when_their_metric_runs(imports_seen):
+    """English F1, ROUGE and classification load no scoring library (our ROUGE-L replaces the rouge package);
+    code loads fuzzywuzzy (code_sim) and nothing else, custom_zh jieba (rouge_zh) and nltk (bleu_zh)."""
+    assert get_task("custom_zh").metrics == ("rouge_zh", "bleu_zh") and get_task("lcc").metrics == ("code_sim",)
+    assert imports_seen["english"] == [0, []]
+    assert imports_seen["code"] == [0, ["fuzzywuzzy"]]
+    assert imports_seen["custom_zh"] == [0, ["fuzzywuzzy", "jieba", "nltk"]]  # fuzzywuzzy stays loaded
 
 
 def test_scoring_never_imports_torch_or_transformers(imports_seen):
     rc, modules = imports_seen["all"]
-    assert (rc, [m for m in modules if m.split(".")[0] in ("torch", "transformers")]) == (0, [])
-
-
-def test_bleu_is_scored_without_importing_nltk(imports_seen):
-    """Eval/metrics/bleu.py is nltk's arithmetic written out: its import (1.3 s) was most of eval.py's run time."""
-    assert (ROOT / "tests" / "data" / "pred" / "demo" / "custom_zh.jsonl").is_file()  # scored with BLEU:
-    assert "bleu_zh" in get_task("custom_zh").metrics
-    assert [m for m in imports_seen["all"][1] if m.split(".")[0] == "nltk"] == []
+    assert (rc, [m for m in modules if m in ("torch", "transformers")]) == (0, [])

@@ -1,49 +1,29 @@
 """Sentence BLEU-4 with nltk's smoothing method 1, on whitespace words, and on jieba words for Chinese.
 
-The arithmetic is nltk's `sentence_bleu` (weights 0.25 each, `SmoothingFunction().method1`) written out here,
-float operation for float operation, because importing nltk costs about 1.3 s (its package imports scipy.stats),
-more than eval.py spends scoring the whole demo; tests/test_metrics.py checks every score equals nltk's own,
-bit for bit, on thousands of random pairs. Each metric has an explainer (@explains): the clipped n-gram matches
-over the prediction's n-grams for n = 1..4, method1's smoothing, the brevity penalty, and the score.
+Usage:
+    from Eval.metrics.bleu import bleu, bleu_zh, explain_bleu
+    bleu("the cat sat on the mat", "the cat sat on a mat")   # 0.5373...
+
+The score is nltk's own ``sentence_bleu([reference], prediction, smoothing_function=SmoothingFunction().method1)``
+(weights 0.25 each). nltk is imported on first use: its package imports scipy.stats, about 1.8 s, paid only by a
+run that scores a BLEU dataset. Each metric has an explainer (@explains) built from nltk's own pieces: the clipped
+n-gram matches over the prediction's n-grams for n = 1..4 (modified_precision), method1's smoothing, the brevity
+penalty, and the score recomputed from them as sentence_bleu computes it.
 """
 from __future__ import annotations
 
+import functools
 import math
-from collections import Counter
 
 from Eval.metrics.registry import explains, metric
 from Eval.metrics.zh import cut
 
-EPSILON = 0.1  # method1: the count given to an n-gram order with no match
 
+@functools.lru_cache(maxsize=1)
+def _nltk():
+    from nltk.translate import bleu_score
 
-def ngram_matches(prediction: list[str], reference: list[str], n: int) -> tuple[int, int]:
-    """(the prediction's n-grams found in the reference, each counted at most as often as the reference has it;
-    the prediction's n-grams, at least 1): nltk's `modified_precision` numerator and denominator."""
-    grams = Counter(tuple(prediction[i:i + n]) for i in range(len(prediction) - n + 1))
-    available = Counter(tuple(reference[i:i + n]) for i in range(len(reference) - n + 1))
-    return sum(min(count, available[gram]) for gram, count in grams.items()), max(1, sum(grams.values()))
-
-
-def brevity_penalty(prediction_len: int, reference_len: int) -> float:
-    """1 for a prediction longer than the reference, else exp(1 - r/c) (0 for an empty prediction)."""
-    if prediction_len > reference_len:
-        return 1
-    return 0 if prediction_len == 0 else math.exp(1 - reference_len / prediction_len)
-
-
-def _smoothed(counts: list[tuple[int, int]]) -> list[float]:
-    """Each order's precision m / t (int / int is correctly rounded, as float(Fraction(m, t)) is in nltk), and
-    method1's (0 + epsilon) / t where nothing matched."""
-    return [m / t if m else (m + EPSILON) / t for m, t in counts]
-
-
-def _score(counts: list[tuple[int, int]], bp: float) -> float:
-    """BP x the geometric mean of the smoothed precisions, summed as nltk sums them; 0.0 when no word matches
-    (nltk returns before smoothing then)."""
-    if counts[0][0] == 0:
-        return 0.0
-    return float(bp * math.exp(math.fsum(0.25 * math.log(p) for p in _smoothed(counts))))
+    return bleu_score
 
 
 def sentence_bleu4(prediction: list[str], reference: list[str]) -> float:
@@ -51,8 +31,9 @@ def sentence_bleu4(prediction: list[str], reference: list[str]) -> float:
     side."""
     if not prediction or not reference:
         return 0.0
-    counts = [ngram_matches(prediction, reference, n) for n in range(1, 5)]
-    return _score(counts, brevity_penalty(len(prediction), len(reference)))
+    nltk_bleu = _nltk()
+    return float(nltk_bleu.sentence_bleu([reference], prediction,
+                                         smoothing_function=nltk_bleu.SmoothingFunction().method1))
 
 
 def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
@@ -60,17 +41,21 @@ def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
     out = {"prediction_tokens": len(prediction), "reference_tokens": len(reference)}
     if not prediction or not reference:
         return {**out, "score": 0.0, "text": "an empty side scores 0"}
-    counts = [ngram_matches(prediction, reference, n) for n in range(1, 5)]
-    bp = brevity_penalty(len(prediction), len(reference))
+    nltk_bleu = _nltk()
+    fractions = [nltk_bleu.modified_precision([reference], prediction, n) for n in range(1, 5)]
+    counts = [(f.numerator, f.denominator) for f in fractions]  # unnormalised: matches / n-grams
+    bp = nltk_bleu.brevity_penalty(nltk_bleu.closest_ref_length([reference], len(prediction)), len(prediction))
     out = {**out, "ngram_matches": [list(c) for c in counts], "brevity_penalty": float(bp)}
-    if counts[0][0] == 0:
-        return {**out, "precisions": [0.0] * 4, "score": 0.0, "text": "no word of the prediction is in the reference: 0"}
-    score = _score(counts, bp)
+    if counts[0][0] == 0:  # sentence_bleu returns 0 before smoothing then
+        return {**out, "precisions": [0.0] * 4, "score": 0.0,
+                "text": "no word of the prediction is in the reference: 0"}
+    smoothed = nltk_bleu.SmoothingFunction().method1(fractions)
+    score = float(bp * math.exp(math.fsum(0.25 * math.log(p) for p in smoothed)))  # as corpus_bleu sums them
     shown = ", ".join(f"{n}-grams {m}/{t}" + (" (0.1 smoothing)" if m == 0 else "")
                       for n, (m, t) in enumerate(counts, 1))
     penalty = "1 (prediction not shorter)" if bp == 1 else f"exp(1 - {len(reference)}/{len(prediction)}) = {bp:.4g}"
     text = f"{shown}; brevity penalty {penalty}; BLEU = BP x geometric mean = {score:.4g}"
-    return {**out, "precisions": _smoothed(counts), "score": score, "text": text}
+    return {**out, "precisions": [float(p) for p in smoothed], "score": score, "text": text}
 
 
 @metric("bleu", version="nltk-sentence-bleu4-method1")

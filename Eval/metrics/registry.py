@@ -86,8 +86,8 @@ EXPLAINERS: dict[str, Callable[..., dict]] = {}
 
 
 class Zeroed(float):
-    """A 0.0 that remembers why: the reference scores some failures (an empty hypothesis, a RecursionError
-    in the `rouge` package) as 0.0 silently; returning this keeps the value identical while the scorer counts
+    """A 0.0 that remembers why: the reference scores some failures (an empty hypothesis in the `rouge`
+    package, for example) as 0.0 silently; returning this keeps the value identical while the scorer counts
     and reports how many samples were zeroed and why."""
 
     reason: str
