@@ -1,8 +1,8 @@
 """A new user's whole loop, in order, in one temporary folder, with the numbers asserted at every step:
 main job; replace custom_en.jsonl and rerun; edit one line; score a subset; judge; compare; score everything.
 
-Each step runs the command line exactly as a user types it (tests/checkout.py; after the main job, its
-`python SCRIPT` runs in a fork of an interpreter that has torch and transformers imported, tests/warm_python.py).
+The main job runs as a user runs it, as processes; each later step is the command line a user types, run through
+the script's main(argv) in this process with the copy as the current folder (tests/checkout.py here).
 Expected scores are the demo model's published figures (README) or are recomputed here from the saved
 predictions with the reference `rouge` package, never copied from the output under test.
 """
@@ -12,7 +12,7 @@ import re
 
 from rouge import Rouge
 
-from checkout import copy_after_main_job, sh
+from checkout import copy_after_main_job, here
 
 DEMO_FIGURES = {"custom_en": 20.38, "custom_zh": 20.01, "demo_gaokao": 70.0, "demo_qa_en": 5.11,
                 "demo_qa_zh": 13.33, "demo_summ_en": 4.31, "demo_trec": 100.0}
@@ -22,8 +22,8 @@ NEW_LINES = [("What colour is the sky on a clear day?", "The sky is blue."),
              ("What do cows drink?", "Cows drink water.")]
 
 
-def ok(command, repo, warm):
-    proc = sh(command, repo, warm=warm)
+def ok(command, repo):
+    proc = here(command, repo)
     assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr
     return proc
@@ -70,7 +70,7 @@ def assert_consistent(model_dir):
     return result, detail
 
 
-def test_the_everyday_loop(main_job, warm_python, tmp_path):
+def test_the_everyday_loop(main_job, tmp_path):
     # 1. The README's main job (run once per session in a fresh copy, shared with the README's command test).
     prepared, first = main_job
     assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr[-3000:]
@@ -82,12 +82,12 @@ def test_the_everyday_loop(main_job, warm_python, tmp_path):
 
     # 2. Replace custom_en.jsonl with 4 new lines: 4 predictions made, the 25 old ones gone, n = 4 scored.
     write_custom_en(repo, NEW_LINES)
-    rerun = ok("python inference.py", repo, warm_python)
+    rerun = ok("python inference.py", repo)
     assert "custom_en: 0 new, 4 changed since the last run (redone), 21 no longer in the dataset" in rerun.stdout
     assert "demo_trec: 0 new, 40 already done" in rerun.stdout
     saved = records(model_dir / "custom_en.jsonl")
     assert [r["question"] for r in saved] == [f"Answer briefly.\n{q}" for q, _ in NEW_LINES]
-    ok("python eval.py", repo, warm_python)
+    ok("python eval.py", repo)
     result, detail = assert_consistent(model_dir)
     assert detail["custom_en"]["n"] == 4 and detail["custom_en"]["data_check"]["status"] == "ok"
     assert result["custom_en"] == rouge_reference(model_dir / "custom_en.jsonl")
@@ -97,7 +97,7 @@ def test_the_everyday_loop(main_job, warm_python, tmp_path):
     # 3. Edit one line: exactly that record is redone; the other three are kept as they were.
     before = records(model_dir / "custom_en.jsonl")
     write_custom_en(repo, NEW_LINES[:3] + [("What do cows eat?", "Cows eat grass.")])
-    edit = ok("python inference.py --datasets custom_en", repo, warm_python)
+    edit = ok("python inference.py --datasets custom_en", repo)
     assert "custom_en: 0 new, 1 changed since the last run (redone), 3 already done" in edit.stdout
     after = records(model_dir / "custom_en.jsonl")
     assert after[:3] == before[:3] and after[3]["question"] == "Answer briefly.\nWhat do cows eat?"
@@ -105,13 +105,13 @@ def test_the_everyday_loop(main_job, warm_python, tmp_path):
 
     # 3b. Edit the data again but forget to rerun inference: eval.py says the predictions are stale.
     write_custom_en(repo, NEW_LINES[:3] + [("What do cows eat?", "Grass.")])
-    stale = ok("python eval.py --datasets custom_en", repo, warm_python)
+    stale = ok("python eval.py --datasets custom_en", repo)
     assert "warning: custom_en: the dataset" in stale.stdout and "changed since these predictions" in stale.stdout
     assert read_json(model_dir / "result_detail.json")["custom_en"]["data_check"]["status"] == "data_changed"
     write_custom_en(repo, NEW_LINES[:3] + [("What do cows eat?", "Cows eat grass.")])
 
     # 4. Score a subset: its entry is updated, every other entry (and its per-example file) is kept.
-    ok("python eval.py --datasets custom_en", repo, warm_python)
+    ok("python eval.py --datasets custom_en", repo)
     result, detail = assert_consistent(model_dir)
     assert set(result) == set(DEMO_FIGURES) and result["custom_en"] == rouge_reference(model_dir / "custom_en.jsonl")
     assert detail["custom_en"]["data_check"]["status"] == "ok" and result["demo_trec"] == 100.0
@@ -120,8 +120,8 @@ def test_the_everyday_loop(main_job, warm_python, tmp_path):
 
     # 5. Judge two datasets with the demo model, then a third: the first two entries are kept.
     judge = "--judge Eval/models/demo/tiny-qwen2 --judge-mode logits --rubric graded"
-    ok(f"python eval.py --datasets custom_en,custom_zh {judge}", repo, warm_python)
-    ok(f"python eval.py --datasets demo_summ_en {judge}", repo, warm_python)
+    ok(f"python eval.py judge --datasets custom_en,custom_zh {judge}", repo)
+    ok(f"python eval.py judge --datasets demo_summ_en {judge}", repo)
     judged = read_json(model_dir / "judge_result.json")
     assert sorted(judged) == ["custom_en", "custom_zh", "demo_summ_en"]
     assert [judged[d]["scored"] for d in sorted(judged)] == [4, 25, 20]
@@ -130,9 +130,9 @@ def test_the_everyday_loop(main_job, warm_python, tmp_path):
         assert entry["score"] == round(100 * sum(v["score"] for v in verdicts) / len(verdicts), 2)
 
     # 6. A second model (the model-free echo adapter, 5 examples a dataset) and a pairwise comparison.
-    ok("python inference.py --backend echo --model-name echo --limit 5", repo, warm_python)
-    pairwise = ok("python eval.py --compare pred/tiny-qwen2 pred/echo --datasets custom_en,demo_qa_en "
-                  "--judge Eval/models/demo/tiny-qwen2 --judge-mode logits", repo, warm_python)
+    ok("python inference.py --backend echo --model-name echo --limit 5", repo)
+    pairwise = ok("python eval.py compare pred/tiny-qwen2 pred/echo --datasets custom_en,demo_qa_en "
+                  "--judge Eval/models/demo/tiny-qwen2 --judge-mode logits", repo)
     assert "note: demo_qa_en: compared over the 5 examples both folders hold; 25 only in" in pairwise.stdout
     compared = read_json(repo / "pred" / "compare_tiny-qwen2_vs_echo" / "compare_result.json")["datasets"]
     for name, n in (("custom_en", 4), ("demo_qa_en", 5)):
@@ -141,7 +141,7 @@ def test_the_everyday_loop(main_job, warm_python, tmp_path):
         assert abs(rates["win"] + rates["tie"] + rates["lose"] - 100) <= 0.02
 
     # 7. Score everything: the comparison's folder is skipped, echo's partial runs are marked in the table.
-    final = ok("python eval.py", repo, warm_python)
+    final = ok("python eval.py", repo)
     assert re.search(r"note: \S*compare_tiny-qwen2_vs_echo: no prediction files \(\*\.jsonl\); skipped", final.stdout)
     assert "covers 5 of the dataset's 40 examples (a --limit 5 run)" in final.stdout
     table = (repo / "pred" / "results.md").read_text(encoding="utf-8")
