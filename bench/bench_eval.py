@@ -2,7 +2,7 @@
 
 Usage:
     python bench/bench_eval.py              # 21 datasets x 200 records, 10,000 Chinese, 1,101 internlm: minutes
-    python bench/bench_eval.py --quick      # 4 records a dataset, 100 Chinese, 30 internlm lines a file: seconds
+    python bench/bench_eval.py --quick      # 4 records of each LongBench dataset only: seconds
     python bench/bench_eval.py --records 50 --chinese 1000 --tinyeval 0
 
 Three prediction sets, each scored both ways in this run, each way a subprocess timed end to end (interpreter
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 INTERNLM = ROOT.parent / "shared" / "reference" / "tinyeval" / "pred" / "internlm"
 NEEDS_SHARED = True  # reads ../shared (tests/test_bench.py skips it, saying so, where that is absent)
-QUICK = {"records": 4, "chinese": 100, "tinyeval": 30}  # what --quick sets (tests/test_bench.py runs it)
+QUICK = {"records": 4, "chinese": 0, "tinyeval": 0}  # what --quick sets (tests/test_bench.py runs it): one set
 ROUGE_DATASETS = {"gov_report": False, "qmsum": False, "multi_news": False, "samsum": False, "dureader": True,
                   "vcsum": True, "custom_zh": True}  # name: scored on jieba words
 

@@ -98,7 +98,7 @@ def test_truncation_and_summary_figures_are_exact(tmp_path, monkeypatch, capsys)
             "examples": 5, "prompt_tokens": sum(tokens), "max_prompt_tokens": max(tokens),
             "truncated": sum(r["truncated_tokens"] > 0 for r in expected), "max_gen_tokens": 5 * 20,
             "max_new_tokens": 20, "max_length": 200, "mode": "chat" if name == "demo_qa_en" else "completion",
-            "skipped": 0, "truncation": "middle", "template": f"{ROOT / 'prompts' / name}.txt",
+            "skipped": 0, "truncation": "middle", "template": f"prompts/{name}.txt",
             "template_sha256": load_dataset(name, ROOT / "dataset", ROOT / "prompts").template_hash}
     # Every example is over the budget here, so all ten are cut.
     assert summary["total"]["examples"] == 10 and summary["total"]["truncated"] == 10
