@@ -38,7 +38,7 @@ from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
 from Eval.names import output_folder
 from Eval.records import RecordError, content_hash
-from Eval.unlearning.confidence import confidence_ordered_probs
+from Eval.unlearning.stats import confidence_ordered_probs
 from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, options_of, read_items, tofu_splits
 
 ROOT = Path(__file__).resolve().parents[2]

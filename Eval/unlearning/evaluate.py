@@ -1,15 +1,14 @@
-"""eval.py's TOFU / MUSE modes: score our score records, or re-aggregate a published open-unlearning log.
+"""eval.py unlearning: score our score records, or re-aggregate a published open-unlearning EVAL log.
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # DIR/tofu_*.jsonl
     python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
     reaggregate(Path("TOFU_EVAL.json"), retain_logs=Path("retain90/TOFU_EVAL.json")).summary["forget_quality"]
 
-Both write open-unlearning's NAME_EVAL.json / NAME_SUMMARY.json (TOFU or MUSE; a log's is told from its metrics;
-the import goes to pred/open-unlearning/<the log's folder> by default). The leaves' per-sample values come from
-the records (Records) or from the log (log_samples); the benchmark (tofu.py, muse.py) computes every aggregate and
-composite from them on a Run, never copying a stored agg_value. Bad input raises RecordError before anything is
-written (run() prints it, exit 2). numpy and scipy load only when a mode runs: eval.py imports this for its flags.
+Both write open-unlearning's NAME_EVAL.json / NAME_SUMMARY.json (TOFU or MUSE, a log's told from its metrics).
+The leaves' per-sample values come from the records or from the log; the benchmark (tofu.py, muse.py) computes
+every aggregate and composite from them on a Run, never copying a stored agg_value. Bad input raises RecordError
+before anything is written (exit 2). numpy and scipy load only when a mode runs: eval.py imports this for its flags.
 """
 from __future__ import annotations
 
@@ -33,27 +32,20 @@ def benchmark(suite: str):
     return importlib.import_module(f"Eval.unlearning.{suite}")
 
 
-def _stderr(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
-
-
 class Run:
-    """One evaluation, from the leaves' samples to the EVAL and SUMMARY contents (eval_log, summary): each result
-    computed once, in the benchmark's order, and what to tell the user on the way (notes, warnings, fallbacks).
+    """One evaluation: each result computed once, in the benchmark's order, from the leaves' samples (leaf ->
+    value_by_index; MIA: (forget, holdout)); `why` says why a result is missing. retain: (the retain model's
+    EVAL log, its path) or Nones; source: the input errors name, leaf_files: a leaf's own record files;
+    required: a log's metrics, each of which must be recomputed. notes: all to tell the user; warnings: those
+    already shown through `warn`; fallbacks: metric -> open-unlearning's fallback without retain logs."""
 
-    samples: leaf -> value_by_index (MIA: (forget, holdout)); why: leaf -> why it has none; retain: (the retain
-    model's EVAL log, its path), or Nones; where(name): the file(s) an error names (None: the whole input);
-    required: the metrics a log holds, each of which must be recomputed."""
-
-    def __init__(self, samples: dict, why: dict | None = None, retain=(None, None), where=lambda name: "",
-                 warn=None, required=()):
-        self.samples, self.why, (self.retain, self.retain_path) = samples, dict(why or {}), retain
-        self.where, self.required, self._warn = where, required, warn or _stderr
-        self.results, self.eval_log, self.summary, self.suite = {}, {}, {}, ""
-        self.inputs: dict[str, tuple[str, ...]] = {}  # composite -> the results it was computed from
-        self.notes: list[str] = []  # everything to tell the user, warnings included
-        self.warnings: list[str] = []  # the notes already shown through `warn` (printed once, not again)
-        self.fallbacks: dict[str, str] = {}  # metric -> the fallback open-unlearning uses without retain logs
+    def __init__(self, samples: dict, why: dict, retain=(None, None), source="", leaf_files=None, warn=None,
+                 required=()):
+        self.samples, self.why, (self.retain, self.retain_path) = samples, dict(why), retain
+        self.source, self.leaf_files, self.required = str(source), leaf_files or {}, required
+        self._warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
+        self.results, self.inputs, self.fallbacks, self.eval_log, self.summary = {}, {}, {}, {}, {}
+        self.notes, self.warnings, self.suite = [], [], ""
 
     def warn(self, message: str) -> None:
         self.notes.append(message)
@@ -70,7 +62,7 @@ class Run:
 
     def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None, **params) -> None:
         """results[name] = fn(*the inputs' results[, the retain log's entry or None], **params); `retain`: (its
-        metric in the retain log, open-unlearning's fallback without it). A missing input: the reason is kept."""
+        metric in the retain log, open-unlearning's fallback without it)."""
         missing = next((i for i in inputs if i not in self.results), None)
         if missing is not None:
             self.why[name] = f"needs {missing}: {self.why.get(missing, 'no per-sample values')}"
@@ -81,118 +73,101 @@ class Run:
             if args[-1] is None:
                 self.fallbacks[name] = retain[1]
                 if self.retain is not None:  # no logs at all: finish() says it once for every metric
-                    self.warn(f"{name}: the retain-model logs {self.retain_path} hold no {retain[0]!r}; {retain[1]} "
-                              "(open-unlearning's fallback)")
+                    self.warn(f"{name}: the retain-model logs {self.retain_path} hold no {retain[0]!r}; "
+                              f"{retain[1]} (open-unlearning's fallback)")
         self._compute(name, fn, *args, **params)
 
     def _compute(self, name: str, fn, *args, **params) -> None:
         try:
             self.results[name] = fn(*args, **params)
         except (ValueError, KeyError, TypeError) as err:
-            leaf = name in self.samples
-            where = self.where(name if leaf else None)
-            if self.retain_path is not None and not leaf:
+            where = self.leaf_files.get(name, self.source)
+            if self.retain_path is not None and name not in self.samples:
                 where += f" (retain logs {self.retain_path})"
             raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") from None
 
     def finish(self, suite: str, top_level: tuple[str, ...]) -> tuple[dict, dict]:
-        """(eval_log: the top-level metrics computed and their pre-computes, summary: their non-null agg_values),
-        also kept on the Run; says which top-level metrics were skipped and why."""
-        planned = [n for n in top_level if n in self.results]
+        """eval_log: the top-level metrics computed and what they were computed from; summary: their non-null
+        agg_values. Notes each top-level metric skipped, with why."""
+        done = [n for n in top_level if n in self.results]
         self.notes += [f"skipped {n}: {self.why.get(n)}" for n in top_level if n not in self.results]
         for metric in self.required:
             if metric in self.why:
-                raise RecordError(self.where(None), None, f"{metric} cannot be recomputed: {self.why[metric]}")
-        if not planned:
-            raise RecordError(self.where(None), None, f"no {suite} metric can be computed: " + "; ".join(self.notes))
-        fallbacks = [f"{n} ({self.fallbacks[n]})" for n in planned if n in self.fallbacks]
+                raise RecordError(self.source, None, f"{metric} cannot be recomputed: {self.why[metric]}")
+        if not done:
+            raise RecordError(self.source, None, f"no {suite} metric can be computed: " + "; ".join(self.notes))
+        fallbacks = [f"{n} ({self.fallbacks[n]})" for n in done if n in self.fallbacks]
         if self.retain is None and fallbacks:
             self.warn(f"no retain-model logs (--retain-logs): {', '.join(fallbacks)}")
-        kept, todo = set(), planned + [n for n in self.required if n in self.results]
-        while todo:  # the planned metrics (and a log's own) and what they were computed from: the pre-computes
+        kept, todo = set(), done + [n for n in self.required if n in self.results]
+        while todo:  # the metrics kept and, recursively, their inputs
             name = todo.pop()
             if name not in kept:
                 kept.add(name)
                 todo += self.inputs.get(name, ())
         self.suite, self.eval_log = suite, {n: r for n, r in self.results.items() if n in kept}
-        self.summary = {n: self.results[n]["agg_value"] for n in planned if self.results[n]["agg_value"] is not None}
+        self.summary = {n: self.results[n]["agg_value"] for n in done if self.results[n]["agg_value"] is not None}
         return self.eval_log, self.summary
 
 
-class Records:
-    """The leaves' samples from our score records DIR/<suite>_<split>.jsonl (an absent file: its leaves skipped)."""
+def record_samples(suite: str, pred_dir: Path) -> tuple[dict, dict, dict, dict]:
+    """(samples, why, leaf_files, answer encoding) from the score records DIR/<suite>_<split>.jsonl; an absent
+    file, or a field no record of it has, skips the leaves that read it."""
+    from Eval.unlearning.samples import KINDS, Missing
 
-    def __init__(self, suite: str, pred_dir: Path):
-        from Eval.unlearning.samples import KINDS
-
-        self.dir, self.leaves = Path(pred_dir), benchmark(suite).LEAVES
-        if not self.dir.is_dir():
-            raise RecordError(self.dir, None, "no such folder")
-        self.paths = {split: self.dir / f"{suite}_{split}.jsonl" for split in roles(suite)}
-        self.records = {s: files.load_records(p) for s, p in self.paths.items() if p.is_file()}
-        if not self.records:
-            raise RecordError(self.dir, None, f"no {suite.upper()} score records: expected "
-                                              f"{', '.join(p.name for p in self.paths.values())}")
-        self.samples, self.why = {}, {}
-        for name, (split, kind, key) in self.leaves.items():
-            sample, _, _, reads = KINDS[kind]
-            why = self._unavailable(name, _sides(split), key, sample, reads)
-            if why is not None:
-                self.why[name] = why
-            else:
-                sides = tuple(self._samples(name, side, key, sample) for side in _sides(split))
-                self.samples[name] = sides if isinstance(split, tuple) else sides[0]
-
-    def _unavailable(self, name: str, splits: tuple, key: str, sample, reads: tuple) -> str | None:
-        if sample is None:
-            return "needs a model at scoring time; not computable from saved records"
-        for split in splits:
-            if split not in self.records:
-                return f"no {self.paths[split].name}"
-            for field in reads:
-                label = field if field in ("pred", "answers") else f"{field}[{key!r}]"
-                lacking = [line for line, r in self.records[split] if not _has(r, field, key)]
-                if len(lacking) == len(self.records[split]):
-                    return f"no {label} in {self.paths[split].name}"
-                if lacking:
-                    raise RecordError(self.paths[split], lacking[0], f"record lacks {label}, which other records of "
-                                                                     f"this file have ({name} needs it)")
-        return None
-
-    def _samples(self, name: str, split: str, key: str, sample) -> dict:
-        values = {}
-        for line, record in self.records[split]:
-            try:
-                values[str(record["index"])] = sample(record, key)
-            except ValueError as err:
-                raise RecordError(self.paths[split], line, f"{name}: {err}") from None
-        return values
-
-    def where(self, name: str | None) -> str:
-        if name is None:
-            return str(self.dir)
-        return ", ".join(str(self.paths[s]) for s in _sides(self.leaves[name][0]))
-
-    def answer_encoding(self) -> dict:
-        """{"value": the one encoding of the answer labels (or "mixed"), "by_file": {file: encoding}}; records
-        written before the field existed say "not recorded"."""
-        by_file = {}
-        for split, rows in self.records.items():
-            found = sorted({r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"})
-            if found:
-                by_file[self.paths[split].name] = found[0] if len(found) == 1 else "mixed"
-        values = set(by_file.values())
-        return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
+    if not pred_dir.is_dir():
+        raise RecordError(pred_dir, None, "no such folder")
+    paths = {split: pred_dir / f"{suite}_{split}.jsonl" for split in roles(suite)}
+    records = {s: files.load_records(p) for s, p in paths.items() if p.is_file()}
+    if not records:
+        raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "
+                                          f"{', '.join(p.name for p in paths.values())}")
+    samples, why, leaf_files = {}, {}, {}
+    for name, (split, kind, key) in benchmark(suite).LEAVES.items():
+        sides = split if isinstance(split, tuple) else (split,)
+        leaf_files[name] = ", ".join(str(paths[s]) for s in sides)
+        absent = [s for s in sides if s not in records]
+        try:
+            if KINDS[kind][0] is None:
+                raise Missing("needs a model at scoring time; not computable from saved records")
+            if absent:
+                raise Missing(f"no {paths[absent[0]].name}")
+            values = tuple(_samples(name, KINDS[kind][0], key, paths[s], records[s]) for s in sides)
+            samples[name] = values if isinstance(split, tuple) else values[0]
+        except Missing as err:
+            why[name] = str(err)
+    return samples, why, leaf_files, _answer_encoding(records, paths)
 
 
-def _sides(split: str | tuple) -> tuple:
-    return split if isinstance(split, tuple) else (split,)
+def _samples(name: str, sample, key: str, path: Path, rows: list) -> dict:
+    from Eval.unlearning.samples import Missing
+
+    values, lacking = {}, []
+    for line, record in rows:
+        try:
+            values[str(record["index"])] = sample(record, key)
+        except Missing as err:
+            lacking.append((line, err))
+        except ValueError as err:
+            raise RecordError(path, line, f"{name}: {err}") from None
+    if lacking and len(lacking) == len(rows):
+        raise Missing(f"no {lacking[0][1]} in {path.name}")
+    if lacking:
+        raise RecordError(path, lacking[0][0], f"record lacks {lacking[0][1]}, which other records of this file "
+                                               f"have ({name} needs it)")
+    return values
 
 
-def _has(record: dict, field: str, key: str) -> bool:
-    if field in ("pred", "answers"):
-        return field in record
-    return isinstance(record.get(field), dict) and key in record[field]
+def _answer_encoding(records: dict, paths: dict) -> dict:
+    """{"value": the one encoding of the answer labels (or "mixed"), "by_file": {file: encoding}}; records
+    written before the field existed say "not recorded"."""
+    by_file = {}
+    for split, rows in records.items():
+        found = sorted({r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"})
+        if found:
+            by_file[paths[split].name] = found[0] if len(found) == 1 else "mixed"
+    values = set(by_file.values())
+    return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
 
 
 def log_samples(suite: str, log: dict, path: Path) -> tuple[dict, dict]:
@@ -244,10 +219,9 @@ def _retain_log(path: Path | None, suite: str) -> tuple[dict | None, Path | None
 def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
     """Score our own records DIR/<suite>_<split>.jsonl (their layout: Eval/inference/score_records.py)."""
     retain = _retain_log(retain_logs, suite)
-    source = Records(suite, Path(pred_dir))
-    outcome = Run(source.samples, source.why, retain, source.where, warn)
+    samples, why, leaf_files, encoding = record_samples(suite, Path(pred_dir))
+    outcome = Run(samples, why, retain, pred_dir, leaf_files, warn)
     benchmark(suite).evaluate(outcome)
-    encoding = source.answer_encoding()
     if encoding["by_file"]:
         outcome.eval_log[ENCODING_KEY] = encoding
         theirs = (retain[0] or {}).get(ENCODING_KEY, {}).get("value")
@@ -266,7 +240,7 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     log = files.load_log(log_path)
     suite = files.detect_suite(log, log_path)
     retain = _retain_log(retain_logs, suite)
-    outcome = Run(*log_samples(suite, log, log_path), retain, lambda name: str(log_path), warn, required=list(log))
+    outcome = Run(*log_samples(suite, log, log_path), retain, log_path, warn=warn, required=list(log))
     benchmark(suite).evaluate(outcome)
     for name in log:
         if name == ENCODING_KEY:  # our own log read back: kept as it is, not a metric
