@@ -1,5 +1,4 @@
-"""Dataset-level arithmetic of the unlearning metrics, with open-unlearning's formulas, 1e-10 guards
-and order of operations, so that its published per-sample values give its published figures.
+"""Dataset-level arithmetic of the unlearning metrics, in open-unlearning's formulas and order of operations.
 
 Usage:
     from Eval.unlearning import aggregate as agg
@@ -34,8 +33,7 @@ def mean(values) -> float:
 
 
 def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:
-    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10): the perturbed answers' LOSSES are
-    averaged (a geometric mean of probabilities), as the code does, not the TOFU paper's arithmetic mean."""
+    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10) (not the paper's mean)."""
     correct = np.exp(-to_1d(correct_losses))
     wrong = np.exp(-to_1d(wrong_losses))
     return wrong / (correct + EPS)
@@ -69,8 +67,7 @@ def normalised_probs(correct_probs, wrong_probs) -> np.ndarray:
 
 
 def roc_auc(forget, holdout) -> float:
-    """ROC AUC (forget = label 0, holdout = 1): (sum of holdout ranks - n1(n1+1)/2) / (n0 n1), ties at
-    their average rank (scikit-learn's area); near 1 when the forget set is still memorised. NaN in, NaN out.
+    """scikit-learn's ROC AUC, forget = label 0 (near 1: the forget set is still memorised); NaN in, NaN out.
 
     >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
     0.875
@@ -90,8 +87,7 @@ def roc_auc(forget, holdout) -> float:
 
 
 def ks_pvalue(model_values, retain_values) -> float:
-    """Two-sided two-sample KS p-value (scipy's default method): forget quality. Order-only, so TR and
-    1/(TR+1e-10) (legacy TOFU) give the same p-value."""
+    """Two-sided two-sample KS p-value (scipy's default method): forget quality."""
     from scipy.stats import ks_2samp  # scipy.stats takes ~0.3 s to import; only composites need it
 
     return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
@@ -119,8 +115,7 @@ def harmonic_mean(values) -> float:
 
 
 def float32_mean(values) -> float | None:
-    """The float32 mean, as the reference took it of scores it held in float32 (Min-K%, Min-K%++,
-    GradNorm), when every value is exactly a float32; None otherwise."""
+    """The float32 mean the reference took of scores it held in float32; None unless all are float32."""
     arr = np.asarray(values, dtype=np.float64)
     as32 = arr.astype(np.float32)
     if arr.size == 0 or not np.array_equal(as32.astype(np.float64), arr, equal_nan=True):

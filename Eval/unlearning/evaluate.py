@@ -1,14 +1,12 @@
-"""eval.py unlearning: score our score records, or re-aggregate a published open-unlearning EVAL log.
+"""eval.py unlearning: TOFU / MUSE figures from our score records, or re-aggregated from a published log.
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # DIR/tofu_*.jsonl
     python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
     reaggregate(Path("TOFU_EVAL.json"), retain_logs=Path("retain90/TOFU_EVAL.json")).summary["forget_quality"]
 
-Both write open-unlearning's NAME_EVAL.json / NAME_SUMMARY.json (TOFU or MUSE, a log's told from its metrics).
-The leaves' per-sample values come from the records or from the log; the benchmark (tofu.py, muse.py) computes
-every aggregate and composite from them on a Run, never copying a stored agg_value. Bad input raises RecordError
-before anything is written (exit 2). numpy and scipy load only when a mode runs: eval.py imports this for its flags.
+Both recompute every aggregate from the per-sample values and write NAME_EVAL.json / NAME_SUMMARY.json;
+bad input raises RecordError before anything is written. numpy and scipy load only when a mode runs.
 """
 from __future__ import annotations
 
@@ -32,37 +30,30 @@ def benchmark(suite: str):
     return importlib.import_module(f"Eval.unlearning.{suite}")
 
 
-class Run:
-    """One evaluation: each result computed once, in the benchmark's order, from the leaves' samples (leaf ->
-    value_by_index; MIA: (forget, holdout)); `why` says why a result is missing. retain: (the retain model's
-    EVAL log, its path) or Nones; source: the input errors name, leaf_files: a leaf's own record files;
-    required: a log's metrics, each of which must be recomputed. notes: all to tell the user; warnings: those
-    already shown through `warn`; fallbacks: metric -> open-unlearning's fallback without retain logs."""
+def computed(where: str, name: str, fn, *args, **params):
+    """fn(*args, **params), its failure a RecordError naming `where` and the metric."""
+    try:
+        return fn(*args, **params)
+    except (ValueError, KeyError, TypeError) as err:
+        raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") from None
 
-    def __init__(self, samples: dict, why: dict, retain=(None, None), source="", leaf_files=None, warn=None,
-                 required=()):
-        self.samples, self.why, (self.retain, self.retain_path) = samples, dict(why), retain
-        self.source, self.leaf_files, self.required = str(source), leaf_files or {}, required
+
+class Run:
+    """One evaluation's results, each computed once; `why` a result is missing; `notes` for the user."""
+
+    def __init__(self, results: dict, why: dict, retain=(None, None), source="", warn=None, required=()):
+        self.results, self.why, (self.retain, self.retain_path) = results, why, retain
+        self.source, self.required, self.inputs, self.fallbacks = str(source), required, {}, {}
         self._warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
-        self.results, self.inputs, self.fallbacks, self.eval_log, self.summary = {}, {}, {}, {}, {}
-        self.notes, self.warnings, self.suite = [], [], ""
+        self.notes, self.warnings, self.eval_log, self.summary, self.suite = [], [], {}, {}, ""
 
     def warn(self, message: str) -> None:
         self.notes.append(message)
         self.warnings.append(message)
         self._warn(message)
 
-    def leaves(self, table: dict) -> None:
-        """Each leaf's result from its samples (Eval/unlearning/samples.py); a leaf without samples is skipped."""
-        from Eval.unlearning import samples
-
-        for name, (_, kind, _) in table.items():
-            if name in self.samples:
-                self._compute(name, samples.leaf_result, kind, self.samples[name])
-
     def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None, **params) -> None:
-        """results[name] = fn(*the inputs' results[, the retain log's entry or None], **params); `retain`: (its
-        metric in the retain log, open-unlearning's fallback without it)."""
+        """results[name] = fn(*inputs' results[, retain log's entry], **params); retain: (metric, fallback)."""
         missing = next((i for i in inputs if i not in self.results), None)
         if missing is not None:
             self.why[name] = f"needs {missing}: {self.why.get(missing, 'no per-sample values')}"
@@ -75,20 +66,11 @@ class Run:
                 if self.retain is not None:  # no logs at all: finish() says it once for every metric
                     self.warn(f"{name}: the retain-model logs {self.retain_path} hold no {retain[0]!r}; "
                               f"{retain[1]} (open-unlearning's fallback)")
-        self._compute(name, fn, *args, **params)
-
-    def _compute(self, name: str, fn, *args, **params) -> None:
-        try:
-            self.results[name] = fn(*args, **params)
-        except (ValueError, KeyError, TypeError) as err:
-            where = self.leaf_files.get(name, self.source)
-            if self.retain_path is not None and name not in self.samples:
-                where += f" (retain logs {self.retain_path})"
-            raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") from None
+        where = self.source if self.retain is None else f"{self.source} (retain logs {self.retain_path})"
+        self.results[name] = computed(where, name, fn, *args, **params)
 
     def finish(self, suite: str, top_level: tuple[str, ...]) -> tuple[dict, dict]:
-        """eval_log: the top-level metrics computed and what they were computed from; summary: their non-null
-        agg_values. Notes each top-level metric skipped, with why."""
+        """eval_log: the top-level metrics computed and their inputs; summary: their non-null agg_values."""
         done = [n for n in top_level if n in self.results]
         self.notes += [f"skipped {n}: {self.why.get(n)}" for n in top_level if n not in self.results]
         for metric in self.required:
@@ -110,10 +92,9 @@ class Run:
         return self.eval_log, self.summary
 
 
-def record_samples(suite: str, pred_dir: Path) -> tuple[dict, dict, dict, dict]:
-    """(samples, why, leaf_files, answer encoding) from the score records DIR/<suite>_<split>.jsonl; an absent
-    file, or a field no record of it has, skips the leaves that read it."""
-    from Eval.unlearning.samples import KINDS, Missing
+def record_leaves(suite: str, pred_dir: Path) -> tuple[dict, dict, dict]:
+    """(results, why, answer encoding) of the leaves, from the score records DIR/<suite>_<split>.jsonl."""
+    from Eval.unlearning import samples
 
     if not pred_dir.is_dir():
         raise RecordError(pred_dir, None, "no such folder")
@@ -122,26 +103,26 @@ def record_samples(suite: str, pred_dir: Path) -> tuple[dict, dict, dict, dict]:
     if not records:
         raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "
                                           f"{', '.join(p.name for p in paths.values())}")
-    samples, why, leaf_files = {}, {}, {}
+    results, why = {}, {}
     for name, (split, kind, key) in benchmark(suite).LEAVES.items():
         sides = split if isinstance(split, tuple) else (split,)
-        leaf_files[name] = ", ".join(str(paths[s]) for s in sides)
-        absent = [s for s in sides if s not in records]
         try:
-            if KINDS[kind][0] is None:
-                raise Missing("needs a model at scoring time; not computable from saved records")
-            if absent:
-                raise Missing(f"no {paths[absent[0]].name}")
-            values = tuple(_samples(name, KINDS[kind][0], key, paths[s], records[s]) for s in sides)
-            samples[name] = values if isinstance(split, tuple) else values[0]
-        except Missing as err:
+            values = [_samples(name, samples.KINDS[kind][0], key, paths[s], records.get(s)) for s in sides]
+        except samples.Missing as err:  # a file, or a field no record of it has
             why[name] = str(err)
-    return samples, why, leaf_files, _answer_encoding(records, paths)
+            continue
+        results[name] = computed(", ".join(str(paths[s]) for s in sides), name, samples.leaf_result, kind,
+                                 tuple(values) if isinstance(split, tuple) else values[0])
+    return results, why, _answer_encoding(records, paths)
 
 
-def _samples(name: str, sample, key: str, path: Path, rows: list) -> dict:
+def _samples(name: str, sample, key: str, path: Path, rows: list | None) -> dict:
     from Eval.unlearning.samples import Missing
 
+    if sample is None:
+        raise Missing("needs a model at scoring time; not computable from saved records")
+    if rows is None:
+        raise Missing(f"no {path.name}")
     values, lacking = {}, []
     for line, record in rows:
         try:
@@ -150,17 +131,16 @@ def _samples(name: str, sample, key: str, path: Path, rows: list) -> dict:
             lacking.append((line, err))
         except ValueError as err:
             raise RecordError(path, line, f"{name}: {err}") from None
-    if lacking and len(lacking) == len(rows):
+    if len(lacking) == len(rows):
         raise Missing(f"no {lacking[0][1]} in {path.name}")
     if lacking:
-        raise RecordError(path, lacking[0][0], f"record lacks {lacking[0][1]}, which other records of this file "
-                                               f"have ({name} needs it)")
+        raise RecordError(path, lacking[0][0], f"record lacks {lacking[0][1]}, which other records of "
+                                               f"this file have ({name} needs it)")
     return values
 
 
 def _answer_encoding(records: dict, paths: dict) -> dict:
-    """{"value": the one encoding of the answer labels (or "mixed"), "by_file": {file: encoding}}; records
-    written before the field existed say "not recorded"."""
+    # {"value": the answer labels' one encoding or "mixed", "by_file": {file: encoding or "not recorded"}}
     by_file = {}
     for split, rows in records.items():
         found = sorted({r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"})
@@ -170,21 +150,22 @@ def _answer_encoding(records: dict, paths: dict) -> dict:
     return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
 
 
-def log_samples(suite: str, log: dict, path: Path) -> tuple[dict, dict]:
-    """(samples, why) of the leaves from an EVAL log's value_by_index (ours or open-unlearning's), each checked."""
-    from Eval.unlearning.samples import KINDS
+def log_leaves(suite: str, log: dict, path: Path) -> tuple[dict, dict]:
+    """(results, why) of the leaves, from an EVAL log's value_by_index entries, each checked."""
+    from Eval.unlearning import samples
 
-    samples, why = {}, {}
+    values, why = {}, {}
     for name, (split, kind, _) in benchmark(suite).LEAVES.items():
-        fields = KINDS[kind][2]
+        fields = samples.KINDS[kind][2]
         if name not in log:
             why[name] = f"not in {Path(path).name}"
         elif isinstance(split, tuple):
-            samples[name] = tuple(_checked(log[name].get(side), f"{name}.{side}", fields, path)
-                                  for side in ("forget", "holdout"))
+            values[name] = tuple(_checked(log[name].get(side), f"{name}.{side}", fields, path)
+                                 for side in ("forget", "holdout"))
         else:
-            samples[name] = _checked(log[name], name, fields, path)
-    return samples, why
+            values[name] = _checked(log[name], name, fields, path)
+    leaves = benchmark(suite).LEAVES
+    return {n: computed(path, n, samples.leaf_result, leaves[n][1], v) for n, v in values.items()}, why
 
 
 def _checked(entry, label: str, fields: tuple, path: Path) -> dict:
@@ -219,8 +200,8 @@ def _retain_log(path: Path | None, suite: str) -> tuple[dict | None, Path | None
 def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
     """Score our own records DIR/<suite>_<split>.jsonl (their layout: Eval/inference/score_records.py)."""
     retain = _retain_log(retain_logs, suite)
-    samples, why, leaf_files, encoding = record_samples(suite, Path(pred_dir))
-    outcome = Run(samples, why, retain, pred_dir, leaf_files, warn)
+    results, why, encoding = record_leaves(suite, Path(pred_dir))
+    outcome = Run(results, why, retain, pred_dir, warn)
     benchmark(suite).evaluate(outcome)
     if encoding["by_file"]:
         outcome.eval_log[ENCODING_KEY] = encoding
@@ -240,7 +221,7 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     log = files.load_log(log_path)
     suite = files.detect_suite(log, log_path)
     retain = _retain_log(retain_logs, suite)
-    outcome = Run(*log_samples(suite, log, log_path), retain, log_path, warn=warn, required=list(log))
+    outcome = Run(*log_leaves(suite, log, log_path), retain, log_path, warn, required=list(log))
     benchmark(suite).evaluate(outcome)
     for name in log:
         if name == ENCODING_KEY:  # our own log read back: kept as it is, not a metric

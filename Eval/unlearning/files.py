@@ -1,5 +1,4 @@
-"""Reading score-record splits and EVAL logs (ours or open-unlearning's), writing the two outputs; every
-problem raises RecordError ("path[:line]: problem").
+"""Reading score records and EVAL logs, writing the outputs; every problem raises RecordError.
 
 Usage:
     from Eval.unlearning import files
@@ -85,8 +84,7 @@ def detect_suite(log: dict, path: Path) -> str:
 
 
 def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:
-    """Write NAME_EVAL.json and NAME_SUMMARY.json, keys sorted, in open-unlearning's layout (indent 4,
-    ASCII escapes, no final newline; NaN written as NaN, as the reference does); return both paths."""
+    """Write NAME_EVAL.json and NAME_SUMMARY.json in open-unlearning's layout; return both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / f"{name}_EVAL.json", out_dir / f"{name}_SUMMARY.json"

@@ -1,5 +1,4 @@
-"""MUSE as open-unlearning evaluates it: the leaf metrics as a table (knowmem and verbmem: ROUGE-L F1 of
-greedy generations; MIA attacks: privleak forget vs holdout texts), then privleak.
+"""MUSE as open-unlearning evaluates it: the leaf metrics as a table, then privleak.
 
 Usage:
     python eval.py unlearning muse --pred-dir DIR [--retain-logs RETRAIN/MUSE_EVAL.json]
@@ -26,15 +25,13 @@ TOP_LEVEL = ("forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROU
 
 
 def evaluate(run) -> tuple[dict, dict]:
-    """MUSE_EVAL and MUSE_SUMMARY contents from the leaves' samples of `run`."""
-    run.leaves(LEAVES)
+    """MUSE_EVAL and MUSE_SUMMARY contents from the leaves' results on `run`."""
     run.put("privleak", privleak, "mia_min_k", retain=("mia_min_k", "the retain AUC is taken as ref_value = 0.5"))
     return run.finish(NAME, TOP_LEVEL)
 
 
 def privleak(mia_min_k: dict, retain: dict | None, ref_value: float = 0.5) -> dict:
-    """aggregate.privleak on the Min-K% AUC: 0 leaks like the retain model, -100 = the forget set fully
-    exposed; without the retain model's mia_min_k, AUC_retain = ref_value.
+    """aggregate.privleak on the Min-K% AUC; without the retain model's mia_min_k, AUC_retain = ref_value.
 
     >>> round(privleak({"agg_value": 0.9991}, {"agg_value": 0.5236})["agg_value"], 4)
     -99.8111

@@ -1,26 +1,23 @@
-"""The leaf kinds: one score record -> one per-sample entry, and a leaf's result from its entries.
+"""The leaf kinds (open-unlearning's leaf handlers): one score record -> one per-sample entry, and a leaf's
+result from its entries. A sample function raises Missing for a field the record lacks, else ValueError.
 
 Usage:
     from Eval.unlearning.samples import KINDS, leaf_result
     sample, field, fields = KINDS["probability"]
     entry = sample({"index": 0, "logprobs": {"answer": [{"logprobs": [-0.1, -0.2]}]}}, "answer")
     leaf_result("probability", {"0": entry})          # {"agg_value": 0.86..., "value_by_index": {"0": ...}}
-
-A kind is what open-unlearning's leaf handler computes per sample. A sample function raises Missing for
-a field the record lacks, ValueError for a bad one; the caller adds the file and line.
 """
 from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 from Eval.records import normalize_answers
 from Eval.unlearning import aggregate, stats
 
 
 class Missing(ValueError):
-    """The record lacks the field its message names, e.g. "gradnorm['answer']"."""
+    """A leaf's input is absent (e.g. the record lacks "gradnorm['answer']"): skipped, unless others have it."""
 
 
 def _field(record: dict, field: str, key: str):
@@ -42,7 +39,7 @@ def options(record: dict, key: str) -> list[dict]:
 
 
 def per_option(fn):
-    """fn over every option; one option gives scalars, several give lists (the reference's multi-answer rows)."""
+    """fn over every option: one option gives scalars, several give lists (multi-answer rows)."""
     def sample(record: dict, key: str) -> dict:
         values = [fn(ts) for ts in options(record, key)]
         return values[0] if len(values) == 1 else {field: [v[field] for v in values] for field in values[0]}
@@ -55,19 +52,17 @@ def first_option(fn):
 
 
 def _number(record: dict, field: str, key: str) -> float | None:
-    """record[field][key] as a float; null stays None (e.g. GradNorm of an answer with fewer than two
-    labels): that sample is left out of the attack."""
+    # record[field][key] as a float; null (e.g. GradNorm of < 2 labels) stays None: left out of the attack
     value = _field(record, field, key)
     if value is None:
         return None
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+    if not stats.is_number(value):
         raise ValueError(f"{field}[{key!r}] must be a number (or null)")
     return float(value)
 
 
 def confidence_ordered(record: dict, key: str) -> dict:
-    """stats.confidence_ordered per option; masked models' records only (they carry
-    confidence_ordered_probs): for a causal model it would repeat `probability`."""
+    """stats.confidence_ordered per option, of masked models' records (confidence_ordered_probs)."""
     entry = per_option(lambda ts: stats.confidence_ordered(ts) or dict(_EMPTY))(record, key)
     _field(record, "confidence_ordered_probs", key)
     return entry
@@ -75,21 +70,13 @@ def confidence_ordered(record: dict, key: str) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _rouge_scorer():
-    try:
-        from rouge_score import rouge_scorer  # imports nltk (about 2 s): only when a ROUGE is computed
-    except ImportError as err:  # pragma: no cover - requirements.txt installs it
-        raise ImportError("TOFU / MUSE ROUGE needs Google's `rouge-score` package: pip install rouge-score") \
-            from err
+    from rouge_score import rouge_scorer  # Google's rouge-score (requirements.txt); imports nltk: about 2 s
+
     return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
 
 
 def rouge_scores(generation: str, ground_truth: str) -> dict:
-    """open-unlearning's ROUGE figures: Google's rouge-score, stemmed (TOFU reports rougeL_recall, MUSE
-    rougeL_f1); not the `rouge` package that Eval/metrics/rouge.py reproduces for LongBench.
-
-    >>> rouge_scores(generation="Paris is the capital", ground_truth="Paris")["rougeL_f1"]
-    0.4
-    """
+    """open-unlearning's ROUGE figures (Google's rouge-score, stemmed; not LongBench's `rouge` package)."""
     scores = _rouge_scorer().score(target=ground_truth, prediction=generation)
     return {"rouge1_recall": scores["rouge1"].recall, "rougeL_f1": scores["rougeL"].fmeasure,
             "rougeL_recall": scores["rougeL"].recall}
@@ -116,7 +103,7 @@ def gradnorm(record: dict, key: str) -> dict:
 
 
 def reference(record: dict, key: str) -> dict:
-    """Target avg_loss minus the reference model's (saved at inference, a second model) on the same answer."""
+    """Target avg_loss minus the reference model's (saved at inference) on the same answer."""
     target = stats.avg_loss(options(record, key)[0])
     ref = _number(record, "reference_avg_loss", key)
     return {"score": None if ref is None else float(target - ref)}
@@ -148,8 +135,7 @@ def values(value_by_index: dict, field: str) -> list:
 
 
 def leaf_result(kind: str, samples) -> dict:
-    """A leaf's result: agg_value = the mean over samples (of the mean over options); an MIA kind takes
-    (forget, holdout) samples, its agg_value the ROC AUC (forget = 0), beside each side's mean.
+    """A leaf's result: the mean over samples; an MIA kind's: the ROC AUC of (forget, holdout) samples.
 
     >>> leaf_result("mia_loss", ({"0": {"score": 0.25}, "1": {"score": 0.5}}, {"0": {"score": 0.5}}))["auc"]
     0.75
@@ -165,8 +151,7 @@ def leaf_result(kind: str, samples) -> dict:
 
 
 def explain_leaf(metric: str, sample: dict) -> dict:
-    """eval.py explain: the numbers behind a leaf's per-sample entry (a probability from its losses, a
-    ROUGE with its two texts)."""
+    """eval.py explain: the numbers behind a leaf's per-sample entry (a probability, a ROUGE)."""
     if "avg_loss" in sample and "prob" in sample:
         losses = sample["avg_loss"] if isinstance(sample["avg_loss"], list) else [sample["avg_loss"]]
         probs = [math.exp(-x) for x in losses]

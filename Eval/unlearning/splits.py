@@ -1,12 +1,5 @@
-"""The TOFU / MUSE split table both stages read: each split's data files, kind of text, generation length,
-attacks and score-record file (written by Eval/inference/score_records.py, read by evaluate.py).
-
-    tofu_forget / _retain   {forget}_perturbed / retain_perturbed: answer, paraphrased_answer, perturbed_answer
-    tofu_holdout            {holdout}: answer only; tofu_ra / _wf: real_authors / world_facts_perturbed
-    muse_knowmem_forget / _retain     knowmem/{forget,retain}_qa (+ _qa_icl few-shot): generation only
-    muse_verbmem_forget     verbmem/forget: prompt -> " " + gt as "answer" (no EOS), 128 new tokens
-    muse_privleak_forget / _holdout   privleak/{forget,holdout}: `text` as "answer" (no EOS, empty prompt)
-Files are JSON arrays or JSON Lines; a MUSE file SUBSET/SPLIT may also be named SUBSET_SPLIT.json(l).
+"""The TOFU / MUSE split table both stages read: each split's data files (JSON or JSON Lines), kind of
+text, generation length, attacks and score-record file.
 
 Usage:
     for split in tofu_splits("forget10", "holdout10"):
@@ -78,8 +71,7 @@ def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
 
 
 def read_items(path: Path, kind: str) -> list[dict]:
-    """The rows of a split file, each checked for its kind's fields (REQUIRED; qa: also an optional
-    paraphrased_answer string and perturbed_answer list, or one string); RecordError names file and line."""
+    """The rows of a split file, each checked for its kind's fields; RecordError names file and line."""
     rows = []
     for line, row in iter_json_objects(path):
         if not isinstance(row, dict):

@@ -1,15 +1,12 @@
-"""Per-sample statistics of one saved TokenStats dict (TOKEN_STATS_FIELDS in Eval/records.py), in float64.
+"""Per-sample statistics of one saved TokenStats dict (Eval/records.py), in float64. Min-K%, Min-K%++,
+exact memorisation and extraction strength drop the last labelled position, as open-unlearning does.
 
 Usage:
     from Eval.unlearning import stats
     ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
     stats.probability(ts)              # {"prob": exp(-avg_loss), "avg_loss": 0.7166...}
     stats.min_k_score(ts, k=0.4)       # Min-K% membership score (higher = less likely a member)
-    stats.confidence_ordered_prob(ts)  # diffusion / masked LLMs (spec 1.5); the masked adapter imports it too
-
-A TokenStats holds one entry per LABELLED answer position, EOS included when one was appended. avg_loss, prob,
-LOSS, ZLib and Reference use every position; Min-K%, Min-K%++, exact memorisation and extraction strength drop the
-last one, as open-unlearning's token-wise helpers do ("the EOS"; for completion data a real token).
+    stats.confidence_ordered_prob(ts)  # diffusion / masked LLMs (spec 1.5); the masked adapter's too
 """
 from __future__ import annotations
 
@@ -29,9 +26,9 @@ def check_token_stats(ts: object) -> dict:
     if not isinstance(ts, dict):
         raise ValueError(f"a TokenStats must be a JSON object, found {type(ts).__name__}")
     lp = ts.get("logprobs")
-    if not isinstance(lp, list) or not all(_is_number(x) for x in lp):
+    if not isinstance(lp, list) or not all(is_number(x) for x in lp):
         raise ValueError("TokenStats 'logprobs' must be a list of numbers")
-    for name, check in (("greedy", lambda x: isinstance(x, bool)), ("mean", _is_number), ("var", _is_number)):
+    for name, check in (("greedy", lambda x: isinstance(x, bool)), ("mean", is_number), ("var", is_number)):
         if name in ts:
             values = ts[name]
             if not isinstance(values, list) or not all(check(x) for x in values):
@@ -44,7 +41,7 @@ def check_token_stats(ts: object) -> dict:
     return ts
 
 
-def _is_number(x: object) -> bool:
+def is_number(x: object) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
@@ -55,8 +52,7 @@ def _need(ts: dict, name: str) -> list:
 
 
 def avg_loss(ts: dict) -> float:
-    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN (the reference's 0/0)
-    for none."""
+    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN (0/0) for none."""
     lp = ts["logprobs"]
     if not lp:
         return math.nan
@@ -76,8 +72,7 @@ def confidence_ordered_probs(stats: Mapping | Sequence[float]) -> list[float]:
 
 
 def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:
-    """exp(mean(log(p + 1e-12))) over those probabilities: the ordinary probability up to the epsilon, as order
-    does not change a geometric mean; NaN when nothing is labelled (the handler's 0/0, spec 1.0)."""
+    """exp(mean(log(p + 1e-12))): the ordinary probability up to the epsilon; NaN for no label (0/0)."""
     probs = confidence_ordered_probs(stats)
     if not probs:
         return math.nan
@@ -85,8 +80,7 @@ def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:
 
 
 def confidence_ordered(ts: dict) -> dict | None:
-    """The `probability` of a masked forward pass (spec 1.5): prob = confidence_ordered_prob, avg_loss =
-    -log(prob + 1e-12), and the ordered list; None for no label."""
+    """`probability` of a masked forward pass: prob, avg_loss = -log(prob + 1e-12), the ordered list."""
     if not ts["logprobs"]:
         return None
     prob = confidence_ordered_prob(ts)
@@ -95,7 +89,7 @@ def confidence_ordered(ts: dict) -> dict | None:
 
 
 def exact_memorization(ts: dict) -> float | None:
-    """Share of the N = T-1 positions (last label dropped) whose label is the teacher-forced argmax; None if N=0."""
+    """Share of the N = T-1 positions whose label is the teacher-forced argmax; None if N = 0."""
     flags = _need(ts, "greedy")[:-1]
     if not flags:
         return None
@@ -132,8 +126,7 @@ def _bottom_k_mean(values: np.ndarray, k: float) -> float:
 
 
 def min_k_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K% Prob: minus the mean of the k·N lowest label log-probs (last label dropped); 0 when
-    N = 0. k = 0.4 is what the TOFU and MUSE configs pass (the attack's own default is 0.2)."""
+    """Min-K% Prob: minus the mean of the k·N lowest label log-probs; 0 when N = 0 (configs: k = 0.4)."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0
@@ -141,8 +134,7 @@ def min_k_score(ts: dict, k: float = 0.4) -> float:
 
 
 def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K%++: minus the mean of the k·N smallest z_t = (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6)), mu_t and
-    var_t the mean and variance of log p over the vocabulary at position t (last label dropped)."""
+    """Min-K%++: minus the mean of the k·N smallest z_t = (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6))."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0

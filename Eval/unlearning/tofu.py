@@ -3,11 +3,6 @@
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
     eval_log, summary = tofu.evaluate(Run(samples))   # evaluate.py's Run, from records or a published log
-
-The composites: four truth ratios (forget: closer_to_1_better; retain, real authors, world facts:
-true_better, ra / wf with the original answer as the correct side), the ra / wf normalised
-probabilities, forget quality (KS test against the retain model's forget truth ratios), model utility
-(the harmonic mean of nine) and privleak (MUSE's, on Min-K%).
 """
 from __future__ import annotations
 
@@ -56,8 +51,7 @@ TOP_LEVEL = ("forget_quality", "forget_truth_ratio", "forget_Q_A_Prob", "forget_
 
 
 def evaluate(run) -> tuple[dict, dict]:
-    """TOFU_EVAL and TOFU_SUMMARY contents from the leaves' samples of `run`."""
-    run.leaves(LEAVES)
+    """TOFU_EVAL and TOFU_SUMMARY contents from the leaves' results on `run`."""
     for name, (correct, wrong, aggregator) in TRUTH_RATIOS.items():
         run.put(name, truth_ratio, correct, wrong, aggregator=aggregator)
     for name, (correct, wrong) in NORMALISED.items():
@@ -69,8 +63,8 @@ def evaluate(run) -> tuple[dict, dict]:
 
 
 def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
-    """(all indices, correct values, wrong values) of the samples present on both sides. As in the reference,
-    the values are zipped with the UNFILTERED indices: after a drop the labels shift, not the aggregate."""
+    # (all indices, the correct and wrong values of the samples present on both sides): as in the
+    # reference, values zipped with the UNFILTERED indices shift their labels after a drop.
     c, w = correct["value_by_index"], wrong["value_by_index"]
     if list(c) != list(w):
         raise ValueError("the correct-answer and wrong-answer results list different sample indices")
@@ -108,8 +102,7 @@ def probability_w_options(correct: dict, wrong: dict) -> dict:
 
 
 def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
-    """KS-test p-value of this model's forget truth ratios against the retain model's: near 1, as if never
-    trained on the forget set. No retain logs: agg_value null."""
+    """KS-test p-value of the forget truth ratios against the retain model's; null without retain logs."""
     if retain is None:
         return {"agg_value": None}
     scores = [[e["score"] for e in r["value_by_index"].values()] for r in (forget_truth_ratio, retain)]
@@ -122,8 +115,7 @@ def model_utility(*components: dict) -> dict:
 
 
 def explain(metric: str, sample_of) -> dict | None:
-    """eval.py explain: a truth ratio's or normalised probability's inputs and arithmetic on one sample
-    (`sample_of(metric)`: that metric's entry for it, or KeyError); None for another metric."""
+    """eval.py explain: a truth ratio's or normalised probability's arithmetic on one sample, else None."""
     if metric in NORMALISED:
         p_c, p_w = (sample_of(name)["prob"] for name in NORMALISED[metric])
         value = probability_w_options({"value_by_index": {"0": {"prob": p_c}}},
