@@ -1,4 +1,4 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split of Eval/unlearning/splits.py.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split, each a job of the run loop.
 
 Usage:
     python inference.py unlearning tofu                       # the demo data and the demo target model
@@ -6,11 +6,8 @@ Usage:
     python inference.py unlearning tofu --model M --gradnorm --reference-model RETAIN_MODEL
     python inference.py unlearning muse --model M --data-dir PATH
 
-Each split is a job of the run loop (Eval/inference/run_loop.py) whose work is token statistics: every text
-is read once (BaseLLM.token_stats; a question's options share its prompt), plus a greedy generation where a
-metric reads one, GradNorm (--gradnorm) and a second model's loss (--reference-model). The labels are the
-tokens after the prompt, plus an EOS unless they end in one (completion texts: none); --answer-encoding
-says which tokens of a chat-templated answer count (README). A record:
+Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels are the
+tokens after the prompt, plus an EOS unless they end in one (completion texts: none). A record:
     id, index, dataset      "<file stem>-<index>" (the resume key), the row's position, the file stem
     question / prompt       the item's question (QA) or prefix (verbmem); input: the prompt the model saw
     pred, answers           the greedy generation ("" if none); [the ROUGE reference: the decoded labels]
@@ -34,7 +31,7 @@ from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
 from Eval.names import output_folder
-from Eval.records import RecordError, content_hash
+from Eval.records import content_hash
 from Eval.unlearning.stats import confidence_ordered_probs
 from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, options_of, read_items, tofu_splits
 
@@ -230,8 +227,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
 
 
-def _found_splits(args) -> tuple[list[tuple[Split, Path | None]], Path]:
-    """Every split with its data file (None: absent, skipped); each file is checked before a model loads."""
+def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
+    """Each split whose data file exists, with its few-shot examples; all checked before a model loads."""
     if args.suite == "muse":
         if args.data_dir is None:
             raise FileNotFoundError("unlearning muse needs --data-dir, a folder with knowmem/, verbmem/, privleak/")
@@ -241,30 +238,31 @@ def _found_splits(args) -> tuple[list[tuple[Split, Path | None]], Path]:
         data_dir = args.tofu_dir or args.data_dir or DEMO_DATA
         splits = tofu_splits(args.forget_split or ("forget10" if tofu else "forget"),
                              args.holdout_split or ("holdout10" if tofu else "holdout"))
-    found = [(s, find_file(data_dir, s.files)) for s in splits]
-    if not data_dir.is_dir() or found[0][1] is None:
-        raise FileNotFoundError(f"{data_dir}: no {' or '.join(f + '.json(l)' for f in found[0][0].files)}")
-    for split, path in found:
+    if not data_dir.is_dir() or find_file(data_dir, splits[0].files) is None:
+        raise FileNotFoundError(f"{data_dir}: no {' or '.join(f + '.json(l)' for f in splits[0].files)}")
+    found = []
+    for split in splits:
+        path, icl = find_file(data_dir, split.files), find_file(data_dir, split.icl) if split.icl else None
         if path is None:
             print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; skipped")
         else:
             read_items(path, split.kind)
-    return found, data_dir
+            found.append((split, path, read_items(icl, "knowmem") if icl else []))
+    return found
 
 
 @inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every split, for eval.py")
 def run(args: argparse.Namespace) -> int:
     """Every split's score records; exit code 0, 1 (some failed) or 2 (refused)."""
     try:
-        found, data_dir = _found_splits(args)
+        found = _found_splits(args)
         out_dir = output_folder(args.out_dir, args.model_name, args.model)
-    except (FileNotFoundError, RecordError, ValueError) as err:
+    except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.validate:
-        for split, path in found:
-            if path is not None:
-                print(f"ok: {split.name}: {len(read_items(path, split.kind))} items from {path}")
+        for split, path, _ in found:
+            print(f"ok: {split.name}: {len(read_items(path, split.kind))} items from {path}")
         return 0
     try:
         model = from_args(args)
@@ -286,15 +284,12 @@ def run(args: argparse.Namespace) -> int:
                         args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm,
                         answer_encoding=args.answer_encoding)
     start, failed = time.perf_counter(), 0
-    for split, path in found:
-        icl = find_file(data_dir, split.icl) if split.icl else None
-        try:
-            if path is not None:
-                failed += run_split(model, split, path, out_dir, settings, reference,
-                                    read_items(icl, "knowmem") if icl else [])["failed"]
-        except (ValueError, RecordError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+    try:
+        for split, path, shots in found:
+            failed += run_split(model, split, path, out_dir, settings, reference, shots)["failed"]
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); score with: "
           f"python eval.py unlearning {args.suite} --pred-dir {out_dir}")
     return 0 if failed == 0 else 1
