@@ -1,4 +1,4 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split, each a job of the run loop.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split, each a run-loop job.
 
 Usage:
     python inference.py unlearning tofu                       # the demo data and the demo target model
@@ -6,8 +6,8 @@ Usage:
     python inference.py unlearning tofu --model M --gradnorm --reference-model RETAIN_MODEL
     python inference.py unlearning muse --model M --data-dir PATH
 
-Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels are the
-tokens after the prompt, plus an EOS unless they end in one (completion texts: none). A record:
+Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
+are the tokens after the prompt, plus an EOS unless they end in one (texts: none). A record:
     id, index, dataset      "<file stem>-<index>" (the resume key), the row's position, the file stem
     question / prompt       the item's question (QA) or prefix (verbmem); input: the prompt the model saw
     pred, answers           the greedy generation ("" if none); [the ROUGE reference: the decoded labels]
@@ -77,7 +77,7 @@ def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], ma
 
 
 def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str) -> str:
-    """`wanted` where a chat template frames a causal model's answer, else answer-eos or plain (texts)."""
+    """`wanted` where a chat template frames a causal model's answer, else answer-eos or plain."""
     if split.kind not in ("qa", "knowmem"):
         return "plain"
     templated = split.kind == "qa" and prompt.user_text is not None and model.can("label_encoding")
@@ -113,7 +113,7 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
 
 def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Settings,
               reference=None, shots: list[dict] | None = None) -> dict:
-    """Score (and generate) every item of one split without a current record; the run loop's summary."""
+    """Score (and generate) each item of a split without a current record; the run's summary."""
     items, shots = read_items(data_file, split.kind), shots or []
     path = out_dir / f"{split.name}.jsonl"
     max_new = (settings.max_new_tokens or split.generate) if split.generate and settings.generate else 0
@@ -228,7 +228,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
-    """Each split whose data file exists, with its few-shot examples; all checked before a model loads."""
+    """Each split with a data file, and its few-shot examples, checked before a model loads."""
     if args.suite == "muse":
         if args.data_dir is None:
             raise FileNotFoundError("unlearning muse needs --data-dir, a folder with knowmem/, verbmem/, privleak/")
@@ -242,7 +242,8 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
         raise FileNotFoundError(f"{data_dir}: no {' or '.join(f + '.json(l)' for f in splits[0].files)}")
     found = []
     for split in splits:
-        path, icl = find_file(data_dir, split.files), find_file(data_dir, split.icl) if split.icl else None
+        path = find_file(data_dir, split.files)
+        icl = find_file(data_dir, split.icl) if split.icl else None
         if path is None:
             print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; skipped")
         else:

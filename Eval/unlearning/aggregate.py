@@ -1,4 +1,4 @@
-"""Dataset-level arithmetic of the unlearning metrics, in open-unlearning's formulas and order of operations.
+"""Dataset-level arithmetic of the unlearning metrics, in open-unlearning's formulas and order.
 
 Usage:
     from Eval.unlearning import aggregate as agg
@@ -33,7 +33,7 @@ def mean(values) -> float:
 
 
 def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:
-    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10) (not the paper's mean)."""
+    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10) (the code's)."""
     correct = np.exp(-to_1d(correct_losses))
     wrong = np.exp(-to_1d(wrong_losses))
     return wrong / (correct + EPS)
@@ -67,7 +67,7 @@ def normalised_probs(correct_probs, wrong_probs) -> np.ndarray:
 
 
 def roc_auc(forget, holdout) -> float:
-    """scikit-learn's ROC AUC, forget = label 0 (near 1: the forget set is still memorised); NaN in, NaN out.
+    """scikit-learn's ROC AUC, forget = label 0 (near 1: still memorised); NaN in, NaN out.
 
     >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
     0.875
@@ -95,7 +95,7 @@ def ks_pvalue(model_values, retain_values) -> float:
 
 
 def privleak(auc: float, ref_auc: float) -> float:
-    """100 · ((1-AUC) - (1-AUC_ref)) / ((1-AUC_ref) + 1e-10): MUSE reports AUCs flipped, hence the 1-x."""
+    """100 · ((1-AUC) - (1-AUC_ref)) / ((1-AUC_ref) + 1e-10): MUSE reports AUCs flipped."""
     score, ref = 1 - auc, 1 - ref_auc
     return (score - ref) / (ref + EPS) * 100
 
@@ -115,7 +115,7 @@ def harmonic_mean(values) -> float:
 
 
 def float32_mean(values) -> float | None:
-    """The float32 mean the reference took of scores it held in float32; None unless all are float32."""
+    """The float32 mean the reference took of float32 scores; None unless all are float32."""
     arr = np.asarray(values, dtype=np.float64)
     as32 = arr.astype(np.float32)
     if arr.size == 0 or not np.array_equal(as32.astype(np.float64), arr, equal_nan=True):

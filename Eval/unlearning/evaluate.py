@@ -1,12 +1,13 @@
-"""eval.py unlearning: TOFU / MUSE figures from our score records, or re-aggregated from a published log.
+"""eval.py unlearning: TOFU / MUSE figures from our score records, or from a published log.
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # DIR/tofu_*.jsonl
     python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
     reaggregate(Path("TOFU_EVAL.json"), retain_logs=Path("retain90/TOFU_EVAL.json")).summary["forget_quality"]
 
-Both recompute every aggregate from the per-sample values and write NAME_EVAL.json / NAME_SUMMARY.json;
-bad input raises RecordError before anything is written. numpy and scipy load only when a mode runs.
+Both recompute every aggregate from the per-sample values and write NAME_EVAL.json and
+NAME_SUMMARY.json; bad input raises RecordError before anything is written. numpy and scipy load
+only when a mode runs.
 """
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ def computed(where: str, name: str, fn, *args, **params):
 
 
 class Run:
-    """One evaluation's results, each computed once; `why` a result is missing; `notes` for the user."""
+    """One evaluation's results, each computed once; `why` one is missing; `notes` for the user."""
 
-    def __init__(self, results: dict, why: dict, retain=(None, None), source="", warn=None, required=()):
+    def __init__(self, results: dict, why: dict, retain=(None, None), source="", warn=None,
+                 required=()):
         self.results, self.why, (self.retain, self.retain_path) = results, why, retain
         self.source, self.required, self.inputs, self.fallbacks = str(source), required, {}, {}
         self._warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
@@ -53,7 +55,7 @@ class Run:
         self._warn(message)
 
     def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None, **params) -> None:
-        """results[name] = fn(*inputs' results[, retain log's entry], **params); retain: (metric, fallback)."""
+        """results[name] = fn(*inputs' results[, retain entry]); retain: (metric, fallback)."""
         missing = next((i for i in inputs if i not in self.results), None)
         if missing is not None:
             self.why[name] = f"needs {missing}: {self.why.get(missing, 'no per-sample values')}"
@@ -66,11 +68,11 @@ class Run:
                 if self.retain is not None:  # no logs at all: finish() says it once for every metric
                     self.warn(f"{name}: the retain-model logs {self.retain_path} hold no {retain[0]!r}; "
                               f"{retain[1]} (open-unlearning's fallback)")
-        where = self.source if self.retain is None else f"{self.source} (retain logs {self.retain_path})"
+        where = self.source + ("" if self.retain is None else f" (retain logs {self.retain_path})")
         self.results[name] = computed(where, name, fn, *args, **params)
 
     def finish(self, suite: str, top_level: tuple[str, ...]) -> tuple[dict, dict]:
-        """eval_log: the top-level metrics computed and their inputs; summary: their non-null agg_values."""
+        """eval_log: the top-level metrics computed and their inputs; summary: their agg_values."""
         done = [n for n in top_level if n in self.results]
         self.notes += [f"skipped {n}: {self.why.get(n)}" for n in top_level if n not in self.results]
         for metric in self.required:
@@ -93,7 +95,7 @@ class Run:
 
 
 def record_leaves(suite: str, pred_dir: Path) -> tuple[dict, dict, dict]:
-    """(results, why, answer encoding) of the leaves, from the score records DIR/<suite>_<split>.jsonl."""
+    """(results, why, answer encoding) of the leaves, from DIR/<suite>_<split>.jsonl."""
     from Eval.unlearning import samples
 
     if not pred_dir.is_dir():
@@ -106,13 +108,14 @@ def record_leaves(suite: str, pred_dir: Path) -> tuple[dict, dict, dict]:
     results, why = {}, {}
     for name, (split, kind, key) in benchmark(suite).LEAVES.items():
         sides = split if isinstance(split, tuple) else (split,)
+        sample, where = samples.KINDS[kind][0], ", ".join(str(paths[s]) for s in sides)
         try:
-            values = [_samples(name, samples.KINDS[kind][0], key, paths[s], records.get(s)) for s in sides]
+            values = [_samples(name, sample, key, paths[s], records.get(s)) for s in sides]
         except samples.Missing as err:  # a file, or a field no record of it has
             why[name] = str(err)
             continue
-        results[name] = computed(", ".join(str(paths[s]) for s in sides), name, samples.leaf_result, kind,
-                                 tuple(values) if isinstance(split, tuple) else values[0])
+        values = tuple(values) if isinstance(split, tuple) else values[0]
+        results[name] = computed(where, name, samples.leaf_result, kind, values)
     return results, why, _answer_encoding(records, paths)
 
 
@@ -140,7 +143,7 @@ def _samples(name: str, sample, key: str, path: Path, rows: list | None) -> dict
 
 
 def _answer_encoding(records: dict, paths: dict) -> dict:
-    # {"value": the answer labels' one encoding or "mixed", "by_file": {file: encoding or "not recorded"}}
+    # {"value": the labels' one encoding or "mixed", "by_file": {file: encoding or "not recorded"}}
     by_file = {}
     for split, rows in records.items():
         found = sorted({r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"})
@@ -154,18 +157,19 @@ def log_leaves(suite: str, log: dict, path: Path) -> tuple[dict, dict]:
     """(results, why) of the leaves, from an EVAL log's value_by_index entries, each checked."""
     from Eval.unlearning import samples
 
-    values, why = {}, {}
+    results, why = {}, {}
     for name, (split, kind, _) in benchmark(suite).LEAVES.items():
         fields = samples.KINDS[kind][2]
         if name not in log:
             why[name] = f"not in {Path(path).name}"
-        elif isinstance(split, tuple):
-            values[name] = tuple(_checked(log[name].get(side), f"{name}.{side}", fields, path)
-                                 for side in ("forget", "holdout"))
+            continue
+        if isinstance(split, tuple):
+            values = tuple(_checked(log[name].get(side), f"{name}.{side}", fields, path)
+                           for side in ("forget", "holdout"))
         else:
-            values[name] = _checked(log[name], name, fields, path)
-    leaves = benchmark(suite).LEAVES
-    return {n: computed(path, n, samples.leaf_result, leaves[n][1], v) for n, v in values.items()}, why
+            values = _checked(log[name], name, fields, path)
+        results[name] = computed(path, name, samples.leaf_result, kind, values)
+    return results, why
 
 
 def _checked(entry, label: str, fields: tuple, path: Path) -> dict:

@@ -2,7 +2,7 @@
 
 Usage:
     python eval.py unlearning muse --pred-dir DIR [--retain-logs RETRAIN/MUSE_EVAL.json]
-    eval_log, summary = muse.evaluate(Run(samples))   # evaluate.py's Run, from records or a published log
+    eval_log, summary = muse.evaluate(Run(leaf_results, why))   # evaluate.py: from records or a log
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def evaluate(run) -> tuple[dict, dict]:
 
 
 def privleak(mia_min_k: dict, retain: dict | None, ref_value: float = 0.5) -> dict:
-    """aggregate.privleak on the Min-K% AUC; without the retain model's mia_min_k, AUC_retain = ref_value.
+    """aggregate.privleak on the Min-K% AUC; without the retain model's, AUC_retain = ref_value.
 
     >>> round(privleak({"agg_value": 0.9991}, {"agg_value": 0.5236})["agg_value"], 4)
     -99.8111

@@ -1,5 +1,5 @@
-"""The leaf kinds (open-unlearning's leaf handlers): one score record -> one per-sample entry, and a leaf's
-result from its entries. A sample function raises Missing for a field the record lacks, else ValueError.
+"""The leaf kinds (open-unlearning's leaf handlers): one score record -> one per-sample entry, and a
+leaf's result from its entries. A sample function raises Missing for a field the record lacks.
 
 Usage:
     from Eval.unlearning.samples import KINDS, leaf_result
@@ -17,7 +17,7 @@ from Eval.unlearning import aggregate, stats
 
 
 class Missing(ValueError):
-    """A leaf's input is absent (e.g. the record lacks "gradnorm['answer']"): skipped, unless others have it."""
+    """A leaf's input is absent (e.g. a record lacks "gradnorm['answer']")."""
 
 
 def _field(record: dict, field: str, key: str):
@@ -52,7 +52,7 @@ def first_option(fn):
 
 
 def _number(record: dict, field: str, key: str) -> float | None:
-    # record[field][key] as a float; null (e.g. GradNorm of < 2 labels) stays None: left out of the attack
+    # record[field][key] as a float; null (e.g. GradNorm of < 2 labels) stays None: left out
     value = _field(record, field, key)
     if value is None:
         return None
@@ -70,13 +70,13 @@ def confidence_ordered(record: dict, key: str) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _rouge_scorer():
-    from rouge_score import rouge_scorer  # Google's rouge-score (requirements.txt); imports nltk: about 2 s
+    from rouge_score import rouge_scorer  # Google's rouge-score; imports nltk (about 2 s)
 
     return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
 
 
 def rouge_scores(generation: str, ground_truth: str) -> dict:
-    """open-unlearning's ROUGE figures (Google's rouge-score, stemmed; not LongBench's `rouge` package)."""
+    """open-unlearning's ROUGE figures (Google's rouge-score, stemmed; not LongBench's `rouge`)."""
     scores = _rouge_scorer().score(target=ground_truth, prediction=generation)
     return {"rouge1_recall": scores["rouge1"].recall, "rougeL_f1": scores["rougeL"].fmeasure,
             "rougeL_recall": scores["rougeL"].recall}
@@ -135,7 +135,7 @@ def values(value_by_index: dict, field: str) -> list:
 
 
 def leaf_result(kind: str, samples) -> dict:
-    """A leaf's result: the mean over samples; an MIA kind's: the ROC AUC of (forget, holdout) samples.
+    """A leaf's result: the mean over samples; an MIA kind's: the AUC of (forget, holdout) samples.
 
     >>> leaf_result("mia_loss", ({"0": {"score": 0.25}, "1": {"score": 0.5}}, {"0": {"score": 0.5}}))["auc"]
     0.75

@@ -1,9 +1,9 @@
-"""The TOFU / MUSE split table both stages read: each split's data files (JSON or JSON Lines), kind of
-text, generation length, attacks and score-record file.
+"""The TOFU / MUSE split table both stages read: each split's data files (JSON or JSON Lines), kind
+of text, generation length, attacks and score-record file.
 
 Usage:
     for split in tofu_splits("forget10", "holdout10"):
-        items = read_items(find_file(data_dir, split.files), split.kind)   # split.name: "tofu_forget"
+        items = read_items(find_file(data_dir, split.files), split.kind)   # split.name: tofu_forget
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
 
 
 def read_items(path: Path, kind: str) -> list[dict]:
-    """The rows of a split file, each checked for its kind's fields; RecordError names file and line."""
+    """The rows of a split file, each checked for its kind's fields (RecordError: file and line)."""
     rows = []
     for line, row in iter_json_objects(path):
         if not isinstance(row, dict):

@@ -1,12 +1,13 @@
-"""Per-sample statistics of one saved TokenStats dict (Eval/records.py), in float64. Min-K%, Min-K%++,
-exact memorisation and extraction strength drop the last labelled position, as open-unlearning does.
+"""Per-sample statistics of one saved TokenStats dict (Eval/records.py), in float64. Min-K%,
+Min-K%++, exact memorisation and extraction strength drop the last labelled position, as the
+reference does.
 
 Usage:
     from Eval.unlearning import stats
     ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
     stats.probability(ts)              # {"prob": exp(-avg_loss), "avg_loss": 0.7166...}
     stats.min_k_score(ts, k=0.4)       # Min-K% membership score (higher = less likely a member)
-    stats.confidence_ordered_prob(ts)  # diffusion / masked LLMs (spec 1.5); the masked adapter's too
+    stats.confidence_ordered_prob(ts)  # diffusion / masked LLMs (spec 1.5), also for the adapter
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 VAR_FLOOR = 1e-6      # Min-K%++ clamps the per-position variance before the square root, as the reference does
-CONF_EPS = 1e-12      # confidence-ordered probability: the handler's log(p + eps), kept so values match it exactly
+CONF_EPS = 1e-12      # confidence-ordered probability: the handler's log(p + eps), kept exactly
 
 
 def check_token_stats(ts: object) -> dict:
@@ -52,7 +53,7 @@ def _need(ts: dict, name: str) -> list:
 
 
 def avg_loss(ts: dict) -> float:
-    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN (0/0) for none."""
+    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN for none."""
     lp = ts["logprobs"]
     if not lp:
         return math.nan
@@ -66,13 +67,13 @@ def probability(ts: dict) -> dict:
 
 
 def confidence_ordered_probs(stats: Mapping | Sequence[float]) -> list[float]:
-    """The label probabilities exp(logprob) of a TokenStats (or its `logprobs`), most confident first."""
+    """The label probabilities of a TokenStats (or its `logprobs`), most confident first."""
     logprobs = stats["logprobs"] if isinstance(stats, Mapping) else stats
     return sorted((math.exp(lp) for lp in logprobs), reverse=True)
 
 
 def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:
-    """exp(mean(log(p + 1e-12))): the ordinary probability up to the epsilon; NaN for no label (0/0)."""
+    """exp(mean(log(p + 1e-12))): the ordinary probability up to the epsilon; NaN for no label."""
     probs = confidence_ordered_probs(stats)
     if not probs:
         return math.nan
@@ -80,7 +81,7 @@ def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:
 
 
 def confidence_ordered(ts: dict) -> dict | None:
-    """`probability` of a masked forward pass: prob, avg_loss = -log(prob + 1e-12), the ordered list."""
+    """`probability` of a masked pass: prob, avg_loss = -log(prob + 1e-12), the ordered list."""
     if not ts["logprobs"]:
         return None
     prob = confidence_ordered_prob(ts)
@@ -97,9 +98,9 @@ def exact_memorization(ts: dict) -> float | None:
 
 
 def extraction_strength(ts: dict) -> float:
-    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label (last
-    dropped). As in the reference: no matching suffix gives k* = N-1, so 1/N, never 0; N = 0 scores 0;
-    `1 - k/N`, not `(N-k)/N`, so that the float is bit-identical.
+    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label. As in
+    the reference: no matching suffix gives k* = N-1, so 1/N, never 0; N = 0 scores 0; `1 - k/N`,
+    not `(N-k)/N`, so that the float is bit-identical.
 
     >>> extraction_strength({"logprobs": [0] * 5, "greedy": [False, True, True, True, False]})
     0.75
@@ -126,7 +127,7 @@ def _bottom_k_mean(values: np.ndarray, k: float) -> float:
 
 
 def min_k_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K% Prob: minus the mean of the k·N lowest label log-probs; 0 when N = 0 (configs: k = 0.4)."""
+    """Min-K% Prob: minus the mean of the k·N lowest label log-probs; 0 for N = 0 (configs: 0.4)."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0
@@ -134,7 +135,7 @@ def min_k_score(ts: dict, k: float = 0.4) -> float:
 
 
 def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K%++: minus the mean of the k·N smallest z_t = (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6))."""
+    """Min-K%++: minus the mean of the k·N smallest (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6))."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0

@@ -2,7 +2,7 @@
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
-    eval_log, summary = tofu.evaluate(Run(samples))   # evaluate.py's Run, from records or a published log
+    eval_log, summary = tofu.evaluate(Run(leaf_results, why))   # evaluate.py: from records or a log
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
 
 def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
     """TR_i = P(wrong) / P(correct), P = exp(-mean avg_loss) of a side's options; agg: the mean of
-    min(TR, 1/TR) (closer_to_1_better) or max(0, 1 - TR) (true_better); prob_mean: of P(c) / (P(c) + P(w)).
+    min(TR, 1/TR) (closer_to_1_better), max(0, 1 - TR) (true_better) or P(c) / (P(c) + P(w)).
 
     >>> r = truth_ratio({"value_by_index": {"0": {"avg_loss": 1.0}}},
     ...                 {"value_by_index": {"0": {"avg_loss": [1.5, 2.5]}}}, "true_better")   # TR = e^-2 / e^-1
@@ -102,7 +102,7 @@ def probability_w_options(correct: dict, wrong: dict) -> dict:
 
 
 def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
-    """KS-test p-value of the forget truth ratios against the retain model's; null without retain logs."""
+    """KS-test p-value of the forget truth ratios against the retain model's; null without them."""
     if retain is None:
         return {"agg_value": None}
     scores = [[e["score"] for e in r["value_by_index"].values()] for r in (forget_truth_ratio, retain)]
@@ -115,7 +115,7 @@ def model_utility(*components: dict) -> dict:
 
 
 def explain(metric: str, sample_of) -> dict | None:
-    """eval.py explain: a truth ratio's or normalised probability's arithmetic on one sample, else None."""
+    """eval.py explain: a truth ratio's or normalised probability's arithmetic on one sample."""
     if metric in NORMALISED:
         p_c, p_w = (sample_of(name)["prob"] for name in NORMALISED[metric])
         value = probability_w_options({"value_by_index": {"0": {"prob": p_c}}},
