@@ -7,7 +7,7 @@ Usage:
     python inference.py unlearning muse --model M --data-dir PATH
 
 Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
-are the tokens after the prompt, plus an EOS unless they end in one (texts: none). A record:
+are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A record:
     id, index, dataset      "<file stem>-<index>" (the resume key), the row's position, the file stem
     question / prompt       the item's question (QA) or prefix (verbmem); input: the prompt the model saw
     pred, answers           the greedy generation ("" if none); [the ROUGE reference: the decoded labels]
