@@ -1,5 +1,5 @@
 """The masked / diffusion-LLM adapter (Eval/models/masked.py) on a tiny ModernBERT built offline into a tmp dir by
-Eval/models/demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/unlearning/confidence.py)."""
+Eval/models/demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/unlearning/stats.py)."""
 import argparse
 import hashlib
 import json
@@ -19,7 +19,7 @@ import inference
 from conftest import ROOT
 from Eval.models.factory import from_args
 from Eval.models.base import plan_batches
-from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs
+from Eval.unlearning.stats import confidence_ordered_prob, confidence_ordered_probs
 from Eval.models.demo.build_masked import build
 from Eval.models.masked import MaskedLMModel
 from Eval.records import TOKEN_STATS_FIELDS
@@ -157,7 +157,7 @@ def test_confidence_ordering_and_geometric_mean(model):
 
 
 def test_confidence_helpers_and_registry_import_without_torch():
-    code = ("import sys; from Eval.unlearning.confidence import confidence_ordered_prob; from Eval.models import MODELS; "
+    code = ("import sys; from Eval.unlearning.stats import confidence_ordered_prob; from Eval.models import MODELS; "
             "assert 'masked' in MODELS; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; "
             "print(confidence_ordered_prob([0.0]))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

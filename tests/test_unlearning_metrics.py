@@ -183,7 +183,7 @@ def test_float32_side_means_only_for_float32_values():
 @needs_shared
 def test_rouge_reproduces_every_published_per_sample_value():
     needs_package("rouge_score")
-    from Eval.unlearning.rouge import rouge_scores
+    from Eval.unlearning.samples import rouge_scores
 
     n = 0
     for log_path in (OU / "tofu_Llama-3.2-1B-Instruct_full_evals_forget10" / "TOFU_EVAL.json",
@@ -200,8 +200,8 @@ def test_rouge_reproduces_every_published_per_sample_value():
 # --- the runnable examples of the modules (the benchmarks' composites, the leaf kinds, the numbers) -----------
 
 def test_module_doctests_pass():
-    from Eval.unlearning import aggregate as agg_module, muse, rouge as rouge_module, samples, stats as stats_module, tofu
+    from Eval.unlearning import aggregate as agg_module, muse, samples, stats as stats_module, tofu
 
-    for module in (stats_module, agg_module, rouge_module, tofu, muse, samples):
+    for module in (stats_module, agg_module, tofu, muse, samples):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -1,4 +1,4 @@
-"""TOFU / MUSE score records: the unlearning task of the inference stage, one record file per data split.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split, each a run-loop job.
 
 Usage:
     python inference.py unlearning tofu                       # the demo data and the demo target model
@@ -6,19 +6,13 @@ Usage:
     python inference.py unlearning tofu --model M --gradnorm --reference-model RETAIN_MODEL
     python inference.py unlearning muse --model M --data-dir PATH
 
-Each split of the split table (Eval/unlearning/splits.py) is a job of the shared run loop (Eval/inference/run_loop.py
-run_job: lock, content-aware resume, model_sha256 on every record) whose work is token statistics instead of
-generation: every text is read by the model once (BaseLLM.token_stats; the options of a question share its prompt),
-plus a greedy generation where a metric reads one, GradNorm (--gradnorm, needs gradients) and a second model's loss
-(--reference-model, the Reference attack). The labels are the tokens after the prompt's, plus an EOS unless they end
-in one (completion texts: none); --answer-encoding says which tokens of a chat-templated answer count (README:
-"Which answer tokens are labelled"). Eval/unlearning computes every metric from the files. A record:
-    id, index, dataset      "<file stem>-<index>" (the resume key), the row's position in the split, the file stem
-    question / prompt       the item's question (QA) or prefix (verbmem); input: the prompt as the model saw it
-    pred, answers           the greedy generation ("" if none); [the ROUGE reference: decode(prompt + labels) minus
-                            decode(prompt), stripped, spaces cleaned up as open-unlearning's decode does]
+Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
+are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A record:
+    id, index, dataset      "<file stem>-<index>" (the resume key), the row's position, the file stem
+    question / prompt       the item's question (QA) or prefix (verbmem); input: the prompt the model saw
+    pred, answers           the greedy generation ("" if none); [the ROUGE reference: the decoded labels]
     answer_encoding         full-turn, answer-eos or plain (completion texts)
-    logprobs                {answer key: [TokenStats (TOKEN_STATS_FIELDS, Eval/records.py), one per option]}
+    logprobs                {answer key: [TokenStats (Eval/records.py), one per option]}
     confidence_ordered_probs    masked models: each option's label probabilities, most confident first
     gradnorm, reference_avg_loss    {"answer": float|null}, MIA splits with --gradnorm / --reference-model
 """
@@ -37,8 +31,8 @@ from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
 from Eval.names import output_folder
-from Eval.records import RecordError, content_hash
-from Eval.unlearning.confidence import confidence_ordered_probs
+from Eval.records import content_hash
+from Eval.unlearning.stats import confidence_ordered_probs
 from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, options_of, read_items, tofu_splits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,8 +62,8 @@ class Settings:
 
 def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], max_new: int,
                  max_length: int | None) -> Prompt:
-    """QA: the question, chat-templated if the model has a template; knowmem: MUSE's few-shot Question / Answer
-    template; verbmem: the prefix as it is; privleak: nothing."""
+    """QA: the question (chat-templated if the model has a template); knowmem: MUSE's few-shot
+    Question / Answer template; verbmem: the prefix as it is; privleak: nothing."""
     if split.kind == "qa":
         chat = bool(getattr(getattr(model, "tokenizer", None), "chat_template", True))
         return model.build_prompt(item["question"] if chat else f"Question: {item['question']}\nAnswer:",
@@ -83,8 +77,7 @@ def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], ma
 
 
 def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str) -> str:
-    """`wanted` where a chat template frames a causal model's answer, else answer-eos (completion-mode QA,
-    knowmem, masked models) or plain (completion texts)."""
+    """`wanted` where a chat template frames a causal model's answer, else answer-eos or plain."""
     if split.kind not in ("qa", "knowmem"):
         return "plain"
     templated = split.kind == "qa" and prompt.user_text is not None and model.can("label_encoding")
@@ -120,8 +113,7 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
 
 def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Settings,
               reference=None, shots: list[dict] | None = None) -> dict:
-    """Score (and generate) every item of one split without a current record, through the run loop; returns the
-    summary (also in the sidecar)."""
+    """Score (and generate) each item of a split without a current record; the run's summary."""
     items, shots = read_items(data_file, split.kind), shots or []
     path = out_dir / f"{split.name}.jsonl"
     max_new = (settings.max_new_tokens or split.generate) if split.generate and settings.generate else 0
@@ -156,7 +148,7 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
 
 def score_chunk(model, split: Split, items: list[dict], indices: list[int], shots, settings: Settings,
                 max_new: int, max_length: int | None, reference=None) -> list[dict]:
-    """The records of some items of a split: one teacher-forced pass over every (prompt, option) text, then the
+    """The records of some items: one teacher-forced pass over every (prompt, option) text, then the
     generations and, on MIA splits, GradNorm and the reference model's mean NLL of the answer."""
     prompts, encodings, options = _texts(model, split, items, shots, settings, max_new, max_length)
     append_eos = split.kind in ("qa", "knowmem")
@@ -235,8 +227,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
 
 
-def _found_splits(args) -> tuple[list[tuple[Split, Path | None]], Path]:
-    """Every split with its data file (None: absent, skipped); each file is checked before a model loads."""
+def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
+    """Each split with a data file, and its few-shot examples, checked before a model loads."""
     if args.suite == "muse":
         if args.data_dir is None:
             raise FileNotFoundError("unlearning muse needs --data-dir, a folder with knowmem/, verbmem/, privleak/")
@@ -246,30 +238,32 @@ def _found_splits(args) -> tuple[list[tuple[Split, Path | None]], Path]:
         data_dir = args.tofu_dir or args.data_dir or DEMO_DATA
         splits = tofu_splits(args.forget_split or ("forget10" if tofu else "forget"),
                              args.holdout_split or ("holdout10" if tofu else "holdout"))
-    found = [(s, find_file(data_dir, s.files)) for s in splits]
-    if not data_dir.is_dir() or found[0][1] is None:
-        raise FileNotFoundError(f"{data_dir}: no {' or '.join(f + '.json(l)' for f in found[0][0].files)}")
-    for split, path in found:
+    if not data_dir.is_dir() or find_file(data_dir, splits[0].files) is None:
+        raise FileNotFoundError(f"{data_dir}: no {' or '.join(f + '.json(l)' for f in splits[0].files)}")
+    found = []
+    for split in splits:
+        path = find_file(data_dir, split.files)
+        icl = find_file(data_dir, split.icl) if split.icl else None
         if path is None:
             print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; skipped")
         else:
             read_items(path, split.kind)
-    return found, data_dir
+            found.append((split, path, read_items(icl, "knowmem") if icl else []))
+    return found
 
 
 @inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every split, for eval.py")
 def run(args: argparse.Namespace) -> int:
-    """inference.py unlearning: every split's score records; exit code 0, 1 (some failed) or 2 (refused)."""
+    """Every split's score records; exit code 0, 1 (some failed) or 2 (refused)."""
     try:
-        found, data_dir = _found_splits(args)
+        found = _found_splits(args)
         out_dir = output_folder(args.out_dir, args.model_name, args.model)
-    except (FileNotFoundError, RecordError, ValueError) as err:
+    except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.validate:
-        for split, path in found:
-            if path is not None:
-                print(f"ok: {split.name}: {len(read_items(path, split.kind))} items from {path}")
+        for split, path, _ in found:
+            print(f"ok: {split.name}: {len(read_items(path, split.kind))} items from {path}")
         return 0
     try:
         model = from_args(args)
@@ -291,15 +285,12 @@ def run(args: argparse.Namespace) -> int:
                         args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm,
                         answer_encoding=args.answer_encoding)
     start, failed = time.perf_counter(), 0
-    for split, path in found:
-        icl = find_file(data_dir, split.icl) if split.icl else None
-        try:
-            if path is not None:
-                failed += run_split(model, split, path, out_dir, settings, reference,
-                                    read_items(icl, "knowmem") if icl else [])["failed"]
-        except (ValueError, RecordError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+    try:
+        for split, path, shots in found:
+            failed += run_split(model, split, path, out_dir, settings, reference, shots)["failed"]
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); score with: "
           f"python eval.py unlearning {args.suite} --pred-dir {out_dir}")
     return 0 if failed == 0 else 1

@@ -6,7 +6,7 @@ Usage:
     model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])  # TokenStats dicts
     stats = model.token_stats(pairs, mask_answer=True)    # answer hidden: the diffusion-LLM view
-    from Eval.unlearning.confidence import confidence_ordered_prob   # torch-free, spec 1.5
+    from Eval.unlearning.stats import confidence_ordered_prob   # torch-free, spec 1.5
     outputs = model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16)
 
 Scoring: ONE forward pass per batch with full bidirectional context, and the logit at position i predicts token i
@@ -44,7 +44,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from Eval.models import register_model
 from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.options import AdapterOptions
-from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
+from Eval.unlearning.stats import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
 from Eval.models.token_stats import position_stats
 from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, CheckpointOptions, checkpoint_identity, load_weights,
                                     resolve_device)

@@ -1,14 +1,10 @@
-"""Dataset-level arithmetic of the unlearning metrics: means, truth ratios, AUC, KS test, privleak, hmean.
+"""Dataset-level arithmetic of the unlearning metrics, in open-unlearning's formulas and order.
 
 Usage:
     from Eval.unlearning import aggregate as agg
     tr = agg.truth_ratios(correct_losses=[1.0, 2.0], wrong_losses=[[2.0, 2.0], [1.0, 3.0]])
-    agg.closer_to_1_better(tr), agg.true_better(tr)
+    agg.closer_to_1_better(tr), agg.true_better(tr), agg.privleak(auc=0.99, ref_auc=0.5)
     agg.roc_auc(forget=[0.1, 0.4], holdout=[0.3, 0.9])      # forget = label 0, holdout = label 1
-    agg.privleak(auc=0.99, ref_auc=0.5)
-
-The formulas, constants (1e-10 guards) and order of operations follow open-unlearning so that re-aggregating
-its published per-sample values reproduces its published figures; see spec section 1.
 """
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ def mean(values) -> float:
 
 
 def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:
-    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10): the perturbed answers' LOSSES are
-    averaged (a geometric mean of probabilities), as the code does, not the TOFU paper's arithmetic mean."""
+    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10) (the code's)."""
     correct = np.exp(-to_1d(correct_losses))
     wrong = np.exp(-to_1d(wrong_losses))
     return wrong / (correct + EPS)
@@ -72,9 +67,7 @@ def normalised_probs(correct_probs, wrong_probs) -> np.ndarray:
 
 
 def roc_auc(forget, holdout) -> float:
-    """ROC AUC, forget = label 0 and holdout = label 1, as (sum of holdout ranks - n1(n1+1)/2) / (n0 n1) with ties
-    at their average rank (scikit-learn's area). Near 1 when the forget scores (loss-like) sit below the holdout
-    ones: the forget set is still memorised. A NaN score makes the AUC NaN (scikit-learn refuses).
+    """scikit-learn's ROC AUC, forget = label 0 (near 1: still memorised); NaN in, NaN out.
 
     >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
     0.875
@@ -94,8 +87,7 @@ def roc_auc(forget, holdout) -> float:
 
 
 def ks_pvalue(model_values, retain_values) -> float:
-    """Two-sided two-sample Kolmogorov-Smirnov p-value (scipy's default method): forget quality. It depends only
-    on the order of the values, so TR and 1/(TR+1e-10) (legacy TOFU) give the same p-value."""
+    """Two-sided two-sample KS p-value (scipy's default method): forget quality."""
     from scipy.stats import ks_2samp  # scipy.stats takes ~0.3 s to import; only composites need it
 
     return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
@@ -103,11 +95,7 @@ def ks_pvalue(model_values, retain_values) -> float:
 
 
 def privleak(auc: float, ref_auc: float) -> float:
-    """100 · ((1-AUC) - (1-AUC_ref)) / ((1-AUC_ref) + 1e-10): MUSE reports AUCs flipped, hence the 1-x.
-
-    >>> round(privleak(0.5236, 0.5), 6)     # the published MUSE retrain figure, on the 0.5 fallback
-    -4.72
-    """
+    """100 · ((1-AUC) - (1-AUC_ref)) / ((1-AUC_ref) + 1e-10): MUSE reports AUCs flipped."""
     score, ref = 1 - auc, 1 - ref_auc
     return (score - ref) / (ref + EPS) * 100
 
@@ -127,8 +115,7 @@ def harmonic_mean(values) -> float:
 
 
 def float32_mean(values) -> float | None:
-    """The mean in float32, as the reference took it of scores it held as float32 (Min-K%, Min-K%++, GradNorm),
-    when every value is exactly a float32; None otherwise."""
+    """The float32 mean the reference took of float32 scores; None unless all are float32."""
     arr = np.asarray(values, dtype=np.float64)
     as32 = arr.astype(np.float32)
     if arr.size == 0 or not np.array_equal(as32.astype(np.float64), arr, equal_nan=True):

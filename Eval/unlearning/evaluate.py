@@ -1,15 +1,13 @@
-"""eval.py's TOFU / MUSE modes: score our score records, or re-aggregate a published open-unlearning log.
+"""eval.py unlearning: TOFU / MUSE figures from our score records, or from a published log.
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]   # DIR/tofu_*.jsonl
     python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH] [--out-dir DIR]
     reaggregate(Path("TOFU_EVAL.json"), retain_logs=Path("retain90/TOFU_EVAL.json")).summary["forget_quality"]
 
-Both write open-unlearning's NAME_EVAL.json / NAME_SUMMARY.json (TOFU or MUSE; a log's is told from its metrics;
-the import goes to pred/open-unlearning/<the log's folder> by default). The leaves' per-sample values come from
-the records (Records) or from the log (log_samples); the benchmark (tofu.py, muse.py) computes every aggregate and
-composite from them on a Run, never copying a stored agg_value. Bad input raises RecordError before anything is
-written (run() prints it, exit 2). numpy and scipy load only when a mode runs: eval.py imports this for its flags.
+Both recompute every aggregate from the per-sample values and write NAME_EVAL.json and
+NAME_SUMMARY.json; bad input raises RecordError before anything is written. numpy and scipy load
+only when a mode runs.
 """
 from __future__ import annotations
 
@@ -33,44 +31,31 @@ def benchmark(suite: str):
     return importlib.import_module(f"Eval.unlearning.{suite}")
 
 
-def _stderr(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+def computed(where: str, name: str, fn, *args, **params):
+    """fn(*args, **params), its failure a RecordError naming `where` and the metric."""
+    try:
+        return fn(*args, **params)
+    except (ValueError, KeyError, TypeError) as err:
+        raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") from None
 
 
 class Run:
-    """One evaluation, from the leaves' samples to the EVAL and SUMMARY contents (eval_log, summary): each result
-    computed once, in the benchmark's order, and what to tell the user on the way (notes, warnings, fallbacks).
+    """One evaluation's results, each computed once; `why` one is missing; `notes` for the user."""
 
-    samples: leaf -> value_by_index (MIA: (forget, holdout)); why: leaf -> why it has none; retain: (the retain
-    model's EVAL log, its path), or Nones; where(name): the file(s) an error names (None: the whole input);
-    required: the metrics a log holds, each of which must be recomputed."""
-
-    def __init__(self, samples: dict, why: dict | None = None, retain=(None, None), where=lambda name: "",
-                 warn=None, required=()):
-        self.samples, self.why, (self.retain, self.retain_path) = samples, dict(why or {}), retain
-        self.where, self.required, self._warn = where, required, warn or _stderr
-        self.results, self.eval_log, self.summary, self.suite = {}, {}, {}, ""
-        self.inputs: dict[str, tuple[str, ...]] = {}  # composite -> the results it was computed from
-        self.notes: list[str] = []  # everything to tell the user, warnings included
-        self.warnings: list[str] = []  # the notes already shown through `warn` (printed once, not again)
-        self.fallbacks: dict[str, str] = {}  # metric -> the fallback open-unlearning uses without retain logs
+    def __init__(self, results: dict, why: dict, retain=(None, None), source="", warn=None,
+                 required=()):
+        self.results, self.why, (self.retain, self.retain_path) = results, why, retain
+        self.source, self.required, self.inputs, self.fallbacks = str(source), required, {}, {}
+        self._warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
+        self.notes, self.warnings, self.eval_log, self.summary, self.suite = [], [], {}, {}, ""
 
     def warn(self, message: str) -> None:
         self.notes.append(message)
         self.warnings.append(message)
         self._warn(message)
 
-    def leaves(self, table: dict) -> None:
-        """Each leaf's result from its samples (Eval/unlearning/samples.py); a leaf without samples is skipped."""
-        from Eval.unlearning import samples
-
-        for name, (_, kind, _) in table.items():
-            if name in self.samples:
-                self._compute(name, samples.leaf_result, kind, self.samples[name])
-
     def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None, **params) -> None:
-        """results[name] = fn(*the inputs' results[, the retain log's entry or None], **params); `retain`: (its
-        metric in the retain log, open-unlearning's fallback without it). A missing input: the reason is kept."""
+        """results[name] = fn(*inputs' results[, retain entry]); retain: (metric, fallback)."""
         missing = next((i for i in inputs if i not in self.results), None)
         if missing is not None:
             self.why[name] = f"needs {missing}: {self.why.get(missing, 'no per-sample values')}"
@@ -81,135 +66,110 @@ class Run:
             if args[-1] is None:
                 self.fallbacks[name] = retain[1]
                 if self.retain is not None:  # no logs at all: finish() says it once for every metric
-                    self.warn(f"{name}: the retain-model logs {self.retain_path} hold no {retain[0]!r}; {retain[1]} "
-                              "(open-unlearning's fallback)")
-        self._compute(name, fn, *args, **params)
-
-    def _compute(self, name: str, fn, *args, **params) -> None:
-        try:
-            self.results[name] = fn(*args, **params)
-        except (ValueError, KeyError, TypeError) as err:
-            leaf = name in self.samples
-            where = self.where(name if leaf else None)
-            if self.retain_path is not None and not leaf:
-                where += f" (retain logs {self.retain_path})"
-            raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") from None
+                    self.warn(f"{name}: the retain-model logs {self.retain_path} hold no {retain[0]!r}; "
+                              f"{retain[1]} (open-unlearning's fallback)")
+        where = self.source + ("" if self.retain is None else f" (retain logs {self.retain_path})")
+        self.results[name] = computed(where, name, fn, *args, **params)
 
     def finish(self, suite: str, top_level: tuple[str, ...]) -> tuple[dict, dict]:
-        """(eval_log: the top-level metrics computed and their pre-computes, summary: their non-null agg_values),
-        also kept on the Run; says which top-level metrics were skipped and why."""
-        planned = [n for n in top_level if n in self.results]
+        """eval_log: the top-level metrics computed and their inputs; summary: their agg_values."""
+        done = [n for n in top_level if n in self.results]
         self.notes += [f"skipped {n}: {self.why.get(n)}" for n in top_level if n not in self.results]
         for metric in self.required:
             if metric in self.why:
-                raise RecordError(self.where(None), None, f"{metric} cannot be recomputed: {self.why[metric]}")
-        if not planned:
-            raise RecordError(self.where(None), None, f"no {suite} metric can be computed: " + "; ".join(self.notes))
-        fallbacks = [f"{n} ({self.fallbacks[n]})" for n in planned if n in self.fallbacks]
+                raise RecordError(self.source, None, f"{metric} cannot be recomputed: {self.why[metric]}")
+        if not done:
+            raise RecordError(self.source, None, f"no {suite} metric can be computed: " + "; ".join(self.notes))
+        fallbacks = [f"{n} ({self.fallbacks[n]})" for n in done if n in self.fallbacks]
         if self.retain is None and fallbacks:
             self.warn(f"no retain-model logs (--retain-logs): {', '.join(fallbacks)}")
-        kept, todo = set(), planned + [n for n in self.required if n in self.results]
-        while todo:  # the planned metrics (and a log's own) and what they were computed from: the pre-computes
+        kept, todo = set(), done + [n for n in self.required if n in self.results]
+        while todo:  # the metrics kept and, recursively, their inputs
             name = todo.pop()
             if name not in kept:
                 kept.add(name)
                 todo += self.inputs.get(name, ())
         self.suite, self.eval_log = suite, {n: r for n, r in self.results.items() if n in kept}
-        self.summary = {n: self.results[n]["agg_value"] for n in planned if self.results[n]["agg_value"] is not None}
+        self.summary = {n: self.results[n]["agg_value"] for n in done if self.results[n]["agg_value"] is not None}
         return self.eval_log, self.summary
 
 
-class Records:
-    """The leaves' samples from our score records DIR/<suite>_<split>.jsonl (an absent file: its leaves skipped)."""
+def record_leaves(suite: str, pred_dir: Path) -> tuple[dict, dict, dict]:
+    """(results, why, answer encoding) of the leaves, from DIR/<suite>_<split>.jsonl."""
+    from Eval.unlearning import samples
 
-    def __init__(self, suite: str, pred_dir: Path):
-        from Eval.unlearning.samples import KINDS
-
-        self.dir, self.leaves = Path(pred_dir), benchmark(suite).LEAVES
-        if not self.dir.is_dir():
-            raise RecordError(self.dir, None, "no such folder")
-        self.paths = {split: self.dir / f"{suite}_{split}.jsonl" for split in roles(suite)}
-        self.records = {s: files.load_records(p) for s, p in self.paths.items() if p.is_file()}
-        if not self.records:
-            raise RecordError(self.dir, None, f"no {suite.upper()} score records: expected "
-                                              f"{', '.join(p.name for p in self.paths.values())}")
-        self.samples, self.why = {}, {}
-        for name, (split, kind, key) in self.leaves.items():
-            sample, _, _, reads = KINDS[kind]
-            why = self._unavailable(name, _sides(split), key, sample, reads)
-            if why is not None:
-                self.why[name] = why
-            else:
-                sides = tuple(self._samples(name, side, key, sample) for side in _sides(split))
-                self.samples[name] = sides if isinstance(split, tuple) else sides[0]
-
-    def _unavailable(self, name: str, splits: tuple, key: str, sample, reads: tuple) -> str | None:
-        if sample is None:
-            return "needs a model at scoring time; not computable from saved records"
-        for split in splits:
-            if split not in self.records:
-                return f"no {self.paths[split].name}"
-            for field in reads:
-                label = field if field in ("pred", "answers") else f"{field}[{key!r}]"
-                lacking = [line for line, r in self.records[split] if not _has(r, field, key)]
-                if len(lacking) == len(self.records[split]):
-                    return f"no {label} in {self.paths[split].name}"
-                if lacking:
-                    raise RecordError(self.paths[split], lacking[0], f"record lacks {label}, which other records of "
-                                                                     f"this file have ({name} needs it)")
-        return None
-
-    def _samples(self, name: str, split: str, key: str, sample) -> dict:
-        values = {}
-        for line, record in self.records[split]:
-            try:
-                values[str(record["index"])] = sample(record, key)
-            except ValueError as err:
-                raise RecordError(self.paths[split], line, f"{name}: {err}") from None
-        return values
-
-    def where(self, name: str | None) -> str:
-        if name is None:
-            return str(self.dir)
-        return ", ".join(str(self.paths[s]) for s in _sides(self.leaves[name][0]))
-
-    def answer_encoding(self) -> dict:
-        """{"value": the one encoding of the answer labels (or "mixed"), "by_file": {file: encoding}}; records
-        written before the field existed say "not recorded"."""
-        by_file = {}
-        for split, rows in self.records.items():
-            found = sorted({r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"})
-            if found:
-                by_file[self.paths[split].name] = found[0] if len(found) == 1 else "mixed"
-        values = set(by_file.values())
-        return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
+    if not pred_dir.is_dir():
+        raise RecordError(pred_dir, None, "no such folder")
+    paths = {split: pred_dir / f"{suite}_{split}.jsonl" for split in roles(suite)}
+    records = {s: files.load_records(p) for s, p in paths.items() if p.is_file()}
+    if not records:
+        raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "
+                                          f"{', '.join(p.name for p in paths.values())}")
+    results, why = {}, {}
+    for name, (split, kind, key) in benchmark(suite).LEAVES.items():
+        sides = split if isinstance(split, tuple) else (split,)
+        sample, where = samples.KINDS[kind][0], ", ".join(str(paths[s]) for s in sides)
+        try:
+            values = [_samples(name, sample, key, paths[s], records.get(s)) for s in sides]
+        except samples.Missing as err:  # a file, or a field no record of it has
+            why[name] = str(err)
+            continue
+        values = tuple(values) if isinstance(split, tuple) else values[0]
+        results[name] = computed(where, name, samples.leaf_result, kind, values)
+    return results, why, _answer_encoding(records, paths)
 
 
-def _sides(split: str | tuple) -> tuple:
-    return split if isinstance(split, tuple) else (split,)
+def _samples(name: str, sample, key: str, path: Path, rows: list | None) -> dict:
+    from Eval.unlearning.samples import Missing
+
+    if sample is None:
+        raise Missing("needs a model at scoring time; not computable from saved records")
+    if rows is None:
+        raise Missing(f"no {path.name}")
+    values, lacking = {}, []
+    for line, record in rows:
+        try:
+            values[str(record["index"])] = sample(record, key)
+        except Missing as err:
+            lacking.append((line, err))
+        except ValueError as err:
+            raise RecordError(path, line, f"{name}: {err}") from None
+    if len(lacking) == len(rows):
+        raise Missing(f"no {lacking[0][1]} in {path.name}")
+    if lacking:
+        raise RecordError(path, lacking[0][0], f"record lacks {lacking[0][1]}, which other records of "
+                                               f"this file have ({name} needs it)")
+    return values
 
 
-def _has(record: dict, field: str, key: str) -> bool:
-    if field in ("pred", "answers"):
-        return field in record
-    return isinstance(record.get(field), dict) and key in record[field]
+def _answer_encoding(records: dict, paths: dict) -> dict:
+    # {"value": the labels' one encoding or "mixed", "by_file": {file: encoding or "not recorded"}}
+    by_file = {}
+    for split, rows in records.items():
+        found = sorted({r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"})
+        if found:
+            by_file[paths[split].name] = found[0] if len(found) == 1 else "mixed"
+    values = set(by_file.values())
+    return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
 
 
-def log_samples(suite: str, log: dict, path: Path) -> tuple[dict, dict]:
-    """(samples, why) of the leaves from an EVAL log's value_by_index (ours or open-unlearning's), each checked."""
-    from Eval.unlearning.samples import KINDS
+def log_leaves(suite: str, log: dict, path: Path) -> tuple[dict, dict]:
+    """(results, why) of the leaves, from an EVAL log's value_by_index entries, each checked."""
+    from Eval.unlearning import samples
 
-    samples, why = {}, {}
+    results, why = {}, {}
     for name, (split, kind, _) in benchmark(suite).LEAVES.items():
-        fields = KINDS[kind][2]
+        fields = samples.KINDS[kind][2]
         if name not in log:
             why[name] = f"not in {Path(path).name}"
-        elif isinstance(split, tuple):
-            samples[name] = tuple(_checked(log[name].get(side), f"{name}.{side}", fields, path)
-                                  for side in ("forget", "holdout"))
+            continue
+        if isinstance(split, tuple):
+            values = tuple(_checked(log[name].get(side), f"{name}.{side}", fields, path)
+                           for side in ("forget", "holdout"))
         else:
-            samples[name] = _checked(log[name], name, fields, path)
-    return samples, why
+            values = _checked(log[name], name, fields, path)
+        results[name] = computed(path, name, samples.leaf_result, kind, values)
+    return results, why
 
 
 def _checked(entry, label: str, fields: tuple, path: Path) -> dict:
@@ -244,10 +204,9 @@ def _retain_log(path: Path | None, suite: str) -> tuple[dict | None, Path | None
 def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
     """Score our own records DIR/<suite>_<split>.jsonl (their layout: Eval/inference/score_records.py)."""
     retain = _retain_log(retain_logs, suite)
-    source = Records(suite, Path(pred_dir))
-    outcome = Run(source.samples, source.why, retain, source.where, warn)
+    results, why, encoding = record_leaves(suite, Path(pred_dir))
+    outcome = Run(results, why, retain, pred_dir, warn)
     benchmark(suite).evaluate(outcome)
-    encoding = source.answer_encoding()
     if encoding["by_file"]:
         outcome.eval_log[ENCODING_KEY] = encoding
         theirs = (retain[0] or {}).get(ENCODING_KEY, {}).get("value")
@@ -266,7 +225,7 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     log = files.load_log(log_path)
     suite = files.detect_suite(log, log_path)
     retain = _retain_log(retain_logs, suite)
-    outcome = Run(*log_samples(suite, log, log_path), retain, lambda name: str(log_path), warn, required=list(log))
+    outcome = Run(*log_leaves(suite, log, log_path), retain, log_path, warn, required=list(log))
     benchmark(suite).evaluate(outcome)
     for name in log:
         if name == ENCODING_KEY:  # our own log read back: kept as it is, not a metric

@@ -1,4 +1,4 @@
-"""Files of the unlearning evaluators: score-record splits, EVAL logs (ours or open-unlearning's), outputs.
+"""Reading score records and EVAL logs, writing the outputs; every problem raises RecordError.
 
 Usage:
     from Eval.unlearning import files
@@ -6,8 +6,6 @@ Usage:
     log = files.load_log(Path("TOFU_EVAL.json"))                      # {metric: result}
     files.detect_suite(log, path)                                      # "tofu" or "muse"
     files.write_outputs(out_dir, "TOFU", eval_log, summary)            # TOFU_EVAL.json, TOFU_SUMMARY.json
-
-Every problem raises RecordError ("path[:line]: problem"), the error eval.py reports before writing anything.
 """
 from __future__ import annotations
 
@@ -85,30 +83,13 @@ def detect_suite(log: dict, path: Path) -> str:
                                   f"{', '.join(_MARKERS['tofu'] + _MARKERS['muse'])}")
 
 
-def _jsonable(value):
-    # numpy scalars and arrays reach the results through the aggregates; json needs Python types.
-    import numpy as np  # only here: eval.py imports this module for its flags, numpy loads when a mode runs
-
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
-
-
-def _write_atomic(path: Path, obj: object) -> None:
-    # open-unlearning's layout: indent 4, ASCII escapes, no final newline. NaN is written as NaN, as the
-    # reference does for an answer with no labelled token (Python's json reads it back).
-    write_bytes_atomic(path, json.dumps(obj, indent=4, default=_jsonable).encode("utf-8"))
-
-
 def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:
-    """Write NAME_EVAL.json (every metric, keys sorted) and NAME_SUMMARY.json; return both paths."""
+    """Write NAME_EVAL.json and NAME_SUMMARY.json in open-unlearning's layout; return both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / f"{name}_EVAL.json", out_dir / f"{name}_SUMMARY.json"
-    _write_atomic(paths[0], {k: eval_log[k] for k in sorted(eval_log)})
-    _write_atomic(paths[1], {k: summary[k] for k in sorted(summary)})
+    for path, content in zip(paths, (eval_log, summary)):
+        text = json.dumps({k: content[k] for k in sorted(content)}, indent=4,
+                          default=lambda value: value.tolist())  # numpy scalars and arrays
+        write_bytes_atomic(path, text.encode("utf-8"))
     return paths

@@ -1,15 +1,8 @@
-"""MUSE as open-unlearning evaluates it: the leaf metrics as a table, then privleak, as plain code.
+"""MUSE as open-unlearning evaluates it: the leaf metrics as a table, then privleak.
 
 Usage:
     python eval.py unlearning muse --pred-dir DIR [--retain-logs RETRAIN/MUSE_EVAL.json]
-    from Eval.unlearning import muse
-    from Eval.unlearning.evaluate import Run
-    eval_log, summary = muse.evaluate(Run(samples))   # samples: leaf name -> value_by_index (MIA: (forget, holdout))
-
-The leaves' samples come from the score records muse_<split>.jsonl (Eval/inference/score_records.py) or from a
-published MUSE_EVAL.json. knowmem and verbmem are ROUGE-L F1 of greedy generations; the MIA attacks compare the
-privleak forget texts with the holdout texts. How the texts are encoded and cut, and which string a generation is
-compared with, is decided at inference: the per-split settings of the split table (Eval/unlearning/splits.py).
+    eval_log, summary = muse.evaluate(Run(leaf_results, why))   # evaluate.py: from records or a log
 """
 from __future__ import annotations
 
@@ -32,15 +25,13 @@ TOP_LEVEL = ("forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROU
 
 
 def evaluate(run) -> tuple[dict, dict]:
-    """MUSE_EVAL and MUSE_SUMMARY contents from the leaves' samples of `run` (Eval/unlearning/evaluate.py Run)."""
-    run.leaves(LEAVES)
+    """MUSE_EVAL and MUSE_SUMMARY contents from the leaves' results on `run`."""
     run.put("privleak", privleak, "mia_min_k", retain=("mia_min_k", "the retain AUC is taken as ref_value = 0.5"))
     return run.finish(NAME, TOP_LEVEL)
 
 
 def privleak(mia_min_k: dict, retain: dict | None, ref_value: float = 0.5) -> dict:
-    """100 · ((1-AUC) - (1-AUC_retain)) / ((1-AUC_retain) + 1e-10) on the Min-K% AUC: 0 = leaks like the retain
-    model, -100 = the forget set fully exposed; without the retain model's mia_min_k, AUC_retain = ref_value.
+    """aggregate.privleak on the Min-K% AUC; without the retain model's, AUC_retain = ref_value.
 
     >>> round(privleak({"agg_value": 0.9991}, {"agg_value": 0.5236})["agg_value"], 4)
     -99.8111

@@ -1,41 +1,45 @@
-"""The leaf metrics' kinds: one score record -> one per-sample entry, and a leaf's result from its entries.
+"""The leaf kinds (open-unlearning's leaf handlers): one score record -> one per-sample entry, and a
+leaf's result from its entries. A sample function raises Missing for a field the record lacks.
 
 Usage:
     from Eval.unlearning.samples import KINDS, leaf_result
-    sample, field, fields, reads = KINDS["probability"]
+    sample, field, fields = KINDS["probability"]
     entry = sample({"index": 0, "logprobs": {"answer": [{"logprobs": [-0.1, -0.2]}]}}, "answer")
     leaf_result("probability", {"0": entry})          # {"agg_value": 0.86..., "value_by_index": {"0": ...}}
-
-A kind is what open-unlearning's leaf handler computes per sample. KINDS gives, per kind: the function of a record
-(None: it needs a model at scoring time), the field its aggregate averages, the fields a published per-sample
-entry must hold, and the record fields it reads (the record layout: Eval/inference/score_records.py). A sample
-function raises ValueError naming the field a record lacks; the caller adds the file and line.
 """
 from __future__ import annotations
 
+import functools
 import math
-import numbers
 
 from Eval.records import normalize_answers
 from Eval.unlearning import aggregate, stats
-from Eval.unlearning.rouge import rouge_scores
+
+
+class Missing(ValueError):
+    """A leaf's input is absent (e.g. a record lacks "gradnorm['answer']")."""
+
+
+def _field(record: dict, field: str, key: str):
+    saved = record.get(field)
+    if not isinstance(saved, dict) or key not in saved:
+        raise Missing(f"{field}[{key!r}]")
+    return saved[key]
 
 
 def options(record: dict, key: str) -> list[dict]:
     """The record's TokenStats list for answer `key` (one per answer option), each checked."""
-    saved = record.get("logprobs")
-    if not isinstance(saved, dict) or key not in saved:
-        raise ValueError(f"no logprobs[{key!r}] in this record")
-    if not isinstance(saved[key], list) or not saved[key]:
+    saved = _field(record, "logprobs", key)
+    if not isinstance(saved, list) or not saved:
         raise ValueError(f"logprobs[{key!r}] must be a non-empty list of TokenStats, one per answer option")
     try:
-        return [stats.check_token_stats(ts) for ts in saved[key]]
+        return [stats.check_token_stats(ts) for ts in saved]
     except ValueError as err:
         raise ValueError(f"logprobs[{key!r}]: {err}") from None
 
 
 def per_option(fn):
-    """fn over every option; one option gives scalars, several give lists (the reference's multi-answer rows)."""
+    """fn over every option: one option gives scalars, several give lists (multi-answer rows)."""
     def sample(record: dict, key: str) -> dict:
         values = [fn(ts) for ts in options(record, key)]
         return values[0] if len(values) == 1 else {field: [v[field] for v in values] for field in values[0]}
@@ -48,20 +52,42 @@ def first_option(fn):
 
 
 def _number(record: dict, field: str, key: str) -> float | None:
-    """record[field][key] as a float; null stays None (no such number for this sample, e.g. GradNorm of an answer
-    with fewer than two labels): that sample is left out of the attack."""
-    saved = record.get(field)
-    value = saved.get(key) if isinstance(saved, dict) else None
-    if value is None and isinstance(saved, dict) and key in saved:
+    # record[field][key] as a float; null (e.g. GradNorm of < 2 labels) stays None: left out
+    value = _field(record, field, key)
+    if value is None:
         return None
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+    if not stats.is_number(value):
         raise ValueError(f"{field}[{key!r}] must be a number (or null)")
     return float(value)
 
 
+def confidence_ordered(record: dict, key: str) -> dict:
+    """stats.confidence_ordered per option, of masked models' records (confidence_ordered_probs)."""
+    entry = per_option(lambda ts: stats.confidence_ordered(ts) or dict(_EMPTY))(record, key)
+    _field(record, "confidence_ordered_probs", key)
+    return entry
+
+
+@functools.lru_cache(maxsize=1)
+def _rouge_scorer():
+    from rouge_score import rouge_scorer  # Google's rouge-score; imports nltk (about 2 s)
+
+    return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
+
+
+def rouge_scores(generation: str, ground_truth: str) -> dict:
+    """open-unlearning's ROUGE figures (Google's rouge-score, stemmed; not LongBench's `rouge`)."""
+    scores = _rouge_scorer().score(target=ground_truth, prediction=generation)
+    return {"rouge1_recall": scores["rouge1"].recall, "rougeL_f1": scores["rougeL"].fmeasure,
+            "rougeL_recall": scores["rougeL"].recall}
+
+
 def rouge(record: dict, key: str) -> dict:
     """ROUGE of `pred` against the first of `answers`; `input` (the prompt, optional) is kept for reading."""
-    generation, answers = record.get("pred"), record.get("answers")
+    for field in ("pred", "answers"):
+        if field not in record:
+            raise Missing(field)
+    generation, answers = record["pred"], record["answers"]
     if not isinstance(generation, str):
         raise ValueError("field 'pred' (the generation) must be a string")
     answers = normalize_answers(answers) if isinstance(answers, (str, list)) else []
@@ -77,7 +103,7 @@ def gradnorm(record: dict, key: str) -> dict:
 
 
 def reference(record: dict, key: str) -> dict:
-    """Target avg_loss minus the reference model's (saved at inference, a second model) on the same answer."""
+    """Target avg_loss minus the reference model's (saved at inference) on the same answer."""
     target = stats.avg_loss(options(record, key)[0])
     ref = _number(record, "reference_avg_loss", key)
     return {"score": None if ref is None else float(target - ref)}
@@ -85,23 +111,20 @@ def reference(record: dict, key: str) -> dict:
 
 _EMPTY = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
 PROB, ROUGE, SCORE = ("prob", "avg_loss"), ("rouge1_recall", "rougeL_f1", "rougeL_recall"), ("score",)
-LOGPROBS = ("logprobs",)
-KINDS = {  # kind: (sample function, averaged field, fields of a published entry, record fields read)
-    "probability": (per_option(stats.probability), "prob", PROB, LOGPROBS),
-    # masked models' records only: for a causal model the geometric mean would repeat `probability`
-    "confidence_ordered": (per_option(lambda ts: stats.confidence_ordered(ts) or dict(_EMPTY)), "prob", PROB,
-                           ("logprobs", "confidence_ordered_probs")),
-    "rougeL_recall": (rouge, "rougeL_recall", ROUGE, ("pred", "answers")),   # TOFU's ROUGE
-    "rougeL_f1": (rouge, "rougeL_f1", ROUGE, ("pred", "answers")),           # MUSE's
-    "exact_memorization": (first_option(stats.exact_memorization), "score", SCORE, LOGPROBS),
-    "extraction_strength": (first_option(stats.extraction_strength), "score", SCORE, LOGPROBS),
-    "classifier_prob": (None, "score", SCORE, ()),  # gibberish: a classifier model; re-aggregated from logs only
-    "mia_loss": (first_option(stats.avg_loss), "score", SCORE, LOGPROBS),
-    "mia_zlib": (first_option(stats.zlib_score), "score", SCORE, LOGPROBS),
-    "mia_min_k": (first_option(stats.min_k_score), "score", SCORE, LOGPROBS),                   # k = 0.4
-    "mia_min_k_plus_plus": (first_option(stats.min_k_plus_plus_score), "score", SCORE, LOGPROBS),
-    "mia_gradnorm": (gradnorm, "score", SCORE, ("gradnorm",)),
-    "mia_reference": (reference, "score", SCORE, ("logprobs", "reference_avg_loss")),
+KINDS = {  # kind: (sample function, averaged field, fields of a published entry)
+    "probability": (per_option(stats.probability), "prob", PROB),
+    "confidence_ordered": (confidence_ordered, "prob", PROB),
+    "rougeL_recall": (rouge, "rougeL_recall", ROUGE),   # TOFU's ROUGE
+    "rougeL_f1": (rouge, "rougeL_f1", ROUGE),           # MUSE's
+    "exact_memorization": (first_option(stats.exact_memorization), "score", SCORE),
+    "extraction_strength": (first_option(stats.extraction_strength), "score", SCORE),
+    "classifier_prob": (None, "score", SCORE),  # gibberish: a classifier model; re-aggregated from logs only
+    "mia_loss": (first_option(stats.avg_loss), "score", SCORE),
+    "mia_zlib": (first_option(stats.zlib_score), "score", SCORE),
+    "mia_min_k": (first_option(stats.min_k_score), "score", SCORE),                   # k = 0.4
+    "mia_min_k_plus_plus": (first_option(stats.min_k_plus_plus_score), "score", SCORE),
+    "mia_gradnorm": (gradnorm, "score", SCORE),
+    "mia_reference": (reference, "score", SCORE),
 }
 FLOAT32 = ("mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm")  # scores the reference held and averaged in float32
 
@@ -112,8 +135,7 @@ def values(value_by_index: dict, field: str) -> list:
 
 
 def leaf_result(kind: str, samples) -> dict:
-    """A leaf's result: agg_value = the mean over samples (of the mean over options); an MIA kind takes (forget,
-    holdout) samples and its agg_value is the ROC AUC (forget = 0, holdout = 1), beside each side's mean.
+    """A leaf's result: the mean over samples; an MIA kind's: the AUC of (forget, holdout) samples.
 
     >>> leaf_result("mia_loss", ({"0": {"score": 0.25}, "1": {"score": 0.5}}, {"0": {"score": 0.5}}))["auc"]
     0.75
@@ -129,8 +151,7 @@ def leaf_result(kind: str, samples) -> dict:
 
 
 def explain_leaf(metric: str, sample: dict) -> dict:
-    """The numbers behind one per-sample entry of a leaf, as its log holds it: a probability from its losses,
-    a ROUGE with its two texts (eval.py explain EVAL_JSON METRIC:INDEX; Eval/scoring/explain.py)."""
+    """eval.py explain: the numbers behind a leaf's per-sample entry (a probability, a ROUGE)."""
     if "avg_loss" in sample and "prob" in sample:
         losses = sample["avg_loss"] if isinstance(sample["avg_loss"], list) else [sample["avg_loss"]]
         probs = [math.exp(-x) for x in losses]

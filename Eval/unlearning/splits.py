@@ -1,20 +1,9 @@
-"""The TOFU / MUSE data splits, in one table both stages read: which data file each comes from, what kind of text it
-holds, what is generated, which attacks read it, and its score-record file (Eval/inference/score_records.py writes
-them, Eval/unlearning/evaluate.py reads them). Per-split settings (generation length, stop strings, few-shot files)
-live on Split, where further ones belong (e.g. how long a MUSE text may be).
-
-    tofu_forget / tofu_retain   {forget}_perturbed / retain_perturbed (or without _perturbed): answer,
-                                paraphrased_answer, perturbed_answer (5); tofu_holdout: {holdout}, answer only
-    tofu_ra / tofu_wf           real_authors_perturbed / world_facts_perturbed: answer, perturbed_answer (3)
-    muse_knowmem_forget / _retain   knowmem/{forget,retain}_qa (+ _qa_icl few-shot examples): generation only
-    muse_verbmem_forget         verbmem/forget: prompt -> " " + gt as "answer" (no EOS), 128 new tokens
-    muse_privleak_forget / _holdout   privleak/{forget,holdout}: `text` as "answer" (no EOS, empty prompt)
-Data files are JSON arrays or JSON Lines; a MUSE file SUBSET/SPLIT may also be named SUBSET_SPLIT.json(l).
+"""The TOFU / MUSE split table both stages read: each split's data files (JSON or JSON Lines), kind
+of text, generation length, attacks and score-record file.
 
 Usage:
     for split in tofu_splits("forget10", "holdout10"):
-        path = find_file(data_dir, split.files); items = read_items(path, split.kind)
-        split.name, split.role                     # "tofu_forget", "forget"
+        items = read_items(find_file(data_dir, split.files), split.kind)   # split.name: tofu_forget
 """
 from __future__ import annotations
 
@@ -40,8 +29,7 @@ class Split:
     icl: tuple[str, ...] = ()   # knowmem: few-shot example files
 
     @property
-    def name(self) -> str:
-        """The score-record file stem, e.g. "tofu_forget"."""
+    def name(self) -> str:  # the score-record file stem, e.g. "tofu_forget"
         return f"{self.suite}_{self.role}"
 
 
@@ -70,7 +58,6 @@ def roles(suite: str) -> tuple[str, ...]:
     return tuple(s.role for s in (tofu_splits() if suite == "tofu" else muse_splits()))
 
 
-# --- reading a split's data ------------------------------------------------------------------------------
 REQUIRED = {"qa": ("question", "answer"), "knowmem": ("question", "answer"), "verbmem": ("prompt", "gt"),
             "text": ("text",)}
 
@@ -84,9 +71,7 @@ def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
 
 
 def read_items(path: Path, kind: str) -> list[dict]:
-    """The rows of a TOFU / MUSE-style file (a JSON array or JSON Lines), each checked for its kind's fields:
-    qa: question, answer, optional paraphrased_answer (str) and perturbed_answer (list of str, or one str);
-    knowmem: question, answer; verbmem: prompt, gt; text: text. RecordError names the file and line."""
+    """The rows of a split file, each checked for its kind's fields (RecordError: file and line)."""
     rows = []
     for line, row in iter_json_objects(path):
         if not isinstance(row, dict):

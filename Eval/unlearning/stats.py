@@ -1,27 +1,25 @@
-"""Per-sample statistics from one saved TokenStats dict (TOKEN_STATS_FIELDS in Eval/records.py), in float64.
+"""Per-sample statistics of one saved TokenStats dict (Eval/records.py), in float64. Min-K%,
+Min-K%++, exact memorisation and extraction strength drop the last labelled position, as the
+reference does.
 
 Usage:
     from Eval.unlearning import stats
     ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
     stats.probability(ts)              # {"prob": exp(-avg_loss), "avg_loss": 0.7166...}
     stats.min_k_score(ts, k=0.4)       # Min-K% membership score (higher = less likely a member)
-
-A TokenStats holds one entry per LABELLED answer position, EOS included when one was appended. avg_loss, prob,
-LOSS, ZLib and Reference use every position; Min-K%, Min-K%++, exact memorisation and extraction strength drop the
-last one, as open-unlearning's token-wise helpers do ("the EOS"; for completion data a real token).
+    stats.confidence_ordered_prob(ts)  # diffusion / masked LLMs (spec 1.5), also for the adapter
 """
 from __future__ import annotations
 
 import math
 import numbers
 import zlib
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from Eval.unlearning.confidence import confidence_ordered_prob, confidence_ordered_probs
-
 VAR_FLOOR = 1e-6      # Min-K%++ clamps the per-position variance before the square root, as the reference does
-CONF_EPS = 1e-12      # confidence-ordered probability: log(p + eps) keeps a zero probability finite
+CONF_EPS = 1e-12      # confidence-ordered probability: the handler's log(p + eps), kept exactly
 
 
 def check_token_stats(ts: object) -> dict:
@@ -29,9 +27,9 @@ def check_token_stats(ts: object) -> dict:
     if not isinstance(ts, dict):
         raise ValueError(f"a TokenStats must be a JSON object, found {type(ts).__name__}")
     lp = ts.get("logprobs")
-    if not isinstance(lp, list) or not all(_is_number(x) for x in lp):
+    if not isinstance(lp, list) or not all(is_number(x) for x in lp):
         raise ValueError("TokenStats 'logprobs' must be a list of numbers")
-    for name, check in (("greedy", lambda x: isinstance(x, bool)), ("mean", _is_number), ("var", _is_number)):
+    for name, check in (("greedy", lambda x: isinstance(x, bool)), ("mean", is_number), ("var", is_number)):
         if name in ts:
             values = ts[name]
             if not isinstance(values, list) or not all(check(x) for x in values):
@@ -44,7 +42,7 @@ def check_token_stats(ts: object) -> dict:
     return ts
 
 
-def _is_number(x: object) -> bool:
+def is_number(x: object) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
@@ -55,13 +53,7 @@ def _need(ts: dict, name: str) -> list:
 
 
 def avg_loss(ts: dict) -> float:
-    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN (the reference's 0/0) for none.
-
-    >>> avg_loss({"logprobs": [-1.0, -3.0]})
-    2.0
-    >>> avg_loss({"logprobs": []})
-    nan
-    """
+    """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN for none."""
     lp = ts["logprobs"]
     if not lp:
         return math.nan
@@ -74,19 +66,31 @@ def probability(ts: dict) -> dict:
     return {"prob": math.exp(-loss), "avg_loss": loss}
 
 
+def confidence_ordered_probs(stats: Mapping | Sequence[float]) -> list[float]:
+    """The label probabilities of a TokenStats (or its `logprobs`), most confident first."""
+    logprobs = stats["logprobs"] if isinstance(stats, Mapping) else stats
+    return sorted((math.exp(lp) for lp in logprobs), reverse=True)
+
+
+def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:
+    """exp(mean(log(p + 1e-12))): the ordinary probability up to the epsilon; NaN for no label."""
+    probs = confidence_ordered_probs(stats)
+    if not probs:
+        return math.nan
+    return math.exp(math.fsum(math.log(p + CONF_EPS) for p in probs) / len(probs))
+
+
 def confidence_ordered(ts: dict) -> dict | None:
-    """Diffusion-LLM `probability` (spec 1.5, Eval/unlearning/confidence.py) of one masked forward pass: the label
-    probabilities most confident first, prob their geometric mean, avg_loss = -log(prob + 1e-12); None for no label.
-    """
+    """`probability` of a masked pass: prob, avg_loss = -log(prob + 1e-12), the ordered list."""
     if not ts["logprobs"]:
         return None
-    prob = confidence_ordered_prob(ts)  # one implementation, shared with the masked-model adapter
+    prob = confidence_ordered_prob(ts)
     return {"prob": prob, "avg_loss": -math.log(prob + CONF_EPS),
             "confidence_ordered_probs": confidence_ordered_probs(ts)}
 
 
 def exact_memorization(ts: dict) -> float | None:
-    """Share of the N = T-1 positions (last label dropped) whose label is the teacher-forced argmax; None if N=0."""
+    """Share of the N = T-1 positions whose label is the teacher-forced argmax; None if N = 0."""
     flags = _need(ts, "greedy")[:-1]
     if not flags:
         return None
@@ -94,9 +98,9 @@ def exact_memorization(ts: dict) -> float | None:
 
 
 def extraction_strength(ts: dict) -> float:
-    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label (last dropped). As
-    in the reference: no matching suffix gives k* = N-1, so 1/N, never 0 (MUSE's published minimum is 1/126);
-    N = 0 scores 0; `1 - k/N`, not `(N-k)/N`, so that the float is bit-identical.
+    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label. As in
+    the reference: no matching suffix gives k* = N-1, so 1/N, never 0; N = 0 scores 0; `1 - k/N`,
+    not `(N-k)/N`, so that the float is bit-identical.
 
     >>> extraction_strength({"logprobs": [0] * 5, "greedy": [False, True, True, True, False]})
     0.75
@@ -123,12 +127,7 @@ def _bottom_k_mean(values: np.ndarray, k: float) -> float:
 
 
 def min_k_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K% Prob: minus the mean of the k·N lowest label log-probs (last label dropped); 0 when N = 0. k = 0.4
-    is what the TOFU and MUSE configs pass (the attack's own default is 0.2).
-
-    >>> min_k_score({"logprobs": [-1.0, -4.0, -2.0, -3.0, -9.0, -0.5]}, k=0.4)   # drop -0.5; 2 lowest of 5
-    6.5
-    """
+    """Min-K% Prob: minus the mean of the k·N lowest label log-probs; 0 for N = 0 (configs: 0.4)."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0
@@ -136,8 +135,7 @@ def min_k_score(ts: dict, k: float = 0.4) -> float:
 
 
 def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K%++: minus the mean of the k·N smallest z_t = (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6)), mu_t and
-    var_t the mean and variance of log p over the vocabulary at position t (last label dropped)."""
+    """Min-K%++: minus the mean of the k·N smallest (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6))."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0

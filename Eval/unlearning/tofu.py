@@ -1,16 +1,8 @@
-"""TOFU as open-unlearning evaluates it: the leaf metrics as a table, then the composites, in order, as plain code.
+"""TOFU as open-unlearning evaluates it: the leaf metrics as a table, then the composites, in order.
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
-    from Eval.unlearning import tofu
-    from Eval.unlearning.evaluate import Run
-    eval_log, summary = tofu.evaluate(Run(samples))   # samples: leaf name -> value_by_index (MIA: (forget, holdout))
-
-The leaves' samples come from the score records tofu_<split>.jsonl (Eval/inference/score_records.py) or from a
-published TOFU_EVAL.json (Eval/unlearning/evaluate.py). The composites: four truth ratios (forget:
-closer_to_1_better; retain, real authors, world facts: true_better, where ra / wf have no paraphrase, so the original
-answer is the correct side), the ra / wf normalised probabilities, forget quality (a KS test against the retain
-model's forget truth ratios), model utility (the harmonic mean of nine) and privleak (MUSE's, on Min-K%).
+    eval_log, summary = tofu.evaluate(Run(leaf_results, why))   # evaluate.py: from records or a log
 """
 from __future__ import annotations
 
@@ -59,8 +51,7 @@ TOP_LEVEL = ("forget_quality", "forget_truth_ratio", "forget_Q_A_Prob", "forget_
 
 
 def evaluate(run) -> tuple[dict, dict]:
-    """TOFU_EVAL and TOFU_SUMMARY contents from the leaves' samples of `run` (Eval/unlearning/evaluate.py Run)."""
-    run.leaves(LEAVES)
+    """TOFU_EVAL and TOFU_SUMMARY contents from the leaves' results on `run`."""
     for name, (correct, wrong, aggregator) in TRUTH_RATIOS.items():
         run.put(name, truth_ratio, correct, wrong, aggregator=aggregator)
     for name, (correct, wrong) in NORMALISED.items():
@@ -72,10 +63,8 @@ def evaluate(run) -> tuple[dict, dict]:
 
 
 def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
-    """(all indices, correct values, wrong values) over the samples present on both sides.
-
-    The reference asserts both sides list the same indices, drops samples that are None on either side, and zips
-    its values with the UNFILTERED index list, so after a drop the labels shift (the aggregate is unaffected)."""
+    # (all indices, the correct and wrong values of the samples present on both sides): as in the
+    # reference, values zipped with the UNFILTERED indices shift their labels after a drop.
     c, w = correct["value_by_index"], wrong["value_by_index"]
     if list(c) != list(w):
         raise ValueError("the correct-answer and wrong-answer results list different sample indices")
@@ -84,9 +73,8 @@ def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
 
 
 def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
-    """TR_i = P(wrong) / P(correct), each P the exp of the mean avg_loss over that side's options; agg: mean of
-    min(TR, 1/TR) (closer_to_1_better), of max(0, 1 - TR) (true_better), or with prob_mean the per-sample score
-    becomes P(c) / (P(c) + P(w)) and agg its mean.
+    """TR_i = P(wrong) / P(correct), P = exp(-mean avg_loss) of a side's options; agg: the mean of
+    min(TR, 1/TR) (closer_to_1_better), max(0, 1 - TR) (true_better) or P(c) / (P(c) + P(w)).
 
     >>> r = truth_ratio({"value_by_index": {"0": {"avg_loss": 1.0}}},
     ...                 {"value_by_index": {"0": {"avg_loss": [1.5, 2.5]}}}, "true_better")   # TR = e^-2 / e^-1
@@ -94,15 +82,14 @@ def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
     (0.367879, 0.632121)
     """
     if aggregator not in ("closer_to_1_better", "true_better", "prob_mean"):
-        raise ValueError(f"unknown truth-ratio aggregator {aggregator!r} (known: closer_to_1_better, true_better, "
-                         "prob_mean)")
+        raise ValueError(f"unknown truth-ratio aggregator {aggregator!r}")
     indices, c_loss, w_loss = _paired(correct, wrong, "avg_loss")
     if aggregator == "prob_mean":
         scores = aggregate.prob_mean_scores(c_loss, w_loss)
         agg = aggregate.mean(scores)
     else:
         scores = aggregate.truth_ratios(c_loss, w_loss)
-        agg = (aggregate.closer_to_1_better if aggregator == "closer_to_1_better" else aggregate.true_better)(scores)
+        agg = getattr(aggregate, aggregator)(scores)
     return {"agg_value": agg, "value_by_index": {i: {"score": float(v)} for i, v in zip(indices, scores)}}
 
 
@@ -115,8 +102,7 @@ def probability_w_options(correct: dict, wrong: dict) -> dict:
 
 
 def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
-    """KS-test p-value between this model's forget truth ratios and the retain model's (same forget split): near 1,
-    indistinguishable from a model never trained on the forget set. No retain logs: agg_value null."""
+    """KS-test p-value of the forget truth ratios against the retain model's; null without them."""
     if retain is None:
         return {"agg_value": None}
     scores = [[e["score"] for e in r["value_by_index"].values()] for r in (forget_truth_ratio, retain)]
@@ -128,10 +114,8 @@ def model_utility(*components: dict) -> dict:
     return {"agg_value": aggregate.harmonic_mean([c["agg_value"] for c in components])}
 
 
-# --- the numbers behind one per-sample value (eval.py explain EVAL_JSON METRIC:INDEX) ----------
 def explain(metric: str, sample_of) -> dict | None:
-    """A truth ratio's or normalised probability's inputs and arithmetic (the composite's own, on this sample
-    alone); None for another metric. `sample_of(metric)`: that metric's entry for the same sample (or KeyError)."""
+    """eval.py explain: a truth ratio's or normalised probability's arithmetic on one sample."""
     if metric in NORMALISED:
         p_c, p_w = (sample_of(name)["prob"] for name in NORMALISED[metric])
         value = probability_w_options({"value_by_index": {"0": {"prob": p_c}}},
