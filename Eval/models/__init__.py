@@ -10,5 +10,6 @@ from __future__ import annotations
 from Eval.registry import Registry
 
 MODELS = Registry("model backend", discover="Eval.models", marker="register_model",
-                  hint='Add one: a BaseLLM subclass decorated with @register_model("name") in a module of Eval/models/.')
+                  hint='Add one: a BaseLLM subclass decorated with @register_model("name") '
+                       'in a module of Eval/models/.')
 register_model = MODELS.register
