@@ -80,13 +80,13 @@ class APIModel(BaseLLM):
     def __init__(self, base_url: str, api_model: str, options: AdapterOptions | None = None, *,
                  tokenizer: str | None = None, api_key_env: str = DEFAULT_KEY_ENV, concurrency: int = 8,
                  rpm: int | None = None, rpm_window: float = 60.0, timeout: float = 300.0, max_retries: int = 5,
-                 context_window: int | None = None, trust_remote_code: bool = False):
+                 trust_remote_code: bool = False):
         super().__init__(options)
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         # Requests go to ROOT + path + ?QUERY and carry any credentials as given; everything shown is redacted.
         self._root, self._query = split_base_url(base_url)
-        self.base_url = redact_url(self._root + (f"?{self._query}" if self._query else ""))
+        self.base_url = self._shown("")
         self.api_model = api_model
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env)
@@ -96,7 +96,7 @@ class APIModel(BaseLLM):
         self._scrub = Scrubber(self._key, base_url)
         self.concurrency, self.timeout, self.max_retries = concurrency, timeout, max_retries
         self.limiter = RateLimiter(rpm, rpm_window) if rpm else None
-        self._context_window = context_window
+        self._context_window: int | None = None
         self.stats = {"requests": 0, "retries": 0, "rate_limited": 0, "failed": 0, "prompt_token_mismatch": 0}
 
         from transformers import AutoTokenizer  # local tokenizer only; no model weights are loaded
@@ -132,8 +132,8 @@ class APIModel(BaseLLM):
                          "be sized; pass -M tokenizer=PATH with the served model's tokenizer, or use completion mode")
 
     def context_window(self) -> int | None:
-        """The `context_window` argument, else the server's max_model_len (vLLM lists it in /v1/models), else
-        max_position_embeddings from the local tokenizer folder's config.json."""
+        """The server's max_model_len (vLLM lists it in /v1/models), else max_position_embeddings from the
+        local tokenizer folder's config.json."""
         if self._context_window is None:
             self._context_window = self._server_max_len() or self._local_max_len()
         return self._context_window

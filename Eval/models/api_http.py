@@ -4,7 +4,7 @@ time and in size, a requests-per-minute budget, the scrubbing of secrets from ev
 and what a reply must hold to be saved.
 
 Usage:
-    transport = AttemptTransport(300.0, limiter=RateLimiter(60), stats={}, proxy=env_proxy(base_url))
+    transport = AttemptTransport(300.0, limiter=RateLimiter(60), stats=counts, proxy=env_proxy(base_url))
     client = openai.AsyncOpenAI(..., http_client=openai.DefaultAsyncHttpxClient(transport=transport))
     REPLY_LIMIT.set(reply_limit(max_tokens))           # in the task that sends: the most bytes a reply may take
     scrub = Scrubber(api_key, base_url)                  # scrub(text): secrets, URL credentials, lone surrogates
@@ -83,15 +83,12 @@ class WholeRequestTimeout(httpx.TimeoutException):
 
 class AttemptTransport(httpx.AsyncBaseTransport):
     """httpx's own transport (`transport_options`: proxy, limits, ...), with every attempt started within
-    `limiter`, counted in `stats`, bounded by `timeout` seconds as a whole and by REPLY_LIMIT bytes of body."""
+    `limiter`, counted in `stats` (requests, retries, rate_limited), bounded by `timeout` seconds as a whole
+    and by REPLY_LIMIT bytes of body."""
 
-    def __init__(self, timeout: float, *, limiter: RateLimiter | None = None, stats: dict | None = None,
-                 **transport_options):
+    def __init__(self, timeout: float, *, limiter: RateLimiter | None, stats: dict, **transport_options):
         self._inner = httpx.AsyncHTTPTransport(**transport_options)
-        self.timeout, self.limiter = timeout, limiter
-        self.stats = stats if stats is not None else {}
-        for name in ("requests", "retries", "rate_limited"):
-            self.stats.setdefault(name, 0)
+        self.timeout, self.limiter, self.stats = timeout, limiter, stats
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self.limiter:

@@ -52,11 +52,11 @@ class MaskedLMModel(CheckpointModel):
     auto_class = AutoModelForMaskedLM
     padding_side = "right"
     capabilities = frozenset({"generate", "score", "token_stats"})
+    batch_size, max_batch_tokens = 8, None  # token_stats' batching when the caller gives none
+    steps: int | None = None  # unmasking steps of generate (None: one per new token)
 
-    def __init__(self, path: str, options: AdapterOptions | None = None, *, batch_size: int = 8,
-                 max_batch_tokens: int | None = None, steps: int | None = None, **checkpoint_options):
+    def __init__(self, path: str, options: AdapterOptions | None = None, **checkpoint_options):
         """`checkpoint_options`: the CheckpointOptions fields (dtype, device, peft, ...)."""
-        self.batch_size, self.max_batch_tokens, self.steps = batch_size, max_batch_tokens, steps
         super().__init__(path, options, **checkpoint_options)
         tok = self.tokenizer
         # BERT-style tokenizers end a text with sep ([SEP], </s>); decoder-style ones with eos.
