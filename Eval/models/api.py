@@ -69,10 +69,9 @@ class APIModel(BaseLLM):
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options: "APIOptions") -> "APIModel":
         """`model` names the served model (unless -M api_model does) and is the default local tokenizer."""
-        o = backend_options
-        return cls(o.base_url, o.api_model or model, options, tokenizer=o.tokenizer or model,
-                   api_key_env=o.api_key_env, concurrency=o.concurrency, rpm=o.rpm, timeout=o.timeout,
-                   max_retries=o.max_retries, trust_remote_code=o.trust_remote_code)
+        o = dataclasses.asdict(backend_options)
+        return cls(o.pop("base_url"), o.pop("api_model") or model, options, tokenizer=o.pop("tokenizer") or model,
+                   **o)
 
     holds_weights = False  # a local tokenizer only: the dry run uses the adapter itself
     max_pad_fraction = 1.0  # requests are independent: prompts of any lengths batch together for free
