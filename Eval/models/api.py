@@ -6,32 +6,23 @@ Usage:
     model = APIModel("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-7B-Instruct", tokenizer="/path/to/tokenizer")
     model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16); model.close()
 
-The prompt path is the HF adapter's, on a LOCAL tokenizer (cuts and token counts). Chat-mode prompts go to
-/v1/chat/completions as messages (the server applies its own template; its prompt-token count is checked
-against ours), completion-mode prompts as text to /v1/completions. Decoding is greedy. A server applies `stop`
-inside a thinking block too, so stops are not sent when the output may think (the prompt opens a block, or
--M reasoning=true): the answer is cut here, after the closing tag. `reasoning_content` comes back in front of
-the answer inside the tag pair. A thinking budget is refused: the server decodes.
+The prompt path is the HF adapter's on a LOCAL tokenizer (cuts, token counts). Chat prompts go to
+/v1/chat/completions as messages (the server applies its template; its prompt-token count is checked against
+ours), completion prompts as text to /v1/completions; greedy. A server applies `stop` inside a thinking block
+too, so stops are not sent when the output may think (the prompt opens a block, or -M reasoning=true): the
+answer is cut here. `reasoning_content` comes back in front of the answer inside the tag pair.
 
-HTTP is the official `openai` client's (pooling; retries with back-off, jitter and Retry-After on 408/409/429/
-5xx, timeouts and connection errors). Replies are read raw and checked as sent (Eval/models/api_replies.py).
-Ours (api_http.py): the concurrency limit, the rpm limit, a deadline on each whole attempt (a trickling server
-is cut off, then retried) and a byte limit on each reply that max_tokens sets, enforced while reading. A request
-that still fails, and a reply that is not usable (not OpenAI-shaped, null content, over the byte limit,
-impossible token counts), becomes a Generation with finish_reason "error" naming what was wrong: the record is
-written with its error and a rerun redoes exactly those.
-
-Secrets: the key comes from the variable -M api_key_env names and goes as a Bearer header; credentials inside
-the base URL are sent as given. Neither is stored in identity(), records, errors or logs (redact_url, scrub).
-score() needs prompt log-probabilities (vLLM's echo + logprobs); a server without them raises APIFeatureError
-naming it, never zeros.
+HTTP is the `openai` client's (pooling; retries with back-off and Retry-After); api_http.py adds the limits,
+a deadline on each whole attempt and a byte limit on each reply. A request that still fails, or a reply that
+is not usable, becomes a Generation with finish_reason "error" naming why; a rerun redoes exactly those.
+The key (from the variable -M api_key_env names) and credentials in the base URL are sent, never shown or
+stored. score() needs prompt log-probabilities (vLLM's echo + logprobs), else an APIFeatureError.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -42,16 +33,12 @@ import anyio.from_thread
 import openai
 
 from Eval.models import register_model
-from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
-                              prompt_opens_thinking)
-from Eval.models.options import AdapterOptions
 from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptTransport, MalformedReply, RateLimiter, Scrubber,
-                                  WholeRequestTimeout, env_proxy, httpx, redact_url, reply_limit, split_base_url)
-from Eval.models.api_replies import check_usage, first_choice, is_number, json_kind, parse_reply
-from Eval.models.identity import folder_identity
-from Eval.models.options import option
-
-__all__ = ["APIError", "APIFeatureError", "APIModel", "redact_url"]
+                                  WholeRequestTimeout, check_usage, env_proxy, first_choice, httpx, is_number,
+                                  json_kind, parse_reply, redact_url, reply_limit, split_base_url)
+from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, prompt_opens_thinking
+from Eval.models.identity import folder_identity, shown_path, template_sha256
+from Eval.models.options import AdapterOptions, option
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
@@ -82,28 +69,23 @@ class APIModel(BaseLLM):
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options: "APIOptions") -> "APIModel":
         """`model` names the served model (unless -M api_model does) and is the default local tokenizer."""
-        o = backend_options
-        return cls(o.base_url, o.api_model or model, options, tokenizer=o.tokenizer or model,
-                   api_key_env=o.api_key_env, concurrency=o.concurrency, rpm=o.rpm, timeout=o.timeout,
-                   max_retries=o.max_retries, trust_remote_code=o.trust_remote_code)
+        o = dataclasses.asdict(backend_options)
+        return cls(o.pop("base_url"), o.pop("api_model") or model, options, tokenizer=o.pop("tokenizer") or model,
+                   **o)
 
-    # A local tokenizer and no weights: the dry run uses the adapter itself (BaseLLM.tokenizer_only), which still asks
-    # the server for its context window when --max-length is not given, as the real run does.
-    holds_weights = False
-    # Requests are independent, so prompts of any lengths batch together for free; a runner that reads this
-    # groups them regardless of padding (plan_batches' max_pad_fraction exists for local models).
-    max_pad_fraction = 1.0
+    holds_weights = False  # a local tokenizer only: the dry run uses the adapter itself
+    max_pad_fraction = 1.0  # requests are independent: prompts of any lengths batch together for free
 
     def __init__(self, base_url: str, api_model: str, options: AdapterOptions | None = None, *,
                  tokenizer: str | None = None, api_key_env: str = DEFAULT_KEY_ENV, concurrency: int = 8,
                  rpm: int | None = None, rpm_window: float = 60.0, timeout: float = 300.0, max_retries: int = 5,
-                 context_window: int | None = None, trust_remote_code: bool = False):
+                 trust_remote_code: bool = False):
         super().__init__(options)
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         # Requests go to ROOT + path + ?QUERY and carry any credentials as given; everything shown is redacted.
         self._root, self._query = split_base_url(base_url)
-        self.base_url = redact_url(self._root + (f"?{self._query}" if self._query else ""))
+        self.base_url = self._shown("")
         self.api_model = api_model
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env)
@@ -113,7 +95,7 @@ class APIModel(BaseLLM):
         self._scrub = Scrubber(self._key, base_url)
         self.concurrency, self.timeout, self.max_retries = concurrency, timeout, max_retries
         self.limiter = RateLimiter(rpm, rpm_window) if rpm else None
-        self._context_window = context_window
+        self._context_window: int | None = None
         self.stats = {"requests": 0, "retries": 0, "rate_limited": 0, "failed": 0, "prompt_token_mismatch": 0}
 
         from transformers import AutoTokenizer  # local tokenizer only; no model weights are loaded
@@ -143,16 +125,14 @@ class APIModel(BaseLLM):
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             http_client=openai.DefaultAsyncHttpxClient(transport=transport))
 
-    # --- tokenizer hooks (the HF adapter's, on the local tokenizer) ----------------------------------------
-    # apply_chat (BaseLLM's, on the local tokenizer) renders what a chat server builds from our messages: it
-    # sizes chat prompts; the server applies its own template.
+    # --- tokenizer hooks: BaseLLM's on the local tokenizer; apply_chat sizes what a chat server builds ------
     def without_chat_template(self, text: str) -> str:
         raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat prompts cannot "
                          "be sized; pass -M tokenizer=PATH with the served model's tokenizer, or use completion mode")
 
     def context_window(self) -> int | None:
-        """The `context_window` argument, else the server's max_model_len (vLLM lists it in /v1/models), else
-        max_position_embeddings from the local tokenizer folder's config.json."""
+        """The server's max_model_len (vLLM lists it in /v1/models), else max_position_embeddings from the
+        local tokenizer folder's config.json."""
         if self._context_window is None:
             self._context_window = self._server_max_len() or self._local_max_len()
         return self._context_window
@@ -166,17 +146,11 @@ class APIModel(BaseLLM):
             return None
 
     def _server_max_len(self) -> int | None:
-        models = self._portal.call(self._models)
-        for m in models:
-            length = m.get("max_model_len")  # vLLM's, beside the standard fields
-            if m.get("id") == self.api_model and isinstance(length, int) and not isinstance(length, bool) \
-                    and length > 0:
-                return length
-        return None
+        lengths = [m.get("max_model_len") for m in self._portal.call(self._models) if m.get("id") == self.api_model]
+        return next((n for n in lengths if isinstance(n, int) and not isinstance(n, bool) and n > 0), None)
 
     # --- HTTP ----------------------------------------------------------------------------------------------
-    def _shown(self, path: str) -> str:
-        """The request URL for an endpoint path ("/completions"), redacted."""
+    def _shown(self, path: str) -> str:  # the request URL for an endpoint path ("/completions"), redacted
         return redact_url(self._root + path + (f"?{self._query}" if self._query else ""))
 
     async def _post(self, path: str, body: dict, limit: int | None = None):
@@ -288,12 +262,9 @@ class APIModel(BaseLLM):
 
     # --- scoring -------------------------------------------------------------------------------------------
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
-        """Per-token log-probabilities of each answer after its prompt, from the server's prompt logprobs.
-
-        Prompt and answer are tokenized apart (as the HF adapter does) and sent as one token-id prompt to
-        /v1/completions with echo=true, logprobs=1, max_tokens=0; the answer's entries of token_logprobs are
-        the scores, and a token is greedy when its log-probability is the position's top one.
-        """
+        """Per-token log-probabilities of each answer after its prompt (tokenized apart, as the HF adapter
+        does), sent as one token-id prompt to /v1/completions with echo=true, logprobs=1, max_tokens=0; a
+        token is greedy when its log-probability is the position's top one."""
         async def run_all():
             results = await asyncio.gather(*(self._score_one(p, a) for p, a in pairs), return_exceptions=True)
             errors = [r for r in results if isinstance(r, BaseException)]
@@ -351,24 +322,21 @@ class APIModel(BaseLLM):
 
     # --- identity and shutdown -----------------------------------------------------------------------------
     def identity(self) -> dict:
-        template = self.tokenizer.chat_template or ""
-        local = os.path.exists(self.tokenizer_path)
         return {"adapter": self.name, "served": True, "path": self.api_model, "base_url": self.base_url,
                 "api_model": self.api_model, "server_model": getattr(self, "_server_model", None),
-                "tokenizer": os.path.abspath(self.tokenizer_path) if local else self.tokenizer_path,
+                "tokenizer": shown_path(self.tokenizer_path),
                 "tokenizer_files": folder_identity(self.tokenizer_path) or None,
                 # the local tokenizer's template, which sizes chat prompts; the server applies its own (not
                 # visible over the API) and its prompt-token counts are checked against ours per request
-                "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None,
+                "chat_template_sha256": template_sha256(self.tokenizer),
                 "api_key_env": self.api_key_env, "concurrency": self.concurrency,
                 "requests_per_minute": self.limiter.rpm if self.limiter else None, "timeout_s": self.timeout,
                 "max_retries": self.max_retries}
 
     def fingerprint(self) -> dict:
-        """What determines a served model's outputs as far as a client can tell: the server (its redacted URL),
-        the served name, the server's own id of what it serves (vLLM's `root`: the checkpoint it loaded), and
-        the local tokenizer that cuts and sizes the prompts (every file of it). Served names are often generic
-        ("default", one hub id on two providers), so the name alone is not enough."""
+        """What determines a served model's outputs as far as a client can tell: the server (redacted URL),
+        the served name (often generic: "default"), the server's own id of what it serves (vLLM's `root`)
+        and the local tokenizer's files."""
         server_model = self.server_model()
         identity = self.identity()
         return {"adapter": self.name, "base_url": identity["base_url"], "api_model": self.api_model,
@@ -377,9 +345,8 @@ class APIModel(BaseLLM):
                 "chat_template_sha256": identity["chat_template_sha256"]}
 
     def server_model(self) -> str | None:
-        """The server's own id of the model it serves under `api_model`, when it reports one: the `root` of
-        its /v1/models entry (vLLM: the checkpoint path it loaded); None when it reports none. Asked once, by
-        fingerprint() (a run asks it first); identity() shows what was found."""
+        """The `root` of the server's /v1/models entry for `api_model` (vLLM: the checkpoint it loaded), or
+        None; asked once (fingerprint() asks first), shown by identity()."""
         if not hasattr(self, "_server_model") and self._portal is not None:
             entry = next((m for m in self._portal.call(self._models) if m.get("id") == self.api_model), {})
             root = entry.get("root")
@@ -391,9 +358,3 @@ class APIModel(BaseLLM):
             self._portal.call(self.client.close)
             self._portal = None
             self._exit.close()
-
-    def __enter__(self) -> "APIModel":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

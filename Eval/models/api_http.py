@@ -1,21 +1,23 @@
-"""What the API adapter (Eval/models/api.py) adds to the official `openai` client, which does the HTTP itself
-(connection pooling; retries with exponential back-off, jitter and Retry-After): a transport that bounds every
-attempt the client makes, in time and in size; a requests-per-minute budget; and the scrubbing of secrets from
-every URL and message the adapter shows.
+"""What the API adapter (Eval/models/api.py) adds to the official `openai` client, which does the HTTP
+itself (pooling; retries with back-off, jitter and Retry-After): a transport that bounds every attempt in
+time and in size, a requests-per-minute budget, the scrubbing of secrets from every URL and message shown,
+and what a reply must hold to be saved.
 
 Usage:
-    transport = AttemptTransport(300.0, limiter=RateLimiter(60), stats={}, proxy=env_proxy(base_url))
+    transport = AttemptTransport(300.0, limiter=RateLimiter(60), stats=counts, proxy=env_proxy(base_url))
     client = openai.AsyncOpenAI(..., http_client=openai.DefaultAsyncHttpxClient(transport=transport))
     REPLY_LIMIT.set(reply_limit(max_tokens))           # in the task that sends: the most bytes a reply may take
     scrub = Scrubber(api_key, base_url)                  # scrub(text): secrets, URL credentials, lone surrogates
     redact_url("https://user:pw@host/v1?api_key=K")   # 'https://host/v1?api_key=***'
     split_base_url("https://KEY@host/v1/?k=K")        # ('https://KEY@host/v1', 'k=K'): what requests use
+    raw, finish_reason, usage = parse_reply(data, chat=True)   # data: the decoded JSON, as sent
+    counts = check_usage(usage, max_tokens=64)                # {"completion_tokens": 12, ...}, checked
 
-AttemptTransport bounds each attempt (a first try or a retry) by `timeout` seconds from connect to the last
-body byte, not per read: a server that trickles a byte at a time is cut off with a WholeRequestTimeout, which
-the client retries like any timeout. It reads the body as it arrives and stops past REPLY_LIMIT bytes
-(ReplyTooLong, not retried), so a server that ignores max_tokens cannot fill the memory. It also starts
-attempts within the rate limit and counts them in `stats`.
+An attempt (a first try or a retry) is bounded by `timeout` seconds from connect to the last body byte, not
+per read: a server that trickles is cut off (WholeRequestTimeout, retried like any timeout). The body is read
+as it arrives and reading stops past REPLY_LIMIT bytes (ReplyTooLong, not retried), so a server that ignores
+max_tokens cannot fill the memory. A reply check raises MalformedReply (NoAnswer for null chat content)
+naming the field and what it held; the adapter turns it into an error record, which a rerun redoes.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import asyncio
 import base64
 import collections
 import contextvars
+import math
 import re
 import time
 import urllib.request
@@ -35,17 +38,14 @@ import openai
 _URL_IN_TEXT = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>`]*[^\s'\"<>`:;,.!?)\]]")
 _MIN_SECRET_LEN = 4  # shorter URL parts (a "v=1" query) are no secret; replacing them would garble every message
 
-# How many bytes a reply to max_tokens=N may take: N tokens at REPLY_BYTES_PER_TOKEN bytes each, plus a fixed
-# allowance for the JSON around the text. The bound is on the whole text, so what counts is the bytes a token
-# takes on average: about 4 for English; for CJK written as JSON escapes (\uXXXX, what Python's json writes by
-# default) 6 a character, 12 an emoji; even a degenerate output of the longest tokens (runs of spaces or
-# punctuation) stays far below 256. Thinking (reasoning_content) and answer (content) share the max_tokens
-# budget, so they share the bound. The envelope (id, model, usage, finish_reason, a server's extra null fields)
-# is under 2 KB: 64 KiB is ample, and also bounds error pages. max_tokens=512: 192 KiB.
+# A reply to max_tokens=N may take N x REPLY_BYTES_PER_TOKEN bytes plus the envelope. What counts is a token's
+# average: about 4 bytes in English, 6 a CJK character written as a JSON escape, 12 an emoji; even runs of the
+# longest tokens stay far below 256. Thinking and answer share max_tokens, so they share the bound. The JSON
+# around the text is under 2 KB: 64 KiB is ample and also bounds error pages. max_tokens=512: 192 KiB.
 REPLY_BYTES_PER_TOKEN = 256
 REPLY_ENVELOPE_BYTES = 64 * 1024
-# The byte limit of the replies the current task reads (None: no limit), set per request by the adapter: a
-# context variable reaches the transport through the openai client, in the same asyncio task.
+# The byte limit of the current task's replies (None: none), set per request: a context variable reaches
+# the transport through the openai client, in the same asyncio task.
 REPLY_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("reply_limit", default=None)
 
 
@@ -83,15 +83,12 @@ class WholeRequestTimeout(httpx.TimeoutException):
 
 class AttemptTransport(httpx.AsyncBaseTransport):
     """httpx's own transport (`transport_options`: proxy, limits, ...), with every attempt started within
-    `limiter`, counted in `stats`, bounded by `timeout` seconds as a whole and by REPLY_LIMIT bytes of body."""
+    `limiter`, counted in `stats` (requests, retries, rate_limited), bounded by `timeout` seconds as a whole
+    and by REPLY_LIMIT bytes of body."""
 
-    def __init__(self, timeout: float, *, limiter: RateLimiter | None = None, stats: dict | None = None,
-                 **transport_options):
+    def __init__(self, timeout: float, *, limiter: RateLimiter | None, stats: dict, **transport_options):
         self._inner = httpx.AsyncHTTPTransport(**transport_options)
-        self.timeout, self.limiter = timeout, limiter
-        self.stats = stats if stats is not None else {}
-        for name in ("requests", "retries", "rate_limited"):
-            self.stats.setdefault(name, 0)
+        self.timeout, self.limiter, self.stats = timeout, limiter, stats
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self.limiter:
@@ -227,3 +224,132 @@ class RateLimiter:
                 wait = self._starts[0] + self.window - now
                 self.waited_s += wait
                 await asyncio.sleep(wait)
+
+
+# --- what a reply must hold: its shape, its text, its token counts ----------------------------------
+
+class NoAnswer(MalformedReply):
+    """A chat reply whose content is null."""
+    kind = "no answer"
+
+
+def json_kind(value) -> str:
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def _found(obj: dict, key: str) -> str:
+    return json_kind(obj[key]) if key in obj else "missing"
+
+
+def first_choice(data) -> dict:
+    if not isinstance(data, dict):
+        raise MalformedReply(f"the reply is {json_kind(data)}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        found = "empty" if choices == [] else _found(data, "choices")
+        error = data.get("error")  # some servers answer a failure with HTTP 200 and an error object
+        raise MalformedReply(f"choices is {found}, not a non-empty list"
+                             + (f" (the reply's error: {str(error)[:300]})" if error else ""))
+    if not isinstance(choices[0], dict):
+        raise MalformedReply(f"choices[0] is {json_kind(choices[0])}, not an object")
+    return choices[0]
+
+
+def _content_text(content, field: str) -> str:
+    """A chat message's content as text: a string, or the joined text parts of a content-part list."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise MalformedReply(f"{field} is {json_kind(content)}, not a string, a list of content parts or null")
+    texts = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise MalformedReply(f"{field}[{i}] is {json_kind(part)}, not a content part object")
+        if part.get("type") == "text":  # other parts (images, audio, refusals) are not text the model wrote
+            if not isinstance(part.get("text"), str):
+                raise MalformedReply(f"{field}[{i}].text is {json_kind(part.get('text'))}, not a string")
+            texts.append(part["text"])
+    return "".join(texts)
+
+
+def _no_answer(message: dict, finish_reason) -> NoAnswer:
+    """Why a chat message's content is null, as far as the message tells."""
+    reasoning = message.get("reasoning_content")
+    if message.get("tool_calls"):
+        why = "the model called a tool instead of answering"
+    elif isinstance(message.get("refusal"), str):
+        why = f"the model refused: {message['refusal'][:200]!r}"
+    elif isinstance(reasoning, str) and reasoning:
+        why = (f"only reasoning_content came back, {len(reasoning):,} characters, finish_reason "
+               f"{finish_reason!r}: a reasoning model that spent max_tokens thinking; raise --max-new-tokens")
+    else:
+        why = "a tool call, a refusal, or a reasoning model that spent max_tokens thinking sends none"
+    return NoAnswer(f"choices[0].message.content is null: no answer text ({why})")
+
+
+def _valid_unicode(text: str, field: str) -> str:
+    # JSON's "\ud800" escapes decode to lone surrogates, which no UTF-8 file can hold
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise MalformedReply(f"reply is not valid Unicode: lone surrogate at character {err.start} of {field}") \
+            from None
+    return text
+
+
+def parse_reply(data, chat: bool, think_tags: tuple[str, str] = ("<think>", "</think>")) \
+        -> tuple[str, object, dict]:
+    """(raw output, finish_reason as sent, usage or {}) of a chat or completion reply; MalformedReply else
+    (NoAnswer for null chat content). A message's `reasoning_content` comes back in front of its content,
+    inside `think_tags`."""
+    choice = first_choice(data)
+    if chat:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise MalformedReply(f"choices[0].message is {_found(choice, 'message')}, not an object")
+        reasoning = message.get("reasoning_content")  # split off by the server's reasoning parser
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise MalformedReply(f"choices[0].message.reasoning_content is {json_kind(reasoning)}, not a string")
+        if message.get("content") is None:
+            raise _no_answer(message, choice.get("finish_reason"))
+        raw = _valid_unicode(_content_text(message["content"], "choices[0].message.content"),
+                             "choices[0].message.content")
+        if reasoning:  # keep the raw output whole, as the HF adapter saves it (-M strip_think)
+            thought = _valid_unicode(reasoning, "choices[0].message.reasoning_content")
+            raw = f"{think_tags[0]}{thought}{think_tags[1]}{raw}"
+    else:
+        raw = choice.get("text")
+        if not isinstance(raw, str):
+            raise MalformedReply(f"choices[0].text is {_found(choice, 'text')}, not a string")
+        _valid_unicode(raw, "choices[0].text")
+    usage = data.get("usage")
+    return raw, choice.get("finish_reason"), usage if isinstance(usage, dict) else {}
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_usage(usage: dict, max_tokens: int) -> dict[str, int]:
+    """The token counts of `usage` that are numbers, as ints. One that is no number (a string, a boolean,
+    null, as some servers send) counts as absent, as does a `usage` that is not an object; MalformedReply
+    for an impossible one: not a whole number >= 0 (3.0 is 3: JSON does not tell them apart),
+    completion_tokens above 2 * max_tokens + 16 (slack for servers that count special tokens), or
+    prompt + completion != total when all three are given."""
+    counts = {}
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = usage.get(name)
+        if not is_number(value):  # absent, or not a count at all: the local tokenizer counts instead
+            continue
+        if not math.isfinite(value) or value != int(value) or value < 0:
+            raise MalformedReply(f"usage.{name} is {value!r}, not a whole number of tokens >= 0")
+        counts[name] = int(value)
+    cap = 2 * max_tokens + 16
+    if counts.get("completion_tokens", 0) > cap:
+        raise MalformedReply(f"usage.completion_tokens is {counts['completion_tokens']}, impossible for "
+                             f"max_tokens={max_tokens} (at most {cap} with the slack for special tokens)")
+    if len(counts) == 3 and counts["prompt_tokens"] + counts["completion_tokens"] != counts["total_tokens"]:
+        raise MalformedReply(f"usage.total_tokens is {counts['total_tokens']}, not prompt_tokens + "
+                             f"completion_tokens = {counts['prompt_tokens']} + {counts['completion_tokens']}")
+    return counts

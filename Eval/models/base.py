@@ -1,13 +1,10 @@
 """The model adapter interface (batch in, list out, plain strings) and the prompt path every backend shares.
 
-An adapter implements four tokenizer hooks (tokenize, detokenize, apply_chat, count_tokens) and two model
-calls, in the spirit of lm-eval's LM:
-    generate(prompts, max_new_tokens, stop)  -> [Generation]   greedy by default
-    score(pairs)                             -> [TokenScores]  log-probabilities of each answer token
-Everything else here is shared and pure (no torch): middle truncation on token ids, chat wrapping, batching by
-a token budget, output clean-up options, and where a reasoning model's thinking block lies in its output (stop
-strings act only outside it: cut_at_stop). Differences between model families are AdapterOptions fields, never
-checks on the model's name.
+An adapter implements the tokenizer hooks (tokenize, detokenize, apply_chat, count_tokens) and two model
+calls, as lm-eval's LM does: generate(prompts, max_new_tokens, stop) -> [Generation] (greedy) and
+score(pairs) -> [TokenScores]. The rest is shared and torch-free: truncation on token ids, chat wrapping,
+batching by a token budget, output clean-up, and where a reasoning model's thinking block lies (stop strings
+act only outside it). Model families differ by AdapterOptions fields, never by checks on the model's name.
 
 Usage:
     model = from_args(args)                             # Eval/models/factory.py; or HFModel(path, options)
@@ -54,57 +51,40 @@ class TokenScores:
     greedy: list[bool]  # whether each answer token is the model's argmax at its position
 
 
-def middle_truncate(ids: list[int], budget: int) -> tuple[list[int], int]:
-    """Keep the first and last budget//2 tokens (LongBench's cut: the instructions live at both ends).
-
-    Returns the kept ids and how many were cut.
-    >>> middle_truncate(list(range(10)), 4)
-    ([0, 1, 8, 9], 6)
-    >>> middle_truncate([1, 2, 3], 8)
-    ([1, 2, 3], 0)
-    """
-    if len(ids) <= budget:
-        return list(ids), 0
-    if budget < 2:
-        raise ValueError(f"prompt budget of {budget} tokens leaves no room for the prompt; raise --max-length")
-    half = budget // 2
-    return list(ids[:half]) + list(ids[-half:]), len(ids) - 2 * half
-
-
 TRUNCATION_POLICIES = ("middle", "left", "right", "skip")
 
 
 def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[int]], int]:
-    """The pieces of `ids` a policy keeps within `budget` tokens (decoded apart, then joined) and how many it cut.
-    middle: the first and last budget//2 (LongBench, TinyEval); left: the last `budget` (the start is cut, as
-    chat UIs drop old turns); right: the first `budget`; skip: nothing is cut here (the caller does not run the
-    example). Decoding the halves of a middle cut apart is LongBench's way: no token pair spans the cut.
+    """The pieces of `ids` a policy keeps within `budget` tokens (decoded apart, then joined: no token
+    pair spans a middle cut, LongBench's way) and how many it cut. middle: the first and last budget//2
+    (LongBench, TinyEval: the instructions live at both ends); left: the last `budget` (as chat UIs drop
+    old turns); right: the first `budget`; skip: nothing (the caller does not run the example).
 
-    >>> truncate_ids(list(range(10)), 4, "middle")
-    ([[0, 1], [8, 9]], 6)
+    >>> truncate_ids(list(range(10)), 4, "middle"), truncate_ids([1, 2, 3], 8, "middle")
+    (([[0, 1], [8, 9]], 6), ([[1, 2, 3]], 0))
     >>> truncate_ids(list(range(10)), 4, "left"), truncate_ids(list(range(10)), 4, "right")
     (([[6, 7, 8, 9]], 6), ([[0, 1, 2, 3]], 6))
     """
     if policy not in TRUNCATION_POLICIES:
-        raise ValueError(f"unknown truncation policy {policy!r}; choose one of {', '.join(TRUNCATION_POLICIES)}")
+        raise ValueError(f"unknown truncation policy {policy!r}; "
+                         f"choose one of {', '.join(TRUNCATION_POLICIES)}")
     if len(ids) <= budget or policy == "skip":
         return [list(ids)], 0
+    if budget < (2 if policy == "middle" else 1):
+        raise ValueError(f"prompt budget of {budget} tokens leaves no room for the prompt; "
+                         "raise --max-length")
     if policy == "middle":
-        kept, cut = middle_truncate(ids, budget)
-        return [kept[:len(kept) // 2], kept[len(kept) // 2:]], cut
-    if budget < 1:
-        raise ValueError(f"prompt budget of {budget} tokens leaves no room for the prompt; raise --max-length")
+        half = budget // 2
+        return [list(ids[:half]), list(ids[-half:])], len(ids) - 2 * half
     return [list(ids[-budget:]) if policy == "left" else list(ids[:budget])], len(ids) - budget
 
 
 def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None,
                  max_pad_fraction: float = 0.1, pad_slack: int = 0) -> list[list[int]]:
-    """Group indices longest first. A batch holds at most `batch_size` items, at most `max_batch_tokens`
-    padded tokens (longest x count) when a budget is given, and only items at least (1 - max_pad_fraction)
-    as long as its longest: on a CPU, work is proportional to padded tokens, so padding a short prompt to a
-    long one costs more than batching saves. `pad_slack` also admits items at most that many tokens shorter
-    than the longest (short texts: a few padded tokens cost less than another forward call). A batch always
-    has at least one item.
+    """Group indices longest first: at most `batch_size` items and `max_batch_tokens` padded tokens
+    (longest x count) a batch, and only items at least (1 - max_pad_fraction) as long as its longest, or
+    at most `pad_slack` tokens shorter: on a CPU work grows with padded tokens, so padding a short prompt
+    to a long one costs more than batching saves (a few padded tokens cost less than another forward call).
 
     >>> plan_batches([50, 1000, 70, 990, 60], batch_size=2, max_batch_tokens=None)
     [[1, 3], [2], [4], [0]]
@@ -131,11 +111,9 @@ def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | No
 class BaseLLM:
     """Shared prompt building and output clean-up; subclasses supply the tokenizer hooks and model calls.
 
-    What an adapter can do is declared, not probed: `capabilities` names the calls it implements beyond the
-    tokenizer hooks ("generate", "score", "score_ids": score_ids(pairs of token-id lists) -> [TokenScores], for
-    callers that encode requests themselves (the lm-eval bridge), "token_stats": teacher-forced statistics for the
-    unlearning metrics, "gradients": grad_norms, "label_encoding": encode_pair), and a caller asks
-    `model.can("token_stats")`.
+    `capabilities` declares the calls an adapter implements beyond the tokenizer hooks (a caller asks
+    `model.can("token_stats")`): generate, score, score_ids (token-id pairs: the lm-eval bridge),
+    token_stats (unlearning metrics), gradients (grad_norms), label_encoding (encode_pair), thinking_budget.
     """
 
     name: str = "base"
@@ -143,39 +121,35 @@ class BaseLLM:
     bidirectional = False  # label probabilities from full context (masked / diffusion LMs)
     max_pad_fraction = 0.1  # plan_batches' padding limit: a local model computes the padding, a server does not
 
+    holds_weights = True  # False: building the adapter loads no model (a server's client, the echo model)
+    Options = None  # the backend's -M options: a dataclass of Eval/models/options.py option() fields
+
     def can(self, what: str) -> bool:
         return what in self.capabilities
 
     def __init__(self, options: AdapterOptions | None = None):
         self.options = options or AdapterOptions()
 
-    holds_weights = True  # False: building the adapter loads no model (a server's client, the echo model)
-
-    Options = None  # the backend's -M options: a dataclass of Eval/models/options.py option() fields, or None
-
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """The adapter for `model` with its adapter options and its backend's Options (Eval/models/factory.py);
-        by default an adapter that loads nothing, keeping its options as `self.backend_options`."""
+        """The adapter for `model` (Eval/models/factory.py); by default one that loads nothing and keeps
+        its backend's options as `self.backend_options`."""
         adapter = cls(options)
         adapter.backend_options = backend_options
         return adapter
 
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """An adapter that renders prompts exactly as this backend's does (tokenizer hooks, build_prompts,
-        context_window) but loads no weights and declares no model calls: `inference.py dry-run`. An adapter
-        that holds no weights is its own twin; one that does offers a twin by overriding this (hf), else a
-        ValueError says it cannot."""
+        """This backend's prompts without weights or model calls (`inference.py dry-run`): an adapter that
+        holds no weights is its own twin; hf overrides this; any other backend cannot dry-run."""
         if cls.holds_weights:
             raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only mode")
         adapter = cls.from_options(model, options, backend_options)
         adapter.capabilities = frozenset()  # the same prompts; it only declares no model calls
         return adapter
 
-    # --- tokenizer hooks -------------------------------------------------------------------------------
+    # --- tokenizer hooks (defaults for a transformers tokenizer in `self.tokenizer`) ---------------------
     def tokenize(self, text: str) -> list[int]:
-        # Defaults for adapters that hold a transformers tokenizer in `self.tokenizer` (hf, masked, api).
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def detokenize(self, ids: list[int]) -> str:
@@ -189,16 +163,16 @@ class BaseLLM:
         return messages
 
     def apply_chat(self, text: str) -> str:
-        """`text` as the user turn of the tokenizer's own chat template, with the generation prompt (adapters
-        holding a transformers tokenizer in `self.tokenizer`; a tokenizer without a template: see below)."""
+        """`text` as the user turn of the tokenizer's own chat template, with the generation prompt."""
         if not self.tokenizer.chat_template:
             return self.without_chat_template(text)
-        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False,
+                                                  add_generation_prompt=True)
 
     def rendered_reply(self, text: str, answer: str) -> str:
-        """What the chat template writes after apply_chat(text) once `answer` is the assistant's turn: the answer
-        plus whatever the template closes the turn with (ChatML: "<|im_end|>\\n"; Llama-3: "<|eot_id|>"), or
-        opens it with (a template that adds an empty think block). Open-unlearning labels all of it."""
+        """What the chat template writes after apply_chat(text) for the assistant turn `answer`: the answer
+        and what the template opens or closes the turn with (ChatML's "<|im_end|>\\n", an empty think
+        block). Open-unlearning labels all of it."""
         prompt = self.apply_chat(text)
         messages = self.chat_messages(text) + [{"role": "assistant", "content": answer}]
         full = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
@@ -209,7 +183,6 @@ class BaseLLM:
         return full[len(prompt):]
 
     def without_chat_template(self, text: str) -> str:
-        """What a chat prompt becomes when the tokenizer has no chat template: an error by default."""
         raise ValueError(f"{self.identity().get('path')}: the tokenizer has no chat template; run the task in "
                          "completion mode or use a chat model")
 
@@ -232,14 +205,13 @@ class BaseLLM:
         raise NotImplementedError
 
     def identity(self) -> dict:
-        """What identifies the model in a run's sidecar (path, revision, hashes)."""
+        """What identifies the model in a run's sidecar (path, hashes, ...)."""
         return {"adapter": self.name}
 
     def fingerprint(self) -> dict:
-        """What determines the model's outputs, so a record made by another model is redone: the hash of every
-        file of the checkpoint and of its PEFT adapter (Eval/models/identity.py), the dtype and the chat
-        template; the path only where there are no files to hash (a hub name), so a checkpoint that is copied
-        or moved keeps resuming and one changed in place is run again."""
+        """What determines the outputs, so records of another model are redone: the hashes of the files
+        (Eval/models/identity.py), dtype and chat template; the path only where there is nothing to hash
+        (a hub name), so a moved checkpoint keeps resuming and one changed in place is run again."""
         identity = self.identity()
         files, peft = identity.get("files") or {}, identity.get("peft_files") or {}
         return {"adapter": identity.get("adapter"), "dtype": identity.get("dtype"),
@@ -256,9 +228,8 @@ class BaseLLM:
 
     def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None,
                      truncation: str = "middle") -> Prompt:
-        """Fill-in text -> what the model sees: the text cut to fit on token ids by the `truncation` policy
-        (truncate_ids), then the chat template. Under "skip" a prompt that does not fit is returned uncut with
-        `skipped` saying why."""
+        """Fill-in text -> what the model sees: cut to fit by the `truncation` policy, then the chat
+        template. Under "skip" a prompt that does not fit comes back uncut, `skipped` saying why."""
         cut, skipped = 0, None
         if max_length is not None:
             budget = max_length - max_new_tokens - (self.chat_overhead() if chat else 1)
@@ -294,16 +265,15 @@ class BaseLLM:
         for marker in self.options.cut_at:
             text = text.split(marker, 1)[0]
         if self.options.strip_think:  # an unclosed block stays raw: scoring then finds no answer in it
-            # the scoring step itself (Eval/extract.py), told the adapter's tags and whether the prompt opened a block
             answer = strip_think(text, {"thinking": {"tags": list(self.options.think_tags),
                                                      "opened_in_prompt": opened_in_prompt}})
             text = text if answer is None else answer
         return text
 
     def finish_output(self, text: str, opened_in_prompt: bool, budget_hit: bool = False) -> tuple[str, dict | None]:
-        """(saved output, Generation.thinking) of an output already cut at its stop strings: the thinking facts
-        describe the raw output; with -M strip_think a removed block is marked "stripped" so that scoring does
-        not look for the closing tag in a saved output that no longer has it."""
+        """(saved output, Generation.thinking) of an output cut at its stop strings. The thinking facts
+        describe the raw output; a block -M strip_think removed is marked "stripped" (scoring must not
+        look for its closing tag)."""
         thinking = thinking_record(text, self.options.think_tags, opened_in_prompt, budget_hit)
         saved = self.post_process(text, opened_in_prompt)
         if thinking and thinking["closed"] and self.options.strip_think and saved != text:
@@ -311,7 +281,7 @@ class BaseLLM:
         return saved, thinking
 
     def thinking_budget(self) -> int | None:
-        """-M thinking_budget, or a ValueError when this backend cannot enforce one (capability "thinking_budget")."""
+        """-M thinking_budget; a ValueError for a backend without the "thinking_budget" capability."""
         budget = self.options.thinking_budget
         if budget is not None and not self.can("thinking_budget"):
             raise ValueError(f"-M thinking_budget: the {self.name} backend cannot force the end of a thinking block "
@@ -321,8 +291,8 @@ class BaseLLM:
 
 # --- reasoning outputs: where the thinking block is, and stop strings outside it ------------------------------
 def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool:
-    """Whether the prompt leaves a thinking block open (chat templates of some reasoning models write the opening
-    tag themselves, so the output holds only the closing one).
+    """Whether the prompt leaves a thinking block open (some reasoning models' chat templates write the
+    opening tag, so the output holds only the closing one).
 
     >>> prompt_opens_thinking("<|im_start|>assistant\\n<think>\\n", ("<think>", "</think>"))
     True

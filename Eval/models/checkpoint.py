@@ -1,76 +1,23 @@
-"""Loading a local transformers checkpoint, shared by the causal (Eval/models/hf.py) and masked
-(Eval/models/masked.py) adapters: the device, safe weight loading, and what identifies the checkpoint in a sidecar.
+"""Local transformers checkpoints, the base of the causal (hf.py) and masked (masked.py) adapters: the
+device, the tokenizer, safe weight loading and what identifies the checkpoint in a sidecar.
 
 Usage:
-    model = load_weights(AutoModelForCausalLM, checked_checkpoint(path), "auto", resolve_device("auto"),
-                         trust_remote_code=False, allow_pickle=False, peft=None)
-    HFModel(path, AdapterOptions(), **dataclasses.asdict(CheckpointOptions(dtype="bfloat16")))   # -M options
-    checkpoint_identity(path, model, tokenizer, checkpoint_files(path, peft))   # -> {"path", "dtype", "files", "peft_files", ...}
+    class HFModel(CheckpointModel): auto_class = AutoModelForCausalLM ...
+    HFModel(path, AdapterOptions(), dtype="bfloat16")   # or HFModel.from_options(path, options, CheckpointOptions)
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import os
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer
 
-from Eval.models.identity import folder_identity
-from Eval.models.options import option
+from Eval.models.base import BaseLLM
+from Eval.models.identity import folder_identity, shown_path, template_sha256
+from Eval.models.options import AdapterOptions, option
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
-
-
-def load_weights(auto_class, path: str, dtype: str, device: str, trust_remote_code: bool, allow_pickle: bool,
-                 peft: str | None):
-    """Weights from safetensors (pickle only if allowed), in the dtype asked (auto: float32 on CPU, the
-    checkpoint's own on GPU), with an optional PEFT adapter, on `device`, in eval mode."""
-    torch_dtype = DTYPES[dtype] if dtype in DTYPES else (torch.float32 if device == "cpu" else "auto")
-    model = auto_class.from_pretrained(path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                       use_safetensors=not allow_pickle)
-    if peft:
-        from peft import PeftModel  # optional dependency, needed only for adapters
-
-        model = PeftModel.from_pretrained(model, peft)
-    return model.to(device).eval()
-
-
-def checkpoint_files(path: str, peft: str | None) -> tuple[dict | None, dict | None]:
-    """The file identities of a checkpoint and its adapter (Eval/models/identity.py), taken before the weights
-    load so that they describe what was loaded; None for what is not on disk (a hub name, no adapter)."""
-    return folder_identity(path) or None, (folder_identity(peft) or None) if peft else None
-
-
-def checkpoint_identity(path: str, model, tokenizer, files: tuple[dict | None, dict | None]) -> dict:
-    """What identifies a local checkpoint in a run sidecar: path, dtype, type, size, the hash of every file that
-    determines its outputs (Eval/models/identity.py: all weight shards, config, generation config, tokenizer,
-    chat template) and of the PEFT adapter's files, and the chat template's hash."""
-    template = tokenizer.chat_template or ""
-    return {"path": os.path.abspath(path) if os.path.exists(path) else path, "dtype": str(model.dtype),
-            "model_type": getattr(model.config, "model_type", None),
-            "num_parameters": sum(p.numel() for p in model.parameters()),
-            "files": files[0], "peft_files": files[1],
-            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()[:16] if template else None}
-
-
-def checked_checkpoint(path: str) -> str:
-    """`path` when it can be a checkpoint: an existing folder with a config.json, or a hub name like org/model."""
-    if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
-        raise FileNotFoundError(f"model {path!r}: no such folder (and not a hub name like org/model)")
-    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
-        raise FileNotFoundError(f"model folder {path}: no config.json, so not a transformers checkpoint")
-    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,3 +30,75 @@ class CheckpointOptions:
     trust_remote_code: bool = option(False, "allow model code from the checkpoint")
     allow_pickle: bool = option(False, "allow non-safetensors (pickle) weights")
     threads: int | None = option(None, "torch CPU threads (none: torch's choice)")
+
+
+def checked_checkpoint(path: str) -> str:
+    """`path` when it can be a checkpoint: an existing folder with a config.json, or a hub name like org/model."""
+    if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
+        raise FileNotFoundError(f"model {path!r}: no such folder (and not a hub name like org/model)")
+    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
+        raise FileNotFoundError(f"model folder {path}: no config.json, so not a transformers checkpoint")
+    return path
+
+
+def is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left"):
+    """The tokenizer of a checkpoint (the hf adapter and its dry-run twin load it here, so they agree)."""
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, padding_side=padding_side)
+    tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves; silence the length warning
+    if tokenizer.pad_token_id is None:  # padding needs a pad id; it is masked out anyway
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+class CheckpointModel(BaseLLM):
+    """A checkpoint loaded with `auto_class`, its tokenizer padding on `padding_side`."""
+    Options = CheckpointOptions
+    auto_class = None  # AutoModelForCausalLM, AutoModelForMaskedLM
+    padding_side = "left"
+
+    @classmethod
+    def from_options(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions):
+        return cls(checked_checkpoint(model), options, **dataclasses.asdict(backend_options))
+
+    def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
+                 device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,
+                 allow_pickle: bool = False, threads: int | None = None):
+        super().__init__(options)
+        if threads:
+            torch.set_num_threads(threads)
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.path, self.peft, self.device = path, peft, device
+        # The file identities (None: not on disk), taken before the weights load: what was loaded.
+        self.files = folder_identity(path) or None, (folder_identity(peft) or None) if peft else None
+        self.tokenizer = load_tokenizer(path, trust_remote_code, self.padding_side)
+        self.model = self._load_weights(dtype, trust_remote_code, allow_pickle)
+
+    def _load_weights(self, dtype: str, trust_remote_code: bool, allow_pickle: bool):
+        """Weights from safetensors (pickle only if allowed), in the dtype asked (auto: float32 on CPU, the
+        checkpoint's own on GPU), with the PEFT adapter if any, on the device, in eval mode."""
+        torch_dtype = DTYPES.get(dtype, torch.float32 if self.device == "cpu" else "auto")
+        model = self.auto_class.from_pretrained(self.path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+                                                use_safetensors=not allow_pickle)
+        if self.peft:
+            from peft import PeftModel  # optional dependency, needed only for adapters
+
+            model = PeftModel.from_pretrained(model, self.peft)
+        return model.to(self.device).eval()
+
+    def context_window(self) -> int | None:
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    def identity(self) -> dict:
+        """Path, dtype, type, size, the hashes of the files that determine the outputs (identity.py) and of
+        the PEFT adapter's, and the chat template's hash."""
+        return {"path": shown_path(self.path), "dtype": str(self.model.dtype),
+                "model_type": getattr(self.model.config, "model_type", None),
+                "num_parameters": sum(p.numel() for p in self.model.parameters()),
+                "files": self.files[0], "peft_files": self.files[1],
+                "chat_template_sha256": template_sha256(self.tokenizer),
+                "adapter": self.name, "peft": self.peft, "device": self.device}

@@ -1,16 +1,13 @@
 """A model-free adapter for tests and dry runs (lm-eval's dummy-model idea): characters are tokens.
 
-`generate` answers with the last line of the prompt, reversed word by word, so outputs depend on the input
-and are deterministic; `score` gives each answer character log-probability -1. No torch needed. Stop strings
-and thinking blocks are handled as every backend does (cut_at_stop: stops act only after the closing tag), so a
-prompt whose last line is a reversed "answer </think> thinking <think>" exercises the reasoning path.
+`generate` answers with the prompt's last line reversed word by word (deterministic, input-dependent);
+`score` gives each answer character log-probability -1. Stops and thinking blocks are handled as in every
+backend, so a last line reading "answer </think> thinking <think>" exercises the reasoning path.
 """
 from __future__ import annotations
 
 from Eval.models import register_model
-from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
-                              prompt_opens_thinking)
-from Eval.models.options import AdapterOptions
+from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, prompt_opens_thinking
 
 
 @register_model("echo")
@@ -46,6 +43,3 @@ class EchoModel(BaseLLM):
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
         return [TokenScores([-1.0] * len(a), [False] * len(a)) for _, a in pairs]
-
-    def identity(self) -> dict:
-        return {"adapter": self.name}

@@ -8,11 +8,7 @@ Usage:
     renderer = from_args(args, tokenizer_only=True)  # prompts only, no weights (inference.py dry-run)
     print(backend_help("api"))                       # what `python inference.py --backend api --help` adds
 
-Each backend is a BaseLLM subclass registered with `@register_model("name")` in its own module under
-Eval/models/ (found without importing it), with its `-M` options as a dataclass in its `Options` attribute
-(Eval/models/options.py) and a `from_options(model, adapter_options, options)` classmethod. A backend with one
-option is therefore one new file. AdapterOptions (system prompt, stops, clean-up, thinking tags and budget) are
-every backend's; a thinking budget is refused for a backend without the "thinking_budget" capability.
+A backend (Eval/models/__init__.py) declares its -M options as a dataclass in its `Options` attribute.
 """
 from __future__ import annotations
 
@@ -39,8 +35,8 @@ def option_classes(backend: str) -> list[type]:
 
 
 def resolve_model_args(args: argparse.Namespace) -> argparse.Namespace:
-    """args.adapter_options and args.backend_options from args.model_args, checked against args.backend
-    (ValueError naming the bad pair). Imports the backend's module (torch, for hf)."""
+    """args.adapter_options and args.backend_options from args.model_args, checked against
+    args.backend (ValueError naming the bad pair). Imports the backend's module (torch, for hf)."""
     classes = option_classes(args.backend)
     built = parse_model_args(args.model_args, classes)
     args.adapter_options = built[AdapterOptions]
@@ -49,8 +45,7 @@ def resolve_model_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def from_args(args: argparse.Namespace, tokenizer_only: bool = False) -> BaseLLM:
-    """The adapter `args` describe (resolve_model_args first, or it is done here). With `tokenizer_only`, the
-    backend's weight-free twin (prompts only, for the dry run; a ValueError for a backend that has none)."""
+    """The adapter `args` describe; with `tokenizer_only`, the backend's weight-free twin (dry run)."""
     if not hasattr(args, "adapter_options"):
         resolve_model_args(args)
     backend = MODELS[args.backend]

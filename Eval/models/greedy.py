@@ -1,13 +1,10 @@
 """A lean greedy decoding loop for a batch of left-padded prompts, dropping rows as they finish.
 
-`model.generate` keeps computing finished rows until the longest one ends, so a batch whose answers have
-different lengths pays for its longest answer on every row; on a CPU that cancels most of what batching gains.
-Here finished rows leave the batch (their KV-cache rows are dropped), the prefill projects only the last
-position onto the vocabulary, and each step does nothing but a forward pass and an argmax.
-
-A row can also be made to take given tokens instead of its argmax (`forced_next`): the thinking budget closes a
-reasoning model's thinking block that way. `StopWatch` is the per-row check behind `stops_here` for stop strings
-that apply only outside a thinking block, without re-decoding the whole output at every step.
+`model.generate` computes finished rows until the longest one ends, which on a CPU cancels most of what
+batching gains. Here finished rows leave the batch (and the KV cache), the prefill projects only the last
+position onto the vocabulary, and each step is a forward pass and an argmax. A row can be made to take given
+tokens instead (`forced_next`: a thinking budget closes the block so). `StopWatch` checks stop strings
+outside a thinking block without re-decoding the whole output each step.
 
 Usage:
     results = greedy_decode(model, input_ids, attention_mask, max_new_tokens=64, stop_ids={2},
@@ -34,14 +31,11 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
                   forced_next: Callable[[int], list[int]] | None = None,
                   prefill: str = "rows") -> list[tuple[list[int], str]]:
     """Greedy continuation of each row. A row ends on a stop id (kept as its last token), when
-    `stops_here(row, its new ids)` is true (a stop string), or after `max_new_tokens` tokens. After each token
-    of a row that goes on, `forced_next(row)` may give tokens the row takes next instead of its argmax.
+    `stops_here(row, its new ids)` is true (a stop string), or after `max_new_tokens` tokens; after each
+    token, `forced_next(row)` may give tokens the row takes next instead of its argmax.
 
-    `decode_threads` (CPU): the torch threads for the one-token steps as a function of the rows still in the
-    batch, asked again as rows finish (HFModel.decode_threads_for; None, or a None answer: as they are): small
-    steps lose more to OpenMP synchronisation than a second core gives, large ones gain. `prefill`: "rows" (each
-    prompt alone, its cache left-padded into the batch's), "padded" (one masked forward over the padded batch) or
-    "auto" (by prompt length); see _prefill.
+    `decode_threads(rows still in the batch)`: CPU threads for the one-token steps (None: as they are):
+    small steps lose more to OpenMP synchronisation than a second core gives. `prefill`: see _prefill.
     """
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift positions
     cache, logits = _prefill(model, input_ids, attention_mask, positions, prefill)
@@ -101,14 +95,13 @@ def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids,
 def _prefill(model, input_ids, attention_mask, positions, how: str) -> tuple[DynamicCache, torch.Tensor]:
     """KV cache and last-position logits of the prompts.
 
-    "rows": rows of unequal length are prefilled one by one and their caches stacked with left padding, so no
-    padding is computed and each row keeps the unmasked causal kernel: on a CPU, long prompts cost the same per
-    token at any batch size, so this loses nothing there. "padded": one forward over the left-padded batch, what a
-    GPU wants, and what short prompts want on a CPU too (a forward call of a few dozen tokens is bound by reading
-    the weights, not by the tokens). "auto": padded up to SHORT_PROMPT tokens, rows above (bench/bench_scale.py
-    --strategies, 100M model: 1.1k-4.2k-token prompts 45 s by rows vs 66-77 s padded; 33-58-token prompts 11.5 s
-    padded vs 12.4 s by rows). Caches with layers other than plain dynamic ones (sliding windows, ...) always
-    take the padded batch.
+    "rows": each prompt alone, the caches stacked with left padding: no padding is computed and each row
+    keeps the unmasked causal kernel (on a CPU long prompts cost the same per token at any batch size).
+    "padded": one forward over the left-padded batch, what a GPU wants, and short prompts on a CPU too (a
+    call of a few dozen tokens is bound by reading the weights). "auto": padded up to SHORT_PROMPT tokens,
+    rows above (bench/bench_scale.py --strategies, 100M model: 1.1k-4.2k-token prompts 45 s by rows vs
+    66-77 s padded; 33-58-token prompts 11.5 s padded vs 12.4 s by rows). Caches with other than plain
+    dynamic layers (sliding windows, ...) always take the padded batch.
     """
     lengths = attention_mask.sum(-1).tolist()
     cache = DynamicCache(config=model.config)
@@ -138,14 +131,11 @@ def _left_pad(states: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class StopWatch:
-    """`stops_here` for one row: whether its output so far holds a stop string outside its thinking block
-    (cut_at_stop's rule, checked on a few decoded tokens per step instead of the whole output), and the closing
-    tag's tokens once the block has taken `budget` tokens.
-
-    A row without a block is checked on its last `tail` tokens, as before. A row inside a block is checked for
-    the closing tag on its last few tokens; once the tag shows, the window anchored where it showed is checked
-    with cut_at_stop until the last `tail` tokens lie wholly in the answer's text, then the plain tail again.
-    The tags must survive decoding (not special tokens that skip_special_tokens drops).
+    """`stops_here` for one row: whether its output holds a stop string outside its thinking block
+    (cut_at_stop's rule, on a few decoded tokens per step), and the closing tag's tokens once the block
+    has taken `budget` tokens. Without a block the last `tail` tokens are checked; inside one, the last
+    few for the closing tag; then the window from the tag on, until the last `tail` tokens lie wholly in
+    the answer. The tags must survive decoding (not special tokens that skip_special_tokens drops).
     """
 
     def __init__(self, stop: tuple[str, ...], think_tags: tuple[str, str], opened_in_prompt: bool,

@@ -1,35 +1,30 @@
-"""Hugging Face transformers adapter: any causal LM from a local path (or hub name where a hub is reachable).
+"""Hugging Face transformers adapter: any causal LM from a local path (or a hub name where a hub is reachable).
 
 Usage:
-    from Eval.models.hf import HFModel
     model = HFModel("/path/to/Qwen2.5-7B-Instruct", dtype="auto", device="auto")
     model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16)
 
-Safe by default: weights load from safetensors only (no pickle) and trust_remote_code is off unless asked.
-Stops on the tokenizer's EOS, the generation config's EOS ids, and the end-of-turn token(s) the chat template
-writes after an assistant message (found by rendering the template, not by knowing the model family).
-
-`token_stats(pairs)` is the teacher-forced pass behind the probability / unlearning metrics (one pass per text,
-every metric reads its result, see Eval/records.py TOKEN_STATS_FIELDS); `grad_norms(pairs)` the GradNorm
-membership attack, which needs gradients and so cannot be computed from saved outputs.
+Loading (safetensors only, no remote code unless asked): Eval/models/checkpoint.py. Generation stops on the
+EOS ids and the end-of-turn tokens the chat template writes after an assistant message (found by rendering
+the template). `token_stats(pairs)` is the teacher-forced pass behind the probability / unlearning metrics
+(Eval/records.py TOKEN_STATS_FIELDS); `grad_norms(pairs)` the GradNorm membership attack.
 """
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
 import torch
-from transformers import AutoModelForCausalLM, DynamicCache
+from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from Eval.models import register_model
-from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches, prompt_opens_thinking)
-from Eval.models.options import AdapterOptions
-from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, CheckpointOptions, checkpoint_identity, is_oom, load_weights,
-                                    resolve_device)
+from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches, \
+    prompt_opens_thinking
+from Eval.models.checkpoint import CheckpointModel, CheckpointOptions, checked_checkpoint, is_oom, load_tokenizer
 from Eval.models.greedy import StopWatch, greedy_decode
+from Eval.models.identity import shown_path, template_sha256
+from Eval.models.options import AdapterOptions
 from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
-from Eval.models.tokenizer_only import TokenizerOnly, load_tokenizer
 
 # GENERATION STRATEGY, measured with bench/bench_scale.py --strategies and a decode-step grid on 2 CPU cores.
 # Prefill on a CPU: long prompts row by row, short ones as a padded batch (greedy.py _prefill); on a GPU padded.
@@ -38,41 +33,49 @@ from Eval.models.tokenizer_only import TokenizerOnly, load_tokenizer
 PARALLEL_DECODE_WORK = 1.2e9
 
 
+class TokenizerOnly(BaseLLM):
+    """The hf adapter's tokenizer half for `inference.py dry-run`: the same prompt path on the same tokenizer
+    (load_tokenizer), no weights and no model calls."""
+    name = "tokenizer-only"
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, path: str, options: AdapterOptions | None = None, *, trust_remote_code: bool = False):
+        super().__init__(options)
+        self.path, self.trust_remote_code = path, trust_remote_code
+        self.tokenizer = load_tokenizer(path, trust_remote_code)
+
+    def context_window(self) -> int | None:
+        # What HFModel reads from the loaded model's config, read from config.json alone.
+        config = AutoConfig.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
+        return getattr(config, "max_position_embeddings", None)
+
+    def identity(self) -> dict:
+        return {"adapter": f"hf ({self.name})", "path": shown_path(self.path),
+                "chat_template_sha256": template_sha256(self.tokenizer)}
+
+
 @register_model("hf")
-class HFModel(BaseLLM):
+class HFModel(CheckpointModel):
     name = "hf"
-    Options = CheckpointOptions
+    auto_class = AutoModelForCausalLM
     capabilities = frozenset({"generate", "score", "score_ids", "token_stats", "gradients", "label_encoding",
                               "thinking_budget"})
 
     @classmethod
-    def from_options(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions) -> "HFModel":
-        return cls(checked_checkpoint(model), options, **dataclasses.asdict(backend_options))
+    def tokenizer_only(cls, model: str, options: AdapterOptions,
+                       backend_options: CheckpointOptions) -> TokenizerOnly:
+        return TokenizerOnly(checked_checkpoint(model), options,
+                             trust_remote_code=backend_options.trust_remote_code)
 
-    @classmethod
-    def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions) -> TokenizerOnly:
-        return TokenizerOnly(checked_checkpoint(model), options, trust_remote_code=backend_options.trust_remote_code)
-
-    def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
-                 device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,
-                 allow_pickle: bool = False, threads: int | None = None):
-        super().__init__(options)
-        if threads:
-            torch.set_num_threads(threads)
-        self.path, self.peft, self.device = path, peft, resolve_device(device)
-        self.files = checkpoint_files(path, peft)  # before the weights load: what was loaded
-        self.tokenizer = load_tokenizer(path, trust_remote_code)
-        self.model = load_weights(AutoModelForCausalLM, path, dtype, self.device, trust_remote_code, allow_pickle, peft)
+    def __init__(self, path: str, options: AdapterOptions | None = None, **checkpoint_options):
+        """`checkpoint_options`: the CheckpointOptions fields (dtype, device, peft, ...)."""
+        super().__init__(path, options, **checkpoint_options)
         self.stop_ids = self._stop_token_ids()
         self.prefill = "auto" if self.device == "cpu" else "padded"  # see GENERATION STRATEGY above
         self.decode_threads: int | None = None  # None: decode_threads_for(rows); a number overrides (benchmarks)
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
         # Work done by token_stats: forward calls, real tokens fed, tokens fed including padding (benchmarks).
         self.forward_counts: Counter = Counter()
-
-    # --- tokenizer hooks -------------------------------------------------------------------------------
-    def context_window(self) -> int | None:
-        return getattr(self.model.config, "max_position_embeddings", None)
 
     def _stop_token_ids(self) -> list[int]:
         ids = {self.tokenizer.eos_token_id}
@@ -91,8 +94,7 @@ class HFModel(BaseLLM):
         return sorted(i for i in ids if i is not None)
 
     def identity(self) -> dict:
-        return {**checkpoint_identity(self.path, self.model, self.tokenizer, self.files), "adapter": self.name,
-                "peft": self.peft, "device": self.device, "stop_token_ids": self.stop_ids}
+        return {**super().identity(), "stop_token_ids": self.stop_ids}
 
     # --- generation ----------------------------------------------------------------------------------
     @property
@@ -155,11 +157,9 @@ class HFModel(BaseLLM):
         """score() on token ids as given (no special tokens added), in one forward pass per batch.
 
         Rows are right-padded and run WITHOUT an attention mask: under causal attention a real token never
-        sees the padding after it, so every row is computed exactly as alone and the fast causal kernel is
-        kept (a padding mask would force the slower masked path and make batches slower than batch 1). The
-        last answer token is not fed (nothing reads what it predicts), so prompt + answer may be one token
-        longer than the context window, as in lm-eval. The output projection runs only on the positions
-        that predict answer tokens.
+        sees the padding after it, so each row is computed exactly as alone on the fast causal kernel (a
+        padding mask forces the slower masked path). The last answer token is not fed (as in lm-eval), and
+        only positions that predict answer tokens are projected onto the vocabulary.
         """
         prompts, answers = [list(p) for p, _ in pairs], [list(a) for _, a in pairs]
         if not all(prompts) or not all(answers):
@@ -185,21 +185,17 @@ class HFModel(BaseLLM):
     # --- token statistics for probability and unlearning metrics ------------------------------------------
     def encode_pair(self, prompt: str | Prompt, answer: str, append_eos: bool = True,
                     max_length: int | None = None) -> tuple[list[int], list[int], bool]:
-        """(prompt ids, labelled ids, whether an EOS was appended): open-unlearning's sample encoding.
-
-        `prompt` is the final prompt text (chat template applied: no special tokens added) or a Prompt, whose
-        `add_special_tokens` adds the tokenizer's BOS (completion mode). Prompt + answer are tokenized together
-        and the labels are the tokens after the prompt's (as the reference slices them); should the two merge
-        across the boundary, the answer is tokenized on its own instead. An EOS is appended unless `append_eos`
-        is false (completion texts) or the answer already ends with one. With an empty prompt (completion text
-        without BOS) the first token is the context and is not labelled. `max_length` cuts labels so that
-        prompt + labels fit.
-        """
+        """(prompt ids, labelled ids, whether an EOS was appended): open-unlearning's sample encoding."""
         return self.encode_pairs([(prompt, answer)], append_eos, max_length)[0]
 
     def encode_pairs(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
                      max_length: int | None = None) -> list[tuple[list[int], list[int], bool]]:
-        """encode_pair for many pairs, with one batched tokenizer call per kind of text."""
+        """encode_pair for many pairs, one batched tokenizer call per kind of text. A prompt is the final
+        text (no special tokens added) or a Prompt, whose `add_special_tokens` adds the BOS. Prompt + answer
+        are tokenized together and the labels are the tokens after the prompt's (as the reference slices
+        them), or the answer alone where the two merge across the boundary. An EOS is appended unless
+        `append_eos` is false or the answer ends with one. With an empty prompt the first token is the
+        unlabelled context. `max_length` cuts labels so that prompt + labels fit."""
         texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False) for p, _ in pairs]
         unique_prompts = list(dict.fromkeys(t for t, _ in texts))
         prompt_ids = dict(zip(unique_prompts, self._tokenize_many(unique_prompts)))
@@ -232,14 +228,11 @@ class HFModel(BaseLLM):
                     max_logit_elements: int = 1 << 27) -> list[dict]:
         """One TokenStats dict per (prompt, answer) pair (fields: Eval/records.py TOKEN_STATS_FIELDS).
 
-        Every text is run once: identical pairs are computed once, and when `share_prompts` is on, the answer
-        options of one prompt (answer, paraphrase, perturbed answers) continue one prompt pass from its KV cache
-        instead of re-reading the prompt. Other texts go in length-sorted, right-padded, mask-free batches as in
-        score(). Only the positions that predict labels are projected onto the vocabulary, and only per-position
-        numbers are kept: no vocabulary-sized row survives the call. `max_pad_fraction` and `pad_slack` are
-        plan_batches' padding limits (answer segments are short: a few padded tokens cost less than another
-        forward call); `max_logit_elements` caps the logits held at once (batch x positions x vocabulary),
-        splitting a batch that would exceed it.
+        Identical pairs run once; with `share_prompts` the answer options of one prompt continue its KV
+        cache (a prefix tree) instead of re-reading the prompt. Batches are length-sorted, right-padded and
+        mask-free as in score(); only positions that predict labels are projected onto the vocabulary.
+        `max_pad_fraction`, `pad_slack`: plan_batches' limits; `max_logit_elements` caps the logits held at
+        once (batch x positions x vocabulary), splitting a batch that would exceed it.
         """
         encoded = self.encode_pairs(pairs, append_eos, max_length)
         unique: dict[tuple, int] = {}
@@ -279,14 +272,10 @@ class HFModel(BaseLLM):
         return out
 
     def _run_nodes(self, nodes: list[_Node], columns: dict) -> None:
-        """One forward over a batch of prefix-tree nodes of equal depth; fills the statistics of every label
-        they predict and keeps the KV cache of nodes with children.
-
-        Rows are right-padded. The roots (prompt + shared answer tokens) run without an attention mask: under
-        causal attention a real token never sees the padding after it (see score()). Deeper nodes continue the
-        cache of their parent chain (prompt + ancestors, with the padding slots of earlier batches masked out
-        by a 2D attention mask, when there are any) at their own positions.
-        """
+        """One forward over prefix-tree nodes of equal depth: fills the statistics of every label they
+        predict and keeps the KV cache of nodes with children. Roots run right-padded without a mask (see
+        score()); deeper nodes continue their parent chain's cache at their own positions, its padding
+        slots masked out by a 2D attention mask when there are any."""
         pad = self.tokenizer.pad_token_id
         width = max(len(n.tokens) for n in nodes)
         ids = torch.tensor([n.tokens + [pad] * (width - len(n.tokens)) for n in nodes], device=self.device)
@@ -311,7 +300,8 @@ class HFModel(BaseLLM):
         lo = min(e[0] for n in nodes for e in n.entries)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                          use_cache=cache is not None, logits_to_keep=torch.arange(lo, width, device=self.device))
-        self._count(len(nodes), sum(len(n.tokens) for n in nodes), ids.numel())
+        self.forward_counts.update(rows=len(nodes), forward_calls=1, tokens=sum(len(n.tokens) for n in nodes),
+                                   padded_tokens=ids.numel())
         entries = [(r, e) for r, n in enumerate(nodes) for e in n.entries]
         where = (torch.tensor([r for r, _ in entries], device=self.device),
                  torch.tensor([e[0] - lo for _, e in entries], device=self.device))
@@ -330,16 +320,12 @@ class HFModel(BaseLLM):
         for n in nodes:
             n.parent_chain = None  # the parent's cache is no longer needed once its children have run
 
-    def _count(self, calls: int, tokens: int, padded: int) -> None:
-        self.forward_counts.update(rows=calls, forward_calls=1, tokens=tokens, padded_tokens=padded)
-
     def grad_norms(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
                    max_length: int | None = None) -> list[float | None]:
-        """GradNorm membership scores, one sample at a time, as open-unlearning computes them: the model in
-        train mode (dropout on, if the model has any), loss = -mean label log-probability over the labelled
-        positions except the last, score = mean over parameter tensors that receive a gradient of the L2 norm
-        of that gradient. None where fewer than two labels leave nothing to average. Eval mode is restored and
-        gradients are cleared afterwards, also on error."""
+        """GradNorm membership scores as open-unlearning computes them, one sample at a time: in train mode,
+        loss = -mean label log-probability over the labelled positions but the last; score = the mean over
+        parameter tensors of their gradient's L2 norm (None with fewer than two labels). Eval mode and
+        cleared gradients are restored afterwards, also on error."""
         scores: list[float | None] = []
         params = [p for p in self.model.parameters() if p.requires_grad]
         try:

@@ -1,14 +1,11 @@
-"""What identifies a model in a run: the content of every file that determines its outputs, hashed once.
+"""What identifies a model in a run: the sha256 of every file that can change its outputs (all weight files
+in full, configs, tokenizer files and chat template, the checkpoint's own code, a PEFT adapter's files).
+Files are named relative to their folder, so a copied checkpoint keeps its identity; a changed byte changes it.
 
-A local checkpoint is identified by the sha256 of each file that can change what it generates: every weight file
-in full (all shards, a GGUF file), config.json, generation_config.json, the tokenizer files and chat template,
-the checkpoint's own code, and the files of a PEFT adapter. Files are named relative to their folder, so a
-copied or renamed checkpoint has the same identity and nothing is redone; a changed byte anywhere changes it.
-
-Hashing a 16 GB checkpoint reads 16 GB, so each file's hash is cached by its path, size, inode and modification
-and change times (what git's index does): an unchanged checkpoint then costs one stat per file. The cache is one
-JSON file, `$EVAL_HASH_CACHE` or `~/.cache/eval-toolkit/file-hashes.json` (under `$XDG_CACHE_HOME` when set);
-it only saves time, so an unwritable cache is ignored. No torch here: the identity is known before a model loads.
+Each file's hash is cached by path, size, inode and modification and change times (as git's index does), so
+an unchanged 16 GB checkpoint costs one stat per file. The cache is one JSON file, `$EVAL_HASH_CACHE` or
+`~/.cache/eval-toolkit/file-hashes.json` (under `$XDG_CACHE_HOME` when set); an unwritable one is ignored.
+No torch here: the identity is known before a model loads.
 
 Usage:
     folder_identity("/path/Qwen2.5-7B")        # {"files": {"config.json": "3f2a...", ...}, "sha256": "9c1d..."}
@@ -106,16 +103,22 @@ def folder_identity(path: str | os.PathLike) -> dict:
     cache = HashCache()
     hashes = {f.name: cache.sha256(f) for f in files}
     cache.save()
-    return {"files": hashes, "sha256": combined_sha256(hashes)}
-
-
-def combined_sha256(hashes: dict[str, str]) -> str:
-    """One 16-digit hash over {name: sha256}, order ignored."""
-    text = json.dumps(sorted(hashes.items()), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    combined = json.dumps(sorted(hashes.items()), ensure_ascii=False)  # order ignored
+    return {"files": hashes, "sha256": hashlib.sha256(combined.encode("utf-8")).hexdigest()[:16]}
 
 
 def changed_files(before: dict, after: dict) -> list[str]:
     """Names whose hash differs between two {"files": ...} identities (added and removed ones too)."""
     old, new = before.get("files") or {}, after.get("files") or {}
     return sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))
+
+
+def shown_path(path: str) -> str:
+    """A local path made absolute; a hub name as it is."""
+    return os.path.abspath(path) if os.path.exists(path) else path
+
+
+def template_sha256(tokenizer) -> str | None:
+    """16 hex digits of the sha256 of a tokenizer's chat template; None without one."""
+    template = tokenizer.chat_template or ""
+    return hashlib.sha256(template.encode()).hexdigest()[:16] if template else None

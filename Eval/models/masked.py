@@ -1,53 +1,42 @@
-"""Masked (bidirectional, non-causal) language models: BERT / ModernBERT-style encoders and diffusion LLMs that load
-with `AutoModelForMaskedLM`, from a local path.
+"""Masked (bidirectional) language models that load with `AutoModelForMaskedLM`: BERT / ModernBERT-style
+encoders and masked-diffusion LLMs, from a local path.
 
 Usage:
-    from Eval.models.masked import MaskedLMModel          # or Eval/models/factory.py from_args(args)
-    model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")
+    model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")   # or factory.from_args(args)
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])  # TokenStats dicts
     stats = model.token_stats(pairs, mask_answer=True)    # answer hidden: the diffusion-LLM view
-    from Eval.unlearning.stats import confidence_ordered_prob   # torch-free, spec 1.5
     outputs = model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16)
 
-Scoring: ONE forward pass per batch with full bidirectional context, and the logit at position i predicts token i
-itself (no shift as in a causal LM). By default the answer is VISIBLE in the input, so each logprob is
-log p(y_t | x, y): the per-position confidence in the true label "in a single forward pass" that the
-confidence-ordered handler (spec 1.5) sorts. A masked LM sees y_t at its own input position, so this measures
-reconstruction more than prediction. `mask_answer=True` replaces every answer token with the mask token in that
-one pass instead: log p(y_t | x, answer masked), i.e. predicting all answer positions at once from the prompt,
-the first step of a masked-diffusion decode. Masked-diffusion LLMs (LLaDA, MDLM) take their training loss on
-masked positions only, so their outputs at visible positions were never trained: prefer mask_answer=True for
-them. Neither view is a sequence likelihood (bidirectional models have none in closed form): compare such
-numbers only between models scored the same way.
+Scoring: ONE forward pass per batch with full bidirectional context; the logit at position i predicts token
+i itself (no shift). By default the answer is VISIBLE, so each logprob is log p(y_t | x, y): the per-position
+confidence in the true label "in a single forward pass" that the confidence-ordered handler (spec 1.5)
+sorts; it measures reconstruction more than prediction. `mask_answer=True` hides every answer token behind
+the mask token instead: log p(y_t | x, answer masked), the first step of a masked-diffusion decode. Masked-
+diffusion LLMs (LLaDA, MDLM) are trained on masked positions only: prefer mask_answer=True for them. Neither
+view is a sequence likelihood: compare such numbers only between models scored the same way.
 
-Layout of a row: the tokenizer's leading special tokens ([CLS], <s>) unless the prompt already starts with them,
-prompt, answer, then the tokenizer's sep (else eos) token, labelled, when append_eos (spec 1.0). Rows are
-right-padded WITH an attention mask: under bidirectional attention real tokens would otherwise attend to padding.
+A row: the tokenizer's leading special tokens ([CLS], <s>) unless the prompt starts with them, prompt,
+answer, then the sep (else eos) token, labelled, when append_eos (spec 1.0); right-padded WITH an attention
+mask (bidirectional attention would otherwise see the padding).
 
-Generation: masked-diffusion decoding (LLaDA-style low-confidence remasking, a single block, greedy): the prompt
+Generation: masked-diffusion decoding (LLaDA-style low-confidence remasking, one block, greedy): the prompt
 is followed by max_new_tokens mask tokens; each of `steps` full forward passes (default: one per new token)
-fixes the most confident still-masked positions; the text ends at the first sep/eos. No KV cache, so it costs
-steps x a full forward. For a BERT-style model the text is poor; it is there so generation tasks run at all.
-
-Safe by default: safetensors only unless allow_pickle; trust_remote_code off unless asked. Uses the tokenizer's
-chat template when it has one, else plain text.
+fixes the most confident masked positions; the text ends at the first sep/eos. A BERT-style model writes
+poor text; it is there so generation tasks run at all. Chat template when the tokenizer has one, else text.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import NamedTuple
 
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers import AutoModelForMaskedLM
 
 from Eval.models import register_model
-from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches
+from Eval.models.base import Generation, Prompt, TokenScores, cut_at_stop, plan_batches
+from Eval.models.checkpoint import CheckpointModel
 from Eval.models.options import AdapterOptions
-from Eval.unlearning.stats import confidence_ordered_prob, confidence_ordered_probs  # noqa: F401 (re-exported)
 from Eval.models.token_stats import position_stats
-from Eval.models.checkpoint import (checked_checkpoint, checkpoint_files, CheckpointOptions, checkpoint_identity, load_weights,
-                                    resolve_device)
 
 
 class Row(NamedTuple):
@@ -58,43 +47,24 @@ class Row(NamedTuple):
 
 
 @register_model("masked")
-class MaskedLMModel(BaseLLM):
+class MaskedLMModel(CheckpointModel):
     bidirectional = True  # label probabilities come from full context; records keep their confidence order
     name = "masked"
-    Options = CheckpointOptions
+    auto_class = AutoModelForMaskedLM
+    padding_side = "right"
     capabilities = frozenset({"generate", "score", "token_stats"})
+    batch_size, max_batch_tokens = 8, None  # token_stats' batching when the caller gives none
+    steps: int | None = None  # unmasking steps of generate (None: one per new token)
 
-    @classmethod
-    def from_options(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions) -> "MaskedLMModel":
-        return cls(checked_checkpoint(model), options, **dataclasses.asdict(backend_options))
-
-    def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
-                 device: str = "auto", peft: str | None = None, trust_remote_code: bool = False,
-                 allow_pickle: bool = False, threads: int | None = None, batch_size: int = 8,
-                 max_batch_tokens: int | None = None, steps: int | None = None):
-        super().__init__(options)
-        if threads:
-            torch.set_num_threads(threads)
-        self.path, self.peft, self.device = path, peft, resolve_device(device)
-        self.batch_size, self.max_batch_tokens, self.steps = batch_size, max_batch_tokens, steps
-        self.files = checkpoint_files(path, peft)  # before the weights load: what was loaded
-        tok = self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code,
-                                                             padding_side="right")
-        tok.model_max_length = int(1e30)  # long prompts are cut by build_prompt; silence the length warning
-        self.model = load_weights(AutoModelForMaskedLM, path, dtype, self.device, trust_remote_code, allow_pickle,
-                                  peft)
+    def __init__(self, path: str, options: AdapterOptions | None = None, **checkpoint_options):
+        """`checkpoint_options`: the CheckpointOptions fields (dtype, device, peft, ...)."""
+        super().__init__(path, options, **checkpoint_options)
+        tok = self.tokenizer
         # BERT-style tokenizers end a text with sep ([SEP], </s>); decoder-style ones with eos.
         self.end_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
         self.mask_id = tok.mask_token_id
         self.pad_id = next(i for i in (tok.pad_token_id, self.end_id, 0) if i is not None)  # masked out anyway
         self.prefix = self._prefix_ids()
-
-    # --- tokenizer hooks -------------------------------------------------------------------------------
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    def detokenize(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def _prefix_ids(self) -> list[int]:
         # The special tokens the tokenizer puts before a text; encoders are trained with them at position 0.
@@ -117,13 +87,9 @@ class MaskedLMModel(BaseLLM):
     def without_chat_template(self, text: str) -> str:
         return text  # most encoders have no chat template: the text goes in as it is
 
-    def context_window(self) -> int | None:
-        return getattr(self.model.config, "max_position_embeddings", None)
-
     def identity(self) -> dict:
-        return {**checkpoint_identity(self.path, self.model, self.tokenizer, self.files), "adapter": self.name,
-                "peft": self.peft, "device": self.device, "mask_token_id": self.mask_id,
-                "end_token_id": self.end_id, "decode_steps": self.steps}
+        return {**super().identity(), "mask_token_id": self.mask_id, "end_token_id": self.end_id,
+                "decode_steps": self.steps}
 
     # --- scoring -------------------------------------------------------------------------------------
     def _encode(self, prompt: str | Prompt, answer: str, append_eos: bool, max_length: int | None = None) -> Row:
@@ -151,11 +117,9 @@ class MaskedLMModel(BaseLLM):
                     max_logit_elements: int = 1 << 27) -> list[dict]:
         """One TokenStats dict (Eval/records.py TOKEN_STATS_FIELDS) per (prompt, answer) pair, in input order.
 
-        Called like HFModel.token_stats. Batches are planned by length (plan_batches); a batch is one forward
-        pass, split in two while batch x width x vocabulary logits would exceed `max_logit_elements`.
-        `share_prompts` is accepted and ignored: under bidirectional attention a prompt's hidden states depend on
-        the answer after it, so answer options cannot continue from one cached prompt pass. mask_answer=True
-        hides the answer tokens behind the mask token (see the module docstring).
+        Called like HFModel.token_stats; a batch is one forward pass, halved while batch x width x vocabulary
+        logits would exceed `max_logit_elements`. `share_prompts` is ignored: under bidirectional attention
+        a prompt's hidden states depend on the answer after it.
         """
         if mask_answer and self.mask_id is None:
             raise ValueError(f"{self.path}: the tokenizer has no mask token; score with mask_answer=False")

@@ -1,11 +1,9 @@
-"""Model options on the command line: `-M key=value`, one pair per flag, declared by each backend next to its code.
+"""Model options on the command line: `-M key=value`, one pair per flag, declared next to each backend.
 
-A backend declares its options as a frozen dataclass of `option(default, help)` fields (Eval/models/checkpoint.py
-CheckpointOptions for hf and masked, Eval/models/api.py APIOptions); the adapter options every backend shares
-(system prompt, stop strings, clean-up, thinking tags) are AdapterOptions below. `-M` is repeatable and takes one
-pair each, so a value may hold commas, spaces and "=" (a system prompt does); a list option (stop, cut_at) grows
-by one value per pair. Values are read by the field's type: int, float, true/false, none for an optional one.
-An unknown key is an error naming the backend's keys, and the closest one.
+A backend's options are a frozen dataclass of `option(default, help)` fields (CheckpointOptions, APIOptions);
+AdapterOptions below are every backend's. One pair per -M, so a value may hold commas, spaces and "="; a
+list option (stop, cut_at) grows by one value per pair. Values are read by the field's type (int, float,
+true/false, none for an optional one); an unknown key is an error naming the known ones and the closest.
 
 Usage:
     parse_model_args(["dtype=bfloat16", "system_prompt=Be brief."], [AdapterOptions, CheckpointOptions])
@@ -21,7 +19,6 @@ import typing
 
 
 def option(default, help: str, choices: tuple | None = None):  # noqa: A002 - argparse's word for it
-    """A dataclass field that is a -M option: its default, one line of help, and the values it allows."""
     return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
 
 
@@ -32,9 +29,6 @@ class AdapterOptions:
     stop: tuple[str, ...] = option((), "an extra stop string (one per pair; repeat the pair for more)")
     cut_at: tuple[str, ...] = option((), "cut the output at this marker, e.g. <eoa> (TinyEval's internlm)")
     strip_think: bool = option(False, "save only the text after the thinking block; an unclosed one stays")
-    # A reasoning model's tag pair (stop strings apply only after the closing tag), the most tokens a thinking
-    # block may take before the closing tag is forced (hf), and whether the model may think without its prompt
-    # opening the block (the api backend then applies stop strings itself).
     think_tags: tuple[str, ...] = option(("<think>", "</think>"), "the thinking block's opening and closing "
                                                                   "tag: two pairs, think_tags=OPEN think_tags=CLOSE")
     thinking_budget: int | None = option(None, "hf: at most N new tokens inside a thinking block, then the "

@@ -9,9 +9,8 @@ Usage:
     server.kill()                                     # SIGKILL, as a crash would; start() again restarts it
     server.stop()
 
-The server runs with HF_HOME pointing at an empty cache under `workdir` (it needs a `hub` folder there, or
-/v1/models fails scanning it), HF_HUB_OFFLINE=1 and OMP_WAIT_POLICY=PASSIVE; its output goes to
-`workdir/serve.log`. The model is pinned (served by its local path), so requests must name that path.
+It runs offline with an empty HF_HOME under `workdir` (a `hub` folder there, or /v1/models fails scanning it)
+and logs to `workdir/serve.log`. The model is served by its local path, so requests must name that path.
 """
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ class TransformersServe:
         self.stop()
         raise RuntimeError(f"transformers serve did not answer /health within {timeout:g} s:\n{self.log_tail()}")
 
-    def launch(self) -> "TransformersServe":
-        """Start the server process without waiting for it (start() waits)."""
+    def launch(self) -> "TransformersServe":  # start the process without waiting for it
         self.workdir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "transformers.cli.transformers", "serve", "--host", "127.0.0.1",
                "--port", str(self.port), *self.extra_args, self.model]
@@ -103,9 +101,3 @@ class TransformersServe:
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
-
-    def __enter__(self) -> "TransformersServe":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -1,10 +1,9 @@
-"""The token statistics behind the probability and unlearning metrics (TOKEN_STATS_FIELDS in Eval/records.py), in
-one kernel every adapter uses (`position_stats`: causal models through `_stats_rows`, masked models directly), and
-the prefix tree of a question's answer options that HFModel.token_stats walks.
+"""The token statistics behind the probability and unlearning metrics (Eval/records.py TOKEN_STATS_FIELDS):
+one kernel for every adapter (`position_stats`; causal models through `_stats_rows`), and the prefix tree of
+a question's answer options that HFModel.token_stats walks.
 
 Usage:
     logprob, greedy, mean, var = position_stats(logits_rows.float(), labels)   # one value per row
-    _prefix_tree(...), _stats_rows(...)                                         # Eval/models/hf.py
 """
 from __future__ import annotations
 
