@@ -14,15 +14,7 @@ MAX_NAME = 200  # well under every file system's 255-byte limit, leaving room fo
 
 
 def name_problem(name: object) -> str | None:
-    """Why `name` cannot be a file name, or None when it can.
-
-    >>> name_problem("multifieldqa_zh"), name_problem("mydata.v2")
-    (None, None)
-    >>> name_problem("../x")
-    "a name cannot hold '/' or '\\\\' (it would be a path)"
-    >>> name_problem("..")
-    "'.' and '..' are not names"
-    """
+    """Why `name` cannot be a file name, or None when it can."""
     if not isinstance(name, str) or not name:
         return "a name must be a non-empty string"
     if any(sep in name for sep in ("/", "\\", "\x00")):

@@ -1,9 +1,7 @@
 """One registry helper behind every named concept (models, tasks, metrics, extraction steps,
-perturbations, report sections, subcommands), filled where each thing is defined.
-
-A Registry is a read-only mapping of name -> thing: a second registration of a name raises, an
-unknown name is a KeyError that suggests the closest known ones, and the package the things live in
-is searched by itself:
+perturbations, report sections, subcommands), filled where each thing is defined. A second
+registration of a name raises; an unknown name is a KeyError suggesting the closest known ones.
+The package the things live in is searched by itself:
     - `discover="Eval.metrics"`: the first lookup imports every module of that package (not `_x`);
     - `discover="Eval.models", marker="register_model"`: the modules are only READ (their
       `@register_model("x")` decorators found by parsing), and a module is imported when one of its

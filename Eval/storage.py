@@ -1,14 +1,8 @@
-"""Bytes on disk: reading only regular files, atomic writes, all-or-nothing commits of a set of
-files, locks.
-
-- A path read as data must be a regular file: a folder, a FIFO (which would block forever) or a
-  broken link is refused, naming the path.
-- A file is written to NAME.tmp and renamed over NAME; a set of files that must agree (eval.py's
-  result.json, result_detail.json and per_example/) is committed through a journal, so a killed
-  process leaves the old set or a journal that the next `recover()` rolls forward.
-- JSONL files are appended whole lines at a time and fsynced; the next writer cuts a torn last line.
-- `OutputLock`: one writer per output file (flock on .locks/NAME.lock, released when the process
-  dies).
+"""Bytes on disk, for every file the toolkit reads or writes: a path read as data must be a regular
+file (a FIFO would block forever); a file is written to NAME.tmp and renamed over NAME; a set of
+files that must agree (eval.py's result.json, result_detail.json, per_example/) is committed through
+a journal, so a killed process leaves the old set or a journal the next `recover()` rolls forward;
+JSONL lines are appended whole and fsynced; one writer per output file (flock, `OutputLock`).
 
 Usage:
     data = read_regular_bytes(path)                        # StorageError for a FIFO, folder, broken link

@@ -24,11 +24,7 @@ def _fuzz():
 
 
 def first_code_line(prediction: str) -> str:
-    """LongBench's line pick: the first line (after leading newlines) with no '`', '#' or '//'; else ''.
-
-    >>> first_code_line("\\n```python\\n# add one\\nx = y + 1\\n```")
-    'x = y + 1'
-    """
+    """LongBench's pick: the first line (after leading newlines) with no '`', '#' or '//', or ''."""
     for line in prediction.lstrip("\n").split("\n"):
         if "`" not in line and "#" not in line and "//" not in line:
             return line

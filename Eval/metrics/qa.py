@@ -18,20 +18,12 @@ _ALL_PUNCT = str.maketrans("", "", string.punctuation + _ZH_PUNCT)
 
 
 def normalize_en(text: str) -> str:
-    """SQuAD normalisation: lowercase, drop ASCII punctuation, drop a/an/the, collapse whitespace.
-
-    >>> normalize_en("The  Cat's hat, a red one!")
-    'cats hat red one'
-    """
+    """SQuAD normalisation: lowercase, drop ASCII punctuation and a/an/the, collapse whitespace."""
     return " ".join(_ARTICLES.sub(" ", text.lower().translate(_ASCII_PUNCT)).split())
 
 
 def normalize_zh_token(token: str) -> str:
-    """LongBench's per-token zh normalisation: lowercase, drop ASCII + CJK punctuation, drop all whitespace.
-
-    >>> normalize_zh_token("57081.86")
-    '5708186'
-    """
+    """LongBench's zh token normalisation: lowercase, no ASCII / CJK punctuation, no whitespace."""
     return "".join(token.lower().translate(_ALL_PUNCT).split())
 
 
@@ -46,11 +38,7 @@ def _f1(same: int, prediction: list[str], reference: list[str]) -> tuple[float, 
 
 
 def token_f1(prediction: list[str], reference: list[str]) -> float:
-    """F1 of two token lists by multiset overlap; 0 when nothing overlaps.
-
-    >>> token_f1(["a", "b", "b"], ["b", "c"])
-    0.4
-    """
+    """F1 of two token lists by multiset overlap; 0 when nothing overlaps."""
     same = _shared_count(prediction, reference)
     return _f1(same, prediction, reference)[2] if same else 0.0
 
@@ -185,11 +173,7 @@ def explain_recall_words(prediction: str, reference: str, **record) -> dict:
 
 
 def char3grams(text: str) -> list[str]:
-    """Character 3-grams of each word; words shorter than 3 characters are kept whole.
-
-    >>> char3grams("paris is")
-    ['par', 'ari', 'ris', 'is']
-    """
+    """Character 3-grams of each word; words shorter than 3 characters are kept whole."""
     grams: list[str] = []
     for word in text.split():
         grams.extend([word[i:i + 3] for i in range(len(word) - 2)] if len(word) >= 3 else [word])
