@@ -1,5 +1,5 @@
-"""Command-line helpers shared by inference.py, eval.py and the bridges: argument types that refuse nonsense at
-parse time, and a help formatter that shows each default once.
+"""Command-line helpers shared by the scripts: argument types that refuse nonsense at parse time, a
+help formatter that shows each default once, and `run_main` (a full disk is one line, not a trace).
 
 Usage:
     p = argparse.ArgumentParser(formatter_class=HelpFormatter)
@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Appends "(default: X)" to every option's help, unless the help already says what its default is; the
-    description and epilog (lists of subcommands and -M options) keep their lines."""
+    """Appends "(default: X)" to an option's help unless the help names its default; description
+    and epilog keep their lines."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -28,46 +28,30 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
-def _number(kind, text: str, lowest, what: str):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-    if not (math.isfinite(value) and value >= lowest) or (what == "positive" and value <= 0):
-        raise argparse.ArgumentTypeError(f"must be {what}, not {text}")
-    return value
-
-
 def positive_int(text: str) -> int:
     """An integer >= 1 (a batch size, a limit, a token count)."""
-    return _number(int, text, 1, "an integer >= 1")
-
-
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0 (a shard id, a retry count)."""
-    return _number(int, text, 0, "an integer >= 0")
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text}")
+    return value
 
 
 def positive_float(text: str) -> float:
     """A finite number > 0 (a timeout in seconds)."""
-    return _number(float, text, 0, "positive")
-
-
-def nonnegative_float(text: str) -> float:
-    """A finite number >= 0 (a back-off delay)."""
-    return _number(float, text, 0, "a number >= 0")
-
-
-def non_empty(text: str) -> str:
-    """A string that says something: an empty marker or stop string would match everywhere."""
-    if not text:
-        raise argparse.ArgumentTypeError("is empty: give the text to look for")
-    return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
 
 
 def name_list(text: str) -> list[str]:
-    """A comma-separated list of names; empty entries ("a,,b", a trailing comma) are ignored, an empty list is
-    refused."""
+    """A comma-separated list of names; empty entries are ignored, an empty list is refused."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise argparse.ArgumentTypeError("is empty: give one or more names separated by commas")
@@ -75,8 +59,8 @@ def name_list(text: str) -> list[str]:
 
 
 def one_line(err: BaseException) -> str:
-    """An exception's message on one line (transformers' and datasets' messages span several), with its direct
-    cause where the message alone says nothing specific (datasets' "error while generating the dataset")."""
+    """An exception's message on one line, with its direct cause (datasets' "error while generating
+    the dataset" says nothing specific alone)."""
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err.__cause__, Exception) and str(err.__cause__).strip():
         text += f" ({' '.join(str(err.__cause__).split())})"
@@ -93,26 +77,18 @@ _HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the sa
           errno.EROFS: "the file system is read-only: choose another folder (--out-dir, --pred-root)"}
 
 
-def os_error_line(err: OSError) -> str | None:
-    """One line for an OSError the user can act on (a full disk, no permission, ...), or None for others."""
-    if err.errno not in _HINTS:
-        return None
-    where = err.filename if err.filename is not None else "(a file)"
-    return f"error: {where}: {_HINTS[err.errno]}"
-
-
 def run_main(main: Callable[[], int | None]) -> None:
-    """Exits with main()'s status; a reader that stops early (`| head`) is not our error, so it ends quietly; a
-    full disk or a permission problem is one line naming the path (exit 2), not a traceback."""
+    """Exits with main()'s status; a reader that stops early (`| head`) ends it quietly, and a full
+    disk or a permission problem is one line naming the path (exit 2), not a traceback."""
     try:
         sys.exit(main())
     except BrokenPipeError:
-        # Python would print a second BrokenPipeError while flushing stdout at exit; point stdout at devnull first.
+        # Python would print a second BrokenPipeError while flushing stdout at exit: silence stdout.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
     except OSError as err:
-        line = os_error_line(err)
-        if line is None:
+        if err.errno not in _HINTS:
             raise
-        print(line, file=sys.stderr)
+        where = err.filename if err.filename is not None else "(a file)"
+        print(f"error: {where}: {_HINTS[err.errno]}", file=sys.stderr)
         sys.exit(2)

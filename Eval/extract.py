@@ -1,29 +1,25 @@
-"""Answer extraction: named steps that turn a raw prediction into the text a metric scores.
-
-Each task lists its steps (see Eval/tasks.py); they run in order at scoring time, never at inference, so the
-saved raw output can always be rescored. A step returns the new text, or None when it cannot find an answer:
-the record then scores 0 and is counted under `extraction_failed` for its dataset.
+"""Answer extraction: the named steps a task lists (Eval/tasks.py), run at scoring time so the raw
+output can always be rescored. A step returns None when it finds no answer: the record scores 0
+(`extraction_failed`).
 
 Usage:
-    from Eval.extract import run_extraction
     text = run_extraction(("strip_think", "first_line"), record["pred"], record)
 """
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional
+from typing import Optional
 
 from Eval.registry import Registry
 
-Extractor = Callable[[str, dict], Optional[str]]
 EXTRACTORS = Registry("extraction step", hint="Add one: a function decorated with @extractor in Eval/extract.py.")
 extractor = EXTRACTORS.register
 
 
 @extractor("first_line")
 def first_line(pred: str, record: dict) -> str:
-    """LongBench's post-processing for trec, triviaqa, samsum, lsht: strip leading newlines only, keep the
-    text before the next newline (spaces kept).
+    """LongBench's post-processing for trec, triviaqa, samsum, lsht: the text before the first
+    newline after the leading ones (spaces kept).
 
     >>> first_line("\\n\\n Location\\nExplanation: ...", {})
     ' Location'
@@ -31,17 +27,14 @@ def first_line(pred: str, record: dict) -> str:
     return pred.lstrip("\n").split("\n")[0]
 
 
-DEFAULT_THINK_TAGS = ("<think>", "</think>")
-
-
 def think_tags(record: dict) -> tuple[str, str]:
-    """The record's thinking tag pair (the adapter writes it under record["thinking"]["tags"] for models with
-    their own tags); <think> </think> for records without one (older runs, files from other tools)."""
+    """The record's thinking tags (record["thinking"]["tags"], written by the adapter for models
+    with their own), else <think> </think>."""
     thinking = record.get("thinking")
     tags = thinking.get("tags") if isinstance(thinking, dict) else None
     if isinstance(tags, (list, tuple)) and len(tags) == 2 and all(isinstance(t, str) and t for t in tags):
         return tags[0], tags[1]
-    return DEFAULT_THINK_TAGS
+    return "<think>", "</think>"
 
 
 def opened_in_prompt(record: dict) -> bool:
@@ -50,12 +43,12 @@ def opened_in_prompt(record: dict) -> bool:
 
 
 def think_state(pred: str, record: dict) -> str | None:
-    """The output's thinking block: "closed", "unclosed" (opened in the output or by the prompt, never closed), or
-    None when there is none. A closing tag anywhere counts as closed, as strip_think reads it."""
+    """The output's thinking block: "closed" (a closing tag anywhere, or stripped at inference),
+    "unclosed" (opened in the output or by the prompt, never closed), or None when there is none."""
     open_tag, close_tag = think_tags(record)
     thinking = record.get("thinking")
     if close_tag in pred or (isinstance(thinking, dict) and thinking.get("stripped") is True):
-        return "closed"  # "stripped": -M strip_think=true already removed a closed block; pred is the answer
+        return "closed"
     if open_tag in pred or opened_in_prompt(record):
         return "unclosed"
     return None
@@ -63,10 +56,7 @@ def think_state(pred: str, record: dict) -> str | None:
 
 @extractor("strip_think")
 def strip_think(pred: str, record: dict) -> Optional[str]:
-    """Remove reasoning blocks. Text after the last closing tag is the answer (chat templates that open the
-    block in the prompt leave only the closing tag in the output). A block that never closes, opened in the
-    output or by the prompt (record["thinking"]["opened_in_prompt"]), means the answer was never written: None.
-    The tags are the record's record["thinking"]["tags"], else <think> </think>.
+    """The text after the record's last closing thinking tag; None for a block that never closes.
 
     >>> strip_think("<think>2+2... is 4</think>\\n4", {})
     '\\n4'
@@ -74,9 +64,9 @@ def strip_think(pred: str, record: dict) -> Optional[str]:
     True
     >>> strip_think("[R]hmm[/R] B", {"thinking": {"tags": ["[R]", "[/R]"]}})
     ' B'
-    >>> strip_think("so it is B", {"thinking": {"tags": ["<think>", "</think>"], "opened_in_prompt": True}}) is None
+    >>> strip_think("so it is B", {"thinking": {"opened_in_prompt": True}}) is None
     True
-    >>> strip_think(" B", {"thinking": {"opened_in_prompt": True, "closed": True, "stripped": True}})
+    >>> strip_think(" B", {"thinking": {"opened_in_prompt": True, "stripped": True}})
     ' B'
     """
     state = think_state(pred, record)
@@ -91,13 +81,11 @@ _CHOICE = re.compile(r"[A-D]")
 
 @extractor("choice_letters")
 def choice_letters(pred: str, record: dict) -> Optional[str]:
-    """TinyEval's GAOKAO_math letter pick; None when the text has no letter A-D at all.
+    """TinyEval's GAOKAO_math letter pick; None when the text has no letter A-D.
 
-    Single choice (every reference is one letter): the last capital A-D in the text. Multiple choice: walk
-    the capital A-D letters from the first one on, stopping at the first whose gap to the previous one,
-    measured between their last occurrences in the text, exceeds 5 characters; the result is the sorted set
-    of letters taken. TinyEval applies that walk only when at least two letters occur, so a single letter
-    yields "" (which gaokao_choice scores 0.5 against a multi-letter reference): reproduced as is.
+    Single choice (one-letter references): the last capital A-D. Multiple choice: the letters from
+    the first on, up to one whose gap to the previous one (between their last occurrences) exceeds
+    5 characters, sorted. TinyEval walks only when two letters occur, so one letter yields "".
 
     >>> choice_letters("答案是 B", {"answers": ["B"]})
     'B'
@@ -120,16 +108,14 @@ def choice_letters(pred: str, record: dict) -> Optional[str]:
     return "".join(sorted(set(picked)))
 
 
-# LongBench v2's pred.py extract_answer: the parenthesised form is searched in the whole text before the bare one.
 _V2_PAREN = re.compile(r"The correct answer is \(([A-D])\)")
 _V2_BARE = re.compile(r"The correct answer is ([A-D])")
 
 
 @extractor("longbench_v2_answer")
 def longbench_v2_answer(pred: str, record: dict) -> Optional[str]:
-    """LongBench v2's answer pick, exactly: drop every "*" (markdown bold), then the letter of the first
-    "The correct answer is (X)" with X in A-D; else the first "The correct answer is X" (no word boundary, so
-    "The correct answer is Apple" gives "A", as the original does); else None. Case and spacing are literal.
+    """LongBench v2's pick, exactly: with every "*" dropped, the X (A-D) of the first "The correct
+    answer is (X)", else of the first "The correct answer is X" (so "... is Apple" gives "A").
 
     >>> longbench_v2_answer("**The correct answer is (B)**", {})
     'B'
@@ -155,14 +141,10 @@ _LONE_LETTER = re.compile(r"(?<![A-Za-z])[A-J](?![A-Za-z])")
 
 @extractor("choice_answer")
 def choice_answer(pred: str, record: dict) -> Optional[str]:
-    """Choice letters A-J from a free-form (reasoning) answer; sorted, each once ("CA" and "A、C" both give "AC").
+    """Choice letters A-J from a free-form answer, sorted, each once ("CA" and "A、C" give "AC").
 
-    The letters come right after the LAST answer cue that is followed by letters; the cues are 答案是, 答案为,
-    答案：(or 答案:), 故选, 应选, 选项, "the answer is" and "answer:" (these two in any case). Between the cue and
-    the letters may stand spaces, punctuation, brackets, "*", 是 / 为, "option" or "\\boxed{"; letters may be
-    joined by nothing, spaces (not line breaks), 、 , ， / & 和 or "and". The letter run must not run into a
-    word ("the answer is Apple" has no letter there). With no cue followed by letters: the last capital A-J
-    standing alone (no Latin letter touching it). None when there is no letter at all.
+    The letters right after the LAST answer cue (_CUES) followed by letters that do not run into a
+    word ("the answer is Apple" has none); else the last capital A-J no Latin letter touches.
 
     >>> choice_answer("分析……故选 A、C", {})
     'AC'

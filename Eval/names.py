@@ -1,12 +1,9 @@
-"""Names that become file names: a dataset, a model folder, a rubric. Names are names, never paths.
-
-A name read from the command line or from data (a run sidecar, a record) is joined to an output folder, so a
-separator, `..` or an absolute path in it would read or write outside that folder. `check_name` refuses them
-with a message that says which option or file the name came from.
+"""Names that become file names (a dataset, a model folder, a rubric) are names, never paths: one
+read from the command line or from data is joined to an output folder, so a separator, `..` or an
+absolute path in it would reach outside it. `check_name` refuses them, naming where it came from.
 
 Usage:
-    from Eval.names import check_name
-    out = out_dir / check_name(args.model_name, "--model-name")     # ValueError: --model-name '../x': ...
+    out = out_dir / check_name(args.model_name, "--model-name")  # ValueError: --model-name '../x'
 """
 from __future__ import annotations
 
@@ -14,22 +11,13 @@ import os
 from pathlib import Path
 
 MAX_NAME = 200  # well under every file system's 255-byte limit, leaving room for suffixes we add
-_FORBIDDEN = ("/", "\\", "\x00")
 
 
 def name_problem(name: object) -> str | None:
-    """Why `name` cannot be a file name, or None when it can.
-
-    >>> name_problem("multifieldqa_zh"), name_problem("mydata.v2")
-    (None, None)
-    >>> name_problem("../x")
-    "a name cannot hold '/' or '\\\\' (it would be a path)"
-    >>> name_problem("..")
-    "'.' and '..' are not names"
-    """
+    """Why `name` cannot be a file name, or None when it can."""
     if not isinstance(name, str) or not name:
         return "a name must be a non-empty string"
-    if any(sep in name for sep in _FORBIDDEN):
+    if any(sep in name for sep in ("/", "\\", "\x00")):
         return "a name cannot hold '/' or '\\' (it would be a path)"
     if name in (".", ".."):
         return "'.' and '..' are not names"
@@ -51,8 +39,8 @@ def check_name(name: object, source: str) -> str:
 
 
 def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
-    """OUT_DIR/MODEL_NAME, checked before anything is written: the model name (given, or the model path's last
-    part) is a name, never a path, and OUT_DIR is not a file."""
+    """OUT_DIR/MODEL_NAME (given, or the model path's last part), checked before anything is
+    written."""
     if model_name is not None:
         name = check_name(model_name, "--model-name")
     else:

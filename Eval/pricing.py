@@ -1,20 +1,14 @@
-"""Token, time and cost accounting, shared by both stages and free of torch: the usage totals of prediction
-records, and `--price` files (US dollars per million input / output tokens, by model name).
-
-A price file is a JSON object, model name (the output folder's name, OUT/<model>) -> prices, with an optional
-"*" entry for every other model:
+"""Token, time and cost accounting, shared by both stages (no torch): the usage totals of prediction
+records, and `--price` files: model name (OUT/<model>) -> US dollars per million tokens, "*" for
+any other model:
     {"tiny-qwen2": {"input": 0.15, "output": 0.60}, "*": {"input": 1.0, "output": 2.0}}
 
 Usage:
-    price = price_for(Path("docs/prices.example.json"), "tiny-qwen2")   # PriceError names the file and the key
-    usage = usage_of(records)              # examples, prompt_tokens, gen_tokens, truncated_tokens, seconds, ...
-    usage = with_cost(usage, price)        # + cost_usd and the price entry used
-    print(usage_text(usage))               # '1234 prompt + 96 generated tokens, 0 cut, 2.1 s, 45.7 gen tok/s, $0.0002'
+    usage = with_cost(usage_of(records), price_for(Path("docs/prices.example.json"), "tiny-qwen2"))
+    usage_text(usage)   # '1234 prompt + 96 generated tokens, 0 cut, 2.1 s, 45.7 gen tok/s, $0.0002'
 
-Tokens count both passes of --cot (cot_prompt_tokens, cot_gen_tokens, cot_truncated_tokens). A record that was
-never run (`skipped`, --truncation skip) spends nothing. `server_usage` totals (the API backend's
-server-reported counts) are kept beside ours, never mixed in: the cost is always computed from our own counts, so
-it means the same for every backend.
+Tokens count both --cot passes; a `skipped` record spends nothing. The API server's own counts
+(`server_usage`) are totalled beside ours, never mixed in: the cost always uses our counts.
 """
 from __future__ import annotations
 
@@ -24,7 +18,6 @@ import math
 from pathlib import Path
 
 COUNTS = ("prompt_tokens", "gen_tokens", "truncated_tokens")
-PER_MILLION = 1_000_000
 
 
 class PriceError(ValueError):
@@ -40,22 +33,15 @@ class Price:
 
     def cost(self, prompt_tokens: int, gen_tokens: int) -> float:
         # rounded to a millionth of a cent: float products like 1234 * 0.15 carry noise in the last digits
-        return round((prompt_tokens * self.input + gen_tokens * self.output) / PER_MILLION, 8)
+        return round((prompt_tokens * self.input + gen_tokens * self.output) / 1_000_000, 8)
 
     def describe(self) -> dict:
         return {"file": self.file, "entry": self.entry, "input_per_million": self.input,
                 "output_per_million": self.output}
 
 
-def _price_number(value, path: Path, key: str, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise PriceError(f"{path}: entry {key!r}: {field!r} must be a number >= 0 (US dollars per million tokens), "
-                         f"not {value!r}")
-    return float(value)
-
-
-def load_prices(path: Path) -> dict[str, Price]:
-    """Every entry of a price file, each checked; PriceError on the first problem."""
+def price_for(path: Path, model: str) -> Price:
+    """The price of `model` (an output folder's name): its entry, else "*"; PriceError names why."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
@@ -65,46 +51,26 @@ def load_prices(path: Path) -> dict[str, Price]:
     if not isinstance(data, dict) or not data:
         raise PriceError(f'{path}: must be a JSON object of model name -> {{"input": USD, "output": USD}} per '
                          'million tokens')
-    prices = {}
-    for key, entry in data.items():
+    for key, entry in data.items():  # every entry is checked, not only the one used
         if not isinstance(entry, dict):
             raise PriceError(f'{path}: entry {key!r} must be an object like {{"input": 0.15, "output": 0.6}}')
-        for field in ("input", "output"):
-            if field not in entry:
-                raise PriceError(f"{path}: entry {key!r} has no {field!r} price (US dollars per million tokens)")
-        prices[key] = Price(key, _price_number(entry["input"], path, key, "input"),
-                            _price_number(entry["output"], path, key, "output"), str(path))
-    return prices
-
-
-def price_for(path: Path, model: str) -> Price:
-    """The price of `model` (an output folder's name): its own entry, else "*"; PriceError when neither exists."""
-    prices = load_prices(path)
-    found = prices.get(model) or prices.get("*")
-    if found is None:
+        missing = [field for field in ("input", "output") if field not in entry]
+        if missing:
+            raise PriceError(f"{path}: entry {key!r} has no {missing[0]!r} price (US dollars per "
+                             "million tokens)")
+        for field, value in (("input", entry["input"]), ("output", entry["output"])):
+            if not _number(value) or not math.isfinite(value) or value < 0:
+                raise PriceError(f"{path}: entry {key!r}: {field!r} must be a number >= 0 (US "
+                                 f"dollars per million tokens), not {value!r}")
+    key = model if model in data else "*"
+    if key not in data:
         raise PriceError(f"{path}: no entry for model {model!r} and no \"*\" default (entries: "
-                         f"{', '.join(sorted(prices))})")
-    return found
+                         f"{', '.join(sorted(data))})")
+    return Price(key, float(data[key]["input"]), float(data[key]["output"]), str(path))
 
 
-# --- usage of records --------------------------------------------------------------------------------------
-def _int(value) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def record_counts(record: dict) -> dict:
-    """One record's prompt / generated / cut tokens, both --cot passes; zeros for a record never run."""
-    if record.get("skipped"):
-        return dict.fromkeys(COUNTS, 0)
-    return {name: _int(record.get(name)) + _int(record.get(f"cot_{name}")) for name in COUNTS}
-
-
-def server_counts(record: dict) -> dict | None:
-    """The numeric fields of a record's `server_usage` (the API server's own counts), or None."""
-    usage = record.get("server_usage")
-    if not isinstance(usage, dict):
-        return None
-    return {k: v for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def add_counts(total: dict, counts: dict) -> dict:
@@ -112,19 +78,24 @@ def add_counts(total: dict, counts: dict) -> dict:
     for key, value in counts.items():
         if isinstance(value, dict):
             add_counts(total.setdefault(key, {}), value)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        elif _number(value):
             total[key] = total.get(key, 0) + value
     return total
 
 
 def batch_counts(records: list[dict]) -> dict:
-    """Token totals of some records, with `server_usage` totals (and how many records had them) when any did."""
+    """Token totals of some records (both --cot passes, none for a skipped record), and the totals
+    of `server_usage` (and how many records had it) when any did."""
     totals = dict.fromkeys(COUNTS, 0)
     for record in records:
-        add_counts(totals, record_counts(record))
-        server = server_counts(record)
-        if server is not None:
-            add_counts(totals, {"server_usage": {**server, "records": 1}})
+        for name in COUNTS:
+            for value in (record.get(name), record.get(f"cot_{name}")):
+                if isinstance(value, int) and _number(value) and not record.get("skipped"):
+                    totals[name] += value
+        server = record.get("server_usage")
+        if isinstance(server, dict):
+            counts = {k: v for k, v in server.items() if _number(v)}
+            add_counts(totals, {"server_usage": {**counts, "records": 1}})
     return totals
 
 
@@ -134,23 +105,22 @@ def tokens_per_s(gen_tokens: int, seconds: float | None) -> float | None:
 
 
 def usage_of(records: list[dict]) -> dict:
-    """The usage object of one prediction file: every record counted (`counted`: those carrying token counts;
-    files written elsewhere may have none), seconds = the sum of latency_s (each the batch's time / its size)."""
+    """The usage object of one prediction file (`counted`: the records carrying token counts),
+    seconds = the sum of latency_s (each the batch's time / its size)."""
     usage = {"examples": len(records), "counted": sum(1 for r in records if "prompt_tokens" in r or "gen_tokens" in r),
              **batch_counts(records)}
     seconds = 0.0
     for record in records:  # left to right, so a rerun sums to the same float
-        latency = record.get("latency_s")
-        if isinstance(latency, (int, float)) and not isinstance(latency, bool) and not record.get("skipped"):
-            seconds += latency
+        if _number(record.get("latency_s")) and not record.get("skipped"):
+            seconds += record["latency_s"]
     usage["seconds"] = round(seconds, 4)
     usage["tokens_per_s"] = tokens_per_s(usage["gen_tokens"], usage["seconds"])
     return usage
 
 
 def total_usage(usages: list[dict]) -> dict:
-    """The sum of several usage objects (datasets of a run), tokens/s recomputed from the sums; cost_usd the sum
-    of theirs when every one that counted tokens has a cost."""
+    """The sum of several usage objects, tokens/s recomputed; cost_usd the sum of theirs when every
+    one that counted tokens has a cost."""
     total: dict = {}
     for usage in usages:
         add_counts(total, {k: v for k, v in usage.items() if k not in ("tokens_per_s", "cost_usd", "price")})
@@ -164,8 +134,7 @@ def total_usage(usages: list[dict]) -> dict:
 
 
 def with_cost(usage: dict, price: Price | None) -> dict:
-    """`usage` with cost_usd and the price entry used when a price is given (and tokens were counted), without
-    them otherwise."""
+    """`usage` with cost_usd and the price entry used, given a price and counted tokens."""
     plain = {k: v for k, v in usage.items() if k not in ("cost_usd", "price")}
     if price is None or not plain.get("counted", 1):
         return plain
@@ -173,8 +142,8 @@ def with_cost(usage: dict, price: Price | None) -> dict:
 
 
 def cost_text(usd: float) -> str:
-    """'$0.0123'; a cost below a hundredth of a cent keeps two significant digits ('$0.000012'), so a small
-    run on a cheap model does not read as free."""
+    """'$0.0123'; below a hundredth of a cent two significant digits ('$0.000012'), never '$0.0000'
+    for a cost that is not zero."""
     if usd == 0 or usd >= 0.0001:
         return f"${usd:.4f}"
     return f"${usd:.6f}" if usd >= 0.000001 else f"${usd:.2g}"

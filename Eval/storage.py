@@ -1,18 +1,8 @@
-"""Bytes on disk: reading only regular files, atomic writes, all-or-nothing commits of a set of files, locks.
-
-Every file the toolkit reads or writes goes through here, so the rules hold everywhere:
-- A path read as data must be a regular file: a folder, a FIFO (which would block forever), a dangling link or
-  a link loop is refused with a message naming the path, before anything is read.
-- A file is written to `NAME.tmp` and renamed over NAME, so a reader never sees half a file.
-- A set of files that must agree with each other (eval.py's result.json, result_detail.json and per_example/)
-  is committed through a journal: every new file is written to its temporary first, then the journal that
-  lists the renames is written atomically, then the renames run and the journal is removed. A process killed
-  anywhere in between leaves either the old set, or a journal that the next `recover()` rolls forward, so a
-  mixed set is never left behind; temporaries no journal names are stale and are removed.
-- Append-only JSONL files are appended whole lines at a time and fsynced (`append_lines`); a line torn by a
-  crash is cut off by the next writer (`read_complete_lines`).
-- `OutputLock` keeps two processes from writing one output file at once (flock on `.locks/NAME.lock`:
-  released when the process dies, so a killed run never leaves a stale lock behind).
+"""Bytes on disk, for every file the toolkit reads or writes: a path read as data must be a regular
+file (a FIFO would block forever); a file is written to NAME.tmp and renamed over NAME; a set of
+files that must agree (eval.py's result.json, result_detail.json, per_example/) is committed through
+a journal, so a killed process leaves the old set or a journal the next `recover()` rolls forward;
+JSONL lines are appended whole and fsynced; one writer per output file (flock, `OutputLock`).
 
 Usage:
     data = read_regular_bytes(path)                        # StorageError for a FIFO, folder, broken link
@@ -63,18 +53,10 @@ def read_regular_bytes(path: os.PathLike | str) -> bytes:
     if problem:
         raise StorageError(f"{path}: {problem}")
     # O_NONBLOCK: should the path be swapped for a FIFO after the check, open() still returns at once
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as f:
+    with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise StorageError(f"{path}: is not a regular file")
         return f.read()
-
-
-def _fsync_write(path: Path, data: bytes) -> None:
-    with _named(path), open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 @contextlib.contextmanager
@@ -88,24 +70,32 @@ def _named(path: Path):
         raise
 
 
+def _fsync_write(path: Path, data: bytes) -> None:
+    with _named(path), open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + TMP_SUFFIX)
+
+
+def _remove_quietly(paths: Iterable[Path]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
 def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> None:
-    """Write via NAME.tmp and rename, so a crash never leaves a half-written file under NAME; a failed write
-    (a full disk, no permission) removes its temporary and raises, and NAME keeps its old content."""
-    path = Path(path)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
+    """Write via NAME.tmp and rename; a failed write removes the temporary, NAME stays as it was."""
+    tmp = _tmp(Path(path))
     try:
         _fsync_write(tmp, data)
         os.replace(tmp, path)
     except BaseException:
-        _remove_quietly(tmp)
+        _remove_quietly([tmp])
         raise
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def json_bytes(obj: object) -> bytes:
@@ -125,10 +115,8 @@ def write_jsonl_atomic(path: os.PathLike | str, rows: Iterable[dict]) -> None:
     write_bytes_atomic(path, jsonl_bytes(rows))
 
 
-# --- append-only JSONL files (prediction files, the judge's verdict cache) ------------------------------------
 def append_lines(path: os.PathLike | str, lines: list[str]) -> None:
-    """Append complete lines (each ending in a newline) and fsync, so a crash loses at most this call's lines,
-    and at worst leaves one torn last line that `read_complete_lines` repairs."""
+    """Append complete lines (each ending in a newline) and fsync: a crash loses at most these."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _named(path), open(path, "a", encoding="utf-8") as f:
@@ -138,46 +126,41 @@ def append_lines(path: os.PathLike | str, lines: list[str]) -> None:
 
 
 def read_complete_lines(path: os.PathLike | str, repair: bool) -> tuple[list[tuple[int, bytes]], bool]:
-    """(line number, bytes) of every complete line, and whether a torn last line (one without its newline: a
-    crash mid-write) was there. With `repair` (the file this process appends to) it is cut off the file;
-    another process's file is only read."""
-    path = Path(path)
-    raw = path.read_bytes()
+    """(line number, bytes) of every complete line, and whether a torn last line (no newline: a
+    crash mid-write) was there; with `repair` (the file this process appends to) it is cut off."""
+    raw = Path(path).read_bytes()
     end = raw.rfind(b"\n") + 1
-    torn = end < len(raw)
-    if repair and torn:
+    if repair and end < len(raw):
         with open(path, "r+b") as f:
             f.truncate(end)
-    return list(enumerate(raw[:end].split(b"\n")[:-1], 1)), torn
+    return list(enumerate(raw[:end].split(b"\n")[:-1], 1)), end < len(raw)
 
 
-# --- all-or-nothing commits --------------------------------------------------------------------------------
 def _inside(folder: Path, relative: str) -> Path:
-    target = folder / relative
     if os.path.isabs(relative) or ".." in Path(relative).parts:
         raise StorageError(f"{folder}: refusing to write {relative!r} outside the folder")
-    return target
+    return folder / relative
 
 
 def commit_files(folder: os.PathLike | str, files: dict[str, bytes], delete: Iterable[str] = ()) -> None:
-    """Replace `files` (paths relative to `folder`) and remove `delete`, all or nothing (see the module doc)."""
+    """Replace `files` (paths relative to `folder`) and remove `delete`, all or nothing: the
+    temporaries are written first, then the journal listing the renames, then the renames run."""
     folder = Path(folder)
     if (folder / JOURNAL).is_file():
         _roll_forward(folder)
     delete = [d for d in delete if d not in files]
+    for relative in delete:
+        _inside(folder, relative)  # refused before anything is written
     written = []
-    try:  # a failed write (a full disk) removes every temporary: the old set stays whole, nothing stale is left
-        for relative, data in files.items():
+    try:  # a failed write (a full disk) removes every temporary: the old set stays whole
+        for relative in files:
             target = _inside(folder, relative)
             target.parent.mkdir(parents=True, exist_ok=True)
-            written.append(target.with_name(target.name + TMP_SUFFIX))
-            _fsync_write(written[-1], data)
+            written.append(_tmp(target))
+            _fsync_write(written[-1], files[relative])
     except BaseException:
-        for tmp in written:
-            _remove_quietly(tmp)
+        _remove_quietly(written)
         raise
-    for relative in delete:
-        _inside(folder, relative)
     write_bytes_atomic(folder / JOURNAL, json.dumps({"replace": sorted(files), "delete": sorted(delete)},
                                                     ensure_ascii=False).encode("utf-8"))
     _roll_forward(folder)
@@ -186,10 +169,9 @@ def commit_files(folder: os.PathLike | str, files: dict[str, bytes], delete: Ite
 def _roll_forward(folder: Path) -> None:
     journal = json.loads((folder / JOURNAL).read_bytes())
     for relative in journal["replace"]:
-        target = _inside(folder, relative)
-        tmp = target.with_name(target.name + TMP_SUFFIX)
+        tmp = _tmp(_inside(folder, relative))
         if tmp.exists():  # absent: already renamed before an earlier kill
-            os.replace(tmp, target)
+            os.replace(tmp, _inside(folder, relative))
     for relative in journal["delete"]:
         _inside(folder, relative).unlink(missing_ok=True)
     (folder / JOURNAL).unlink()
@@ -205,9 +187,9 @@ def recover(folder: os.PathLike | str, owned: Iterable[str] = (), owned_folders:
             done.append(f"{folder}: finished an interrupted write of results (journal {JOURNAL})")
         except (ValueError, KeyError, TypeError):  # unreadable journal: its renames cannot be trusted
             (folder / JOURNAL).unlink()
-    stale = [folder / (name + TMP_SUFFIX) for name in (JOURNAL, *owned)]
+    stale = [_tmp(folder / name) for name in (JOURNAL, *owned)]
     for sub in owned_folders:
-        stale += sorted((folder / sub).glob("*" + TMP_SUFFIX)) if (folder / sub).is_dir() else []
+        stale += sorted((folder / sub).glob("*" + TMP_SUFFIX))
     for tmp in stale:
         if tmp.is_file() and not tmp.is_symlink():
             tmp.unlink()
@@ -215,23 +197,21 @@ def recover(folder: os.PathLike | str, owned: Iterable[str] = (), owned_folders:
     return done
 
 
-# --- one writer per output file ----------------------------------------------------------------------------
 class OutputLock:
-    """An exclusive, non-blocking lock for writing `path`, held for the life of a `with` block (or the
-    process). The lock file is `.locks/<name>.lock` beside `path`; it stays, and means nothing unheld."""
+    """`with OutputLock(path, what):` an exclusive, non-blocking flock on .locks/NAME.lock beside
+    `path`, holding `what` and the pid for another writer's message; no lock without fcntl."""
 
     def __init__(self, path: os.PathLike | str, what: str):
-        self.path = Path(path)
-        self.lock_path = self.path.parent / ".locks" / (self.path.name + ".lock")
-        self.what, self._file = what, None
+        self.path, self.what, self._file = Path(path), what, None
 
-    def acquire(self) -> "OutputLock":
+    def __enter__(self) -> "OutputLock":
         try:
             import fcntl
-        except ImportError:  # not POSIX: no lock, as before (documented in the README)
+        except ImportError:
             return self
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.lock_path, "a+", encoding="utf-8")
+        lock_path = self.path.parent / ".locks" / (self.path.name + ".lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path, "a+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -247,13 +227,7 @@ class OutputLock:
         self._file = handle
         return self
 
-    def release(self) -> None:
-        if self._file is not None:
-            self._file.close()  # closing drops the flock; the file stays, empty of meaning without the lock
-            self._file = None
-
-    def __enter__(self) -> "OutputLock":
-        return self.acquire()
-
     def __exit__(self, *exc) -> None:
-        self.release()
+        if self._file is not None:
+            self._file.close()  # closing drops the flock
+            self._file = None

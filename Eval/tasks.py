@@ -40,20 +40,15 @@ _FIRST = (_THINK, "first_line")
 TASKS = Registry("dataset", hint="To add one: dataset/NAME.jsonl, prompts/NAME.txt and a row in TASKS in Eval/tasks.py.")
 
 
-def _rows(*tasks: Task) -> None:
+def _rows(*tasks: Task, published_prompt: str = "") -> None:
     for task in tasks:
-        TASKS.register(task.name, task)
-
-
-def _longbench_rows(*tasks: Task) -> None:
-    """LongBench's datasets: scores compare with published figures only under LongBench's own prompts."""
-    _rows(*(dataclasses.replace(task, published_prompt="LongBench") for task in tasks))
+        TASKS.register(task.name, dataclasses.replace(task, published_prompt=published_prompt))
 
 
 _V2_GROUPS = ("difficulty", "length", "domain", "sub_domain")  # LongBench v2's breakdown fields
 
 
-_longbench_rows(
+_rows(
     # LongBench v1: metric and generation length as in LongBench's dataset2metric / dataset2maxlen.
     Task("narrativeqa", ("qa_f1",), 128, description="story QA"),
     Task("qasper", ("qa_f1",), 128, description="paper QA"),
@@ -78,9 +73,10 @@ _longbench_rows(
     Task("lcc", ("code_sim",), 64, chat=False, description="code completion"),
     Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion"),
     # LongBench v2: multiple choice A-D over long documents; its pred.py lengths (answer 128, CoT 1024).
-    *(Task(name, ("choice_match",), 128, (_THINK, "longbench_v2_answer"), group_by=_V2_GROUPS,
-           breakdown="longbench_v2", cot_max_new_tokens=1024, description=description)
-      for name, description in (("longbench_v2", "long-context multiple choice"),)),
+    Task("longbench_v2", ("choice_match",), 128, (_THINK, "longbench_v2_answer"),
+         group_by=_V2_GROUPS, breakdown="longbench_v2", cot_max_new_tokens=1024,
+         description="long-context multiple choice"),
+    published_prompt="LongBench",  # scores compare with published figures only under its prompts
 )
 _rows(
     # TinyEval's own datasets.
@@ -101,11 +97,10 @@ _rows(
 
 
 def task_from_dict(data: object, name: str) -> Task:
-    """A Task saved by inference.py in a run sidecar, checked field by field (a sidecar is data, and may have been
-    edited): ValueError says which field is wrong. The saved name is ignored: `name` (the prediction file's
-    stem) names the dataset, always."""
+    """A Task saved by inference.py in a run sidecar, checked field by field (it may have been
+    edited); ValueError says which is wrong. `name` (the file's stem) names the dataset, always."""
     from Eval.extract import EXTRACTORS
-    from Eval.metrics.registry import get_metric
+    from Eval.metrics.registry import METRICS
 
     if not isinstance(data, dict):
         raise ValueError(f"'task' must be an object with the dataset's metrics, found {type(data).__name__}")
@@ -113,7 +108,7 @@ def task_from_dict(data: object, name: str) -> Task:
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
         raise ValueError(f"task.metrics must be a non-empty list of metric names, found {metrics!r}")
     for metric_name in metrics:
-        get_metric(metric_name)  # KeyError with close names
+        METRICS[metric_name]  # KeyError with close names
     if not isinstance(extract, list) or any(step not in EXTRACTORS for step in extract):
         raise ValueError(f"task.extract must list extraction steps of Eval/extract.py "
                          f"({', '.join(sorted(EXTRACTORS))}), found {extract!r}")

@@ -125,6 +125,41 @@ def test_bleu_and_choice_explanations_say_what_counted():
     assert METRICS["count"].explain("07 and 7", "7")["text"] == "1 of the prediction's 2 numbers ['07', '7'] equal 7: 0.5"
 
 
+# (metric, prediction, reference, field of its explanation, value): once the >>> examples of the explainers.
+EXPLAINED = [
+    ("code_sim", "```\nreturn x + 1", "return x+1", "text",
+     "first code line 'return x + 1' against 'return x+1': fuzz.ratio 91 / 100 = 0.91"),
+    ("classification", "Other location", "Other location", "kept_by_quirk", ["Other"]),
+    ("retrieval", "Paragraph 3, or maybe 12", "Paragraph 3", "text",
+     "1 of the prediction's 2 numbers ['3', '12'] equal 3: 0.5"),
+    ("gaokao_choice", "AB", "ABD", "text",
+     "letters 'AB' against 'ABD': a proper subset of a multiple-choice answer, half credit: 0.5"),
+    ("qa_f1", "The Eiffel Tower, Paris", "Paris", "prediction_tokens", ["eiffel", "tower", "paris"]),
+    ("qa_f1", "The Eiffel Tower, Paris", "Paris", "shared", {"paris": 1}),
+    ("qa_f1", "The Eiffel Tower, Paris", "Paris", "precision", 0.3333333333333333),
+    ("qa_f1", "The Eiffel Tower, Paris", "Paris", "recall", 1.0),
+    ("qa_f1_zh", "57081.86元", "人民币57081.86元。", "text",
+     "shared 2 words (5708186 ×1, 元 ×1): P = 2/2 = 1, R = 2/3 = 0.6667, F1 = 2PR/(P+R) = 0.8"),
+    ("exact_match", "The Paris.", "paris", "text", "normalised 'paris' equals 'paris': 1"),
+    ("match", "London", "Paris", "text", "normalised reference 'paris' is not inside the normalised prediction: 0"),
+    ("recall", "Paris is the capital", "capital of France", "text",
+     "1 of the reference's words found (capital ×1): R = 1/3 = 0.3333"),
+    ("rouge_zh", ISSUE_PRED, ISSUE_REF, "lcs_words", ["。"]),
+    ("rouge_chinese", "我爱我的家，我的家很大", "我的家很大，我爱它", "llcs", 5),
+]
+
+
+@pytest.mark.parametrize("name, prediction, reference, field, value", EXPLAINED)
+def test_explanation_examples(name, prediction, reference, field, value):
+    found = METRICS[name].explain(prediction, reference, all_classes=["Other location", "location", "Other"])
+    assert found[field] == value
+
+
+def test_rouge_explanation_lists_the_lcs_words():
+    found = METRICS["rouge"].explain("The cat sat on the mat.", "The cat lay on the mat.")
+    assert found["text"].split(":")[0] == "5 distinct words on the LCSs (The cat on the mat)"
+
+
 def _scores_and_figures(result):
     return ([e.get("scores") for e in result["per_example"]],
             {k: v for k, v in result.items() if k != "per_example"})

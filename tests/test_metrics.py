@@ -46,6 +46,17 @@ def test_every_task_uses_registered_metrics_and_extractors():
         assert all(e in EXTRACTORS for e in task.extract), task.name
 
 
+def test_metric_helpers():
+    from Eval.metrics.code_sim import first_code_line
+    from Eval.metrics.qa import char3grams, normalize_en, normalize_zh_token, token_f1
+
+    assert normalize_en("The  Cat's hat, a red one!") == "cats hat red one"
+    assert normalize_zh_token("57081.86") == "5708186"
+    assert token_f1(["a", "b", "b"], ["b", "c"]) == 0.4
+    assert char3grams("paris is") == ["par", "ari", "ris", "is"]
+    assert first_code_line("\n```python\n# add one\nx = y + 1\n```") == "x = y + 1"
+
+
 def test_unknown_dataset_suggests_close_names():
     with pytest.raises(KeyError) as err:
         get_task("multifieldqa-zh")

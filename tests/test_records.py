@@ -4,7 +4,8 @@ import json
 import pytest
 
 from conftest import TINYEVAL, needs_shared
-from Eval.records import RecordError, read_records, iter_json_objects
+from Eval.names import name_problem
+from Eval.records import RecordError, content_hash, iter_json_objects, read_records
 
 
 def write(tmp_path, text, name="trec.jsonl", mode="w"):
@@ -78,3 +79,13 @@ def test_empty_file_is_an_error(tmp_path, text):
 def test_utf8_bom_and_crlf_are_accepted(tmp_path):
     path = write(tmp_path, '\ufeff{"pred": "a", "answers": "a"}\r\n{"pred": "b", "answers": []}\r\n')
     assert [r["answers"] for r in read_records(path)] == [["a"], []]
+
+
+def test_content_hash_ignores_key_order():
+    assert content_hash({"input": "a", "output": "b"}) == content_hash({"output": "b", "input": "a"})
+
+
+def test_names_are_never_paths():
+    assert name_problem("multifieldqa_zh") is None and name_problem("mydata.v2") is None
+    assert name_problem("../x") == "a name cannot hold '/' or '\\' (it would be a path)"
+    assert name_problem("..") == "'.' and '..' are not names"

@@ -1,14 +1,8 @@
 """Sentence BLEU-4 with nltk's smoothing method 1, on whitespace words, and on jieba words for Chinese.
 
-Usage:
-    from Eval.metrics.bleu import bleu, bleu_zh, explain_bleu
-    bleu("the cat sat on the mat", "the cat sat on a mat")   # 0.5373...
-
-The score is nltk's own ``sentence_bleu([reference], prediction, smoothing_function=SmoothingFunction().method1)``
-(weights 0.25 each). nltk is imported on first use: its package imports scipy.stats, about 1.8 s, paid only by a
-run that scores a BLEU dataset. Each metric has an explainer (@explains) built from nltk's own pieces: the clipped
-n-gram matches over the prediction's n-grams for n = 1..4 (modified_precision), method1's smoothing, the brevity
-penalty, and the score recomputed from them as sentence_bleu computes it.
+The score is nltk's ``sentence_bleu([reference], prediction, smoothing_function=...method1)``, nltk
+imported on first use (it imports scipy.stats, 1.8 s). The explainers use nltk's own pieces:
+clipped n-gram matches (modified_precision), method1's smoothing and the brevity penalty.
 """
 from __future__ import annotations
 
@@ -27,13 +21,16 @@ def _nltk():
 
 
 def sentence_bleu4(prediction: list[str], reference: list[str]) -> float:
-    """nltk's sentence_bleu([reference], prediction, smoothing_function=method1) on token lists; 0.0 for an empty
-    side."""
+    """nltk's sentence BLEU-4 (method1) on token lists; 0.0 for an empty side."""
     if not prediction or not reference:
         return 0.0
     nltk_bleu = _nltk()
     return float(nltk_bleu.sentence_bleu([reference], prediction,
                                          smoothing_function=nltk_bleu.SmoothingFunction().method1))
+
+
+def _zh_words(text: str) -> list[str]:
+    return [t for t in cut(text) if t.strip()]
 
 
 def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
@@ -60,10 +57,8 @@ def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
 
 @metric("bleu", version="nltk-sentence-bleu4-method1")
 def bleu(prediction: str, reference: str, **record) -> float:
-    """Sentence BLEU-4 (nltk `sentence_bleu`, uniform weights) on whitespace words, case kept.
-
-    Smoothing: nltk's `SmoothingFunction().method1` (an epsilon of 0.1 added to zero n-gram counts), so a
-    short answer with no 4-gram match gets a small positive score instead of 0. An empty side scores 0.
+    """Sentence BLEU-4 (nltk, uniform weights) on whitespace words, case kept; method1 smoothing
+    (0.1 for a zero n-gram count) gives a short answer a small positive score. An empty side: 0.
 
     >>> round(bleu("the cat sat on the mat", "the cat sat on a mat"), 4)
     0.5373
@@ -73,11 +68,6 @@ def bleu(prediction: str, reference: str, **record) -> float:
 
 @explains("bleu")
 def explain_bleu(prediction: str, reference: str, **record) -> dict:
-    """bleu's numbers.
-
-    >>> explain_bleu("the cat sat on the mat", "the cat sat on a mat")["ngram_matches"]
-    [[5, 6], [3, 5], [2, 4], [1, 3]]
-    """
     return _explain_bleu4(prediction.split(), reference.split())
 
 
@@ -88,9 +78,9 @@ def bleu_zh(prediction: str, reference: str, **record) -> float:
     >>> round(bleu_zh("臣妾是甄嬛", "臣妾是甄嬛，家父是大理寺少卿。"), 4)
     0.2231
     """
-    return sentence_bleu4([t for t in cut(prediction) if t.strip()], [t for t in cut(reference) if t.strip()])
+    return sentence_bleu4(_zh_words(prediction), _zh_words(reference))
 
 
 @explains("bleu_zh")
 def explain_bleu_zh(prediction: str, reference: str, **record) -> dict:
-    return _explain_bleu4([t for t in cut(prediction) if t.strip()], [t for t in cut(reference) if t.strip()])
+    return _explain_bleu4(_zh_words(prediction), _zh_words(reference))

@@ -1,13 +1,6 @@
-"""Code similarity: LongBench's code_sim (lcc / repobench-p), fuzzywuzzy's ratio on the first code line.
-
-Usage:
-    from Eval.metrics.code_sim import code_sim, first_code_line
-    code_sim("```\\nreturn x + 1", "return x+1")   # 0.91
-
-The score is what LongBench's code_sim_score computes: ``fuzzywuzzy.fuzz.ratio(line, reference) / 100``, called
-here (imported on first use). fuzz.ratio is difflib's SequenceMatcher ratio rounded to an integer, pure Python,
-as long as python-Levenshtein is not installed: with it, fuzzywuzzy switches algorithm and the values change
-(a warning says so). rapidfuzz is no substitute either: its ratio differs on most code lines.
+"""Code similarity: LongBench's code_sim (lcc / repobench-p), ``fuzz.ratio(line, reference) / 100``
+(fuzzywuzzy) on the first code line. fuzz.ratio is difflib's ratio rounded to an integer unless
+python-Levenshtein is installed, which changes the values (a warning says so); so does rapidfuzz.
 """
 from __future__ import annotations
 
@@ -31,11 +24,7 @@ def _fuzz():
 
 
 def first_code_line(prediction: str) -> str:
-    """LongBench's line pick: the first line (after leading newlines) with no '`', '#' or '//'; else ''.
-
-    >>> first_code_line("\\n```python\\n# add one\\nx = y + 1\\n```")
-    'x = y + 1'
-    """
+    """LongBench's pick: the first line (after leading newlines) with no '`', '#' or '//', or ''."""
     for line in prediction.lstrip("\n").split("\n"):
         if "`" not in line and "#" not in line and "//" not in line:
             return line
@@ -44,9 +33,8 @@ def first_code_line(prediction: str) -> str:
 
 @metric("code_sim", version="longbench-fuzzywuzzy-0.18")
 def code_sim(prediction: str, reference: str, **record) -> float:
-    """LongBench code_sim_score: fuzz.ratio of the first real code line and the reference, / 100.
-
-    Quantised to 0.01 because fuzz.ratio rounds to an integer (100 for equal strings, 0 if one is empty).
+    """LongBench code_sim_score: fuzz.ratio of the first real code line and the reference, / 100 (so
+    quantised to 0.01; 0 if one side is empty).
 
     >>> code_sim("```\\nreturn x + 1", "return x+1")
     0.91
@@ -56,11 +44,7 @@ def code_sim(prediction: str, reference: str, **record) -> float:
 
 @explains("code_sim")
 def explain_code_sim(prediction: str, reference: str, **record) -> dict:
-    """code_sim's numbers: the code line it picked and fuzz.ratio against the reference.
-
-    >>> explain_code_sim("```\\nreturn x + 1", "return x+1")["text"]
-    "first code line 'return x + 1' against 'return x+1': fuzz.ratio 91 / 100 = 0.91"
-    """
+    """code_sim's numbers: the code line it picked and fuzz.ratio against the reference."""
     line = first_code_line(prediction)
     similarity = _fuzz().ratio(line, reference)
     text = f"first code line {line!r} against {reference!r}: fuzz.ratio {similarity} / 100 = {similarity / 100:g}"

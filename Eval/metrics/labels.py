@@ -1,8 +1,5 @@
-"""Metrics over labels, ids and choice letters: classification, retrieval, count, GAOKAO choice, choice match.
-
-Each scores one prediction against ONE reference; `all_classes` arrives from the record. Each has an explainer
-beside it (@explains): the classes matched and dropped, the numbers compared, the letters and the rule applied.
-"""
+"""Metrics over labels, ids and choice letters: classification, retrieval, count, GAOKAO choice,
+choice match; the explainers show the classes matched and dropped, the numbers, the letters."""
 from __future__ import annotations
 
 import re
@@ -14,14 +11,29 @@ _PARAGRAPH_ZH = re.compile(r"段落(\d+)")
 _NUMBER = re.compile(r"\d+")
 
 
+def _counted(prediction: str, reference: str, all_classes, quirk: bool) -> tuple[list, list]:
+    """(the classes found in the prediction, those counted: parts of the reference dropped)."""
+    matched = [c for c in all_classes or [] if c in prediction]
+    if not quirk:
+        return matched, [c for c in matched if not (c in reference and c != reference)]
+    # LongBench's `for t in lst: if ...: lst.remove(t)`: remove drops the FIRST equal element and
+    # the iterator then moves past the element that slid into the removed slot.
+    kept, i = list(matched), 0
+    while i < len(kept):
+        if kept[i] in reference and kept[i] != reference:
+            kept.remove(kept[i])
+        i += 1
+    return matched, kept
+
+
 @metric("classification", version="longbench-1")
 def classification(prediction: str, reference: str, *, all_classes=None, **record) -> float:
     """LongBench classification_score (trec, lsht), quirk included.
 
-    Matches are the classes that occur (case-sensitive substring) in the prediction. Matches that are a
-    substring of the reference but not equal to it are then dropped, but LongBench removes them from the
-    list while iterating over it, so the element after each removal is skipped. Score = 1/len(matches) if
-    the reference is among the matches, else 0. The strict variant below filters properly.
+    Matches are the classes that occur (case-sensitive) in the prediction; those that are a proper
+    substring of the reference are dropped, but LongBench removes them while iterating over the
+    list, so the element after each removal is skipped. Score = 1/len(matches) if the reference is
+    one.
 
     >>> classes = ["Other location", "location", "Other"]
     >>> classification("Other location", "Other location", all_classes=classes)
@@ -29,29 +41,12 @@ def classification(prediction: str, reference: str, *, all_classes=None, **recor
     >>> classification("It is a Human being", "Human", all_classes=["Human", "Entity"])
     1.0
     """
-    matches = [c for c in all_classes or [] if c in prediction]
-    _remove_while_iterating(matches, reference)
-    return 1.0 / len(matches) if reference in matches else 0.0
-
-
-def _remove_while_iterating(matches: list[str], reference: str) -> None:
-    # Reproduces `for t in lst: if ...: lst.remove(t)`: list.remove drops the FIRST equal element and the
-    # iterator index then moves past the element that slid into the removed slot.
-    i = 0
-    while i < len(matches):
-        term = matches[i]
-        if term in reference and term != reference:
-            matches.remove(term)
-        i += 1
+    counted = _counted(prediction, reference, all_classes, quirk=True)[1]
+    return 1.0 / len(counted) if reference in counted else 0.0
 
 
 def _explain_classes(prediction: str, reference: str, all_classes, quirk: bool) -> dict:
-    matched = [c for c in all_classes or [] if c in prediction]
-    if quirk:
-        kept = list(matched)
-        _remove_while_iterating(kept, reference)
-    else:
-        kept = [c for c in matched if not (c in reference and c != reference)]
+    matched, kept = _counted(prediction, reference, all_classes, quirk)
     dropped = list(matched)
     for c in kept:  # the matches minus the kept ones, as a multiset, in order
         dropped.remove(c)
@@ -72,12 +67,6 @@ def _explain_classes(prediction: str, reference: str, all_classes, quirk: bool) 
 
 @explains("classification")
 def explain_classification(prediction: str, reference: str, *, all_classes=None, **record) -> dict:
-    """classification's numbers, the quirk shown.
-
-    >>> explain_classification("Other location", "Other location",
-    ...                         all_classes=["Other location", "location", "Other"])["kept_by_quirk"]
-    ['Other']
-    """
     return _explain_classes(prediction, reference, all_classes, quirk=True)
 
 
@@ -90,9 +79,8 @@ def classification_strict(prediction: str, reference: str, *, all_classes=None, 
     ...                       all_classes=["Other location", "location", "Other"])
     1.0
     """
-    matches = [c for c in all_classes or [] if c in prediction]
-    matches = [c for c in matches if not (c in reference and c != reference)]
-    return 1.0 / len(matches) if reference in matches else 0.0
+    counted = _counted(prediction, reference, all_classes, quirk=False)[1]
+    return 1.0 / len(counted) if reference in counted else 0.0
 
 
 @explains("classification_strict")
@@ -100,27 +88,27 @@ def explain_classification_strict(prediction: str, reference: str, *, all_classe
     return _explain_classes(prediction, reference, all_classes, quirk=False)
 
 
+def _paragraph(pattern: re.Pattern, reference: str) -> str | None:
+    found = pattern.findall(reference)
+    return found[0] if found else None
+
+
+def _share_equal(prediction: str, target: str | None) -> float:
+    numbers = _NUMBER.findall(prediction)
+    if target is None or not numbers:
+        return 0.0
+    return 1.0 * sum(1 for n in numbers if n == target) / len(numbers)
+
+
 def _explain_share(prediction: str, target: str | None, what: str) -> dict:
     numbers = _NUMBER.findall(prediction)
     if target is None:
         return {"numbers": numbers, "target": None, "score": 0.0, "text": f"the reference has no {what}: 0"}
     equal = sum(1 for n in numbers if n == target)
-    score = 1.0 * equal / len(numbers) if numbers else 0.0
+    score = _share_equal(prediction, target)
     text = (f"the prediction has no number (looking for {target}): 0" if not numbers else
             f"{equal} of the prediction's {len(numbers)} numbers {numbers[:12]} equal {target}: {score:.4g}")
     return {"numbers": numbers, "target": target, "equal": equal, "score": score, "text": text}
-
-
-def _share_equal(prediction: str, target: str) -> float:
-    numbers = _NUMBER.findall(prediction)
-    if not numbers:
-        return 0.0
-    return 1.0 * sum(1 for n in numbers if n == target) / len(numbers)
-
-
-def _paragraph_share(pattern: re.Pattern, prediction: str, reference: str) -> float:
-    found = pattern.findall(reference)
-    return _share_equal(prediction, found[0]) if found else 0.0
 
 
 @metric("retrieval", version="longbench-1")
@@ -131,18 +119,13 @@ def retrieval(prediction: str, reference: str, **record) -> float:
     >>> retrieval("Paragraph 3, or maybe 12", "Paragraph 3")
     0.5
     """
-    return _paragraph_share(_PARAGRAPH_EN, prediction, reference)
+    return _share_equal(prediction, _paragraph(_PARAGRAPH_EN, reference))
 
 
 @explains("retrieval")
 def explain_retrieval(prediction: str, reference: str, **record) -> dict:
-    """retrieval's numbers: those in the prediction and the paragraph id they are compared with.
-
-    >>> explain_retrieval("Paragraph 3, or maybe 12", "Paragraph 3")["text"]
-    "1 of the prediction's 2 numbers ['3', '12'] equal 3: 0.5"
-    """
-    found = _PARAGRAPH_EN.findall(reference)
-    return _explain_share(prediction, found[0] if found else None, '"Paragraph N"')
+    """retrieval's numbers: those in the prediction and the paragraph id they are compared with."""
+    return _explain_share(prediction, _paragraph(_PARAGRAPH_EN, reference), '"Paragraph N"')
 
 
 @metric("retrieval_zh", version="longbench-1")
@@ -152,13 +135,12 @@ def retrieval_zh(prediction: str, reference: str, **record) -> float:
     >>> retrieval_zh("答案是段落7", "段落7")
     1.0
     """
-    return _paragraph_share(_PARAGRAPH_ZH, prediction, reference)
+    return _share_equal(prediction, _paragraph(_PARAGRAPH_ZH, reference))
 
 
 @explains("retrieval_zh")
 def explain_retrieval_zh(prediction: str, reference: str, **record) -> dict:
-    found = _PARAGRAPH_ZH.findall(reference)
-    return _explain_share(prediction, found[0] if found else None, '"段落N"')
+    return _explain_share(prediction, _paragraph(_PARAGRAPH_ZH, reference), '"段落N"')
 
 
 @metric("count", version="longbench-1")
@@ -197,11 +179,7 @@ def gaokao_choice(prediction: str, reference: str, **record) -> float:
 
 @explains("gaokao_choice")
 def explain_gaokao_choice(prediction: str, reference: str, **record) -> dict:
-    """gaokao_choice's letters and the rule that decided.
-
-    >>> explain_gaokao_choice("AB", "ABD")["text"]
-    "letters 'AB' against 'ABD': a proper subset of a multiple-choice answer, half credit: 0.5"
-    """
+    """gaokao_choice's letters and the rule that decided."""
     score = gaokao_choice(prediction, reference)  # three plain comparisons: the rule is named, not re-derived
     if score == 1.0:
         rule = "the same letters"
@@ -219,9 +197,8 @@ def explain_gaokao_choice(prediction: str, reference: str, **record) -> dict:
 
 @metric("choice_match", version="longbench-v2-1")
 def choice_match(prediction: str, reference: str, **record) -> float:
-    """LongBench v2's judge (pred == answer) on the letter(s) an extraction step picked, e.g.
-    `longbench_v2_answer` or `choice_answer`: 1.0 when they equal the reference exactly, else 0.0. An output
-    with no letter never reaches the metric (the extraction gave None: it scores 0, counted as unparsed).
+    """LongBench v2's judge (pred == answer) on the letters an extraction step picked
+    (`longbench_v2_answer`, `choice_answer`).
 
     >>> choice_match("B", "B"), choice_match("C", "B"), choice_match("AC", "AC")
     (1.0, 0.0, 1.0)

@@ -1,28 +1,14 @@
-"""The metric registry: one decorated pure function per metric.
-
-Usage:
-    from Eval.metrics.registry import metric, METRICS
+"""The metric registry: one decorated pure function per metric, in any module of Eval/metrics/.
 
     @metric("qa_f1", version="longbench-1")
     def qa_f1(prediction: str, reference: str, **record) -> float:
-        '''F1 over normalised words.
+        '''The card: what it measures, and a >>> example the tests run.'''
 
-        >>> qa_f1("The cat sat", "a cat sat down")
-        0.8
-        '''
-
-The function may live in any module under Eval/metrics/ (names starting with "_" excepted): importing the package
-imports them all, so nothing else has to list a new metric.
-
-Per-reference metrics (the default) take one prediction and ONE reference and return a float; the scorer
-takes the maximum over the record's references, floored at 0 (the LongBench loop), then the mean over
-records. Extra record fields (for example ``all_classes``) arrive as keyword arguments, so every metric must
-accept ``**record``. The docstring is the metric's card and its ``>>>`` example is run by the tests.
-
-Explainers: a metric may have one, registered next to it with ``@explains("qa_f1")``. It takes the same arguments
-and returns a dict of the numbers the score comes from, their "score" (recomputed from those numbers with the
-metric's own float operations, so it equals the metric's value exactly) and a one-line "text". Explainers are
-read-only companions: the scorer never takes a score from them (Eval/scoring/explain.py).
+A metric takes one prediction and ONE reference (the scorer takes the max over references, floored
+at 0, then the mean over records, as LongBench does); other record fields (``all_classes``) arrive
+as keyword arguments. An explainer, registered beside it with ``@explains("qa_f1")``, takes the same
+arguments and returns the numbers behind the score, the "score" recomputed with the metric's own
+float operations, and a one-line "text"; the scorer never takes a score from it.
 """
 from __future__ import annotations
 
@@ -46,13 +32,12 @@ class Metric:
     best: float = 1.0  # the value of a perfect answer ("full marks"); ROUGE's 1e-8 makes it 0.999999995
 
     def bind(self, args: dict[str, str]) -> "Metric":
-        """The metric with the keyword arguments of `args` its function takes (eval.py -S key=value), each
-        converted to the type of its default; the others are left to the other metrics. The version records them,
-        since they change the values."""
+        """The metric with those of `args` (eval.py -S key=value) its function takes, each converted
+        to the type of its default; the version records them, since they change the values."""
         params = inspect.signature(self.fn).parameters
         kept = {}
         for key, text in args.items():
-            if key in params and params[key].kind is inspect.Parameter.KEYWORD_ONLY:
+            if self.takes(key):
                 default = params[key].default
                 kind = type(default) if default is not inspect.Parameter.empty and default is not None else str
                 kept[key] = (text.lower() in ("1", "true", "yes")) if kind is bool else kind(text)
@@ -80,15 +65,13 @@ class Metric:
         return None if explainer is None else explainer(prediction, reference, **record)
 
 
-# metric name -> explainer; filled by @explains in the metric's own module, so a Metric found through METRICS
-# (whose lookup imports every metric module) already has its explainer here.
+# metric name -> explainer; filled by @explains in the metric's module (imported by METRICS).
 EXPLAINERS: dict[str, Callable[..., dict]] = {}
 
 
 class Zeroed(float):
-    """A 0.0 that remembers why: the reference scores some failures (an empty hypothesis in the `rouge`
-    package, for example) as 0.0 silently; returning this keeps the value identical while the scorer counts
-    and reports how many samples were zeroed and why."""
+    """A 0.0 that remembers why: the reference scores some failures (the `rouge` package on an empty
+    text) 0.0 silently; this keeps the value while the scorer reports what was zeroed and why."""
 
     reason: str
 
@@ -102,8 +85,7 @@ class Zeroed(float):
 
 
 def metric(name: str, *, version: str = "1", best: float = 1.0):
-    """Register ``fn`` under ``name``; a second registration of the same name is a bug and raises. ``best`` is
-    the value a perfect answer gets, when it is not 1.0."""
+    """Register ``fn`` under ``name`` (twice raises); ``best``: a perfect answer's value."""
     def register(fn: Callable[..., float]) -> Callable[..., float]:
         METRICS.register(name, Metric(name, fn, version, best))
         return fn

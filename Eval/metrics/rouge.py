@@ -1,38 +1,19 @@
-"""ROUGE-L: LongBench's ``rouge`` / ``rouge_zh`` (a hand-written replacement of the pltrdy ``rouge`` 1.0.1
-package's ROUGE-L) and ``rouge_chinese`` (which calls the ``rouge-chinese`` package).
+"""ROUGE-L: LongBench's ``rouge`` / ``rouge_zh``, a fast replacement of the pltrdy ``rouge`` 1.0.1
+package's ROUGE-L, bit for bit (tests/test_rouge.py uses the package as oracle), and
+``rouge_chinese`` (which calls the ``rouge-chinese`` package).
 
-Usage:
-    from Eval.metrics.rouge import rouge_l_f, rouge, rouge_zh, rouge_chinese
-
-    rouge_l_f("the cat sat. on the mat", "the cat sat on the mat")   # 0.999999995; raises where the package raises
-    rouge("the cat sat", "")   # Zeroed == 0.0, .reason == "ValueError: Reference is empty."
-
-``rouge_l_f(h, r)`` returns the same float, bit for bit, as
-``Rouge().get_scores([h], [r], avg=True)["rouge-l"]["f"]`` (tests/test_rouge.py checks it against the package).
-What that number is (none of it is textbook ROUGE-L):
-
-* The text is cut on every "." into pieces, empty pieces dropped; each piece's whitespace is collapsed and its
-  words are the space-separated tokens. A whitespace-only piece survives as the single word "".
-  No lowercasing and no other punctuation handling, so "news," and "news" are different words.
-* For every (reference sentence, hypothesis sentence) pair the package rebuilds ONE longest common
-  subsequence by walking its DP table back from the corner: diagonal on equal words, else up (the reference
-  index) only when T[i-1][j] > T[i][j-1], else left. The distinct words of all those LCSs form a union; its
-  size is llcs. Different LCSs of the same length hold different words, so the walk's tie-break is replayed.
-* m and n count DISTINCT words of the reference and hypothesis; R = llcs/m, P = llcs/n and
-  F = 2*((P*R)/(P+R+1e-8)), in that order, so identical texts give 0.999999995.
-
-Why not call the package: it fills a dict-based DP table for every sentence pair and walks it back by recursion,
-pure Python. On LongBench-size data (bench/bench_eval.py: 200 records of each of LongBench's six ROUGE datasets,
-real lengths) it took 31 s where this module takes 0.37 s, and 41 s against 1.0 s on 10,000 Chinese answers.
-Here the DP rows are bit vectors (Allison-Dix / Hyyro's bit-parallel LCS on Python ints), the walk reads T[i][j]
-as popcounts of them, and a pair is walked only if it shares a word the union lacks (no other pair can change it).
-
-Where we differ from the package: its walk recurses once per step, so a pair of "."-free sentences long enough to
-exceed Python's recursion limit (about 990 steps, a walk takes at most len(ref) + len(hyp) - 1; the exact point
-depends on the caller's stack and the Python version) raises RecursionError, which LongBench scores 0.0. We score
-such a pair like any other. Real outputs never get there: LongBench's generation lengths keep the longest walk on
-bench/bench_eval.py's data at 577 steps (vcsum); only degenerate predictions (hundreds of words without a ".")
-can score differently.
+What the package computes, not textbook ROUGE-L:
+* the text is cut on every "." (empty pieces dropped); words are whitespace tokens ("  " is "");
+* for every (reference, hypothesis) sentence pair it rebuilds ONE LCS by walking its DP table back
+  (diagonal on equal words, else up only when T[i-1][j] > T[i][j-1], else left); llcs counts the
+  distinct words of the union of those LCSs, so the walk's tie-break is replayed here;
+* m, n count DISTINCT words; R = llcs/m, P = llcs/n, F = 2*((P*R)/(P+R+1e-8)), so identical texts
+  give 0.999999995.
+Why not call it: its dict DP and recursive walk took 31 s on LongBench-size data (bench_eval.py)
+where this module, with bit-parallel DP rows (Hyyro) and walking only the pairs that can grow the
+union, takes 0.37 s. One difference: the package raises RecursionError (LongBench scores 0.0) on a
+walk past about 990 steps ("."-free sentences); we score it. Real outputs stay far below (577 steps
+at most on that data).
 """
 from __future__ import annotations
 
@@ -55,8 +36,7 @@ def _lcs_words(ref: list[str], hyp: list[str]) -> set[str]:
     masks: dict[str, int] = {}
     for pos, word in enumerate(ref):
         masks[word] = masks.get(word, 0) | (1 << pos)
-    # rows[j] is DP row j (the first j hypothesis words) over the reference positions: a 0 bit at i-1 means
-    # T[i][j] = T[i-1][j] + 1, so T[i][j] = i - popcount(rows[j] & (2**i - 1)).
+    # rows[j] is DP row j over the reference positions: T[i][j] = i - popcount(rows[j] & (2**i-1))
     full = row = (1 << len(ref)) - 1
     rows = [row]
     for word in hyp:
@@ -95,8 +75,8 @@ def _rouge_counts(hypothesis: str, reference: str) -> tuple[int, int, frozenset]
     for ref in refs:
         ref_set = set(ref)
         for hyp, hyp_set in zip(hyps, hyp_sets):
-            # A walk yields shared words only, so a pair whose shared words are all in the union cannot change it;
-            # skipping those takes gov_report-size pairs from 1.2 s to 0.17 s (200 records).
+            # A walk yields shared words only: a pair whose shared words are all in the union
+            # cannot change it.
             if not (ref_set & hyp_set) <= union:
                 union |= _lcs_words(ref, hyp)
     return m, n, frozenset(union)
@@ -126,36 +106,15 @@ def _zeroed(exc: Exception) -> Zeroed:
     return Zeroed(f"{type(exc).__name__}: {exc}"[:120])
 
 
-def _explain_rouge(hypothesis: str, reference: str) -> dict:
-    """The numbers behind ROUGE-L F: the distinct words on the LCSs (in the prediction's order), m, n, P, R, F."""
-    try:
-        m, n, union = _rouge_counts(hypothesis, reference)
-    except Exception as exc:  # the same failures the metric zeroes
-        reason = _zeroed(exc).reason
-        return {"score": 0.0, "zeroed": reason, "text": f"scored 0, as LongBench does when the rouge package fails: "
-                                                        f"{reason}"}
-    distinct_hyp = list(dict.fromkeys(w for sentence in _sentences(hypothesis) for w in sentence))
-    distinct_ref = list(dict.fromkeys(w for sentence in _sentences(reference) for w in sentence))
-    words = [w for w in distinct_hyp if w in union]
-    precision, recall, score = _f_measure(len(union), m, n)
-    shown = " ".join(words[:20]) + (f" … ({len(words) - 20} more)" if len(words) > 20 else "")
-    text = (f"{len(union)} distinct word{'s' * (len(union) != 1)} on the LCSs ({shown or 'none'}): "
-            f"P = {ratio(len(union), n)} of the prediction's distinct words, R = {ratio(len(union), m)} of the "
-            f"reference's, F = 2PR/(P+R+1e-8) = {score:.4g} (beta 1, as the rouge package computes it)")
-    return {"prediction_tokens": distinct_hyp, "reference_tokens": distinct_ref, "lcs_words": words,
-            "llcs": len(union), "prediction_distinct": n, "reference_distinct": m,
-            "precision": precision, "recall": recall, "score": score, "text": text}
+def _jieba_text(text: str) -> str:
+    return " ".join(cut(text))
 
 
 @metric("rouge", best=ROUGE_BEST, version="pltrdy-1.0.1")
 def rouge(prediction: str, reference: str, **record) -> float:
-    """ROUGE-L F as LongBench's ``rouge_score`` (gov_report, qmsum, multi_news, samsum).
-
-    Measures word overlap as the union of longest common subsequences between the "."-split sentences of
-    the prediction and the reference, over distinct words, case-sensitive, punctuation other than "." kept.
-    Reference: pltrdy ``rouge`` 1.0.1, ``Rouge().get_scores([pred], [gt], avg=True)["rouge-l"]["f"]``, bitwise.
-    Quirks: identical texts score 0.999999995 (the 1e-8 in F); an empty or "."-only text scores 0.0 via
-    ``Zeroed``. A pair long enough to blow the package's recursion limit is scored, not zeroed (module docstring).
+    """ROUGE-L F as LongBench's ``rouge_score`` (gov_report, qmsum, multi_news, samsum): pltrdy
+    ``rouge`` 1.0.1's ``get_scores([pred], [gt], avg=True)["rouge-l"]["f"]``; an empty or "."-only
+    text scores 0.0 (``Zeroed``).
 
     >>> rouge("The cat sat on the mat.", "The cat lay on the mat.")
     0.8333333283333335
@@ -170,41 +129,40 @@ def rouge(prediction: str, reference: str, **record) -> float:
 
 @explains("rouge")
 def explain_rouge(prediction: str, reference: str, **record) -> dict:
-    """rouge's numbers.
-
-    >>> explain_rouge("The cat sat on the mat.", "The cat lay on the mat.")["text"].split(":")[0]
-    '5 distinct words on the LCSs (The cat on the mat)'
-    """
-    return _explain_rouge(prediction, reference)
+    """The numbers behind ROUGE-L F: the distinct words on the LCSs (in the prediction's order), m, n, P, R, F."""
+    try:
+        m, n, union = _rouge_counts(prediction, reference)
+    except Exception as exc:  # the same failures the metric zeroes
+        reason = _zeroed(exc).reason
+        return {"score": 0.0, "zeroed": reason,
+                "text": f"scored 0, as LongBench does when the rouge package fails: {reason}"}
+    distinct_hyp = list(dict.fromkeys(w for sentence in _sentences(prediction) for w in sentence))
+    distinct_ref = list(dict.fromkeys(w for sentence in _sentences(reference) for w in sentence))
+    words = [w for w in distinct_hyp if w in union]
+    precision, recall, score = _f_measure(len(union), m, n)
+    shown = " ".join(words[:20]) + (f" … ({len(words) - 20} more)" if len(words) > 20 else "")
+    text = (f"{len(union)} distinct word{'s' * (len(union) != 1)} on the LCSs ({shown or 'none'}): "
+            f"P = {ratio(len(union), n)} of the prediction's distinct words, R = {ratio(len(union), m)} of the "
+            f"reference's, F = 2PR/(P+R+1e-8) = {score:.4g} (beta 1, as the rouge package computes it)")
+    return {"prediction_tokens": distinct_hyp, "reference_tokens": distinct_ref, "lcs_words": words,
+            "llcs": len(union), "prediction_distinct": n, "reference_distinct": m,
+            "precision": precision, "recall": recall, "score": score, "text": text}
 
 
 @metric("rouge_zh", best=ROUGE_BEST, version="pltrdy-1.0.1")
 def rouge_zh(prediction: str, reference: str, **record) -> float:
-    """ROUGE-L F on jieba words, as LongBench's ``rouge_zh_score`` (dureader, vcsum).
-
-    Both texts are cut by jieba (precise mode) and re-joined with spaces, then scored like ``rouge``.
-    Reference: LongBench ``rouge_zh_score`` over pltrdy ``rouge`` 1.0.1, bitwise (jieba 0.42.1).
-    Quirks: Chinese has few ".", so a whole answer is usually one sentence. Full-width punctuation stays a word.
-    A non-str prediction raises TypeError, as jieba runs outside LongBench's try/except.
+    """``rouge`` on jieba words joined by spaces, as LongBench's ``rouge_zh_score`` (dureader,
+    vcsum); a non-str raises TypeError, as jieba runs outside LongBench's try/except.
 
     >>> rouge_zh("我爱我的家，我的家很大", "我的家很大，我爱它")
     0.6153846104142012
     """
-    hypothesis, gold = " ".join(cut(prediction)), " ".join(cut(reference))
-    try:
-        return rouge_l_f(hypothesis, gold)
-    except Exception as exc:
-        return _zeroed(exc)
+    return rouge(_jieba_text(prediction), _jieba_text(reference))
 
 
 @explains("rouge_zh")
 def explain_rouge_zh(prediction: str, reference: str, **record) -> dict:
-    """rouge_zh's numbers, over the jieba words.
-
-    >>> explain_rouge_zh("人一年天四桂花红。", "臣妾是甄嬛，家父是大理寺少卿。")["lcs_words"]
-    ['。']
-    """
-    return _explain_rouge(" ".join(cut(prediction)), " ".join(cut(reference)))
+    return explain_rouge(_jieba_text(prediction), _jieba_text(reference))
 
 
 @functools.lru_cache(maxsize=2)
@@ -216,19 +174,15 @@ def _chinese_rouge(raw: bool = False):
 
 @metric("rouge_chinese", best=ROUGE_BEST, version="rouge-chinese-1.0.3")
 def rouge_chinese(prediction: str, reference: str, **record) -> float:
-    """ROUGE-L F of the ``rouge-chinese`` package on jieba words: a named variant, not LongBench's figure.
-
-    rouge-chinese splits sentences on Chinese end punctuation and takes one LCS over all words with repeats
-    (no distinct-word union), so it differs from ``rouge_zh``; use it only to compare with work that used it.
-    Computed by the package: ``rouge_chinese.Rouge().get_scores(pred, gt, avg=True)["rouge-l"]["f"]`` (1.0.3),
-    on the jieba words joined by spaces. Its dict table is quadratic (seconds on 100,000 characters: see
-    ``--sample-time-limit``). Quirks: any exception scores 0.0 (``Zeroed``), an empty text included.
+    """ROUGE-L F of the ``rouge-chinese`` package on jieba words: not LongBench's figure (it splits
+    on Chinese end punctuation and takes one LCS over all words), for comparing with work that used
+    it. Quadratic (see ``--sample-time-limit``); any exception scores 0.0 (``Zeroed``).
 
     >>> rouge_chinese("我爱我的家，我的家很大", "我的家很大，我爱它")  # rouge_zh gives 0.615...
     0.555555550617284
     """
     try:
-        return _chinese_f(" ".join(cut(prediction)), " ".join(cut(reference)))
+        return _chinese_f(_jieba_text(prediction), _jieba_text(reference))
     except Exception as exc:
         return _zeroed(exc)
 
@@ -241,15 +195,11 @@ def _chinese_f(hypothesis: str, gold: str) -> float:
 
 @explains("rouge_chinese")
 def explain_rouge_chinese(prediction: str, reference: str, **record) -> dict:
-    """rouge_chinese's numbers, as the package counts them: one LCS over all words (its length, not its words).
-
-    >>> explain_rouge_chinese("我爱我的家，我的家很大", "我的家很大，我爱它")["llcs"]
-    5
-    """
+    """rouge_chinese's numbers, as the package counts them: the length of one LCS over all words."""
     value = rouge_chinese(prediction, reference)  # the package's F (cached), or why it failed
     if isinstance(value, Zeroed):
         return {"score": 0.0, "zeroed": value.reason, "text": f"scored 0: {value.reason}"}
-    hypothesis, gold = " ".join(cut(prediction)), " ".join(cut(reference))
+    hypothesis, gold = _jieba_text(prediction), _jieba_text(reference)
     counts = _chinese_rouge(raw=True).get_scores(hypothesis, gold)[0]["rouge-l"]
     llcs, hyp_words, ref_words = counts["overlap"], counts["hyp"], counts["ref"]
     precision, recall, score = _f_measure(llcs, ref_words, hyp_words)

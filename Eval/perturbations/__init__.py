@@ -1,25 +1,16 @@
-"""PERTURBATIONS: seeded rewrites of an example's input text (typos, extra spaces, full-width punctuation, ...),
-so a score can be read beside the score on slightly changed inputs (HELM's robustness figure, issue 14).
+"""PERTURBATIONS: seeded rewrites of an example's input text (typos, extra spaces, full-width
+punctuation, ...), so a score can be read beside the score on slightly changed inputs (HELM's
+robustness figure; docs/robustness.md).
 
-Each perturbation is one decorated pure function, defined in the module of its language (en.py, zh.py; a new
-module in this folder is found by itself). The function takes the text, a `random.Random` and its arguments;
-the registry wraps it in a Perturbation whose `apply` does the seeding, so every caller gets the same text for
-the same (text, seed_key, arguments) on any machine, in any batch order and any shard.
+A perturbation is a decorated pure function `fn(text, rng, *args) -> str` in the module of its
+language (a new module here is found by itself); its docstring is the card, with a >>> example the
+tests run. `Perturbation.apply` seeds the rng, so (text, seed_key, arguments) gives the same text
+anywhere.
 
 Usage:
-    from Eval.perturbations import PERTURBATIONS, parse_perturbations, Perturbation
-
     specs = parse_perturbations("typo:0.05,extra_space")   # [("typo", (0.05,)), ("extra_space", ())]
-    p = PERTURBATIONS["typo"]
-    p.label(())                       # "typo:0.05" (missing arguments take their defaults)
-    p.apply("Hello world", "ex-7|question", 0.05)
-
-    @perturbation("shout", languages=("en",))       # in any module of Eval/perturbations/
-    def shout(text: str, rng: random.Random) -> str:
-        '''Upper-case. The docstring is the card; its >>> example is run by the tests.'''
-
-Syntax of one part: NAME[:ARG[:ARG...]]; parts are separated by commas. An argument takes the type of its
-default (a float rate, an int count) and must lie within the declared bounds.
+    PERTURBATIONS["typo"].label(())          # "typo:0.05" (missing arguments take their defaults)
+    PERTURBATIONS["typo"].apply("Hello world", "ex-7|question", 0.05)
 """
 from __future__ import annotations
 
@@ -34,8 +25,7 @@ PERTURBATIONS = Registry("perturbation", discover="Eval.perturbations",
                          hint="Add one: a function decorated with @perturbation in any module of "
                               "Eval/perturbations/.")
 
-# The record fields an instance's input lives in; references are never among them (the caller perturbs those
-# only when asked).
+# The record fields an instance's input lives in; references only when the caller asks.
 INPUT_FIELDS = ("input", "question", "instruction", "context")
 
 
@@ -48,13 +38,8 @@ class Perturbation:
     default_args: tuple = ()
     bounds: tuple[tuple[float, float], ...] = ()  # (low, high) per argument, inclusive
 
-    @property
-    def doc(self) -> str:
-        return self.fn.__doc__ or ""
-
     def resolve(self, args: tuple | list = ()) -> tuple:
-        """`args` completed with the defaults, each converted to its default's type and checked against its
-        bounds; ValueError saying which argument is wrong."""
+        """`args` completed with the defaults, converted to their types, checked in bounds."""
         args = tuple(args)
         if len(args) > len(self.default_args):
             raise ValueError(f"{self.name} takes at most {len(self.default_args)} argument(s), got {len(args)}")
@@ -108,26 +93,25 @@ def apply(name: str, text: str, seed_key: str, *args) -> str:
 
 
 def parse_perturbations(spec: str | None) -> list[tuple[str, tuple]]:
-    """"typo:0.05,extra_space" -> [("typo", (0.05,)), ("extra_space", ())]: the arguments as given (converted
-    and checked; `label` fills in the defaults). ValueError naming the bad part; an unknown name suggests the
-    closest known ones. A blank spec is no perturbation."""
+    """NAME[:ARG...],... -> [(name, the arguments given, converted and checked)]; ValueError names
+    the bad part."""
     if spec is None or not spec.strip():
         return []
     specs, seen = [], {}
-    for part in spec.split(","):
-        name, *raw = [piece.strip() for piece in part.strip().split(":")]
+    for part in (part.strip() for part in spec.split(",")):
+        name, *raw = [piece.strip() for piece in part.split(":")]
         if not name:
-            raise ValueError(f"--perturb: empty perturbation name in part {part.strip()!r} of {spec!r}")
+            raise ValueError(f"--perturb: empty perturbation name in part {part!r} of {spec!r}")
         if name not in PERTURBATIONS:
-            raise ValueError(f"--perturb: {part.strip()!r}: {PERTURBATIONS.unknown(name)}")
+            raise ValueError(f"--perturb: {part!r}: {PERTURBATIONS.unknown(name)}")
         p = PERTURBATIONS[name]
         try:
             args = p.resolve(raw)[:len(raw)]
         except ValueError as error:
-            raise ValueError(f"--perturb: {part.strip()!r}: {error}") from None
+            raise ValueError(f"--perturb: {part!r}: {error}") from None
         label = p.label(args)
         if label in seen:
-            raise ValueError(f"--perturb: {part.strip()!r} repeats {seen[label]!r} (both are {label})")
-        seen[label] = part.strip()
+            raise ValueError(f"--perturb: {part!r} repeats {seen[label]!r} (both are {label})")
+        seen[label] = part
         specs.append((name, args))
     return specs

@@ -1,11 +1,6 @@
-"""English perturbations: typo, extra_space, lowercase, contraction, filler, synonym.
-
-Usage (through the registry, which seeds them):
-    from Eval.perturbations import PERTURBATIONS
-    PERTURBATIONS["synonym"].apply("a big house", "ex-1|question", 0.5)
-
-The word tables here (contractions, fillers, synonyms) are small lists of our own, written for this project;
-the synonym list is NOT WordNet, so it needs no data download and its substitutions are easy to read.
+"""English perturbations: typo, extra_space, lowercase, contraction, filler, synonym, seeded by the
+registry: `PERTURBATIONS["synonym"].apply("a big house", "ex-1|question", 0.5)`. The word tables are
+small lists of our own; the synonym list is NOT WordNet, so it needs no download.
 """
 from __future__ import annotations
 
@@ -16,8 +11,8 @@ from Eval.perturbations import apply, perturbation  # noqa: F401  (apply: used b
 
 RATE = ((0.0, 1.0),)
 
-# A QWERTY layout: each row's horizontal offset in key widths. Keys whose centres are less than one key width
-# apart on the same or an adjacent row are neighbours (so "a" neighbours q, w, s, z).
+# QWERTY rows with their offsets in key widths; keys less than one key width apart on the same or
+# an adjacent row are neighbours ("a" neighbours q, w, s, z).
 _ROWS = (("qwertyuiop", 0.0), ("asdfghjkl", 0.25), ("zxcvbnm", 0.75))
 _POSITIONS = {key: (row, col + offset) for row, (keys, offset) in enumerate(_ROWS) for col, key in enumerate(keys)}
 NEIGHBOURS = {key: "".join(other for other, (r2, x2) in _POSITIONS.items()
@@ -83,8 +78,8 @@ def _same_case(source: str, target: str) -> str:
 
 @perturbation("contraction", languages=("en",))
 def contraction(text: str, rng: random.Random) -> str:
-    """Every form in our table swapped for its counterpart: "do not" -> "don't", "can't" -> "cannot", ...
-    (deterministic; a capital first letter is kept).
+    """Every form in our table swapped for its counterpart ("do not" -> "don't", "can't" ->
+    "cannot"; a capital first letter kept).
 
     >>> apply("contraction", "I am sure it is fine, but we cannot stay and don't know why.", "doc")
     "I'm sure it's fine, but we can't stay and do not know why."
@@ -124,8 +119,8 @@ SYNONYMS = {word.strip(): tuple(others.split()) for word, others in
 
 @perturbation("synonym", languages=("en",), default_args=(0.5,), bounds=RATE)
 def synonym(text: str, rng: random.Random, rate: float) -> str:
-    """Each word in our synonym list (about 60 common words, ours, not WordNet), with probability `rate`,
-    replaced by one of its synonyms (a capital first letter is kept).
+    """Each word of our synonym list (about 60 common words), with probability `rate`, replaced by
+    one of its synonyms (a capital first letter kept).
 
     >>> apply("synonym", "The old house had a big problem", "doc")
     'The old house had a huge issue'

@@ -1,13 +1,9 @@
-"""Chinese perturbations: fullwidth (punctuation width), traditional (simplified -> traditional), homophone.
+"""Chinese perturbations: fullwidth (punctuation width), traditional, homophone.
 
-Usage (through the registry, which seeds them):
-    from Eval.perturbations import PERTURBATIONS
-    PERTURBATIONS["traditional"].apply("这个问题很简单", "ex-1|input")
-
-The character tables are small ones of our own, written for this project: about 270 common simplified
-characters whose traditional form does not depend on the word, in the forms Taiwan uses (為, 眾; characters
-such as 后, 发, 里, 签, which map to two traditional characters, are left out on purpose), and groups of common
-characters that share a pinyin syllable (tones ignored), the usual source of Chinese input-method typos.
+The tables are small ones of our own: about 270 simplified characters whose traditional form does
+not depend on the word, in Taiwan's forms (為, 眾; 后, 发, 里, 签, with two traditional forms, are
+left out on purpose), and groups of common characters sharing a pinyin syllable (tones ignored),
+the usual input-method typos.
 """
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ import re
 
 from Eval.perturbations import apply, perturbation  # noqa: F401  (apply: used by the cards' examples)
 
-# Half-width punctuation and its full-width form. "." becomes the ideographic full stop 。, which is what
-# Chinese text uses, rather than the rarely seen full-width period.
+# Half-width punctuation and its full-width form; "." becomes 。, what Chinese text uses.
 _HALF, _FULL = ",.?!:;()", "，。？！：；（）"
 TO_FULL, TO_HALF = dict(zip(_HALF, _FULL)), dict(zip(_FULL, _HALF))
 # Between two digits the half-width mark is part of a number (3.14, 1,000, 10:30) and is left as it is.
@@ -52,8 +47,7 @@ TRADITIONAL = str.maketrans(_SIMPLIFIED, _TRADITIONAL)
 
 @perturbation("traditional", languages=("zh",))
 def traditional(text: str, rng: random.Random) -> str:
-    """Simplified characters in our table written in their traditional form (deterministic; characters
-    outside the table, and those whose traditional form depends on the word, are kept).
+    """Simplified characters of our table written in their traditional form (others kept).
 
     >>> apply("traditional", "这个问题的答案在书里吗？", "doc")
     '這個問題的答案在書里嗎？'
