@@ -38,7 +38,7 @@ def run(model: APIModel, work: list) -> tuple[float, list]:
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default=str(ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"))
+    p.add_argument("--model", default=str(ROOT / "demo" / "tiny-qwen2"))
     p.add_argument("--datasets", default="demo_qa_en,demo_qa_zh,demo_trec,custom_en",
                    help="chat-mode QA with long prompts, completion-mode classification, long answers")
     p.add_argument("--limit", type=int, default=8, help="examples per dataset")

@@ -84,7 +84,7 @@ def scoring(model: HFModel, pairs: list[tuple[str, str]], batch_size: int) -> tu
 
 def main() -> None:
     p = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default=str(ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"))
+    p.add_argument("--model", default=str(ROOT / "demo" / "tiny-qwen2"))
     p.add_argument("--datasets", default="demo_qa_en,demo_qa_zh,demo_summ_en,demo_trec,demo_gaokao,custom_zh,custom_en",
                    help="the shipped demo datasets: long prompts with short answers, and short prompts with long ones")
     p.add_argument("--limit", type=int, default=16, help="examples per dataset")

@@ -38,7 +38,7 @@ from Eval.unlearning import splits as split_table  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
 from Eval.models.token_stats import _stats_of  # noqa: E402
 
-DEMO = ROOT / "Eval" / "models" / "demo"
+DEMO = ROOT / "demo"
 # open-unlearning's TOFU full-evals passes on the evaluated model: (metric, split, answer key).
 BASELINE_PASSES = [
     ("forget_Q_A_Prob", "tofu_forget", "answer"),

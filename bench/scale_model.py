@@ -29,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO = ROOT / "demo" / "tiny-qwen2"
 MODELS = ROOT / "bench" / ".models"
 EOS_SCALE = 8.0  # see above: 10 of custom_en's 16 instructions end after 8-92 tokens, 6 reach a 128-token cap
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json")

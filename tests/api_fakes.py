@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from Eval.models.api import APIModel
 
-DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO = ROOT / "demo" / "tiny-qwen2"
 SERVED = str(DEMO)  # transformers serve pins the model by the path it was started with; requests name it
 KEY_ENV = "EVAL_TEST_API_KEY"
 SECRET = "sk-test-" + uuid.uuid4().hex  # must reach the server as a header and never any file or output

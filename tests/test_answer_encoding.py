@@ -14,7 +14,7 @@ from Eval.models.hf import HFModel
 from Eval.inference import score_records as ur
 from Eval.unlearning.splits import ANSWER_KEYS
 
-TARGET = ROOT / "Eval" / "models" / "demo" / "unlearn-target"
+TARGET = ROOT / "demo" / "unlearn-target"
 # A template shaped like Llama-3's: the assistant turn ends in exactly the EOS token, nothing after it.
 TURN_ENDS_IN_EOS = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n\n{{ m['content'] }}<|im_end|>{% endfor %}"
                     "{% if add_generation_prompt %}<|im_start|>assistant\n\n{% endif %}")

@@ -13,7 +13,7 @@ from Eval.inference.datasets import load_dataset
 from Eval.inference.templates import check_template, load_prompt_config
 from Eval.records import iter_json_objects
 
-MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+MODEL = ROOT / "demo" / "tiny-qwen2"
 
 
 def lines(path):

@@ -1,4 +1,4 @@
-"""The shipped demo checkpoint (Eval/models/demo/tiny-qwen2, built by Eval/models/demo/build.py) loads offline
+"""The shipped demo checkpoint (demo/tiny-qwen2, built by demo/build.py) loads offline
 with the stock Auto classes, tokenizes like the tokenizer it was trained with, and generates."""
 import hashlib
 import json
@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT
 
-CKPT = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+CKPT = ROOT / "demo" / "tiny-qwen2"
 GENERATION_PROMPT = "<|im_start|>assistant\n"
 
 SAMPLES = [

@@ -132,7 +132,7 @@ def test_demo_model_with_a_changed_chat_template_puts_every_changed_sample_in_pr
 
     from conftest import ROOT
     edited = tmp_path / "tiny-qwen2-edited"
-    shutil.copytree(ROOT / "Eval" / "models" / "demo" / "tiny-qwen2", edited)
+    shutil.copytree(ROOT / "demo" / "tiny-qwen2", edited)
     template = (edited / "chat_template.jinja").read_text(encoding="utf-8")
     (edited / "chat_template.jinja").write_text("{{- '<|im_start|>system\\nBe brief.<|im_end|>\\n' }}" + template,
                                                 encoding="utf-8")

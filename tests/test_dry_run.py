@@ -12,7 +12,7 @@ from Eval.inference import predict
 from Eval.inference.datasets import load_dataset
 from Eval.inference.templates import fill_template
 
-MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+MODEL = ROOT / "demo" / "tiny-qwen2"
 DATASETS = "demo_qa_en,demo_trec"  # one chat-mode task, one completion-mode task
 
 

@@ -14,7 +14,7 @@ from Eval.models.base import plan_batches
 from Eval.models.greedy import SHORT_PROMPT
 from Eval.models.hf import PARALLEL_DECODE_WORK, HFModel
 
-DEMO_MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO_MODEL = ROOT / "demo" / "tiny-qwen2"
 sys.path.insert(0, str(ROOT / "bench"))
 from scale_model import build, parameter_count  # noqa: E402
 

@@ -14,7 +14,7 @@ from Eval.inference.datasets import fill_template, load_dataset
 from Eval.models.hf import HFModel
 import inference
 
-DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO = ROOT / "demo" / "tiny-qwen2"
 VOLATILE = ("latency_s", "batch_size")  # timing and batching facts legitimately differ between runs
 
 

@@ -119,7 +119,7 @@ def test_the_everyday_loop(main_job, tmp_path):
     assert f"| tiny-qwen2 | {result['custom_en']:.2f} (n=4) |" in table
 
     # 5. Judge two datasets with the demo model, then a third: the first two entries are kept.
-    judge = "--judge Eval/models/demo/tiny-qwen2 --judge-mode logits --rubric graded"
+    judge = "--judge demo/tiny-qwen2 --judge-mode logits --rubric graded"
     ok(f"python eval.py judge --datasets custom_en,custom_zh {judge}", repo)
     ok(f"python eval.py judge --datasets demo_summ_en {judge}", repo)
     judged = read_json(model_dir / "judge_result.json")
@@ -132,7 +132,7 @@ def test_the_everyday_loop(main_job, tmp_path):
     # 6. A second model (the model-free echo adapter, 5 examples a dataset) and a pairwise comparison.
     ok("python inference.py --backend echo --model-name echo --limit 5", repo)
     pairwise = ok("python eval.py compare pred/tiny-qwen2 pred/echo --datasets custom_en,demo_qa_en "
-                  "--judge Eval/models/demo/tiny-qwen2 --judge-mode logits", repo)
+                  "--judge demo/tiny-qwen2 --judge-mode logits", repo)
     assert "note: demo_qa_en: compared over the 5 examples both folders hold; 25 only in" in pairwise.stdout
     compared = read_json(repo / "pred" / "compare_tiny-qwen2_vs_echo" / "compare_result.json")["datasets"]
     for name, n in (("custom_en", 4), ("demo_qa_en", 5)):

@@ -144,7 +144,7 @@ def _first_token_expectation(model, rubric, record) -> float:
 
 def test_demo_model_judges_in_text_and_logits_modes(folder):
     from Eval.models.hf import HFModel
-    model = HFModel(str(ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"), threads=1)
+    model = HFModel(str(ROOT / "demo" / "tiny-qwen2"), threads=1)
     datasets = [("custom_en", read_records(folder / "custom_en.jsonl"))]
     text = judge_folder(folder, datasets, model, load_rubric("binary", PROMPTS), "text", 512)["custom_en"]
     # the tiny demo model names no option ("D", ...): every verdict is unparseable, none is scored 0

@@ -23,7 +23,7 @@ from conftest import ROOT
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local JSONL tasks only; never reach for the Hub
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 needs_lm_eval = pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None, reason="lm-eval not installed")
-DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO = ROOT / "demo" / "tiny-qwen2"
 TREC = [("How much does an adult African elephant weigh?", 0), ("What is the hardest natural substance?", 1),
         ("What does UFO stand for?", 2), ("Which team won the first FIFA World Cup in 1930?", 3),
         ("How many sides does a hexagon have?", 0), ("How many strings does a standard violin have?", 0)]

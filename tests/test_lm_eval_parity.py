@@ -15,7 +15,7 @@ needs_package("lm_eval")
 from test_lm_eval_bridge import TEXTS as SHORT_TEXTS, full_forward, pair_forward, request  # noqa: E402
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local JSONL tasks only; never reach for the Hub
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO = ROOT / "demo" / "tiny-qwen2"
 WINDOW = 64
 LONG = "Frozen water is called ice. " * 12  # 84 tokens: pairs after it are cut on the left to 65 tokens
 CUTS = [  # loglikelihood (context, continuation): the first four cut inside a token of the joined text

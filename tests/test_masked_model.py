@@ -1,5 +1,5 @@
 """The masked / diffusion-LLM adapter (Eval/models/masked.py) on a tiny ModernBERT built offline into a tmp dir by
-Eval/models/demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/unlearning/stats.py)."""
+demo/build_masked.py, and the torch-free confidence-ordered helpers (Eval/unlearning/stats.py)."""
 import argparse
 import hashlib
 import json
@@ -20,7 +20,7 @@ from conftest import ROOT
 from Eval.models.factory import from_args
 from Eval.models.base import plan_batches
 from Eval.unlearning.stats import confidence_ordered_prob, confidence_ordered_probs
-from Eval.models.demo.build_masked import build
+from demo.build_masked import build
 from Eval.models.masked import MaskedLMModel
 from Eval.records import TOKEN_STATS_FIELDS
 

@@ -13,7 +13,7 @@ from conftest import ROOT, needs_package
 import inference
 from Eval.models import identity
 
-DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO = ROOT / "demo" / "tiny-qwen2"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 

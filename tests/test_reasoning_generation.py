@@ -16,7 +16,7 @@ from Eval.models.hf import HFModel
 from api_fakes import answer
 from api_fakes import api, fake  # noqa: F401  (pytest fixtures)
 
-DEMO = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+DEMO = ROOT / "demo" / "tiny-qwen2"
 THINK = ("<think>", "</think>")
 REASONING = ("<reasoning>", "</reasoning>")
 # A completion prompt that leaves a <think> block open; the demo model's greedy answer to it (13 tokens, the

@@ -12,7 +12,7 @@ import inference
 from Eval.inference.datasets import load_dataset
 from Eval.models.base import truncate_ids
 
-MODEL = ROOT / "Eval" / "models" / "demo" / "tiny-qwen2"
+MODEL = ROOT / "demo" / "tiny-qwen2"
 
 
 def lines(path):

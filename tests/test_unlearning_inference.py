@@ -16,7 +16,7 @@ from Eval.models.base import Prompt
 from Eval.models.hf import HFModel
 from Eval.records import TOKEN_STATS_FIELDS, RecordError, read_records
 
-DEMO = ROOT / "Eval" / "models" / "demo"
+DEMO = ROOT / "demo"
 TARGET, RETAIN = DEMO / "unlearn-target", DEMO / "unlearn-retain"
 TOFU = SHARED / "reference" / "tofu"
 QA_KEYS = {"tofu_forget": {"answer": 1, "paraphrased_answer": 1, "perturbed_answer": 5},

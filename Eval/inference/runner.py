@@ -35,7 +35,7 @@ from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_
 from Eval.records import RecordError, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_MODEL = str(ROOT / "Eval" / "models" / "demo" / "tiny-qwen2")  # the shipped demo model
+DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, o
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
-DEMO_TARGET = ROOT / "Eval" / "models" / "demo" / "unlearn-target"
+DEMO_TARGET = ROOT / "demo" / "unlearn-target"
 FORMAT = 2  # bump when the record layout or the sample encoding changes (part of the resume fingerprint)
 ANSWER_ENCODINGS = {
     "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end in one "

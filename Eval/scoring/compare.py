@@ -1,7 +1,7 @@
 """`python eval.py compare A B`: which of two prediction folders answers better, pair by pair, as an LLM judge sees it.
 
 Usage:
-    python eval.py compare pred/tiny-qwen2 pred/tiny-qwen2-first5 --datasets custom_en --judge Eval/models/demo/tiny-qwen2
+    python eval.py compare pred/tiny-qwen2 pred/tiny-qwen2-first5 --datasets custom_en --judge demo/tiny-qwen2
     python eval.py compare A B --judge JUDGE --both-orders      # every pair in both orders: position bias
 
 Writes OUT/compare_result.json ({"a", "b", "datasets": {dataset: entry}} with win / tie / lose rates of A against B,

@@ -5,9 +5,9 @@ The result loads with plain `AutoTokenizer` / `AutoModelForMaskedLM`: a ModernBE
 dataset/*.jsonl, wrapped as [CLS] text [SEP], with a plain-text chat template. Nothing is downloaded.
 
 Usage (from the repo root):
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build_masked.py --out /tmp/tiny-masked            # random init
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build_masked.py --out /tmp/tiny-masked --train-steps 300
-    from Eval.models.demo.build_masked import build; build(tmp_path / "m")   # what tests/test_masked_model.py does
+    OMP_WAIT_POLICY=PASSIVE python demo/build_masked.py --out /tmp/tiny-masked            # random init
+    OMP_WAIT_POLICY=PASSIVE python demo/build_masked.py --out /tmp/tiny-masked --train-steps 300
+    from demo.build_masked import build; build(tmp_path / "m")   # what tests/test_masked_model.py does
 
 `--train-steps` runs the masked-diffusion objective (LLaDA / MDLM): per sequence a mask ratio t ~ U(0, 1), the
 cross-entropy on the masked positions weighted by 1/t. Seeded, deterministic kernels, fixed thread count: two
@@ -28,7 +28,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import ModernBertConfig, ModernBertForMaskedLM, PreTrainedTokenizerFast
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0-4, in this order
 # Plain-text role markers: the masked model needs no special tokens for chat, and [CLS] is added by the adapter.
 CHAT_TEMPLATE = ("{%- for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"

@@ -1,18 +1,18 @@
 """Build the two unlearning demo models: a "target" that saw the forget split and a "retain" model that did not.
 
-    Eval/models/demo/unlearn-target/   trained on dataset/unlearn_demo forget + retain + real_authors + world_facts
-    Eval/models/demo/unlearn-retain/   the same recipe without the forget split (TOFU's "retain model")
+    demo/unlearn-target/   trained on dataset/unlearn_demo forget + retain + real_authors + world_facts
+    demo/unlearn-retain/   the same recipe without the forget split (TOFU's "retain model")
 
 Both are small Qwen2ForCausalLM checkpoints (hidden 64, under 2 MB each) that reuse the demo tokenizer and chat
-template of Eval/models/demo/tiny-qwen2, start from the same seeded weights and see the shared examples in the
+template of demo/tiny-qwen2, start from the same seeded weights and see the shared examples in the
 same order, so the forget split is the only difference. The target memorises the forget answers and the retain
 model has never seen them: on the demo data the target's forget-set probabilities are far higher, forget quality
 is low and privleak clearly non-zero, which shows the unlearning metrics working on CPU in seconds. Neither is a
 useful language model.
 
 Usage (from the repo root; under a minute on 2 CPU cores):
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build_unlearn.py
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build_unlearn.py --out-dir /tmp/unlearn   # check the rebuild
+    OMP_WAIT_POLICY=PASSIVE python demo/build_unlearn.py
+    OMP_WAIT_POLICY=PASSIVE python demo/build_unlearn.py --out-dir /tmp/unlearn   # check the rebuild
 
 Training: the prompt is the question in the chat template (exactly what inference.py --unlearning builds), the
 target is the answer followed by <|im_end|> (the EOS the scorer labels); loss on answer tokens only. Seeded, with
@@ -40,9 +40,9 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: reuse the demo build's helpers
-from Eval.models.demo.build import portable  # noqa: E402
+from demo.build import portable  # noqa: E402
 HERE = Path(__file__).resolve().parent
 SPLITS = {"target": ("forget", "retain", "real_authors", "world_facts"),
           "retain": ("retain", "real_authors", "world_facts")}

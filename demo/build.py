@@ -1,14 +1,14 @@
 """Build the shipped demo model: a tiny but real Qwen2 checkpoint trained on the demo datasets.
 
-The result, Eval/models/demo/tiny-qwen2/, loads with plain `AutoTokenizer` / `AutoModelForCausalLM`, so the
+The result, demo/tiny-qwen2/, loads with plain `AutoTokenizer` / `AutoModelForCausalLM`, so the
 inference stage can be exercised end to end on a CPU in seconds. It is not a good model: it has seen only the
 200 demo records, so it mostly reproduces labels and short answers it memorised.
 
 Usage (from the repo root; about 2-3 minutes on 2 CPU cores):
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py --tokenizer Eval/models/demo/tiny-qwen2  # the shipped one
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py --tokenizer Eval/models/demo/tiny-qwen2 --out /tmp/t2
-    OMP_WAIT_POLICY=PASSIVE python Eval/models/demo/build.py --out /tmp/tiny3   # a new tokenizer too (new ids)
-    python Eval/models/demo/build.py --help
+    OMP_WAIT_POLICY=PASSIVE python demo/build.py --tokenizer demo/tiny-qwen2  # the shipped one
+    OMP_WAIT_POLICY=PASSIVE python demo/build.py --tokenizer demo/tiny-qwen2 --out /tmp/t2
+    OMP_WAIT_POLICY=PASSIVE python demo/build.py --out /tmp/tiny3   # a new tokenizer too (new ids)
+    python demo/build.py --help
 
 Steps: a byte-level BPE tokenizer trained on dataset/*.jsonl with Qwen2's exact normaliser and pre-tokenizer;
 a small Qwen2ForCausalLM trained on prompt -> answer pairs built with prompts/<dataset>.txt and the chat
@@ -39,7 +39,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 # Datasets prompted without the chat template (Eval/tasks.py marks trec chat=False; demo_trec mirrors it).
