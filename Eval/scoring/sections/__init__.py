@@ -1,10 +1,9 @@
 """Report sections: every table a report shows, one function per section, rendered the same way everywhere.
 
-A section is a function from the scored results to tables (title, header, rows, note), decorated with
-`@section("name", order=N)` in any module of this package (a new module is found by itself); one renderer each
-turns a Table into terminal text (eval.py), Markdown (pred/results.md) and HTML (pred/report.html), so a new
-section appears in all three. Cells are strings, formatted by the section; a section with nothing to show
-returns no table.
+A section is a function from the scored results to tables, decorated with `@section("name", order=N)` in any
+module of this package (a new module is found by itself); the terminal (eval.py), pred/results.md and
+pred/report.html render its Tables alike. Cells are strings, formatted by the section; a section with nothing to
+show returns no table.
 
 Usage:
     from Eval.scoring.sections import Results, Table, section, tables, render_text, render_markdown
@@ -19,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable
 
 from Eval.registry import Registry
 
@@ -51,17 +49,10 @@ class Results:
             return None
 
 
-@dataclasses.dataclass(frozen=True)
-class Section:
-    name: str
-    order: int
-    build: Callable[[Results], list[Table]]
-
-
 def section(name: str, order: int):
     """Register `build` (Results -> [Table]) as report section `name`; sections show in `order`."""
     def register(build):
-        SECTIONS.register(name, Section(name, order, build))
+        SECTIONS.register(name, (order, build))
         return build
     return register
 
@@ -69,17 +60,23 @@ def section(name: str, order: int):
 def tables(results: Results) -> list[Table]:
     """Every section's tables, in section order."""
     found = []
-    for entry in sorted((SECTIONS[name] for name in SECTIONS), key=lambda s: (s.order, s.name)):
-        found += entry.build(results)
+    for name in sorted(SECTIONS, key=lambda name: (SECTIONS[name][0], name)):
+        found += SECTIONS[name][1](results)
     return found
 
 
-def render_text(table: Table) -> str:
-    rows = [table.header, *table.rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(table.header))]
-    lines = ["  ".join(c.rjust(w) if i >= table.numeric_from else c.ljust(w)
-                       for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+def aligned_lines(rows: list, left: set[int]) -> list[str]:
+    """Rows padded to each column's widest cell, those in `left` left-aligned (names), the others right-aligned
+    (numbers), with a rule under the header row."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             .rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def render_text(table: Table) -> str:
+    lines = aligned_lines([table.header, *table.rows], set(range(table.numeric_from)))
     return "\n".join([table.title, *lines] + ([table.note] if table.note else []))
 
 
