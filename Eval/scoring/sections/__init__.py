@@ -1,9 +1,9 @@
-"""Report sections: every table a report shows, one function per section, rendered the same way everywhere.
+"""Report sections: every table a report shows, one function per section, rendered alike everywhere.
 
-A section is a function from the scored results to tables, decorated with `@section("name", order=N)` in any
-module of this package (a new module is found by itself); the terminal (eval.py), pred/results.md and
-pred/report.html render its Tables alike. Cells are strings, formatted by the section; a section with nothing to
-show returns no table.
+A section is a function from the scored results to tables, decorated with `@section(NAME, order=N)`
+in any module of this package (found by itself); the terminal (eval.py), pred/results.md and
+pred/report.html render its Tables alike. Cells are strings, formatted by the section; a section
+with nothing to show returns no table.
 
 Usage:
     from Eval.scoring.sections import Results, Table, section, tables, render_text, render_markdown
@@ -22,7 +22,8 @@ from pathlib import Path
 from Eval.registry import Registry
 
 SECTIONS = Registry("report section", discover="Eval.scoring.sections",
-                    hint="Add one: a function decorated with @section in a module of Eval/scoring/sections/.")
+                    hint="Add one: a function decorated with @section in a module of "
+                         "Eval/scoring/sections/.")
 
 
 @dataclasses.dataclass
@@ -36,13 +37,13 @@ class Table:
 
 @dataclasses.dataclass
 class Results:
-    """What sections read: each model folder's current result_detail.json entries, and the pred root (None when
-    one folder outside a root was scored), where the judge, compare, diff and unlearning files are."""
+    """What sections read: each model folder's current result_detail.json entries, and the pred
+    root (None for one folder outside a root), where judge, compare, diff, unlearning files are."""
     by_model: dict[str, dict[str, dict]]
     root: Path | None = None
 
     def read_json(self, path: Path):
-        """A JSON file's content, None when it is absent or unreadable (sections show what they can)."""
+        """A JSON file's content; None when it is absent or unreadable."""
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
@@ -66,11 +67,11 @@ def tables(results: Results) -> list[Table]:
 
 
 def aligned_lines(rows: list, left: set[int]) -> list[str]:
-    """Rows padded to each column's widest cell, those in `left` left-aligned (names), the others right-aligned
-    (numbers), with a rule under the header row."""
+    """Rows padded to each column's widest cell, those in `left` left-aligned (names), the others
+    right-aligned (numbers), with a rule under the header row."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             .rstrip() for row in rows]
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
@@ -82,5 +83,6 @@ def render_text(table: Table) -> str:
 
 def render_markdown(table: Table) -> str:
     lines = [f"**{table.title}**", "", "| " + " | ".join(table.header) + " |",
-             "|" + "---|" * len(table.header), *("| " + " | ".join(row) + " |" for row in table.rows)]
+             "|" + "---|" * len(table.header),
+             *("| " + " | ".join(row) + " |" for row in table.rows)]
     return "\n".join(lines + (["", table.note] if table.note else []))
