@@ -8,10 +8,8 @@ Usage:
     python eval.py --pred-dir DIR --metrics exact_match,qa_f1   # any metric on any dataset
     python eval.py diff | explain | judge | compare | report | unlearning ...   # NAME --help
 
-Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json,
-DIR/result_usage.json and DIR/per_example/<dataset>.scores.jsonl, all or nothing
-(Eval/scoring/report.py), each file checked against its run sidecar (Eval/scoring/provenance.py).
-Bad input prints every problem with its file and line, exits 2, writes nothing.
+Writes DIR/result.json (TinyEval's file) and the detail files, all or nothing
+(Eval/scoring/report.py); bad input prints every problem, exits 2 and writes nothing.
 """
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
 """Named breakdowns of a dataset's per-example scores by the record's groups (Task.breakdown).
 
-A breakdown turns one dataset's scored records into the small table its benchmark publishes beside
-the headline score (result["breakdown"] in result_detail.json, shown by the report). Group values
-come from the record's "groups" object (inference.py copies Task.group_by there), else from a
-top-level field of the same name (LongBench v2's own prediction files keep them there).
+A breakdown is the small table a benchmark publishes beside its headline score (its "breakdown").
+Group values come from the record's "groups" object (inference.py copies Task.group_by there), else
+from a top-level field of the same name (LongBench v2's own prediction files keep them there).
 
 Usage:
     table = get_breakdown("longbench_v2")(scored)   # [(record, headline score, answered?), ...]
-    table["accuracy"]["Overall"], table["compensated"]["Hard"], table["domains"]["Code"]
 """
 from __future__ import annotations
 

@@ -5,13 +5,10 @@ Usage:
     python eval.py compare pred/model_a pred/model_b --judge JUDGE [--datasets custom_en]
     python eval.py compare A B --judge JUDGE --both-orders      # every pair in both orders
 
-Writes OUT/compare_result.json ({"a", "b", "datasets": {dataset: entry}}: A's win / tie / lose
-rates against B, A's mean verdict value, the per-example verdicts, the sha256 of both prediction
-files), merged per dataset as judge_result.json is; the cache is OUT/judge/cache.jsonl (OUT holds no
-*.jsonl eval.py would take for predictions). Records are paired as `eval.py diff` pairs them. A pair
-whose two answers are the same text (after the task's extraction) is a tie without asking the
-judge, whose verdict could only be position bias: counted as `identical`, and left out of the
-seeded swaps and of --both-orders' position bias.
+Writes OUT/compare_result.json (per dataset: A's win / tie / lose rates against B, the verdicts, the
+sha256 of both files), merged per dataset; the cache is OUT/judge/cache.jsonl. Records are paired as
+`eval.py diff` pairs them. A pair whose two answers are the same text is a tie without asking the
+judge (its verdict could only be position bias), counted as `identical`.
 """
 from __future__ import annotations
 

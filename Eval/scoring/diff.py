@@ -1,20 +1,15 @@
 """`python eval.py diff DIR_A DIR_B`: is B better than A on the same items, and why they differ.
 
-Records are paired per dataset both folders hold, by a key: the record's `id`, else its
-`example_sha256`, else (LongBench / TinyEval lines) its references, class list, length and `_id`.
-The k-th record of a key in A pairs with the k-th of that key in B, so a line inserted in B shifts
-nothing. A pair whose two example_sha256 differ is two questions under one id (ids made from line
-positions shift when the data gains a line): it is counted as `mismatched`, never compared.
-
-Each side is scored as eval.py scores it; per metric, over the pairs where neither side was skipped:
-mean_a, mean_b, diff = B - A with a paired bootstrap 95% interval, and McNemar's exact p when both
-sides are 0/1. Each pair that differs goes in the first bucket of BUCKETS that applies (see
-bucket_of); regressions are pairs where A scored higher than B on the headline metric.
+Records are paired by their `id`, else `example_sha256`, else (LongBench / TinyEval lines) their
+references, class list, length and `_id`; the k-th record of a key in A with the k-th in B, so a
+line inserted in B shifts nothing. A pair whose example_sha256 differ is two questions under one id
+(position ids shift when the data gains a line): counted as `mismatched`, never compared. Per
+metric, over the pairs neither side skipped: the means, B - A with a paired bootstrap interval, and
+McNemar's p for 0/1 metrics; each differing pair in one bucket (bucket_of), and the regressions.
 Writes <parent of DIR_B>/diff_<A>_vs_<B>.json and prints a table.
 
 Usage:
     python eval.py diff pred/base pred/tuned [--datasets trec,custom_zh] [--quiet]
-    compare_dataset(task_a, records_a, task_b, records_b)    # one dataset's entry of the file
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Why a score is what it is: per-example explanation fields, and `python eval.py explain`.
 
 Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module calls it
-on the reference that gave the record's score and lays out what it said. Explanations never change
-a score. A TOFU / MUSE value is explained from the numbers its log holds (explain_sample).
+on the reference that gave the record's score. Explanations never change a score. A TOFU / MUSE
+value is explained from the numbers its log holds (explain_sample).
 
 Usage:
     python eval.py explain custom_zh:3 --model demo         # one example, in words

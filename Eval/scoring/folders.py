@@ -1,11 +1,10 @@
 """Prediction folders: which folders and files to score, the task of each file, and scoring them.
 
-A prediction folder holds `<dataset>.jsonl` files; the file stem names the dataset (a name inside a
-sidecar is never used as a path). Every command that reads predictions finds them here.
+A prediction folder holds `<dataset>.jsonl` files; the file stem names the dataset. Every command
+that reads predictions finds them here.
 
 Usage:
     pred_dirs, all_models = find_pred_dirs(pred_dir, model, Path("pred"), notes)
-    loaded = load_folder(Path("pred/demo"), None, problems, notes)  # [(task, records, sources)]
     outputs = score_and_write(pred_dirs, None, None, {}, notes)     # None after printing problems
 """
 from __future__ import annotations

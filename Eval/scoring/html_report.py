@@ -1,14 +1,11 @@
 """`python eval.py report`: one self-contained report.html of everything under a pred root.
 
-It shows every report section (Eval/scoring/sections/) as the same tables the terminal and
-results.md show, and a browser over the examples: per model and dataset the SAMPLES lowest-scored
-per-example lines, shown a page at a time, so a LongBench-size folder gives a page of a few MB.
-Inline CSS and JS only: it opens offline, and names no path of the machine it was made on. Every
-string from the data is escaped (Jinja2 for the tables; the samples go in as escaped JSON).
+It shows every report section (Eval/scoring/sections/) and a browser over the examples: per model
+and dataset the SAMPLES lowest-scored per-example lines, a page at a time. Inline CSS and JS only
+(it opens offline) and no path of the machine it was made on; every string from the data is escaped.
 
 Usage:
     python eval.py report [--pred-root pred]       # scores first what is not scored yet
-    html, notes = build_report(Path("pred"))
 """
 from __future__ import annotations
 

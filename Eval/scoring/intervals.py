@@ -1,15 +1,12 @@
 """95% intervals for a dataset score, and the paired statistics that `eval.py diff` reports.
 
-A score is a mean over examples, so its uncertainty comes from which examples are in the set:
-metrics whose per-sample values are all 0 or 1 get the Wilson score interval (exact arithmetic on
-(k, n), well-behaved near 0% and 100%, where the bootstrap collapses to a point); every other metric
-a percentile bootstrap over examples, RESAMPLES resamples from numpy's default_rng(SEED), so the
-same values always give the same interval. Both are on the 0-100 scale, rounded to 2 decimals.
+Metrics whose per-sample values are all 0 or 1 get the Wilson score interval (well-behaved near 0%
+and 100%, where the bootstrap collapses to a point); every other metric a percentile bootstrap over
+examples, seeded, so the same values always give the same interval. Both on the 0-100 scale.
 McNemar's exact test compares two runs on the same 0/1 items from their discordant pairs.
 
 Usage:
     score_interval([1.0, 0.0, 1.0])        # {"ci95": [20.77, 93.85], "ci95_method": "wilson"}
-    mcnemar_exact(3, 11)                   # two-sided p on 3 vs 11 discordant pairs
 """
 from __future__ import annotations
 

@@ -4,12 +4,10 @@ Usage:
     python eval.py judge --judge PATH_OR_NAME [--model M | --pred-dir DIR] [--rubric graded]
     python eval.py judge --judge NAME --judge-backend api -M base_url=http://127.0.0.1:11434/v1
 
-Writes DIR/judge/<dataset>.<rubric>.jsonl (per record: id, score, raw verdict, cached, error),
-DIR/judge_result.json ({dataset: the mean over parseable verdicts x 100, the outcome counts,
-from_cache, model_calls, rubric, rubric_sha, mode, a hash of the judge's identity, source_sha256})
-and the cache DIR/judge/cache.jsonl. The result file is merged per dataset: entries whose prediction
-file changed or is gone are dropped, with a note. Nothing is written before every verdict is in.
-Rubrics, verdicts, the cache: Eval/scoring/judge.py.
+Writes DIR/judge/<dataset>.<rubric>.jsonl (a verdict per record), DIR/judge_result.json (per
+dataset: the mean over parseable verdicts x 100, the outcome counts and what it was computed from)
+and the cache DIR/judge/cache.jsonl, only after every verdict is in. judge_result.json is merged
+per dataset; entries whose prediction file changed or is gone are dropped, with a note.
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Whether a prediction file still is what inference.py wrote, for the data it was run on.
 
-inference.py records in the run sidecar (`<dataset>.run.json`) the dataset it read (path, sha256,
-number of examples, a digest of their ids and content hashes) and what the prediction file holds
-(record count, a digest of its ids and example hashes, the sha256 of its bytes). eval.py checks
-every file against its sidecar and reports a status with the warnings behind it:
-
+The run sidecar (`<dataset>.run.json`) records the dataset read (path, sha256, examples, a digest of
+ids and content hashes) and the file written (records, a digest, its sha256). The statuses:
     ok             exactly the records the run wrote, for every example of the dataset as it was
     partial        only part of the dataset (a --limit run, an unfinished or sharded run)
     modified       changed after inference.py wrote it (lines appended, edited or removed)

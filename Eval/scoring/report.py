@@ -1,18 +1,13 @@
 """Writing what scoring found: result.json (TinyEval's shape), details, per-example scores, tables.
 
-Files written for a prediction folder DIR (none named *.jsonl, never taken for predictions):
-    DIR/result.json             {dataset: headline score}, exactly TinyEval's result file
-    DIR/result_detail.json      per dataset: every metric with its 95% interval, n, length buckets,
-                                the counts behind the score, the data check, the source's sha256
-    DIR/result_usage.json       tokens, seconds per dataset and their total (with --price, the cost)
-    DIR/per_example/<ds>.scores.jsonl   a line per prediction: id, scores, extraction, explanations
-and ROOT/results.md (every report section, Eval/scoring/sections/) and ROOT/results.csv. Scoring
-a subset (--datasets) keeps the other entries only while their prediction file is unchanged, so no
-stale score survives; the files are committed together (Eval/storage.py commit_files).
+For a prediction folder DIR: result.json ({dataset: headline score}), result_detail.json (per
+dataset every metric, interval, count, the data check and the source's sha256), result_usage.json
+and per_example/<dataset>.scores.jsonl, committed together; for a pred root, results.md (every
+report section) and results.csv. Scoring a subset keeps the other entries only while their
+prediction file is unchanged, so no stale score survives.
 
 Usage:
     outputs = folder_outputs(DIR, results, sources, full_run=True)      # nothing written yet
-    commit_files(DIR, outputs.files, outputs.delete)
     text, notes = write_models_table(ROOT)      # ROOT/results.md and .csv, and the same as text
 """
 from __future__ import annotations

@@ -1,14 +1,11 @@
-"""Scores of a prediction file written with `inference.py --perturb`: the originals, each
-perturbation, and HELM's robustness figure.
+"""Scores of a file written with `inference.py --perturb`: the originals, each perturbation, and
+HELM's robustness figure.
 
-A record with a "perturbation" label is a perturbed copy of the example named by its "original_id";
-one whose label is null is an original. The dataset's score is the originals' score, comparable with
-a run without --perturb. Beside it, result["robustness"] holds:
-    perturbations   {label: {"n", "score" (headline metric), "ci95", "delta" (score - originals')}}
-    worst_case      per original, the lowest headline value over it and its copies, averaged
-                    (x 100): HELM's robustness figure, never above the originals' score
-    right_to_wrong  originals with full marks (Metric.full_marks) of which some copy has less
-    copies_without_original   copies whose original has no scored record (out of worst_case)
+A record with a "perturbation" label is a copy of the example its "original_id" names. The dataset's
+score is the originals' (comparable with a run without --perturb); result["robustness"] adds each
+perturbation's score and delta, the worst case (per original the lowest value over it and its
+copies, averaged: HELM's figure), right_to_wrong (originals with full marks some copy lost) and
+copies_without_original.
 
 Usage:
     result = score_with_perturbations(task, records)   # score_dataset's result, + "robustness"

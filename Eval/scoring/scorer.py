@@ -2,13 +2,11 @@
 
 The LongBench loop, kept exactly: per record, score = max(0, max over `answers` of
 metric(extracted, answer, all_classes=...)); dataset score = round(100 * sum / n, 2) over EVERY line
-(duplicates counted, not dropped, as the published figures count them). A record with an `error`
-scores 0 and counts as failed; one with `skipped` (inference.py --truncation skip: never run) is out
-of n and of every figure, counted with its reason.
+(duplicates counted, as the published figures count them). A record with an `error` scores 0; one
+with `skipped` (never run) is out of n and of every figure.
 
 Usage:
     result = score_dataset(get_task("trec"), read_records("pred/internlm/trec.jsonl"))
-    result["metrics"]["classification"]["score"]   # 52.0
 """
 from __future__ import annotations
 

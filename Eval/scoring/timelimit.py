@@ -1,16 +1,12 @@
 """An opt-in wall-clock limit for one call, such as scoring one sample (--sample-time-limit).
 
-Usage:
-    try:
-        value = call_with_limit(metric, 10.0, prediction, reference, all_classes=classes)
-    except SampleTimeLimit as exc:   # str(exc) == "took longer than 10 s"
-        ...                          # the scorer zeroes the sample and counts the reason
-
 SIGALRM (signal.setitimer) raises SampleTimeLimit inside the running Python code: pure-Python work
 stops within a few bytecodes, one long C call when it returns. Signals are POSIX-only and handled in
-the main thread only, so elsewhere the call runs without a limit (limits_available() says which).
-A call that catches the exception still ends as SampleTimeLimit; an interval timer set by the
-caller is paused during the call and re-armed after it with what remains.
+the main thread only, so elsewhere the call runs without a limit (limits_available()). A call that
+catches the exception still ends as SampleTimeLimit; a caller's own interval timer is re-armed.
+
+Usage:
+    value = call_with_limit(metric, 10.0, prediction, reference, all_classes=classes)
 """
 from __future__ import annotations
 

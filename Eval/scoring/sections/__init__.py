@@ -1,13 +1,10 @@
 """Report sections: every table a report shows, one function per section, rendered alike everywhere.
 
-A section is a function from the scored results to tables, decorated with `@section(NAME, order=N)`
-in any module of this package (found by itself); the terminal (eval.py), pred/results.md and
-pred/report.html render its Tables alike. Cells are strings, formatted by the section; a section
-with nothing to show returns no table.
+A section is a function from the scored results to Tables, decorated with `@section(NAME, order=N)`
+in any module of this package (found by itself); the terminal, pred/results.md and report.html
+render them alike. A section with nothing to show returns no table.
 
 Usage:
-    from Eval.scoring.sections import Results, Table, section, tables, render_text, render_markdown
-
     @section("my_section", order=90)
     def my_section(results: Results) -> list[Table]:
         return [Table("Datasets per model", ["model", "datasets"],

@@ -1,9 +1,6 @@
-"""The headline table: models x datasets, each cell `score (n=N)` with the marks that say a number
-is not the whole story; and the same matrix of 95% intervals.
-
-A cell's marks: ", 2 skipped" (records inference.py did not run, out of n), ", partial" /
-", modified" / ", data_changed" (the prediction file is not what inference.py wrote for the whole
-current dataset: Eval/scoring/provenance.py), and † (another set of examples than its column).
+"""The headline table, models x datasets, each cell `score (n=N)` with its marks (", 2 skipped", a
+data-check status such as ", partial", and † for another set of examples than its column); and the
+same matrix of 95% intervals.
 """
 from __future__ import annotations
 
