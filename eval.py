@@ -60,7 +60,7 @@ def score(argv: list[str]) -> int:
         print(f"error: {'--price: ' if isinstance(err, PriceError) else ''}{err}", file=sys.stderr)
         return 2
     outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes,
-                              args.metrics, tuple(args.metric_args))
+                              tuple(args.metrics), tuple(args.metric_args))
     if outputs is None:
         return 2
     for pred_dir, (results, built, seconds) in outputs.items():
@@ -69,8 +69,9 @@ def score(argv: list[str]) -> int:
         if not args.quiet:
             print(f"\n{pred_dir}  ({seconds:.2f} s) -> {pred_dir / 'result.json'}")
             print(dataset_table(results))
-            for line in (line for r in results for line in warnings(r)):
-                print(line)
+            for r in results:
+                for line in dataset_warnings(r):
+                    print(line)
     write_table(args, pred_dirs, all_models, outputs)
     return 0
 
@@ -89,7 +90,7 @@ def dataset_table(results: list[dict]) -> str:
     return "\n".join(aligned_lines(rows, left={0, 1, 10}))
 
 
-def warnings(result: dict) -> list[str]:
+def dataset_warnings(result: dict) -> list[str]:
     """What the terminal says about one dataset beyond its table."""
     name, lines, thinking = result["dataset"], [], result.get("thinking")
     if result["duplicates"]:

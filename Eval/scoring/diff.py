@@ -52,15 +52,13 @@ def pair_key(record: dict) -> tuple[str, str]:
     return ("content", json.dumps(content, ensure_ascii=False))
 
 
-def _occurrences(records: list[dict]) -> list[tuple[tuple[str, str], int]]:
+def _occurrences(records: list[dict]):
     """(key, k) per record: it is the k-th record (from 0) of its file with that key."""
     seen: Counter = Counter()
-    keys = []
     for record in records:
         key = pair_key(record)
-        keys.append((key, seen[key]))
+        yield key, seen[key]
         seen[key] += 1
-    return keys
 
 
 def pair_records(records_a: list[dict], records_b: list[dict]) -> list[tuple[int, int]]:

@@ -48,7 +48,7 @@ def add_folder_arguments(p) -> None:
 
 def add_metric_arguments(p) -> None:
     """Any metric on any dataset, chosen when scoring (inspect's --scorer / -S idea)."""
-    p.add_argument("--metrics", type=metric_names, default=(), metavar="NAME,...",
+    p.add_argument("--metrics", type=name_list, default=[], metavar="NAME,...",
                    help="score with these registered metrics instead of the task's (the first is "
                         "the headline); a dataset with no task row needs them "
                         "(default: the task's)")
@@ -56,10 +56,6 @@ def add_metric_arguments(p) -> None:
                    default=[], metavar="KEY=VALUE",
                    help="a keyword argument of the metrics that take it, e.g. -S k=10 (repeatable; "
                         "default: none)")
-
-
-def metric_names(text: str) -> tuple[str, ...]:
-    return tuple(name_list(text))
 
 
 def key_value(text: str) -> tuple[str, str]:
