@@ -31,7 +31,7 @@ def _predictions(folder: Path, dataset: str) -> dict[int, dict]:
 
     try:
         return dict(enumerate(read_records(folder / f"{dataset}.jsonl"), 1))
-    except Exception:  # noqa: BLE001 - only a fallback for old lines: without the file they show "-"
+    except Exception:  # noqa: BLE001 - a fallback for old lines: without the file they show "-"
         return {}
 
 
