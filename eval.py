@@ -1,18 +1,15 @@
 """Stage 2: score saved prediction records. Never runs a model, never imports torch.
 
 Usage:
-    python eval.py                       # every model folder under pred/, plus pred/results.{csv,md}
-    python eval.py --model internlm      # = --pred-dir pred/internlm
-    python eval.py --pred-dir DIR        # every DIR/*.jsonl; the file stem names the dataset (TinyEval)
+    python eval.py                   # every model folder under pred/, plus pred/results.{csv,md}
+    python eval.py --model internlm  # = --pred-dir pred/internlm
+    python eval.py --pred-dir DIR    # every DIR/*.jsonl; the file stem names the dataset (TinyEval)
     python eval.py --pred-dir DIR --datasets trec,multi_news --price prices.json
-    python eval.py --pred-dir DIR --metrics exact_match,qa_f1   # any registered metric on any dataset
-    python eval.py diff | explain | judge | compare | report | unlearning ...    # `python eval.py NAME --help`
+    python eval.py --pred-dir DIR --metrics exact_match,qa_f1   # any metric on any dataset
+    python eval.py diff | explain | judge | compare | report | unlearning ...   # NAME --help
 
-Writes DIR/result.json ({dataset: score}, TinyEval's file), DIR/result_detail.json, DIR/result_usage.json and
-DIR/per_example/<dataset>.scores.jsonl, all or nothing (Eval/scoring/report.py). Scoring a subset (--datasets)
-keeps the other datasets' results while their prediction files are unchanged. Each file is checked against its
-run sidecar (Eval/scoring/provenance.py): a partial file, one edited after inference, or one whose data changed
-since is marked in every output. Bad input prints every problem with its file and line, exits 2, writes nothing.
+Writes DIR/result.json (TinyEval's file) and the detail files, all or nothing
+(Eval/scoring/report.py); bad input prints every problem, exits 2 and writes nothing.
 """
 from __future__ import annotations
 
@@ -23,87 +20,107 @@ from pathlib import Path
 from Eval.args import HelpFormatter, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
 from Eval.pricing import PriceError, price_for
-from Eval.scoring.folders import add_folder_arguments, add_metric_arguments, find_pred_dirs, score_and_write
-from Eval.scoring.report import dataset_table, result_lines, write_models_table
-from Eval.scoring.sections import Results, render_text, tables
+from Eval.scoring.folders import (add_folder_arguments, add_metric_arguments, find_pred_dirs,
+                                  score_and_write)
+from Eval.scoring.report import write_models_table
+from Eval.scoring.sections import Results, aligned_lines, render_text, tables
+from Eval.scoring.sections.scores import ci_text, n_text, score_text, skipped_count
 
 
 def main(argv=None) -> int:
     return main_or_command(EVAL_COMMANDS, "eval.py", score, argv)
 
 
-def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
-                   help="score 0 (and count, with the reason) a sample whose metric takes longer (default: no limit)")
-    p.add_argument("--price", type=Path, default=None, metavar="PATH",
-                   help='JSON of US dollars per million tokens by model folder name, {"MODEL": {"input": 0.15, '
-                        '"output": 0.6}, "*": {...}}: adds each dataset\'s cost (default: no cost)')
-    p.add_argument("--quiet", action="store_true", help="print only errors")
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="eval.py", description=__doc__.split("\n")[0], formatter_class=HelpFormatter,
+    p = argparse.ArgumentParser(prog="eval.py", description=__doc__.split("\n")[0],
+                                formatter_class=HelpFormatter,
                                 epilog=commands_epilog(EVAL_COMMANDS, "eval.py"))
     add_folder_arguments(p)
     add_metric_arguments(p)
-    add_scoring_arguments(p)
+    p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
+                   help="score 0 (and count, with the reason) a sample whose metric takes longer "
+                        "(default: no limit)")
+    p.add_argument("--price", type=Path, default=None, metavar="PATH",
+                   help='JSON of US dollars per million tokens by model folder name, {"MODEL": '
+                        '{"input": 0.15, "output": 0.6}, "*": {...}}: adds each dataset\'s cost '
+                        '(default: no cost)')
+    p.add_argument("--quiet", action="store_true", help="print only errors")
     return p.parse_args(argv)
 
 
 def score(argv: list[str]) -> int:
-    """The main job: score every folder asked for, write its files, print its tables, rebuild the results table."""
+    """The main job: score the folders asked for, write and print their results and the table."""
     args = parse_args(argv)
-    return score_folders(args)
-
-
-def score_folders(args) -> int:
     notes: list[str] = []
     try:
         pred_dirs, all_models = find_pred_dirs(args.pred_dir, args.model, args.pred_root, notes)
-        # the price of every folder (its model's entry, or "*"), before anything is scored or written
+        # the price of every folder (its model's entry, or "*"), before anything is scored
         prices = {d: price_for(args.price, d.name) if args.price else None for d in pred_dirs}
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (FileNotFoundError, PriceError) as err:
+        print(f"error: {'--price: ' if isinstance(err, PriceError) else ''}{err}", file=sys.stderr)
         return 2
-    except PriceError as err:
-        print(f"error: --price: {err}", file=sys.stderr)
-        return 2
-    outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes, args.metrics,
-                              tuple(args.metric_args))
+    outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes,
+                              tuple(args.metrics), tuple(args.metric_args))
     if outputs is None:
         return 2
     for pred_dir, (results, built, seconds) in outputs.items():
-        report_folder(pred_dir, results, built, seconds, args.quiet)
+        for note in built.notes:
+            print(f"note: {note}")
+        if not args.quiet:
+            print(f"\n{pred_dir}  ({seconds:.2f} s) -> {pred_dir / 'result.json'}")
+            print(dataset_table(results))
+            for r in results:
+                for line in dataset_warnings(r):
+                    print(line)
     write_table(args, pred_dirs, all_models, outputs)
     return 0
 
 
-def report_folder(pred_dir: Path, results: list[dict], built, seconds: float, quiet: bool) -> None:
-    for note in built.notes:
-        print(f"note: {note}")
-    if quiet:
-        return
-    print(f"\n{pred_dir}  ({seconds:.2f} s) -> {pred_dir / 'result.json'}")
-    print(dataset_table(results))
+def dataset_table(results: list[dict]) -> str:
+    """The table of one folder just scored: every metric of every dataset, with its counts."""
+    rows = [("dataset", "metric", "score", "ci95", "n", "dup", "unparsed", "failed", "zeroed",
+             "no_refs", "data")]
     for r in results:
-        if r["duplicates"]:
-            print(f"warning: {r['dataset']}: {r['duplicates']} lines repeat an earlier example "
-                  "(kept, as the published figures count every line)")
-        if r["no_references"] or r["no_classes"]:
-            print(f"warning: {r['dataset']}: {r['no_references']} records have no reference answer and "
-                  f"{r['no_classes']} no class list (all_classes); they score 0")
-        for warning in r["data_check"]["warnings"]:
-            print(f"warning: {r['dataset']}: {warning}")
-        for line in result_lines(r):
-            print(line)
+        for name, m in r["metrics"].items():
+            rows.append((r["dataset"], name, score_text(m["score"]), ci_text(m), n_text(r),
+                         str(r["duplicates"]), str(r["extraction"]["failed"]),
+                         str(r["failed_records"]), str(sum(m["zeroed_by_exception"].values())),
+                         str(r["no_references"]),
+                         r.get("data_check", {}).get("status", "unchecked")))
+    return "\n".join(aligned_lines(rows, left={0, 1, 10}))
+
+
+def dataset_warnings(result: dict) -> list[str]:
+    """What the terminal says about one dataset beyond its table."""
+    name, lines, thinking = result["dataset"], [], result.get("thinking")
+    if result["duplicates"]:
+        lines.append(f"warning: {name}: {result['duplicates']} lines repeat an earlier example "
+                     "(kept, as the published figures count every line)")
+    if result["no_references"] or result["no_classes"]:
+        lines.append(f"warning: {name}: {result['no_references']} records have no reference answer "
+                     f"and {result['no_classes']} no class list (all_classes); they score 0")
+    lines += [f"warning: {name}: {warning}" for warning in result["data_check"]["warnings"]]
+    if skipped_count(result):
+        lines.append(f"warning: {name}: {skipped_count(result)} records were not run (--truncation "
+                     "skip) and are out of n and of every score")
+    if thinking and thinking["unclosed"]:
+        lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning "
+                     "outputs never closed their thinking block (scored 0, unparsed); "
+                     f"{thinking['length_in_thinking']} hit the length limit inside it, "
+                     f"{thinking['budget_hit']} the thinking budget")
+    orphans = (result.get("robustness") or {}).get("copies_without_original")
+    if orphans:
+        lines.append(f"warning: {name}: {orphans} perturbed copies have no original record; they "
+                     "are left out of the worst case")
+    return lines
 
 
 def write_table(args, pred_dirs: list[Path], all_models: bool, outputs: dict) -> None:
-    """ROOT/results.{md,csv} from every model folder's current results, whenever a folder of ROOT was scored, so
-    the table always agrees with the folders' result files; the same report sections printed (Eval/scoring/
-    sections/). A folder outside ROOT gets its own sections printed, and no table is written."""
+    """ROOT/results.{md,csv} whenever a folder of ROOT was scored, so the table always agrees with
+    the result files; a folder outside ROOT gets its sections printed only."""
     root = args.pred_root
-    if all_models or (root.is_dir() and any(d.resolve().parent == root.resolve() for d in pred_dirs)):
+    in_root = root.is_dir() and any(d.resolve().parent == root.resolve() for d in pred_dirs)
+    if all_models or in_root:
         text, notes = write_models_table(root)
         where = f"-> {root / 'results.md'}"
     else:

@@ -261,7 +261,7 @@ def test_a_new_metric_module_is_found_and_scores(tmp_path):
             "from Eval.scoring.scorer import best_over_answers\n"
             "m = get_metric('same_length')\n"
             "print(Eval.__file__.startswith(sys.argv[1]), m('abc', 'xyz'), m('ab', 'xyz'),\n"
-            "      best_over_answers(m, 'abc', ['x', 'xyz'], None), 'jieba' in sys.modules, 'nltk' in sys.modules)")
+            "      best_over_answers(m, 'abc', ['x', 'xyz'], None)[:2], 'jieba' in sys.modules, 'nltk' in sys.modules)")
     run = _run_in(folder, code)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True", "1.0", "0.0", "(1.0,", "None)", "False", "False"]

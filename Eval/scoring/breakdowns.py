@@ -1,14 +1,11 @@
-"""Named breakdowns of a dataset's per-example scores by the record's groups (Task.breakdown names one).
+"""Named breakdowns of a dataset's per-example scores by the record's groups (Task.breakdown).
 
-A breakdown turns the scored records of one dataset into a small table that its benchmark publishes beside the
-headline score; the scorer stores it as result["breakdown"] (result_detail.json) and the report shows it. The
-group values come from the record's "groups" object (inference.py copies Task.group_by there), else from a
-top-level field of the same name (LongBench v2's own prediction files keep them there).
+A breakdown is the small table a benchmark publishes beside its headline score (its "breakdown").
+Group values come from the record's "groups" object (inference.py copies Task.group_by there), else
+from a top-level field of the same name (LongBench v2's own prediction files keep them there).
 
 Usage:
-    from Eval.scoring.breakdowns import get_breakdown
-    table = get_breakdown("longbench_v2")(scored)   # scored: [(record, headline score, answered?), ...]
-    table["accuracy"]["Overall"], table["compensated"]["Hard"], table["domains"]["Code Repository Understanding"]
+    table = get_breakdown("longbench_v2")(scored)   # [(record, headline score, answered?), ...]
 """
 from __future__ import annotations
 
@@ -16,9 +13,10 @@ from typing import Callable
 
 from Eval.registry import Registry
 
-# (record, score of the headline metric, whether an answer was extracted) for each scored record, in file order.
+# (record, score of the headline metric, whether an answer was extracted) per scored record
 Scored = list[tuple[dict, float, bool]]
-BREAKDOWNS = Registry("breakdown", hint="Add one: a function decorated with @breakdown in Eval/scoring/breakdowns.py.")
+BREAKDOWNS = Registry("breakdown", hint="Add one: a function decorated with @breakdown in "
+                                        "Eval/scoring/breakdowns.py.")
 breakdown = BREAKDOWNS.register
 
 
@@ -35,7 +33,7 @@ def group_value(record: dict, key: str):
 
 
 def _percent_1(total: float, count: int) -> float | None:
-    # result.py prints round(100 * acc / count, 1) and divides by zero on an empty column: here that is None.
+    # result.py prints round(100 * acc / count, 1), dividing by zero on an empty column: None here
     return round(100 * total / count, 1) if count else None
 
 
@@ -43,13 +41,13 @@ V2_COLUMNS = ("Overall", "Easy", "Hard", "Short", "Medium", "Long")
 
 
 def _v2_row(scored: Scored, compensated: bool) -> tuple[dict, dict]:
-    """(figures, counts) of LongBench v2's result.py row. Its branches are kept: any difficulty other than
-    "easy" counts as Hard, any length other than "short" / "medium" as Long. Overall is (easy + hard) / n, the
-    sums taken in file order as result.py accumulates them."""
+    """(figures, counts) of LongBench v2's result.py row, its branches kept: a difficulty other
+    than "easy" counts as Hard, a length other than "short" / "medium" as Long. Overall is
+    (easy + hard) / n, summed in file order as result.py does."""
     sums = dict.fromkeys(V2_COLUMNS[1:], 0.0)
     counts = dict.fromkeys(V2_COLUMNS[1:], 0)
     for record, score, answered in scored:
-        acc = 0.25 if compensated and not answered else score  # result.py's `compensated`: a guess among 4
+        acc = 0.25 if compensated and not answered else score  # result.py's guess among 4
         level = "Easy" if group_value(record, "difficulty") == "easy" else "Hard"
         length = {"short": "Short", "medium": "Medium"}.get(group_value(record, "length"), "Long")
         for column in (level, length):
@@ -62,9 +60,9 @@ def _v2_row(scored: Scored, compensated: bool) -> tuple[dict, dict]:
 
 @breakdown("longbench_v2")
 def longbench_v2(scored: Scored) -> dict:
-    """LongBench v2's result.py table (Overall, Easy, Hard, Short, Medium, Long; each round(100 * sum / count,
-    1), an empty column None), the same row "compensated" (an output with no extracted answer, a failed
-    generation included, counts 0.25 instead of 0), and accuracy by domain and by sub-domain.
+    """LongBench v2's result.py table (Overall, Easy, Hard, Short, Medium, Long; each round(100 *
+    sum / count, 1), an empty column None), the same row "compensated" (an output with no
+    extracted answer counts 0.25 instead of 0), and accuracy by domain and by sub-domain.
 
     >>> rows = [({"groups": {"difficulty": "easy", "length": "short", "domain": "QA"}}, 1.0, True),
     ...         ({"groups": {"difficulty": "hard", "length": "long", "domain": "QA"}}, 0.0, False)]
@@ -76,17 +74,20 @@ def longbench_v2(scored: Scored) -> dict:
     """
     accuracy, counts = _v2_row(scored, compensated=False)
     compensated, _ = _v2_row(scored, compensated=True)
-    return {"name": "longbench_v2", "note": "compensated: an output with no extracted answer counts 0.25",
+    return {"name": "longbench_v2",
+            "note": "compensated: an output with no extracted answer counts 0.25",
             "columns": list(V2_COLUMNS), "accuracy": accuracy, "compensated": compensated,
-            "counts": counts, "domains": _by_group(scored, "domain"), "sub_domains": _by_group(scored, "sub_domain")}
+            "counts": counts, "domains": _by_group(scored, "domain"),
+            "sub_domains": _by_group(scored, "sub_domain")}
 
 
 def _by_group(scored: Scored, key: str) -> dict:
-    """{value: {"accuracy": round(100 * sum / n, 1), "n": n}}, values sorted (a missing value is "unknown")."""
+    """{value: {"accuracy": round(100 * sum / n, 1), "n": n}}, sorted; a missing value "unknown"."""
     sums, counts = {}, {}
     for record, score, _ in scored:
         value = group_value(record, key)
         value = "unknown" if value is None else str(value)
         sums[value] = sums.get(value, 0.0) + score
         counts[value] = counts.get(value, 0) + 1
-    return {value: {"accuracy": _percent_1(sums[value], counts[value]), "n": counts[value]} for value in sorted(sums)}
+    return {value: {"accuracy": _percent_1(sums[value], counts[value]), "n": counts[value]}
+            for value in sorted(sums)}

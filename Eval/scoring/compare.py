@@ -1,18 +1,14 @@
-"""`python eval.py compare A B`: which of two prediction folders answers better, pair by pair, as an LLM judge sees it.
+"""`python eval.py compare A B`: which of two prediction folders answers better, pair by pair, as an
+LLM judge sees it.
 
 Usage:
-    python eval.py compare pred/tiny-qwen2 pred/tiny-qwen2-first5 --datasets custom_en --judge demo/tiny-qwen2
-    python eval.py compare A B --judge JUDGE --both-orders      # every pair in both orders: position bias
+    python eval.py compare pred/model_a pred/model_b --judge JUDGE [--datasets custom_en]
+    python eval.py compare A B --judge JUDGE --both-orders      # every pair in both orders
 
-Writes OUT/compare_result.json ({"a", "b", "datasets": {dataset: entry}} with win / tie / lose rates of A against B,
-A's mean verdict value, the per-example verdicts and the sha256 of both prediction files); the cache is
-OUT/judge/cache.jsonl, so OUT holds no *.jsonl that eval.py would take for a prediction file. Records are paired
-as `eval.py diff` pairs them (by id, else by the example's content; never two records of different data under one
-id). A pair whose two answers are the same text, as the judge prompt would show them (after the task's
-extraction), is a tie (A's value 0.5) without asking the judge: its verdict could only be position bias. Such pairs
-are counted (`identical`, and `"identical": true` per example), printed, and left out of the seeded swaps and of
---both-orders' position bias, which cover the pairs actually asked. The result file is merged per dataset, as
-judge_result.json is (Eval/scoring/judge_folder.py).
+Writes OUT/compare_result.json (per dataset: A's win / tie / lose rates against B, the verdicts, the
+sha256 of both files), merged per dataset; the cache is OUT/judge/cache.jsonl. Records are paired as
+`eval.py diff` pairs them. A pair whose two answers are the same text is a tie without asking the
+judge (its verdict could only be position bias), counted as `identical`.
 """
 from __future__ import annotations
 
@@ -24,39 +20,20 @@ from typing import Callable
 from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
 from Eval.names import check_name
-from Eval.records import RecordError, is_prediction_file, read_records
+from Eval.records import RecordError, read_records
 from Eval.scoring.diff import pair_records, same_example
-from Eval.scoring.judge import (PROMPTS, Judge, add_judge_model_arguments, load_judge_model, load_rubric,
-                                pairwise_swaps, question_of, rates, tally)
-from Eval.scoring.judge_folder import (NO_VERDICT, counts_text, merge_results, open_cache, prediction, print_failed,
-                                       record_id, source_problem)
+from Eval.scoring.folders import prediction_files
+from Eval.scoring.judge import (NO_VERDICT, PROMPTS, Judge, add_judge_model_arguments, counts_text,
+                                load_judge_model, load_rubric, merge_results, open_cache,
+                                pairwise_swaps, prediction, print_failed, question_of, rates,
+                                record_id, source_problem, tally)
 from Eval.scoring.provenance import file_sha256
 from Eval.storage import write_json_atomic
 
 
-def _compare_head(r: dict) -> str:
-    """'win 62.5 [30.6, 86.3] tie 0.0 lose 37.5, mean A score 62.5 over 8 parseable verdicts; the order flips 2 of 8'."""
-    if not r["scored"]:
-        return f"win {NO_VERDICT} over 0 parseable verdicts"
-    low, high = r["win_ci95"]
-    head = (f"win {r['win']} [{low}, {high}] tie {r['tie']} lose {r['lose']}, mean A score {r['mean_a_score']} over "
-            f"{r['scored']} parseable verdict{'s' if r['scored'] != 1 else ''}")
-    bias = r.get("position_bias")
-    if bias and bias["pairs"]:
-        head += (f"; swapping the order flips the outcome in {bias['flips']} of {bias['pairs']} "
-                 f"({bias['flip_rate']}%), the answer shown first won {bias['first_shown_won']}%")
-    return head
-
-
-def _identical_text(r: dict) -> str:
-    return (f"identical answers {r['identical']}: ties, the judge not asked; "
-            if r.get("identical") else "")
-
-
 def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, dict]], dict]:
-    """Pairs of records of the same example, in A's order, as `eval.py diff` pairs them (by id, else by the
-    content of the example; Eval/scoring/diff.py pair_records), never two records made from different data under
-    one id; and how many of each side had no partner, and how many pairs were left out as mismatched."""
+    """Pairs of records of the same example, in A's order, as `eval.py diff` pairs them; and how
+    many of each side had no partner, and how many pairs were mismatched (other data, one id)."""
     found = pair_records(a, b)
     pairs = [(a[i], b[j]) for i, j in found if same_example(a[i], b[j])]
     if not pairs:
@@ -65,15 +42,12 @@ def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, 
                    "mismatched": len(found) - len(pairs)}
 
 
-def prediction_names(folder: Path) -> set[str]:
-    """Dataset names of a folder's prediction files (TOFU / MUSE score records are not predictions)."""
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder")
-    return {p.stem for p in folder.glob("*.jsonl") if is_prediction_file(p)}
-
-
 def _compare_datasets(dir_a: Path, dir_b: Path, only: set[str] | None) -> list[str]:
-    names = {dir_a: prediction_names(dir_a), dir_b: prediction_names(dir_b)}
+    names = {}
+    for folder in (dir_a, dir_b):
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such folder")
+        names[folder] = {p.stem for p in prediction_files(folder)}
     if only is None:
         common = sorted(names[dir_a] & names[dir_b])
         if not common:
@@ -88,34 +62,32 @@ def _compare_datasets(dir_a: Path, dir_b: Path, only: set[str] | None) -> list[s
 
 
 def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> None:
-    # Older versions kept the cache as OUT/cache.jsonl, which eval.py then read as a dataset named "cache".
+    # Older versions kept the cache as OUT/cache.jsonl, which eval.py read as a dataset "cache".
     old = out / "cache.jsonl"
     if old.is_file() and not cache_path.exists():
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         os.replace(old, cache_path)
         say(f"note: moved the compare cache {old} to {cache_path}")
     elif old.is_file():
-        say(f"note: {old} is an old compare cache, now unused; delete it (eval.py would read it as a dataset)")
-
-
-def _pair_fields(record_a: dict, answers: tuple[str, str], b_first: bool) -> dict:
-    """The pairwise rubric's fields for one pair, A's answer first unless `b_first`."""
-    first, second = answers[::-1] if b_first else answers
-    return {"question": question_of(record_a), "references": " | ".join(record_a["answers"]),
-            "answer_1": first, "answer_2": second}
+        say(f"note: {old} is an old compare cache, now unused; delete it (eval.py would read it "
+            "as a dataset)")
 
 
 def _ask(judge: Judge, pairs: list[tuple[dict, tuple[str, str]]], seed: int, both_orders: bool):
-    """(A's score, error, raw verdict, A's score with B shown first) per judged pair, given as
-    (A's record, (A's answer, B's answer)); the positions shown B first; the position bias
-    (--both-orders) or None."""
+    """Per pair given as (A's record, (A's answer, B's answer)): (A's score, error, raw verdict, A's
+    score with B shown first); the positions shown B first; the position bias or None."""
     m = len(pairs)
     swapped = set(range(m)) if both_orders else pairwise_swaps(m, seed)
-    # (pair, shown B first?) per question asked: every pair twice with --both-orders, else
-    # once, half of them swapped
+    # (pair, shown B first?) per question: every pair twice with --both-orders, else once
     asked = [(k, False) for k in range(m)] + [(k, True) for k in range(m)] if both_orders else \
         [(k, k in swapped) for k in range(m)]
-    verdicts = judge.verdicts([_pair_fields(*pairs[k], b_first) for k, b_first in asked])
+    fields = []
+    for k, b_first in asked:
+        record, answers = pairs[k]
+        first, second = answers[::-1] if b_first else answers
+        fields.append({"question": question_of(record), "references": " | ".join(record["answers"]),
+                       "answer_1": first, "answer_2": second})
+    verdicts = judge.verdicts(fields)
     per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
                for (_, b_first), v in zip(asked, verdicts)]
     if both_orders:
@@ -128,45 +100,10 @@ def _ask(judge: Judge, pairs: list[tuple[dict, tuple[str, str]]], seed: int, bot
     return list(zip(scores, errors, raws, b_first_scores)), swapped, bias
 
 
-def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int,
-                 both_orders: bool = False) -> dict:
-    pairs, unpaired = _aligned(read_records(dir_a / f"{name}.jsonl"),
-                               read_records(dir_b / f"{name}.jsonl"), name)
-    answers = [(prediction(ra, name), prediction(rb, name)) for ra, rb in pairs]
-    # The same text twice leaves a judge nothing to choose on but the order it is shown in: such a
-    # pair is a tie by rule, and the judge is not asked (nor counted in the position bias).
-    judged = [k for k, (first, second) in enumerate(answers) if first != second]
-    judge.model_calls = judge.from_cache = 0
-    asked, swapped, bias = _ask(judge, [(pairs[k][0], answers[k]) for k in judged], seed,
-                                both_orders)
-    tie = (0.5, None, None, 0.5)  # A's score, error, raw verdict, A's score with B shown first
-    outcome = [tie] * len(pairs)
-    for k, result in zip(judged, asked):
-        outcome[k] = result
-    swapped, judged = {judged[k] for k in swapped}, set(judged)
-    ids = [record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
-    counts, valid = tally([o[0] for o in outcome], [o[1] for o in outcome], ids)
-    per_example = []
-    for k, (i, (score, error, raw, b_first)) in enumerate(zip(ids, outcome)):
-        per_example.append({"id": i, "a_score": score, "swapped": k in swapped, "raw": raw,
-                            **({"a_score_b_first": b_first} if both_orders else {}),
-                            **({} if k in judged else {"identical": True}),
-                            **({"error": error} if error else {})})
-    return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - len(judged),
-            "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
-            "position_bias": bias, "from_cache": judge.from_cache,
-            "model_calls": judge.model_calls, **judge.provenance(),
-            "source_sha256_a": file_sha256(dir_a / f"{name}.jsonl"),
-            "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"), "per_example": per_example}
-
-
 def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_2: list[dict]):
-    """Each pair asked in both orders: A's score is the mean of the parseable orders (a pair fails only when both
-    orders failed), and the position bias is how often the outcome (win / tie / lose for A) flips with the order,
-    over the pairs where both orders gave a verdict, and how often the answer shown first won."""
-    def outcome(value: float) -> int:
-        return (value > 0.5) - (value < 0.5)
-
+    """Each pair asked in both orders: A's score is the mean of the parseable orders (a pair fails
+    only when both failed); the position bias is how often the outcome (win / tie / lose) flips
+    with the order, over the pairs both orders judged, and how often the answer shown first won."""
     scores, errors, flips, first_won, both = [], [], 0, 0, 0
     for s1, s2, v1, v2 in zip(a_first, b_first, verdicts_1, verdicts_2):
         parsed = [s for s in (s1, s2) if s is not None]
@@ -174,11 +111,40 @@ def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_
         errors.append(v1.get("error") if v1.get("error") and v2.get("error") else None)
         if s1 is not None and s2 is not None:
             both += 1
-            flips += outcome(s1) != outcome(s2)
+            flips += ((s1 > 0.5) - (s1 < 0.5)) != ((s2 > 0.5) - (s2 < 0.5))
             first_won += (s1 > 0.5) + (s2 < 0.5)  # A shown first won, then B shown first won
-    bias = {"pairs": both, "flips": flips, "flip_rate": round(100 * flips / both, 2) if both else None,
+    bias = {"pairs": both, "flips": flips,
+            "flip_rate": round(100 * flips / both, 2) if both else None,
             "first_shown_won": round(100 * first_won / (2 * both), 2) if both else None}
     return scores, errors, bias
+
+
+def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int,
+                 both_orders: bool = False) -> dict:
+    pairs, unpaired = _aligned(read_records(dir_a / f"{name}.jsonl"),
+                               read_records(dir_b / f"{name}.jsonl"), name)
+    answers = [(prediction(ra, name), prediction(rb, name)) for ra, rb in pairs]
+    judged = [k for k, (first, second) in enumerate(answers) if first != second]
+    judge.model_calls = judge.from_cache = 0
+    asked, swapped, bias = _ask(judge, [(pairs[k][0], answers[k]) for k in judged], seed,
+                                both_orders)
+    outcome = [(0.5, None, None, 0.5)] * len(pairs)  # identical answers: a tie, never asked
+    for k, result in zip(judged, asked):
+        outcome[k] = result
+    swapped, judged = {judged[k] for k in swapped}, set(judged)
+    ids = [record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
+    counts, valid = tally([o[0] for o in outcome], [o[1] for o in outcome], ids)
+    per_example = [{"id": i, "a_score": score, "swapped": k in swapped, "raw": raw,
+                    **({"a_score_b_first": b_first} if both_orders else {}),
+                    **({} if k in judged else {"identical": True}),
+                    **({"error": error} if error else {})}
+                   for k, (i, (score, error, raw, b_first)) in enumerate(zip(ids, outcome))]
+    return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - len(judged),
+            "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
+            "position_bias": bias, "from_cache": judge.from_cache,
+            "model_calls": judge.model_calls, **judge.provenance(),
+            "source_sha256_a": file_sha256(dir_a / f"{name}.jsonl"),
+            "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"), "per_example": per_example}
 
 
 def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: str, seed: int,
@@ -205,16 +171,33 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     return results
 
 
+def summary(r: dict) -> str:
+    """'win 62.5 [30.6, 86.3] tie 0.0 lose 37.5, mean A score 62.5 over 8 parseable verdicts'."""
+    if not r["scored"]:
+        return f"win {NO_VERDICT} over 0 parseable verdicts"
+    low, high = r["win_ci95"]
+    text = (f"win {r['win']} [{low}, {high}] tie {r['tie']} lose {r['lose']}, mean A score "
+            f"{r['mean_a_score']} over {r['scored']} parseable verdict"
+            f"{'s' if r['scored'] != 1 else ''}")
+    bias = r.get("position_bias")
+    if bias and bias["pairs"]:
+        text += (f"; swapping the order flips the outcome in {bias['flips']} of {bias['pairs']} "
+                 f"({bias['flip_rate']}%), the answer shown first won {bias['first_shown_won']}%")
+    return text
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("dir_a", type=Path, metavar="DIR_A", help="the first prediction folder")
     parser.add_argument("dir_b", type=Path, metavar="DIR_B", help="the second prediction folder")
     add_judge_model_arguments(parser)
-    parser.add_argument("--datasets", default=None, help="comma-separated datasets both hold (default: all shared)")
+    parser.add_argument("--datasets", default=None,
+                        help="comma-separated datasets both hold (default: all shared)")
     parser.add_argument("--out", type=Path, default=None, help="default: DIR_A/../compare_A_vs_B")
-    parser.add_argument("--seed", type=int, default=0, help="which half of the pairs is shown in swapped order")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="which half of the pairs is shown in swapped order")
     parser.add_argument("--both-orders", action="store_true",
-                        help="ask every pair in both orders (twice the judge calls) and report position bias: "
-                             "how often the verdict flips with the order")
+                        help="ask every pair in both orders (twice the judge calls) and report "
+                             "position bias: how often the verdict flips with the order")
 
 
 @eval_command("compare", help="pairwise LLM judge: which of two prediction folders answers better")
@@ -230,11 +213,13 @@ def run(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for name, r in results.items():
-        print(f"{name}: {a.name} vs {b.name}: {_compare_head(r)} of {r['n']} "
-              f"({_identical_text(r)}{counts_text(r)})")
-        if r["only_in_a"] or r["only_in_b"] or r.get("mismatched"):
-            print(f"note: {name}: compared over the {r['n']} examples both folders hold; {r['only_in_a']} "
-                  f"only in {a}, {r['only_in_b']} only in {b}, {r.get('mismatched', 0)} left out "
-                  "(the same id made from different data)")
+        identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
+            if r["identical"] else ""
+        print(f"{name}: {a.name} vs {b.name}: {summary(r)} of {r['n']} ({identical}"
+              f"{counts_text(r)})")
+        if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
+            print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
+                  f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
+                  f"{r['mismatched']} left out (the same id made from different data)")
         print_failed(name, r)
     return 0

@@ -1,16 +1,13 @@
 """Why a score is what it is: per-example explanation fields, and `python eval.py explain`.
 
-Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module only calls it, once per
-record and metric, on the reference that gave the record's score (the first one reaching the maximum), and lays
-out what it said. A TOFU / MUSE value is explained from the numbers its log holds (explain_sample). Explanations
-are read-only: scores always come from the metrics themselves.
+Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module calls it
+on the reference that gave the record's score. Explanations never change a score. A TOFU / MUSE
+value is explained from the numbers its log holds (explain_sample).
 
 Usage:
     python eval.py explain custom_zh:3 --model demo         # one example, in words
-    python eval.py explain --worst 3 --model demo           # each dataset's 3 lowest (scored in memory)
-    python eval.py explain pred/m/TOFU_EVAL.json forget_truth_ratio:0   # a TOFU / MUSE per-sample value
-    from Eval.scoring.explain import explanation_fields, render_example
-    entry.update(explanation_fields(record, extracted, per_metric))  # per_metric: [(metric, reference index)]
+    python eval.py explain --worst 3 --model demo           # each dataset's 3 lowest (in memory)
+    python eval.py explain pred/m/TOFU_EVAL.json forget_truth_ratio:0   # a TOFU / MUSE value
 """
 from __future__ import annotations
 
@@ -24,14 +21,14 @@ PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
 
 
 def head(text, limit: int = PRED_HEAD):
-    """The first `limit` characters, with "…" when the text was longer; a non-string is kept as it is."""
+    """The first `limit` characters, with "…" when the text was longer; a non-string as it is."""
     if not isinstance(text, str) or len(text) <= limit:
         return text
     return text[:limit] + "…"
 
 
 def explain_one(metric, extracted: str, answers: list[str], best: int, classes) -> dict:
-    """One metric's explanation of a scored record, over answers[best], saying which reference that was."""
+    """One metric's explanation of a scored record, over answers[best], saying which one it was."""
     if not answers:
         return {"text": "no reference answer: 0"}
     found = metric.explain(extracted, answers[best], all_classes=classes)
@@ -43,34 +40,35 @@ def explain_one(metric, extracted: str, answers: list[str], best: int, classes) 
 
 def explanation_fields(record: dict, extracted: str | None, explanations: dict) -> dict:
     """The per-example fields beside "scores": pred (its head), extracted, answers, explanations."""
-    return {"pred": head(record.get("pred")), "extracted": extracted, "answers": record.get("answers"),
-            "explanations": explanations}
+    return {"pred": head(record.get("pred")), "extracted": extracted,
+            "answers": record.get("answers"), "explanations": explanations}
 
 
 def unscored_explanation(record: dict, metric_names: list[str]) -> dict:
-    """What every metric says about a record that scored 0 without being compared: failed or nothing extracted."""
+    """What every metric says about a record that scored 0 without being compared."""
     if record.get("error") is not None:
         text = f"the generation failed ({head(str(record['error']), 80)}): 0"
     else:
-        text = "the extraction steps found no answer in the output: 0 (counted as extraction_failed)"
+        text = ("the extraction steps found no answer in the output: 0 (counted as "
+                "extraction_failed)")
     return {name: {"score": 0.0, "text": text} for name in metric_names}
 
 
-# --- printing ----------------------------------------------------------------------------------------------------
-def _tokens_line(found: dict) -> list[str]:
+def _token_lines(found: dict) -> list[str]:
     lines = []
-    # F1 lists every token, ROUGE-L the distinct words: either way, the lists the counts are taken from
-    for key, label in (("prediction_tokens", "prediction words"), ("reference_tokens", "reference words")):
+    # F1 lists every token, ROUGE-L the distinct words: the lists the counts are taken from
+    for key, label in (("prediction_tokens", "prediction words"),
+                       ("reference_tokens", "reference words")):
         if isinstance(found.get(key), list):
             tokens = found[key]
-            shown = " ".join(tokens[:40]) + (f" … ({len(tokens) - 40} more)" if len(tokens) > 40 else "")
-            lines.append(f"      {label} ({len(tokens)}): {shown}")
+            more = f" … ({len(tokens) - 40} more)" if len(tokens) > 40 else ""
+            lines.append(f"      {label} ({len(tokens)}): {' '.join(tokens[:40])}{more}")
     return lines
 
 
 def render_example(dataset: str, entry: dict, source: str) -> str:
     """One example in words: what was said, what was scored, and each metric's reasoning."""
-    name = entry["id"] if entry.get("id") is not None else f"#{entry['line']}"  # files without ids: the line
+    name = entry["id"] if entry.get("id") is not None else f"#{entry['line']}"
     lines = [f"{dataset}:{name}  ({source} line {entry['line']})",
              f"  prediction: {entry.get('pred')!r}"]
     if entry.get("extracted") != entry.get("pred"):
@@ -80,45 +78,32 @@ def render_example(dataset: str, entry: dict, source: str) -> str:
     for name, score in entry["scores"].items():
         found = entry["explanations"].get(name, {"text": NO_EXPLAINER})
         lines.append(f"  {name} = {score:.4g}: {found['text']}")
-        lines.extend(_tokens_line(found))
+        lines.extend(_token_lines(found))
     return "\n".join(lines)
 
 
-def worst_entries(result: dict, n: int) -> list[dict]:
-    """The n scored entries lowest on the headline metric, ties in file order."""
-    metric = result["headline_metric"]
-    scored = [e for e in result["per_example"] if "scores" in e]
-    return sorted(scored, key=lambda e: (e["scores"][metric], e["line"]))[:n]
-
-
-def print_worst(pred_dir: Path, results: list[dict], n: int) -> None:
-    for result in results:
-        chosen = worst_entries(result, n)
-        print(f"\n{pred_dir}  {result['dataset']}: the {len(chosen)} lowest on {result['headline_metric']}")
-        for entry in chosen:
-            print(render_example(result["dataset"], entry, str(pred_dir / f"{result['dataset']}.jsonl")))
-
-
-# --- eval.py explain ---------------------------------------------------------------------------------------------
 def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
-    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log: a truth ratio's or normalised
-    probability's inputs and arithmetic (Eval/unlearning/tofu.py explain), else the leaf entry's own
-    (Eval/unlearning/samples.py explain_leaf). A KeyError names what the log lacks."""
+    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log: a truth ratio's
+    or normalised probability's inputs and arithmetic (Eval/unlearning/tofu.py explain), else the
+    leaf entry's own (Eval/unlearning/samples.py explain_leaf). A KeyError names what is missing."""
     from Eval.unlearning import samples, tofu
 
     def sample_of(name: str):
         entry = log.get(name)
         values = entry.get("value_by_index") if isinstance(entry, dict) else None
         if not isinstance(values, dict):
+            having = [k for k, v in log.items() if isinstance(v, dict) and "value_by_index" in v]
             raise KeyError(f"{name!r} has no per-sample values in this log (metrics with them: "
-                           f"{', '.join(k for k, v in log.items() if isinstance(v, dict) and 'value_by_index' in v)})")
+                           f"{', '.join(having)})")
         if index not in values:
-            raise KeyError(f"{name!r} has no sample {index!r} (indices {min(values, key=int)}..{max(values, key=int)})")
+            raise KeyError(f"{name!r} has no sample {index!r} (indices "
+                           f"{min(values, key=int)}..{max(values, key=int)})")
         return values[index]
 
     stored = sample_of(metric)
     out = tofu.explain(metric, sample_of) if suite == "tofu" else None
-    return {"metric": metric, "index": index, "stored": stored, **(out or samples.explain_leaf(metric, stored))}
+    return {"metric": metric, "index": index, "stored": stored,
+            **(out or samples.explain_leaf(metric, stored))}
 
 
 def explain_logged(target: str, log_path: Path) -> int:
@@ -136,21 +121,14 @@ def explain_logged(target: str, log_path: Path) -> int:
         print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2
     stored = ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
-                       for k, v in explained["stored"].items() if k not in ("input", "ground_truth", "generation"))
+                       for k, v in explained["stored"].items()
+                       if k not in ("input", "ground_truth", "generation"))
     print(f"{metric}[{index}] = {stored}\n  {explained['text']}")
     return 0
 
 
-def parse_target(text: str) -> tuple[str, str]:
-    """"DATASET:ID" -> (dataset, id); the id may itself hold ":" (only the first one splits)."""
-    dataset, sep, example = text.partition(":")
-    if not sep or not dataset or not example:
-        raise ValueError(f"explain wants DATASET:ID (for example custom_zh:3), got {text!r}")
-    return dataset, example
-
-
 def find_entry(per_example: list[dict], example: str) -> dict | None:
-    """The entry whose id is `example` (compared as text); "#N" names line N, for files without ids."""
+    """The entry whose id is `example` (as text); "#N" names line N, for files without ids."""
     for entry in per_example:
         if entry.get("id") is not None and str(entry["id"]) == example:
             return entry
@@ -160,45 +138,44 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
 
 
 def run_explain(target: str, pred_dirs: list[Path]) -> int:
-    """Print one example's explanation from each folder that has the dataset; nothing is written. Exit 2 (with
-    the reason on stderr) for a malformed target, an unknown dataset or an id no folder has."""
+    """Print DATASET:ID's explanation from each folder that has the dataset; exit 2 (the reason on
+    stderr) for a malformed target, an unknown dataset or an id no folder has."""
     from Eval.scoring.folders import load_folder
     from Eval.scoring.scorer import score_dataset
 
-    try:
-        dataset, example = parse_target(target)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+    dataset, sep, example = target.partition(":")  # the id may hold ":" itself
+    if not sep or not dataset or not example:
+        print(f"error: explain wants DATASET:ID (for example custom_zh:3), got {target!r}",
+              file=sys.stderr)
         return 2
     shown, problems = 0, []
     for pred_dir in pred_dirs:
-        if not (pred_dir / f"{dataset}.jsonl").is_file():
+        path = pred_dir / f"{dataset}.jsonl"
+        if not path.is_file():
             continue
-        folder_problems: list[str] = []
-        loaded = load_folder(pred_dir, {dataset}, folder_problems, [])
-        problems += folder_problems
-        for task, records, _ in loaded:
-            result = score_dataset(task, records)
-            entry = find_entry(result["per_example"], example)
+        for task, records, _ in load_folder(pred_dir, {dataset}, problems, []):
+            per_example = score_dataset(task, records)["per_example"]
+            entry = find_entry(per_example, example)
             if entry is None:
-                ids = [str(e["id"]) for e in result["per_example"][:5] if e.get("id") is not None]
-                problems.append(f"{pred_dir / (dataset + '.jsonl')}: no example with id {example!r} "
+                ids = [str(e["id"]) for e in per_example[:5] if e.get("id") is not None]
+                problems.append(f"{path}: no example with id {example!r} "
                                 f"(ids look like: {', '.join(ids) or 'none; use #LINE'})")
             elif "scores" not in entry:
-                problems.append(f"{pred_dir / (dataset + '.jsonl')}: {example!r} was skipped at inference "
+                problems.append(f"{path}: {example!r} was skipped at inference "
                                 f"({entry['skipped']}); it has no score")
             else:
-                print(render_example(dataset, entry, str(pred_dir / f"{dataset}.jsonl")))
+                print(render_example(dataset, entry, str(path)))
                 shown += 1
     if not shown and not problems:
-        problems.append(f"no prediction file {dataset}.jsonl in " + ", ".join(str(d) for d in pred_dirs))
+        problems.append(f"no prediction file {dataset}.jsonl in "
+                        + ", ".join(str(d) for d in pred_dirs))
     if problems:
         print("error:", *problems, sep="\n  ", file=sys.stderr)
     return 0 if shown and not problems else 2
 
 
 def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
-    """Each dataset's n lowest-scored examples, explained; scored in memory, nothing written."""
+    """Each dataset's n lowest-scored examples (ties in file order), explained; nothing written."""
     from Eval.scoring.folders import load_folder
     from Eval.scoring.robustness import score_with_perturbations
 
@@ -208,7 +185,14 @@ def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
         print("error:", *problems, sep="\n  ", file=sys.stderr)
         return 2
     for pred_dir, items in loaded.items():
-        print_worst(pred_dir, [score_with_perturbations(task, records) for task, records, _ in items], n)
+        for task, records, _ in items:
+            result = score_with_perturbations(task, records)
+            metric = result["headline_metric"]
+            scored = [e for e in result["per_example"] if "scores" in e]
+            chosen = sorted(scored, key=lambda e: (e["scores"][metric], e["line"]))[:n]
+            print(f"\n{pred_dir}  {task.name}: the {len(chosen)} lowest on {metric}")
+            for entry in chosen:
+                print(render_example(task.name, entry, str(pred_dir / f"{task.name}.jsonl")))
     return 0
 
 
@@ -217,14 +201,15 @@ def add_arguments(parser) -> None:
     from Eval.scoring.folders import add_folder_arguments
 
     parser.add_argument("target", nargs="*", metavar="TARGET",
-                        help="DATASET:ID (ID: the record's id, or #LINE), or EVAL_JSON METRIC:INDEX for a TOFU / "
-                             "MUSE log (ours or a published one)")
+                        help="DATASET:ID (ID: the record's id, or #LINE), or EVAL_JSON "
+                             "METRIC:INDEX for a TOFU / MUSE log (ours or a published one)")
     parser.add_argument("--worst", type=positive_int, default=None, metavar="N",
                         help="instead: each dataset's N lowest-scored examples (default: off)")
     add_folder_arguments(parser)
 
 
-@eval_command("explain", help="why examples scored what they did, in words (DATASET:ID, --worst N, a TOFU log)")
+@eval_command("explain", help="why examples scored what they did, in words (DATASET:ID, "
+                              "--worst N, a TOFU log)")
 def run(args) -> int:
     from Eval.scoring.folders import find_pred_dirs
 

@@ -1,16 +1,15 @@
-"""Prediction folders: which folders and files to score, the task each file is scored with, and scoring them.
+"""Prediction folders: which folders and files to score, the task of each file, and scoring them.
 
-A prediction folder holds `<dataset>.jsonl` files; the file stem names the dataset, always (a name inside a
-sidecar is never used as a path). Every command that reads predictions (the main scoring job, explain, diff,
-report, judge, compare) finds them here.
+A prediction folder holds `<dataset>.jsonl` files; the file stem names the dataset. Every command
+that reads predictions finds them here.
 
 Usage:
-    pred_dirs, all_models = find_pred_dirs(pred_dir=None, model=None, pred_root=Path("pred"), notes=notes)
-    loaded = load_folder(Path("pred/demo"), only=None, problems=problems, notes=notes)   # [(task, records, sources)]
-    code = score_and_write(pred_dirs, only, time_limit=None, prices={}, quiet=False, worst=None)
+    pred_dirs, all_models = find_pred_dirs(pred_dir, model, Path("pred"), notes)
+    outputs = score_and_write(pred_dirs, None, None, {}, notes)     # None after printing problems
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -18,58 +17,56 @@ import time
 from pathlib import Path
 
 from Eval.args import name_list
+from Eval.metrics import get_metric
 from Eval.names import check_name, name_problem
 from Eval.pricing import usage_of
-from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records, sidecar_path
+from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records
+from Eval.records import sidecar_path
 from Eval.scoring.breakdowns import get_breakdown
 from Eval.scoring.provenance import check_prediction_file, file_sha256
-from Eval.scoring.report import RESULT_FILES, commit_folder, example_set, folder_outputs
+from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
-from Eval.storage import StorageError, read_regular_bytes, recover, regular_file_problem
-from Eval.metrics import get_metric
+from Eval.storage import StorageError, commit_files, read_regular_bytes, recover
+from Eval.storage import regular_file_problem
 from Eval.tasks import TASKS, Task, get_task, task_from_dict
+
+
+def add_folder_arguments(p) -> None:
+    """Which prediction folders: shared with the subcommands that read them."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--pred-dir", type=Path, default=None,
+                       help="score the *.jsonl files of this folder (default: every model folder "
+                            "under PRED_ROOT)")
+    where.add_argument("--model", type=model_folder, default=None,
+                       help="score PRED_ROOT/MODEL (default: every model folder)")
+    p.add_argument("--pred-root", type=Path, default=Path("pred"),
+                   help="folder of model folders, used by --model and when neither option is given")
+    p.add_argument("--datasets", type=dataset_names, default=None,
+                   help="comma-separated dataset names to score; the other datasets' results are "
+                        "kept (default: all)")
 
 
 def add_metric_arguments(p) -> None:
     """Any metric on any dataset, chosen when scoring (inspect's --scorer / -S idea)."""
-    p.add_argument("--metrics", type=metric_names, default=(), metavar="NAME,...",
-                   help="score with these registered metrics instead of the task's (the first is the headline); "
-                        "a dataset with no task row needs them (default: the task's)")
-    p.add_argument("-S", "--metric-arg", dest="metric_args", action="append", type=key_value, default=[],
-                   metavar="KEY=VALUE", help="a keyword argument of the metrics that take it, e.g. -S k=10 "
-                                             "(repeatable; default: none)")
-
-
-def metric_names(text: str) -> tuple[str, ...]:
-    return tuple(name_list(text))
+    p.add_argument("--metrics", type=name_list, default=[], metavar="NAME,...",
+                   help="score with these registered metrics instead of the task's (the first is "
+                        "the headline); a dataset with no task row needs them "
+                        "(default: the task's)")
+    p.add_argument("-S", "--metric-arg", dest="metric_args", action="append", type=key_value,
+                   default=[], metavar="KEY=VALUE",
+                   help="a keyword argument of the metrics that take it, e.g. -S k=10 (repeatable; "
+                        "default: none)")
 
 
 def key_value(text: str) -> tuple[str, str]:
-    import argparse
-
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
     return key.strip(), value
 
 
-def add_folder_arguments(p) -> None:
-    """Which prediction folders: shared with the subcommands that read them (explain, report, judge)."""
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--pred-dir", type=Path, default=None,
-                       help="score the *.jsonl files of this folder (default: every model folder under PRED_ROOT)")
-    where.add_argument("--model", type=model_folder, default=None,
-                       help="score PRED_ROOT/MODEL (default: every model folder)")
-    p.add_argument("--pred-root", type=Path, default=Path("pred"),
-                   help="folder of model folders, used by --model and when neither option is given")
-    p.add_argument("--datasets", type=dataset_names, default=None,
-                   help="comma-separated dataset names to score; the other datasets' results are kept (default: all)")
-
-
 def model_folder(text: str) -> str:
     """argparse type of --model: a folder name under PRED_ROOT, never a path."""
-    import argparse
-
     try:
         return check_name(text, "")
     except ValueError as err:
@@ -78,8 +75,6 @@ def model_folder(text: str) -> str:
 
 def dataset_names(text: str) -> set[str]:
     """argparse type of --datasets: names that are names, never paths."""
-    import argparse
-
     try:
         return {check_name(name, "entry") for name in name_list(text)}
     except ValueError as err:
@@ -87,23 +82,23 @@ def dataset_names(text: str) -> set[str]:
 
 
 def prediction_files(folder: Path) -> list[Path]:
-    """The folder's prediction files: *.jsonl at its top level, less TOFU / MUSE score records and the prompts
-    of inference.py dry-run."""
+    """*.jsonl at the folder's top, less TOFU / MUSE score records and dry-run prompts."""
     return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f))
 
 
 def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
                    notes: list[str]) -> tuple[list[Path], bool]:
-    """The folders to score, and whether this is the all-models mode (which also writes the table). Folders the
-    toolkit writes that hold no prediction files (a compare output, a judge cache) are skipped, said so."""
+    """The folders to score, and whether this is the all-models mode (which writes the table);
+    folders with no prediction files (a compare output) are skipped, said so."""
     if pred_dir is not None:
         return [pred_dir], False
     if model is not None:
         return [pred_root / model], False
     if not pred_root.is_dir():
-        raise FileNotFoundError(f"{pred_root}: no such folder; run inference.py first or pass --pred-dir")
+        raise FileNotFoundError(f"{pred_root}: no such folder; run inference.py first or pass "
+                                "--pred-dir")
     dirs = []
-    for folder in sorted(d for d in pred_root.iterdir() if d.is_dir() and not d.name.startswith(".")):
+    for folder in sorted(d for d in pred_root.iterdir() if d.is_dir() and d.name[0] != "."):
         if prediction_files(folder):
             dirs.append(folder)
         elif any(not is_dry_run_output(f) for f in folder.glob("*.jsonl")):
@@ -117,56 +112,60 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
 
 
 def task_for_file(path: Path, notes: list[str]):
-    """The table's task for the file stem; for a dataset the table lacks, the task inference.py chose and
-    saved in the run sidecar (said out loud); otherwise an error with close-name suggestions."""
+    """The table's task for the file stem; for a dataset the table lacks, the task inference.py
+    saved in the run sidecar (said out loud); otherwise a KeyError naming close names."""
     sidecar = sidecar_path(path)
-    if path.stem not in TASKS and (sidecar.exists() or sidecar.is_symlink()):
-        try:
-            saved = json.loads(read_regular_bytes(sidecar))
-            task_data = saved.get("task") if isinstance(saved, dict) else None
-            saved_name = task_data.get("name") if isinstance(task_data, dict) else None
-            if saved_name is not None and name_problem(saved_name):  # a name that is a path: the data is damaged
-                raise ValueError(f"task.name {saved_name!r} is not a dataset name ({name_problem(saved_name)})")
-            task = task_from_dict(task_data, path.stem)
-        except (StorageError, ValueError, RecursionError, KeyError) as err:
-            detail = err.args[0] if err.args else err
-            raise RecordError(sidecar, None, f"cannot tell how to score {path.name}: {detail}") from None
-        notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
-                     f"(metrics {', '.join(task.metrics)})")
-        return task
-    return get_task(path.stem)
+    if path.stem in TASKS or not (sidecar.exists() or sidecar.is_symlink()):
+        return get_task(path.stem)
+    try:
+        saved = json.loads(read_regular_bytes(sidecar))
+        task_data = saved.get("task") if isinstance(saved, dict) else None
+        saved_name = task_data.get("name") if isinstance(task_data, dict) else None
+        if saved_name is not None and name_problem(saved_name):  # a path: the data is damaged
+            raise ValueError(f"task.name {saved_name!r} is not a dataset name "
+                             f"({name_problem(saved_name)})")
+        task = task_from_dict(task_data, path.stem)
+    except (StorageError, ValueError, RecursionError, KeyError) as err:
+        why = f"cannot tell how to score {path.name}: {err.args[0] if err.args else err}"
+        raise RecordError(sidecar, None, why) from None
+    notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
+                 f"(metrics {', '.join(task.metrics)})")
+    return task
 
 
-def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...] = (), metric_args: tuple = ()):
-    """The file's task (task_for_file), its metrics replaced by `metrics` when given (eval.py --metrics: any
-    metric on any dataset, a dataset with no task row included) and `metric_args` (-S key=value) attached."""
-    if not metrics:
-        task = task_for_file(path, notes)
-        return dataclasses.replace(task, metric_args=metric_args) if metric_args else task
+def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_args: tuple):
+    """The file's task, its metrics replaced by --metrics when given (a dataset with no task row
+    included) and the -S key=value arguments attached."""
     try:
         task = task_for_file(path, notes)
-    except KeyError:  # no row, no sidecar: the metrics asked for are the whole task
-        task = Task(path.stem, metrics, 0)
-    return dataclasses.replace(task, metrics=metrics, metric_args=metric_args)
+    except KeyError:
+        if not metrics:
+            raise
+        task = Task(path.stem, metrics, 0)  # no row, no sidecar: the metrics asked for are the task
+    if metrics or metric_args:
+        task = dataclasses.replace(task, metrics=metrics or task.metrics, metric_args=metric_args)
+    return task
 
 
 def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str],
                 metrics: tuple[str, ...] = (), metric_args: tuple = ()) -> list[tuple]:
-    """(task, records, sources) for each prediction file; every problem is appended to `problems`."""
+    """(task, records, sources) for each prediction file; every problem goes to `problems`."""
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
         return []
-    notes += [n for n in recover(pred_dir, RESULT_FILES, ("per_example",))]
-    every = [f for f in pred_dir.glob("*.jsonl") if not is_dry_run_output(f)]  # the dry run's prompts: not data
+    notes += recover(pred_dir, RESULT_FILES, ("per_example",))
+    every = [f for f in pred_dir.glob("*.jsonl") if not is_dry_run_output(f)]
     files = prediction_files(pred_dir)
-    hint = "; its TOFU / MUSE score records are scored by `eval.py unlearning`" if len(files) < len(every) else ""
-    if hint:
-        notes.append(f"{pred_dir}: TOFU / MUSE score records left to `python eval.py unlearning ...`")
+    hint = ""
+    if len(files) < len(every):
+        hint = "; its TOFU / MUSE score records are scored by `eval.py unlearning`"
+        notes.append(f"{pred_dir}: TOFU / MUSE score records left to "
+                     "`python eval.py unlearning ...`")
     if only is not None:
         files = [f for f in files if f.stem in only]
-        for missing in sorted(only - {f.stem for f in files}):
-            problems.append(f"{pred_dir}: no prediction file {missing}.jsonl")
-    if not files and only is None:
+        problems += [f"{pred_dir}: no prediction file {missing}.jsonl"
+                     for missing in sorted(only - {f.stem for f in files})]
+    elif not files:
         problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
     loaded = []
     for path in files:
@@ -178,10 +177,11 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
             for name in task.metrics:
                 get_metric(name)  # an unknown one is a KeyError naming the close ones
             if task.breakdown:
-                get_breakdown(task.breakdown)  # an unknown name (a sidecar's task) is a KeyError naming close ones
+                get_breakdown(task.breakdown)  # so is an unknown breakdown (a sidecar's task)
             records = read_records(path)
             sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
-                       "examples_sha256": example_set(records), "data_check": check_prediction_file(path, records)}
+                       "examples_sha256": example_set(records),
+                       "data_check": check_prediction_file(path, records)}
             loaded.append((task, records, sources))
         except (RecordError, StorageError) as err:
             problems.append(str(err))
@@ -190,40 +190,37 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
     return loaded
 
 
-def score_folders(loaded: dict[Path, list[tuple]], only, time_limit, prices: dict) -> tuple[dict, list[str]]:
-    """Every folder scored and its outputs built in memory; nothing is written here. `prices`: folder -> the
-    --price entry that applies (or None)."""
-    outputs, problems = {}, []
-    for pred_dir, items in loaded.items():
+def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None,
+                    prices: dict, notes: list[str], metrics: tuple[str, ...] = (),
+                    metric_args: tuple = ()) -> dict | None:
+    """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)}
+    after writing, or None after printing every problem (nothing written). `prices`: folder -> its
+    --price entry."""
+    problems: list[str] = []
+    unused = [k for k, _ in metric_args
+              if metrics and not any(get_metric(m).takes(k) for m in metrics)]
+    if unused:
+        problems.append(f"-S {unused[0]}: none of the metrics {', '.join(metrics)} takes it")
+    loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args) for d in pred_dirs}
+    outputs = {}
+    for pred_dir, items in loaded.items() if not problems else ():
         start = time.perf_counter()
-        results = [{**score_with_perturbations(task, records, time_limit), "data_check": sources["data_check"],
-                    "usage": usage_of(records)} for task, records, sources in items]
+        results = [{**score_with_perturbations(task, records, time_limit),
+                    "data_check": sources["data_check"], "usage": usage_of(records)}
+                   for task, records, sources in items]
         try:
-            built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items}, full_run=only is None,
-                                   price=prices.get(pred_dir))
+            built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items},
+                                   full_run=only is None, price=prices.get(pred_dir))
         except (UnicodeEncodeError, ValueError) as err:
             problems.append(f"{pred_dir}: results cannot be written as JSON: {err}")
             continue
         outputs[pred_dir] = (results, built, time.perf_counter() - start)
-    return outputs, problems
-
-
-def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None, prices: dict,
-                    notes: list[str], metrics: tuple[str, ...] = (), metric_args: tuple = ()) -> dict | None:
-    """Load, score and commit every folder: all or nothing. Returns {folder: (results, built, seconds)} after
-    writing, or None after printing every problem (nothing written; exit code 2)."""
-    problems: list[str] = []
-    unused = [k for k, _ in metric_args if metrics and not any(get_metric(m).takes(k) for m in metrics)]
-    if unused:
-        problems.append(f"-S {unused[0]}: none of the metrics {', '.join(metrics)} takes it")
-    loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args) for d in pred_dirs}
-    outputs, more = score_folders(loaded, only, time_limit, prices) if not problems else ({}, [])
-    problems += more
     if problems:  # validate and compute everything before writing anything
-        print("error: nothing was written; fix these first:", *problems, sep="\n  ", file=sys.stderr)
+        print("error: nothing was written; fix these first:", *problems, sep="\n  ",
+              file=sys.stderr)
         return None
     for note in notes:
         print(f"note: {note}")
     for pred_dir, (_, built, _) in outputs.items():
-        commit_folder(pred_dir, built)
+        commit_files(pred_dir, built.files, built.delete)
     return outputs

@@ -1,25 +1,16 @@
-"""LLM-as-judge: grade saved predictions against their references, or compare two models' predictions.
+"""LLM-as-judge: rubrics, verdict parsing, the verdict cache and the judge model, for `eval.py
+judge` (Eval/scoring/judge_folder.py) and `eval.py compare` (Eval/scoring/compare.py).
 
-Usage (through eval.py, which loads the judge model only when asked):
-    python eval.py judge --pred-dir pred/demo --judge PATH_OR_NAME [--rubric graded] [--judge-mode logits]
-    python eval.py compare pred/model_a pred/model_b --judge PATH_OR_NAME [--datasets a,b]
-    (pairs whose two answers are identical are ties, never asked: Eval/scoring/judge_commands.py)
-
-A rubric is `prompts/judge_<name>.txt`: a header line `options: Label=value | Label=value ...`, a line `---`,
-then the prompt with {question}, {references}, {prediction} (pairwise: {answer_1}, {answer_2}). Drop a new file
-there to add a rubric. The judge's prompt goes through the same adapter path as inference (chat template,
-middle truncation). Verdicts are read either from the generated text (`parse_verdict`: whole words, longest
-label first, negated labels refused), or from the first answer token's probabilities restricted to the options
-(`logits` mode, any adapter with `score`): the probability-weighted option value.
-
-Three outcomes per example, counted apart: scored; unparseable (the verdict names no option, several, or a
-negated one: excluded from the mean, counted and listed, never scored 0); failed (the model call itself failed,
-`error` set: excluded from the mean, counted and listed, never cached, so a rerun asks again for exactly those).
-Good verdicts are cached by (judge, rubric, mode, question, references, prediction) in an append-only JSONL, so
-a rerun makes no model calls; a torn last line (a run killed mid-write) is cut off, as in prediction files.
+A rubric is prompts/judge_<name>.txt: a line `options: Label=value | ...`, a line `---`, then the
+prompt with {question}, {references}, {prediction} (pairwise: {answer_1}, {answer_2}). A verdict is
+read from the generated text (parse_verdict), or in `logits` mode from the first answer token's
+probabilities over the options. Per example: scored, unparseable (no option, several, a negated
+one) or failed (the call failed): the last two are counted and listed, never scored 0. Good
+verdicts are cached (append-only JSONL), so a rerun asks only for the rest.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
@@ -27,12 +18,20 @@ import math
 import random
 import re
 from pathlib import Path
+from typing import Callable
 
-from Eval.scoring.intervals import wilson_interval
+from Eval.extract import run_extraction
 from Eval.models.base import BaseLLM
-from Eval.names import check_name
+from Eval.names import check_name, name_problem
 from Eval.records import RecordError
+from Eval.scoring.intervals import wilson_interval
+from Eval.scoring.provenance import file_sha256
 from Eval.storage import append_lines, read_complete_lines
+from Eval.tasks import TASKS
+
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
+NO_VERDICT = "n/a (no parseable verdict)"
+BATCH = 16  # prompts per model call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,18 +42,20 @@ class Rubric:
 
     @property
     def sha(self) -> str:
-        return hashlib.sha256(json.dumps([self.template, self.options]).encode()).hexdigest()[:16]
+        text = json.dumps([self.template, self.options])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_rubric(name: str, prompt_dir: Path) -> Rubric:
-    """Read prompts/judge_<name>.txt; a bad name, a missing or malformed file is an error that says what to fix."""
+    """Read prompts/judge_<name>.txt; a bad name or file is an error that says what to fix."""
     path = prompt_dir / f"judge_{check_name(name, '--rubric')}.txt"
     if not path.is_file():
         known = sorted(p.stem[len("judge_"):] for p in prompt_dir.glob("judge_*.txt"))
         raise FileNotFoundError(f"no rubric {path}; available: {', '.join(known) or 'none'}")
     header, sep, template = path.read_text(encoding="utf-8").partition("\n---\n")
     if not sep or not header.startswith("options:"):
-        raise ValueError(f"{path}:1: a rubric starts with 'options: Label=value | ...' and a line '---'")
+        raise ValueError(f"{path}:1: a rubric starts with 'options: Label=value | ...' and a "
+                         "line '---'")
     options = []
     for part in header[len("options:"):].split("|"):
         label, eq, value = part.partition("=")
@@ -67,41 +68,33 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
     return Rubric(name, template.strip("\n"), tuple(options))
 
 
-# English negators: a label after one of these, in the same clause, is negated. "no" is one too, so that
-# "no correct answer" is not read as Correct; a label "No" itself still counts when nothing negates it.
-_NEGATOR = re.compile(r"(?<!\w)(?:not|never|no|nor|neither|cannot|without|\w+n['’]t)(?!\w)", re.IGNORECASE)
+# A label after one of these, in the same clause, is negated. "no" is one too, so that "no correct
+# answer" is not read as Correct; a label "No" itself still counts when nothing negates it.
+_NEGATOR = re.compile(r"(?<!\w)(?:not|never|no|nor|neither|cannot|without|\w+n['’]t)(?!\w)",
+                      re.IGNORECASE)
 _CLAUSE_END = re.compile(r"[.,;:!?\n]")
-
-
-def _negated(before: str) -> bool:
-    """Whether a negator occurs in the clause that ends where a label starts (`before` is the text up to it)."""
-    return _NEGATOR.search(_CLAUSE_END.split(before)[-1]) is not None
 
 
 def parse_verdict(text: str, rubric: Rubric) -> float | None:
     """The value of the one option the text names, or None (unparseable): never a guess.
 
-    Labels are found as whole words, case-insensitively, longest first, and a found label's text is blanked
-    before shorter ones are looked for: "Not" is not "No", "10" is not "1", "Partially correct" is not also
-    "Correct". The text must name exactly one label (repeating it is fine). A negated mention makes the whole
-    verdict unparseable, even next to another label: "not 2 but 1" is plain, but "1 is not better than 2"
-    names 1 plainly and 2 negated, and reading it as 1 would be wrong, so no mixed reading is attempted. A
-    mention is negated when not / never / no / nor / neither / cannot / without or a word ending in n't
-    occurs before it in the same clause (the text since the last . , ; : ! ? or line break), however many
-    words lie between ("not entirely correct", "isn't correct", "I would not say it is correct"). Negation
-    after a label ("Correct? Not really") is not looked for: the rubrics ask for a bare label.
+    Labels are found as whole words, case-insensitively, longest first, each found one blanked
+    before shorter ones are looked for ("Not" is not "No", "10" is not "1", "Partially correct" is
+    not also "Correct"). The text must name exactly one label. A mention is negated when a negator
+    occurs before it in its clause (since the last . , ; : ! ? or line break), however far ("I
+    would not say it is correct"); a negated mention makes the verdict unparseable, even beside
+    another label ("1 is not better than 2" is not read as 1).
 
     >>> r = Rubric("binary", "", (("Yes", 1.0), ("No", 0.0)))
-    >>> parse_verdict("Yes.", r), parse_verdict("No, it is not correct.", r), parse_verdict("Yes or No", r)
-    (1.0, 0.0, None)
-    >>> parse_verdict("Not yes", r), parse_verdict("Not sure", r), parse_verdict("I wouldn't say yes", r)
-    (None, None, None)
+    >>> [parse_verdict(t, r) for t in ("Yes.", "No, it is not correct.", "Yes or No")]
+    [1.0, 0.0, None]
+    >>> [parse_verdict(t, r) for t in ("Not yes", "Not sure", "I wouldn't say yes")]
+    [None, None, None]
     >>> g = Rubric("graded", "", (("Correct", 1.0), ("Partially correct", 0.5), ("Wrong", 0.0)))
     >>> parse_verdict("partially correct", g), parse_verdict("Correct. Nothing is missing.", g)
     (0.5, 1.0)
-    >>> [parse_verdict(t, g) for t in ("Not correct", "The answer is not correct.", "It isn't correct",
-    ...                                 "not entirely correct", "It is not really correct", "Wrong, not correct")]
-    [None, None, None, None, None, None]
+    >>> [parse_verdict(t, g) for t in ("Not correct", "It isn't correct", "not entirely correct")]
+    [None, None, None]
     >>> parse_verdict("10", Rubric("p", "", (("1", 1.0), ("2", 0.0))))
     """
     mentions, rest = [], text
@@ -110,8 +103,8 @@ def parse_verdict(text: str, rubric: Rubric) -> float | None:
         hits = [m.start() for m in pattern.finditer(rest)]
         if hits:
             mentions += [(label, value, start) for start in hits]
-            rest = pattern.sub(lambda m: "\0" * len(m.group()), rest)  # same length: offsets stay valid
-    if any(_negated(text[:start]) for _, _, start in mentions):
+            rest = pattern.sub(lambda m: "\0" * len(m.group()), rest)  # same length: offsets stay
+    if any(_NEGATOR.search(_CLAUSE_END.split(text[:start])[-1]) for _, _, start in mentions):
         return None
     named = {label: value for label, value, _ in mentions}
     return next(iter(named.values())) if len(named) == 1 else None
@@ -129,12 +122,9 @@ def option_expectation(first_logprobs: list[float], values: list[float]) -> floa
 
 
 class VerdictCache:
-    """Append-only JSONL of good verdicts keyed by everything that determines them.
-
-    A torn last line (a process killed mid-write) is cut off the file (`repaired` says so); a broken complete
-    line is an error naming the file and line. Entries with an `error` (written by older versions) are ignored,
-    so those verdicts are asked again.
-    """
+    """Append-only JSONL of good verdicts by key. A torn last line (a run killed mid-write) is cut
+    off (`repaired`); a broken complete line is an error naming file and line; entries with an
+    `error` (older versions wrote them) are ignored, so those verdicts are asked again."""
 
     def __init__(self, path: Path):
         self.path, self.entries, self.repaired = path, {}, False
@@ -149,8 +139,9 @@ class VerdictCache:
             except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
                 entry = err
             if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
-                raise RecordError(path, number, "not a cached verdict (a JSON object with a 'key'); delete this "
-                                                "line, or the whole cache file (its verdicts are then asked again)")
+                raise RecordError(path, number, "not a cached verdict (a JSON object with a "
+                                  "'key'); delete this line, or the whole cache file (its "
+                                  "verdicts are then asked again)")
             if not entry.get("error"):
                 self.entries[entry["key"]] = entry
 
@@ -159,32 +150,39 @@ class VerdictCache:
         return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
 
     def put(self, entries: list[dict]) -> None:
-        append_lines(self.path, [json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries])
+        append_lines(self.path, [json.dumps(e, ensure_ascii=False) + "\n" for e in entries])
         self.entries.update((entry["key"], entry) for entry in entries)
+
+
+def open_cache(path: Path, say: Callable[[str], None]) -> VerdictCache:
+    cache = VerdictCache(path)
+    if cache.repaired:
+        say(f"note: {path}: cut off a torn last line (a run killed while writing); its verdict is "
+            "asked again")
+    return cache
 
 
 def judge_identity(model: BaseLLM) -> str:
     identity = {k: v for k, v in model.identity().items() if k not in ("device", "num_parameters")}
-    return json.dumps({"identity": identity, "options": dataclasses.asdict(model.options)}, sort_keys=True,
-                      default=str)
+    return json.dumps({"identity": identity, "options": dataclasses.asdict(model.options)},
+                      sort_keys=True, default=str)
 
 
 class Judge:
-    """Verdicts for batches of filled rubric prompts, through the cache; counts the model calls it makes."""
+    """Verdicts for batches of filled rubric prompts, through the cache; counts its model calls."""
 
     def __init__(self, model: BaseLLM, rubric: Rubric, mode: str, cache: VerdictCache,
-                 max_length: int | None = None, batch_size: int = 16):
-        if mode not in ("text", "logits"):
-            raise ValueError(f"judge mode must be text or logits, not {mode!r}")
+                 max_length: int | None = None):
         self.model, self.rubric, self.mode, self.cache = model, rubric, mode, cache
-        self.max_length, self.batch_size = max_length, batch_size
+        self.max_length = max_length
         self.identity = judge_identity(model)
         self.model_calls = self.from_cache = 0
         if mode == "logits":
             firsts = [tuple(model.tokenize(label)[:1]) for label, _ in rubric.options]
             if len(set(firsts)) < len(firsts):
-                raise ValueError(f"rubric {rubric.name}: options share a first token, so logits mode cannot "
-                                 "tell them apart; use --judge-mode text or relabel the options")
+                raise ValueError(f"rubric {rubric.name}: options share a first token, so logits "
+                                 "mode cannot tell them apart; use --judge-mode text or relabel "
+                                 "the options")
 
     def provenance(self) -> dict:
         """What a verdict was computed from, as saved beside each result."""
@@ -193,27 +191,29 @@ class Judge:
                 "judge_adapter": self.model.name}
 
     def verdicts(self, fields: list[dict]) -> list[dict]:
-        """One {score, raw, error, cached} per filled-in field dict (question, references, prediction /
-        answers). Failed calls (`error` set, score None) are returned but never cached."""
+        """One {score, raw, error, cached} per dict of the rubric's fields; failed calls (`error`
+        set, score None) are returned but never cached."""
         keys = [VerdictCache.key(self.identity, self.rubric.sha, self.mode, f) for f in fields]
         missing = [i for i, k in enumerate(keys) if k not in self.cache.entries]
         self.from_cache += len(fields) - len(missing)
         fresh: dict[int, dict] = {}
-        for start in range(0, len(missing), self.batch_size):
-            chunk = missing[start:start + self.batch_size]
+        for start in range(0, len(missing), BATCH):
+            chunk = missing[start:start + BATCH]
             prompts = [self.rubric.template.format(**fields[i]) for i in chunk]
             for i, verdict in zip(chunk, self._ask(prompts)):
-                fresh[i] = {"key": keys[i], **verdict, "score": None if verdict["error"] else verdict["score"]}
+                fresh[i] = {"key": keys[i], **verdict,
+                            "score": None if verdict["error"] else verdict["score"]}
             self.cache.put([fresh[i] for i in chunk if not fresh[i]["error"]])
-        return [{**fresh[i], "cached": False} if i in fresh else {**self.cache.entries[k], "cached": True}
-                for i, k in enumerate(keys)]
+        return [{**fresh[i], "cached": False} if i in fresh else
+                {**self.cache.entries[k], "cached": True} for i, k in enumerate(keys)]
 
     def _ask(self, texts: list[str]) -> list[dict]:
-        built = self.model.build_prompts(texts, chat=True, max_new_tokens=16, max_length=self.max_length)
+        built = self.model.build_prompts(texts, chat=True, max_new_tokens=16,
+                                         max_length=self.max_length)
         if self.mode == "text":
             self.model_calls += len(built)
-            outputs = self.model.generate(built, 16)
-            return [{"score": parse_verdict(o.text, self.rubric), "raw": o.text, "error": o.error} for o in outputs]
+            return [{"score": parse_verdict(o.text, self.rubric), "raw": o.text, "error": o.error}
+                    for o in self.model.generate(built, 16)]
         labels, values = zip(*self.rubric.options)
         pairs = [(p.text, label) for p in built for label in labels]
         self.model_calls += len(pairs)
@@ -222,7 +222,7 @@ class Judge:
         for k in range(len(built)):
             firsts = [s.logprobs[0] for s in scores[k * len(labels):(k + 1) * len(labels)]]
             results.append({"score": option_expectation(firsts, list(values)),
-                            "raw": {label: lp for label, lp in zip(labels, firsts)}, "error": None})
+                            "raw": dict(zip(labels, firsts)), "error": None})
         return results
 
 
@@ -230,26 +230,30 @@ def question_of(record: dict) -> str:
     return str(record.get("question") or record.get("input") or "")
 
 
-def tally(scores: list[float | None], errors: list[str | None], ids: list) -> tuple[dict, list[float]]:
+def prediction(record: dict, dataset: str) -> str:
+    # The judge sees what the metrics see: the task's extraction (e.g. reasoning blocks removed).
+    task = TASKS.get(dataset)
+    text = run_extraction(task.extract, record["pred"], record) if task else record["pred"]
+    return "" if text is None else text
+
+
+def record_id(record: dict, position: int):
+    return record.get("id", record.get("_id", position + 1))
+
+
+def tally(scores: list, errors: list, ids: list) -> tuple[dict, list[float]]:
     """Counts and ids of the three outcomes (scored, unparseable, failed), and the scored values."""
     failed = [i for i, e in zip(ids, errors) if e]
     unparseable = [i for i, s, e in zip(ids, scores, errors) if s is None and not e]
     valid = [s for s, e in zip(scores, errors) if s is not None and not e]
-    return {"n": len(scores), "scored": len(valid), "unparseable": len(unparseable), "unparseable_ids": unparseable,
-            "failed": len(failed), "failed_ids": failed}, valid
-
-
-def summarize(verdicts: list[dict], ids: list) -> dict:
-    """Mean over parseable verdicts x 100 (None when there is none), with the outcome counts."""
-    counts, valid = tally([v["score"] for v in verdicts], [v.get("error") for v in verdicts], ids)
-    mean = 100 * sum(valid) / len(valid) if valid else None
-    return {**counts, "score": None if mean is None else round(mean, 2), "score_unrounded": mean}
+    return {"n": len(scores), "scored": len(valid), "unparseable": len(unparseable),
+            "unparseable_ids": unparseable, "failed": len(failed), "failed_ids": failed}, valid
 
 
 def pairwise_swaps(n: int, seed: int) -> set[int]:
-    """Exactly half of the positions (seeded) show model B's answer first, to cancel position bias.
+    """Exactly half of the positions (seeded) show model B's answer first: position bias cancels.
 
-    >>> sorted(pairwise_swaps(4, seed=0)) == sorted(pairwise_swaps(4, seed=0)), len(pairwise_swaps(5, 1))
+    >>> pairwise_swaps(4, seed=0) == pairwise_swaps(4, seed=0), len(pairwise_swaps(5, 1))
     (True, 2)
     """
     order = list(range(n))
@@ -258,9 +262,9 @@ def pairwise_swaps(n: int, seed: int) -> set[int]:
 
 
 def rates(a_values: list[float]) -> dict:
-    """Win / tie / lose percentages of model A over its parseable verdict values, with their counts, the win
-    rate's 95% interval (Wilson; few verdicts give a wide one) and the mean value x 100. A value above 0.5 is a win, exactly 0.5 a tie, below a loss, so text verdicts (1 / 0.5 /
-    0) and logits mode's probability-weighted values are counted alike and the counts sum to `scored`.
+    """Win / tie / lose percentages of A over its parseable verdict values (above 0.5 a win, 0.5 a
+    tie: text and logits verdicts count alike), their counts, the win rate's Wilson 95% interval and
+    the mean value x 100.
 
     >>> r = rates([1.0, 0.5, 0.0, 0.9, 0.2])
     >>> r["counts"], r["win"], r["win_ci95"], r["mean_a_score"]
@@ -270,35 +274,84 @@ def rates(a_values: list[float]) -> dict:
               "lose": sum(v < 0.5 for v in a_values)}
     total = len(a_values)
     interval = [round(100 * x, 2) for x in wilson_interval(counts["win"], total)] if total else None
-    return {**{k: (round(100 * c / total, 2) if total else None) for k, c in counts.items()}, "counts": counts,
-            "win_ci95": interval,  # Wilson's 95% interval of the win rate: 1 verdict of 1 is [20.65, 100.0]
+    return {**{k: (round(100 * c / total, 2) if total else None) for k, c in counts.items()},
+            "counts": counts, "win_ci95": interval,
             "mean_a_score": round(100 * sum(a_values) / total, 2) if total else None}
 
 
-PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
-NO_VERDICT = "n/a (no parseable verdict)"
+def merge_results(path: Path, fresh: dict, why_stale: Callable[[str, object], str | None],
+                  say: Callable[[str], None], inside: str | None = None) -> tuple[dict, dict]:
+    """The entries of the result file at `path` (under `inside`, or at the top) this run did not
+    redo and that are still valid, plus `fresh`; and the old entries left out."""
+    old: dict = {}
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            old = saved.get(inside, {}) if inside else saved
+            if not isinstance(old, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, AttributeError) as err:
+            say(f"note: {path}: unreadable ({err}); it is replaced by this run's results")
+            old = {}
+    merged, dropped = {}, {}
+    for name, entry in old.items():
+        why = None if name in fresh else why_stale(name, entry)
+        if why:
+            say(f"note: {path}: dropped the result of {name!r}: {why}")
+        (dropped if name in fresh or why else merged)[name] = entry
+    merged.update(fresh)
+    return dict(sorted(merged.items())), dropped
+
+
+def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
+    """Why a saved result no longer describes folder/<name>.jsonl; None when it still does."""
+    source = folder / f"{name}.jsonl"
+    if name_problem(name):
+        return name_problem(name)
+    if not source.is_file():
+        return f"its prediction file {source} is gone"
+    if not isinstance(saved_sha, str):
+        return f"it records no sha256 of {source} (judged by an older version); judge it again"
+    if saved_sha != file_sha256(source):
+        return f"{source} changed since it was judged; judge it again"
+    return None
+
+
+def counts_text(r: dict) -> str:
+    return (f"unparseable {r['unparseable']}, failed {r['failed']}, from cache {r['from_cache']}, "
+            f"model calls {r['model_calls']}")
+
+
+def print_failed(where: str, r: dict) -> None:
+    if r["failed"]:
+        print(f"  {where}: {r['failed']} verdicts failed (ids {r['failed_ids'][:10]}); they are "
+              "not cached, so rerunning the same command asks the judge again for exactly those")
 
 
 def add_judge_model_arguments(parser) -> None:
-    """The judge model, built as inference.py builds models (Eval/models/factory.py: -M key=value options)."""
+    """The judge model, built as inference.py builds models (Eval/models/factory.py)."""
     from Eval.args import positive_int
 
     parser.add_argument("--judge", required=True,
-                        help="judge model: a local path, or the served name with --judge-backend api")
-    parser.add_argument("--judge-backend", default="hf", help="the judge's model adapter (hf, api, ...)")
-    parser.add_argument("-M", "--model-arg", dest="model_args", action="append", default=[], metavar="KEY=VALUE",
-                        help="a judge model option, one pair per -M: e.g. -M base_url=URL -M tokenizer=PATH "
-                             "(python inference.py --backend NAME --help lists them; default: none)")
+                        help="judge model: a local path, or the served name with "
+                             "--judge-backend api")
+    parser.add_argument("--judge-backend", default="hf",
+                        help="the judge's model adapter (hf, api, ...)")
+    parser.add_argument("-M", "--model-arg", dest="model_args", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="a judge model option, one pair per -M: e.g. -M base_url=URL -M "
+                             "tokenizer=PATH (python inference.py --backend NAME --help lists "
+                             "them; default: none)")
     parser.add_argument("--judge-mode", default="text", choices=["text", "logits"],
-                        help="read verdicts from text or from the first answer token's probabilities")
+                        help="read verdicts from text or from the first answer token's "
+                             "probabilities")
     parser.add_argument("--judge-max-length", type=positive_int, default=None,
                         help="judge prompt budget (default: the model's)")
 
 
 def load_judge_model(args):
-    """The judge adapter from the --judge options; only now are the backend's module (and torch) imported."""
-    import argparse
-
+    """The judge adapter from the --judge options; only now is the backend (and torch) imported."""
     from Eval.models.factory import from_args
 
-    return from_args(argparse.Namespace(model=args.judge, backend=args.judge_backend, model_args=args.model_args))
+    return from_args(argparse.Namespace(model=args.judge, backend=args.judge_backend,
+                                        model_args=args.model_args))

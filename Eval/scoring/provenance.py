@@ -1,21 +1,15 @@
 """Whether a prediction file still is what inference.py wrote, for the data it was run on.
 
-inference.py records in the run sidecar (`<dataset>.run.json`) the dataset it read (path, the file's sha256, the
-number of examples and a digest of their ids and content hashes) and what the merged prediction file holds
-(record count, a digest of its ids and example hashes, and the sha256 of its bytes, so that an edited `pred` or
-`answers` is seen). eval.py checks every file against its sidecar before scoring and reports, per
-dataset, a status and the warnings behind it (also counted in result_detail.json under `data_check`):
-
-    ok             the file holds exactly the records the run wrote, for every example of the dataset as it was
-    partial        the file covers only part of the dataset (a --limit run, an unfinished or sharded run)
-    modified       the file was changed after inference.py wrote it (lines appended, edited or removed, or another
-                   file copied over it)
+The run sidecar (`<dataset>.run.json`) records the dataset read (path, sha256, examples, a digest of
+ids and content hashes) and the file written (records, a digest, its sha256). The statuses:
+    ok             exactly the records the run wrote, for every example of the dataset as it was
+    partial        only part of the dataset (a --limit run, an unfinished or sharded run)
+    modified       changed after inference.py wrote it (lines appended, edited or removed)
     data_changed   the dataset file changed since the run: these predictions answer older data
-    unchecked      no sidecar with this information (files from other tools, or older runs): nothing to check
+    unchecked      no sidecar with this information (other tools' files, older runs)
 
 Usage:
-    check = check_prediction_file(Path("pred/m/custom_en.jsonl"), records)
-    check["status"], check["warnings"]
+    check = check_prediction_file(Path("pred/m/custom_en.jsonl"), records)   # status, warnings
 """
 from __future__ import annotations
 
@@ -24,50 +18,45 @@ import json
 from pathlib import Path
 
 from Eval.records import examples_digest, sidecar_path
-from Eval.storage import StorageError, read_regular_bytes, regular_file_problem
+from Eval.storage import StorageError, read_regular_bytes
 
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(read_regular_bytes(path)).hexdigest()[:16]
 
 
-def _sidecar(path: Path) -> dict | None:
-    sidecar = sidecar_path(path)
-    if regular_file_problem(sidecar):
-        return None
+def _sidecar(path: Path) -> dict:
     try:
-        content = json.loads(read_regular_bytes(sidecar))
+        content = json.loads(read_regular_bytes(sidecar_path(path)))
     except (ValueError, RecursionError, StorageError):
-        return None
-    return content if isinstance(content, dict) else None
+        return {}
+    return content if isinstance(content, dict) else {}
 
 
 def _dataset_changed(data: dict) -> bool:
-    """Whether the dataset file the run read is still there with other bytes (gone: nothing to compare)."""
+    """Whether the dataset file the run read is still there with other bytes (gone: unknown)."""
     source = data.get("path")
-    if not isinstance(source, str) or regular_file_problem(Path(source)):
-        return False
     try:
-        return file_sha256(Path(source)) != data.get("file_sha256")
+        return isinstance(source, str) and file_sha256(Path(source)) != data.get("file_sha256")
     except StorageError:
         return False
 
 
 def _coverage(records: list[dict], data: dict) -> str:
-    """'5 of the dataset's 25 examples'; for a --perturb run the originals, then the records with their copies."""
+    """'5 of the dataset's 25 examples'; for a --perturb run the originals, then with copies."""
     copies = data.get("copies") or 0
     if not copies or not isinstance(data.get("examples"), int):
         return f"{len(records)} of the dataset's {data.get('examples')} examples"
     originals = sum(1 for r in records if r.get("perturbation") is None)
-    return (f"{originals} of the dataset's {data['examples'] // (1 + copies)} examples, with their {copies} "
-            f"perturbed cop{'y' if copies == 1 else 'ies'} each: {len(records)} of {data['examples']} records")
+    return (f"{originals} of the dataset's {data['examples'] // (1 + copies)} examples, with their "
+            f"{copies} perturbed cop{'y' if copies == 1 else 'ies'} each: {len(records)} of "
+            f"{data['examples']} records")
 
 
 def check_prediction_file(path: Path, records: list[dict]) -> dict:
     """The file's status against its run sidecar (see the module docstring)."""
     sidecar = _sidecar(path)
-    data = sidecar.get("data") if sidecar else None
-    output = sidecar.get("output") if sidecar else None
+    data, output = sidecar.get("data"), sidecar.get("output")
     result = {"status": "unchecked", "warnings": [], "records": len(records)}
     if not isinstance(data, dict) or not isinstance(output, dict):
         return result
@@ -77,18 +66,20 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
     edited = "sha256" in output and file_sha256(path) != output["sha256"]
     if digest != output.get("digest") or edited:
         statuses.append("modified")
-        held = f"{len(records)} records, not the {output.get('records')}" if len(records) != output.get("records") \
-            else f"{len(records)} records, as many as"
-        warnings.append(f"the file was changed after inference.py wrote it (it holds {held} inference.py wrote; "
-                        "lines appended, edited or removed, or another file copied over it): its score is not "
-                        "the model's; rerun inference.py to remake it")
+        held = f"{len(records)} records, not the {output.get('records')}" \
+            if len(records) != output.get("records") else f"{len(records)} records, as many as"
+        warnings.append(f"the file was changed after inference.py wrote it (it holds {held} "
+                        "inference.py wrote; lines appended, edited or removed, or another file "
+                        "copied over it): its score is not the model's; rerun inference.py to "
+                        "remake it")
     elif digest != data.get("digest"):
         statuses.append("partial")
         limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""
-        warnings.append(f"the file covers {_coverage(records, data)}{limit}; the score is for that part only")
+        warnings.append(f"the file covers {_coverage(records, data)}{limit}; the score is for "
+                        "that part only")
     if _dataset_changed(data):
         statuses.append("data_changed")
-        warnings.append(f"the dataset {data.get('path')} changed since these predictions were made; rerun "
-                        "inference.py (it redoes only the examples that changed)")
+        warnings.append(f"the dataset {data.get('path')} changed since these predictions were "
+                        "made; rerun inference.py (it redoes only the examples that changed)")
     result["status"] = statuses[-1] if statuses else "ok"
     return result

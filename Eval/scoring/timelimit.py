@@ -1,26 +1,12 @@
-"""An opt-in wall-clock limit for one call, such as scoring one sample.
+"""An opt-in wall-clock limit for one call, such as scoring one sample (--sample-time-limit).
+
+SIGALRM (signal.setitimer) raises SampleTimeLimit inside the running Python code: pure-Python work
+stops within a few bytecodes, one long C call when it returns. Signals are POSIX-only and handled in
+the main thread only, so elsewhere the call runs without a limit (limits_available()). A call that
+catches the exception still ends as SampleTimeLimit; a caller's own interval timer is re-armed.
 
 Usage:
-    from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit
-
-    try:
-        value = call_with_limit(metric, 10.0, prediction, reference, all_classes=classes)
-    except SampleTimeLimit as exc:   # str(exc) == "took longer than 10 s"
-        ...                          # the scorer zeroes the sample and counts the reason
-
-How: SIGALRM from ``signal.setitimer(ITIMER_REAL, seconds)``; its handler raises ``SampleTimeLimit`` inside the
-running Python code, which unwinds the call. Pure-Python work (jieba, difflib, our metrics) stops within
-a few bytecodes; one long C call (a huge regex match, a big-int multiply) stops when it returns.
-
-Where it cannot apply: signals exist only on POSIX and Python runs signal handlers only in the main thread, so
-in another thread or on Windows ``call_with_limit`` runs the call WITHOUT a limit (``limits_available()`` says
-which). ``seconds=None`` (or <= 0) also means no limit.
-
-Caveats: a call that catches the exception (a metric's ``except Exception`` turning failures into 0.0) still
-ends as ``SampleTimeLimit``: the limit is checked after the call. An interval timer set by the caller (an outer
-limit) is paused during the call and re-armed afterwards with what remains of it (at once if it ran out).
-The first call of a metric can include one-off loads (jieba's dictionary); load them before timing
-samples, or the first sample pays for them.
+    value = call_with_limit(metric, 10.0, prediction, reference, all_classes=classes)
 """
 from __future__ import annotations
 
@@ -29,12 +15,11 @@ import threading
 import time
 from typing import Any, Callable
 
-
 REPEAT_S = 0.05  # after the limit, the alarm repeats this often until the call ends
 
 
 class SampleTimeLimit(Exception):
-    """The call ran past its limit; ``seconds`` is the limit."""
+    """The call ran past its limit, `seconds`."""
 
     def __init__(self, seconds: float):
         super().__init__(f"took longer than {seconds:g} s")
@@ -42,14 +27,13 @@ class SampleTimeLimit(Exception):
 
 
 def limits_available() -> bool:
-    """True where ``call_with_limit`` can enforce a limit: POSIX interval timers, called from the main thread."""
+    """Whether call_with_limit can enforce a limit here: POSIX timers, in the main thread."""
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
 def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwargs) -> Any:
-    """``fn(*args, **kwargs)``, or ``SampleTimeLimit`` once it has run ``seconds`` of wall-clock time.
-
-    No limit (the plain call) when ``seconds`` is None or <= 0, or where ``limits_available()`` is False.
+    """fn(*args, **kwargs), or SampleTimeLimit once it has run `seconds` of wall-clock time; the
+    plain call when `seconds` is None or <= 0, or where limits_available() is False.
 
     >>> call_with_limit(sum, 5, [1, 2, 3])
     6
@@ -64,18 +48,19 @@ def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwar
             raise SampleTimeLimit(seconds)
 
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    # The timer repeats: an exception the call swallows (its own `except`, or one raised inside a gc callback,
-    # where Python drops it) is raised again REPEAT_S later, so a slow call cannot outlive its limit that way.
-    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds, min(seconds, REPEAT_S))
+    # The timer repeats: an exception the call swallows (its own `except`, or one raised inside a
+    # gc callback, where Python drops it) is raised again REPEAT_S later.
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds,
+                                                   min(seconds, REPEAT_S))
     start = time.monotonic()
     try:
         result = fn(*args, **kwargs)
     except Exception as exc:
-        if state["fired"] and not isinstance(exc, SampleTimeLimit):  # the call wrapped our exception
+        if state["fired"] and not isinstance(exc, SampleTimeLimit):  # it wrapped our exception
             raise SampleTimeLimit(seconds) from exc
         raise
     finally:
-        # Nested so that an alarm landing in the first statement still restores the timer and the handler.
+        # Nested: an alarm landing in the first statement still restores timer and handler.
         try:
             state["armed"] = False
         finally:

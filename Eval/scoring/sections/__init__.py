@@ -1,14 +1,10 @@
-"""Report sections: every table a report shows, one function per section, rendered the same way everywhere.
+"""Report sections: every table a report shows, one function per section, rendered alike everywhere.
 
-A section is a function from the scored results to tables (title, header, rows, note), decorated with
-`@section("name", order=N)` in any module of this package (a new module is found by itself); one renderer each
-turns a Table into terminal text (eval.py), Markdown (pred/results.md) and HTML (pred/report.html), so a new
-section appears in all three. Cells are strings, formatted by the section; a section with nothing to show
-returns no table.
+A section is a function from the scored results to Tables, decorated with `@section(NAME, order=N)`
+in any module of this package (found by itself); the terminal, pred/results.md and report.html
+render them alike. A section with nothing to show returns no table.
 
 Usage:
-    from Eval.scoring.sections import Results, Table, section, tables, render_text, render_markdown
-
     @section("my_section", order=90)
     def my_section(results: Results) -> list[Table]:
         return [Table("Datasets per model", ["model", "datasets"],
@@ -19,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Callable
 
 from Eval.registry import Registry
 
 SECTIONS = Registry("report section", discover="Eval.scoring.sections",
-                    hint="Add one: a function decorated with @section in a module of Eval/scoring/sections/.")
+                    hint="Add one: a function decorated with @section in a module of "
+                         "Eval/scoring/sections/.")
 
 
 @dataclasses.dataclass
@@ -38,30 +34,23 @@ class Table:
 
 @dataclasses.dataclass
 class Results:
-    """What sections read: each model folder's current result_detail.json entries, and the pred root (None when
-    one folder outside a root was scored), where the judge, compare, diff and unlearning files are."""
+    """What sections read: each model folder's current result_detail.json entries, and the pred
+    root (None for one folder outside a root), where judge, compare, diff, unlearning files are."""
     by_model: dict[str, dict[str, dict]]
     root: Path | None = None
 
     def read_json(self, path: Path):
-        """A JSON file's content, None when it is absent or unreadable (sections show what they can)."""
+        """A JSON file's content; None when it is absent or unreadable."""
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
             return None
 
 
-@dataclasses.dataclass(frozen=True)
-class Section:
-    name: str
-    order: int
-    build: Callable[[Results], list[Table]]
-
-
 def section(name: str, order: int):
     """Register `build` (Results -> [Table]) as report section `name`; sections show in `order`."""
     def register(build):
-        SECTIONS.register(name, Section(name, order, build))
+        SECTIONS.register(name, (order, build))
         return build
     return register
 
@@ -69,21 +58,28 @@ def section(name: str, order: int):
 def tables(results: Results) -> list[Table]:
     """Every section's tables, in section order."""
     found = []
-    for entry in sorted((SECTIONS[name] for name in SECTIONS), key=lambda s: (s.order, s.name)):
-        found += entry.build(results)
+    for name in sorted(SECTIONS, key=lambda name: (SECTIONS[name][0], name)):
+        found += SECTIONS[name][1](results)
     return found
 
 
-def render_text(table: Table) -> str:
-    rows = [table.header, *table.rows]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(table.header))]
-    lines = ["  ".join(c.rjust(w) if i >= table.numeric_from else c.ljust(w)
+def aligned_lines(rows: list, left: set[int]) -> list[str]:
+    """Rows padded to each column's widest cell, those in `left` left-aligned (names), the others
+    right-aligned (numbers), with a rule under the header row."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
                        for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def render_text(table: Table) -> str:
+    lines = aligned_lines([table.header, *table.rows], set(range(table.numeric_from)))
     return "\n".join([table.title, *lines] + ([table.note] if table.note else []))
 
 
 def render_markdown(table: Table) -> str:
     lines = [f"**{table.title}**", "", "| " + " | ".join(table.header) + " |",
-             "|" + "---|" * len(table.header), *("| " + " | ".join(row) + " |" for row in table.rows)]
+             "|" + "---|" * len(table.header),
+             *("| " + " | ".join(row) + " |" for row in table.rows)]
     return "\n".join(lines + (["", table.note] if table.note else []))

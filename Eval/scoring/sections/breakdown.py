@@ -1,28 +1,25 @@
-"""A dataset's breakdown table (Task.breakdown, Eval/scoring/breakdowns.py: LongBench v2's result.py row): per
-model its accuracy row and its compensated row, one table per dataset that has one."""
+"""A dataset's breakdown table (Task.breakdown, Eval/scoring/breakdowns.py: LongBench v2's
+result.py row): per model its accuracy row and its compensated row."""
 from __future__ import annotations
 
 from Eval.scoring.sections import Results, Table, section
 from Eval.scoring.sections.scores import datasets_of
-
-ROWS = ("accuracy", "compensated")
-
-
-def cell(value) -> str:
-    return "-" if value is None else f"{value:.1f}"
 
 
 @section("breakdown", order=30)
 def breakdown(results: Results) -> list[Table]:
     found = []
     for d in datasets_of(results):
-        cells = {m: e[d] for m, e in sorted(results.by_model.items()) if e.get(d, {}).get("breakdown")}
+        cells = {m: e[d] for m, e in sorted(results.by_model.items())
+                 if e.get(d, {}).get("breakdown")}
         if not cells:
             continue
         first = next(iter(cells.values()))
         columns, note = first["breakdown"]["columns"], first["breakdown"].get("note", "")
         rows = [[model if row == "accuracy" else f"{model} ({row})",
-                 *(cell(e["breakdown"][row].get(c)) for c in columns)] for model, e in cells.items() for row in ROWS]
-        found.append(Table(f"{d}: {first['breakdown']['name']} breakdown of {first['headline_metric']}",
-                           ["model", *columns], rows, note))
+                 *("-" if e["breakdown"][row].get(c) is None else f"{e['breakdown'][row][c]:.1f}"
+                   for c in columns)]
+                for model, e in cells.items() for row in ("accuracy", "compensated")]
+        found.append(Table(f"{d}: {first['breakdown']['name']} breakdown of "
+                           f"{first['headline_metric']}", ["model", *columns], rows, note))
     return found

@@ -1,5 +1,5 @@
-"""LongBench-E's length buckets: each model's headline score by input length (words for English, characters for
-Chinese), per dataset whose records carry a length; an empty bucket is "-" (a bucket that scores 0 shows 0.00)."""
+"""LongBench-E's length buckets: each model's headline score by input length (words for English,
+characters for Chinese); an empty bucket is "-" (a bucket that scores 0 shows 0.00)."""
 from __future__ import annotations
 
 from Eval.scoring.scorer import LENGTH_BUCKETS

@@ -1,9 +1,6 @@
-"""The headline table: models x datasets, each cell `score (n=N)`, with the marks that say a number is not the
-whole story; and the same matrix of 95% intervals.
-
-A cell's marks: ", 2 skipped" (records inference.py did not run, out of n), ", partial" / ", modified" /
-", data_changed" (the prediction file is not what inference.py wrote for the whole current dataset:
-Eval/scoring/provenance.py), and † (scored on another set of examples than most of its column).
+"""The headline table, models x datasets, each cell `score (n=N)` with its marks (", 2 skipped", a
+data-check status such as ", partial", and † for another set of examples than its column); and the
+same matrix of 95% intervals.
 """
 from __future__ import annotations
 
@@ -20,7 +17,9 @@ def status_of(entry: dict) -> str:
 
 
 def score_text(value) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    """A number as the tables print it, two decimals; "-" for none (or anything not a number)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return f"{value:.2f}" if number else "-"
 
 
 def ci_text(metric: dict) -> str:
@@ -36,9 +35,9 @@ def skipped_count(entry: dict) -> int:
 
 def n_text(entry: dict) -> str:
     """n as the tables show it: "8", "8, 2 skipped", "8, partial"."""
-    parts = [str(entry["n"])] + ([f"{skipped_count(entry)} skipped"] if skipped_count(entry) else [])
+    skipped = [f"{skipped_count(entry)} skipped"] if skipped_count(entry) else []
     status = status_of(entry)
-    return ", ".join(parts + ([] if status in CLEAN_STATUSES else [status]))
+    return ", ".join([str(entry["n"]), *skipped] + ([] if status in CLEAN_STATUSES else [status]))
 
 
 def datasets_of(results: Results) -> list[str]:
@@ -50,12 +49,13 @@ def headline(entry: dict) -> dict:
 
 
 def column_sets(results: Results) -> dict[str, str]:
-    """Per dataset, the example set most models were scored on (ties: the larger n): the column's baseline."""
+    """Per dataset, the example set most models were scored on (ties: the larger n)."""
     reference = {}
     for dataset in datasets_of(results):
         cells = [e[dataset] for e in results.by_model.values() if dataset in e]
         counts = Counter(e.get("examples_sha256") for e in cells)
-        reference[dataset] = max(cells, key=lambda e: (counts[e.get("examples_sha256")], e["n"]))["examples_sha256"]
+        best = max(cells, key=lambda e: (counts[e.get("examples_sha256")], e["n"]))
+        reference[dataset] = best["examples_sha256"]
     return reference
 
 
@@ -65,42 +65,44 @@ def _header(results: Results) -> list[str]:
     return ["model", *(f"{d} ({metric[d]})" for d in datasets_of(results))]
 
 
+NOTES = {
+    "marked": "† scored on a different set of examples than the rest of its column (another n, a "
+              "--limit run, or other data): not comparable with it.",
+    "flagged": "partial / modified / data_changed: the prediction file is not what inference.py "
+               "wrote for the whole current dataset (a --limit run, a file edited after the run, "
+               "or data changed since): see the warnings of eval.py and `data_check` in "
+               "result_detail.json.",
+    "skipped": "n counts the records scored; \"k skipped\": records inference.py did not run "
+               "(--truncation skip, the prompt did not fit), left out of n and of the score."}
+
+
 @section("scores", order=10)
 def scores(results: Results) -> list[Table]:
     if not results.by_model:
         return []
-    reference, rows, marked, flagged = column_sets(results), [], False, False
+    reference, rows = column_sets(results), []
     for model, entries in sorted(results.by_model.items()):
         row = [model]
         for d in datasets_of(results):
             e = entries.get(d)
-            if e is None:
-                row.append("-")
-                continue
-            same = e.get("examples_sha256") == reference[d]
-            marked |= not same
-            flagged |= status_of(e) not in CLEAN_STATUSES
-            row.append(f"{score_text(headline(e)['score'])} (n={n_text(e)})" + ("" if same else " †"))
+            mark = "" if e is None or e.get("examples_sha256") == reference[d] else " †"
+            row.append("-" if e is None else f"{score_text(headline(e)['score'])} (n={n_text(e)})"
+                       + mark)
         rows.append(row)
-    notes = []
-    if marked:
-        notes.append("† scored on a different set of examples than the rest of its column (another n, a --limit "
-                     "run, or other data): not comparable with it.")
-    if flagged:
-        notes.append("partial / modified / data_changed: the prediction file is not what inference.py wrote for "
-                     "the whole current dataset (a --limit run, a file edited after the run, or data changed "
-                     "since): see the warnings of eval.py and `data_check` in result_detail.json.")
-    if any(skipped_count(e) for entries in results.by_model.values() for e in entries.values()):
-        notes.append("n counts the records scored; \"k skipped\": records inference.py did not run (--truncation "
-                     "skip, the prompt did not fit), left out of n and of the score.")
-    return [Table("Scores (0-100), models x datasets", _header(results), rows, "\n".join(notes))]
+    every = [(d, e) for entries in results.by_model.values() for d, e in entries.items()]
+    seen = {"marked": any(e.get("examples_sha256") != reference[d] for d, e in every),
+            "flagged": any(status_of(e) not in CLEAN_STATUSES for _, e in every),
+            "skipped": any(skipped_count(e) for _, e in every)}
+    note = "\n".join(text for key, text in NOTES.items() if seen[key])
+    return [Table("Scores (0-100), models x datasets", _header(results), rows, note)]
 
 
 @section("intervals", order=20)
 def intervals(results: Results) -> list[Table]:
     if not results.by_model:
         return []
-    rows = [[model, *(ci_text(headline(entries[d])) if d in entries else "-" for d in datasets_of(results))]
+    rows = [[model, *(ci_text(headline(entries[d])) if d in entries else "-"
+                      for d in datasets_of(results))]
             for model, entries in sorted(results.by_model.items())]
-    return [Table("95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over "
-                  "examples)", _header(results), rows)]
+    return [Table("95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded "
+                  "bootstrap over examples)", _header(results), rows)]
