@@ -1,19 +1,19 @@
 """Stage 1: run a model over datasets and save one prediction record per example.
 
 Usage:
-    python inference.py                    # the demo model on every dataset/*.jsonl -> pred/tiny-qwen2/
+    python inference.py            # the demo model on every dataset/*.jsonl -> pred/tiny-qwen2/
     python inference.py --model /path/to/Qwen2.5-7B-Instruct -M dtype=bfloat16 --datasets trec
-    python inference.py --backend api --model Qwen/Qwen2.5-7B-Instruct -M base_url=http://127.0.0.1:8000/v1
+    python inference.py --backend api --model Qwen/Qwen2.5-7B-Instruct -M base_url=http://HOST/v1
     python inference.py --limit 5 --model-name tiny-qwen2-first5     # the first 5 examples
-    python inference.py validate | dry-run | merge | unlearning | lm-eval ...   # NAME --help for each
+    python inference.py validate | dry-run | merge | unlearning | lm-eval ...   # NAME --help
 
-Writes pred/<model-name>/<dataset>.jsonl (Eval/records.py) and <dataset>.run.json (what the run was).
-Runs resume: an example is redone only when its data, or the model, changed since its record was made;
-a rerun with nothing left to do says so before any model loads. Then score with eval.py.
+Writes pred/<model-name>/<dataset>.jsonl (Eval/records.py) and <dataset>.run.json (what the run
+was). Runs resume: an example is redone only when its data, or the model, changed since its record
+was made; a rerun with nothing left to do says so before any model loads. Then score with eval.py.
 """
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: 2-core machines stall without it
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: 2-core machines stall otherwise
 
 import sys  # noqa: E402
 
@@ -42,10 +42,11 @@ def run(argv: list[str]) -> int:
     try:
         shards = resolve_shards(args.shard)
         if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
-            raise ValueError("--overwrite with independent shards would race; remove the output folder "
-                             "instead")
-        if args.max_total_tokens and shards.torchrun:  # one rank stopping alone would leave others waiting
-            raise ValueError("--max-total-tokens counts one process's tokens; it does not go with torchrun")
+            raise ValueError("--overwrite with independent shards would race; remove the output "
+                             "folder instead")
+        if args.max_total_tokens and shards.torchrun:  # a rank stopping alone leaves others waiting
+            raise ValueError("--max-total-tokens counts one process's tokens; it does not go with "
+                             "torchrun")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -53,8 +54,8 @@ def run(argv: list[str]) -> int:
     try:
         return generate(args, datasets, shards, out_dir, saved)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to resume",
-              file=sys.stderr)
+        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to "
+              "resume", file=sys.stderr)
         return 130
 
 

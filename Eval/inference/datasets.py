@@ -1,19 +1,19 @@
 """Loading a dataset and its prompt template for inference, checked before any model loads.
 
-A dataset is `dataset/NAME.jsonl` (or NAME.json: a JSON array, or a nested choice-question file such
-as TinyEval's GAOKAO-new1-math.json) whose records have one of these forms:
-    longbench     {"input", "context", "answers": [..], "length", "all_classes", "_id"}   LongBench, TinyEval
-    instruction   {"instruction", "input", "output"}                                       SFT style (custom_zh)
+A dataset is `dataset/NAME.jsonl` (or NAME.json: a JSON array, or a nested choice-question file
+such as TinyEval's GAOKAO-new1-math.json) whose records have one of these forms:
+    longbench     {"input", "context", "answers": [..], "length", "all_classes", "_id"}  (TinyEval)
+    instruction   {"instruction", "input", "output"}                           SFT style (custom_zh)
     longbench_v2  {"_id", "domain", "sub_domain", "difficulty", "length": "short" | ..., "question",
-                   "choice_A" .. "choice_D", "answer": "B", "context"}                     LongBench v2
-    choice        {"question", "options", "answer", "question_type"}: the questions of a nested file,
-                  {"one-choice-question": [{"question", "options": [{"option": "A", "value": ..}, ..],
-                  "answer": "A"}, ..], ..}
-Its template: templates.py; its generation length: --maxlen-config or the task row. A dataset with no
-row in Eval/tasks.py gets a metric and length from its form and language, and a note says so.
+                   "choice_A" .. "choice_D", "answer": "B", "context"}         LongBench v2
+    choice        {"question", "options", "answer", "question_type"}: a nested file's questions,
+                  {"one-choice-question": [{"question", "options": [{"option": "A", "value": ..},
+                  ..], "answer": "A"}, ..], ..}
+Its template: templates.py; its generation length: --maxlen-config or the task row. A dataset with
+no row in Eval/tasks.py gets a metric and length from its form and language, and a note says so.
 Each example has an id (`_id` / `id`, else `NAME-<position>`) and a hash of all its fields (resume
-redoes an example whose content changed). A line repeating an earlier one exactly is run once; an id
-repeated with different content is an error naming both lines.
+redoes an example whose content changed). A line repeating an earlier one exactly is run once; an
+id repeated with different content is an error naming both lines.
 
 Usage:
     ds = load_dataset("demo_qa_en", Path("dataset"), Path("prompts"))
@@ -37,7 +37,8 @@ from Eval.tasks import TASKS, Task
 
 V2_CHOICES = ("choice_A", "choice_B", "choice_C", "choice_D")
 V2_FIELDS = ("question", *V2_CHOICES, "answer", "context")
-_ANSWER_FIELD = {"longbench": "answers", "instruction": "output", "longbench_v2": "answer", "choice": "answer"}
+_ANSWER_FIELD = {"longbench": "answers", "instruction": "output", "longbench_v2": "answer",
+                 "choice": "answer"}
 # The task of a dataset that has no row in TASKS, by (form, language).
 _CHOICE_TASK = {"metrics": ("gaokao_choice",), "extract": ("strip_think", "choice_letters"),
                 "max_new_tokens": 512}
@@ -49,12 +50,13 @@ DEFAULT_TASKS = {("longbench", "en"): {"metrics": ("qa_f1",), "max_new_tokens": 
                  ("instruction", "en"): {"metrics": ("rouge", "bleu"), "max_new_tokens": 512},
                  ("instruction", "zh"): {"metrics": ("rouge_zh", "bleu_zh"), "max_new_tokens": 512},
                  ("choice", "en"): _CHOICE_TASK, ("choice", "zh"): _CHOICE_TASK,
-                 ("longbench_v2", "en"): _V2_TASK, ("longbench_v2", "zh"): {**_V2_TASK, "language": "zh"}}
+                 ("longbench_v2", "en"): _V2_TASK,
+                 ("longbench_v2", "zh"): {**_V2_TASK, "language": "zh"}}
 
 
 @dataclasses.dataclass(frozen=True)
 class Sources:
-    """A benchmark's published config files (templates.py load_prompt_config, load_maxlen_config)."""
+    """A benchmark's published config files (templates.py load_prompt_config / _maxlen_config)."""
     prompt_config: PromptConfig | None = None
     maxlen: dict | None = None  # dataset name -> max new tokens (dataset2maxlen.json)
     maxlen_path: Path | None = None
@@ -69,7 +71,7 @@ class Example:
     length: int | float | None
     sha256: str = ""  # content_hash(fields): resume redoes the example when it changes
     line: int = 0  # where the example starts in the dataset file
-    perturbation: str | None = None  # --perturb: the label of the copy's perturbation (None: original)
+    perturbation: str | None = None  # --perturb: the copy's perturbation label (None: original)
     original_id: str | None = None  # --perturb: the id of the example this copy was made from
 
 
@@ -81,8 +83,8 @@ class Dataset:
     task: Task
     templates: dict  # template kind ("answer"; "cot", "cot_answer" for --cot) -> ChosenTemplate
     examples: list[Example]
-    notes: list[str]  # choices made for the user (default template / metric), printed before the run
-    file_sha256: str = ""  # of the file's bytes: eval.py tells whether the data changed since the run
+    notes: list[str]  # choices made for the user (default template / metric), printed first
+    file_sha256: str = ""  # of the file's bytes: eval.py tells whether the data changed since
     copies: int = 0  # --perturb: perturbed copies after each original example
     cot: bool = False  # --cot: reasoning, then the answer quoting it; records go to NAME_cot.jsonl
 
@@ -108,7 +110,8 @@ class Dataset:
             raise ValueError(f"--cot: {self.name} has no chain-of-thought mode (its task sets no "
                              "cot_max_new_tokens in Eval/tasks.py)")
         name = f"{self.name}_cot"
-        return dataclasses.replace(self, name=name, task=dataclasses.replace(self.task, name=name), cot=True)
+        task = dataclasses.replace(self.task, name=name)
+        return dataclasses.replace(self, name=name, task=task, cot=True)
 
     def fill(self, example: Example, kind: str = "answer", **extra: str) -> str:
         """The prompt text before truncation and chat wrapping; a default template asks no question
@@ -156,9 +159,10 @@ def question_text(record: dict, form: str) -> str:
 def _nested_choices(value: object, path: Path, lines: list[int]) -> list[tuple[int, dict]] | None:
     """The records of a nested choice-question file, or None when `value` is not one. `lines` are
     those of each "question" key, in file order, so an error can name the line."""
-    if not isinstance(value, dict) or not value or not all(isinstance(v, list) for v in value.values()):
+    if not isinstance(value, dict) or not value:
         return None
-    if not all(isinstance(q, dict) and "options" in q for v in value.values() for q in v):
+    questions = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
+    if not all(isinstance(q, dict) and "options" in q for q in questions):
         return None
     records = []
     for question_type, questions in value.items():
@@ -197,19 +201,24 @@ def _describe(value: object) -> str:
     return f"{type(value).__name__} {str(value)[:40]!r}"
 
 
-def _example(record: dict, form: str, index: int, name: str, language: str, path: Path, line: int) -> Example:
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _example(record: dict, form: str, index: int, name: str, language: str, path: Path,
+             line: int) -> Example:
     answers = record[_ANSWER_FIELD[form]]
     answers = [answers] if isinstance(answers, str) else answers
-    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+    if not _strings(answers):
         raise RecordError(path, line, "answers / output must be a string or a list of strings")
     classes = record.get("all_classes")
-    if classes is not None and (not isinstance(classes, list) or not all(isinstance(c, str) for c in classes)):
-        raise RecordError(path, line, f"all_classes must be a list of strings (the label set), found "
-                                      f"{_describe(classes)}")
+    if classes is not None and not _strings(classes):
+        raise RecordError(path, line, "all_classes must be a list of strings (the label set), "
+                                      f"found {_describe(classes)}")
     rid = record.get("_id", record.get("id"))
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
-        raise RecordError(path, line, f"the example id (_id / id) must be a string or an integer, found "
-                                      f"{_describe(rid)}")
+        raise RecordError(path, line, "the example id (_id / id) must be a string or an integer, "
+                                      f"found {_describe(rid)}")
     length = record.get("length") if form != "longbench_v2" else None  # v2's length is a group
     if length is not None and (isinstance(length, bool) or not isinstance(length, (int, float))
                                or not math.isfinite(length) or length < 0):
@@ -218,8 +227,9 @@ def _example(record: dict, form: str, index: int, name: str, language: str, path
     if length is None and form != "longbench_v2":  # LongBench's: characters (zh) or words (en)
         text = [str(record.get(k) or "") for k in ("instruction", "input", "context")] + answers
         length = sum(len(t) if language == "zh" else len(t.split()) for t in text)
-    return Example(id=str(rid) if rid is not None else f"{name}-{index}", fields=record, answers=answers,
-                   all_classes=classes, length=length, sha256=content_hash(record), line=line)
+    return Example(id=str(rid) if rid is not None else f"{name}-{index}", fields=record,
+                   answers=answers, all_classes=classes, length=length,
+                   sha256=content_hash(record), line=line)
 
 
 def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
@@ -229,8 +239,9 @@ def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
     for e in examples:
         seen = first.setdefault(e.id, e)
         if seen.sha256 != e.sha256:
-            raise RecordError(path, e.line, f"example id {e.id!r} was already used by line {seen.line} "
-                                            "with different content; ids must name one example")
+            raise RecordError(path, e.line, f"example id {e.id!r} was already used by line "
+                                            f"{seen.line} with different content; ids must name "
+                                            "one example")
     return list(first.values()), len(examples) - len(first)
 
 
@@ -241,7 +252,8 @@ def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]
     fields = {"language": language, **DEFAULT_TASKS[(form, language)]}
     task = Task(name, description=f"user dataset ({form} form, {language})", **fields)
     return task, (f"{name}: not in Eval/tasks.py; scoring with {', '.join(task.metrics)} "
-                  f"(default for {form}-form {language} data), max_new_tokens {task.max_new_tokens}")
+                  f"(default for {form}-form {language} data), max_new_tokens "
+                  f"{task.max_new_tokens}")
 
 
 def dataset_names(dataset_dir: Path) -> list[str]:
@@ -254,14 +266,14 @@ def _dataset_path(name: str, dataset_dir: Path) -> Path:
     found = [p for p in (stem.with_name(f"{stem.name}.jsonl"), stem.with_name(f"{stem.name}.json"))
              if p.exists() or p.is_symlink()]
     if len(found) == 2:
-        raise RecordError(found[1], None, f"both {found[0].name} and {found[1].name} exist; keep one, "
-                                          f"so that {name!r} names one dataset")
+        raise RecordError(found[1], None, f"both {found[0].name} and {found[1].name} exist; keep "
+                                          f"one, so that {name!r} names one dataset")
     if not found:
         known = dataset_names(dataset_dir)
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise FileNotFoundError(f"unknown dataset {name!r}: no file {stem}.jsonl or {stem}.json.{hint} "
-                                f"Available: {', '.join(known) or 'none'}")
+        raise FileNotFoundError(f"unknown dataset {name!r}: no file {stem}.jsonl or "
+                                f"{stem}.json.{hint} Available: {', '.join(known) or 'none'}")
     problem = regular_file_problem(found[0])
     if problem:
         raise RecordError(found[0], None, problem)
@@ -285,16 +297,18 @@ def _read_items(path: Path) -> list[tuple[int, dict]]:
 
 def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sources) -> dict:
     kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
-    chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.language, task.published_prompt,
-                                     sources.prompt_config) for kind in kinds}
-    missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, template in chosen.items() if template is None]
+    chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.language,
+                                     task.published_prompt, sources.prompt_config)
+              for kind in kinds}
+    missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in chosen.items() if t is None]
     if missing:  # a task with a chain-of-thought mode needs both of its templates
-        raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template for "
-                         f"it: write {' and '.join(missing)}")
+        raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
+                         f"for it: write {' and '.join(missing)}")
     return chosen
 
 
-def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path, sources: Sources = Sources()) -> Dataset:
+def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
+                 sources: Sources = Sources()) -> Dataset:
     """Read, validate and template-check one dataset; RecordError / FileNotFoundError / ValueError
     say what and where."""
     path = _dataset_path(name, dataset_dir)
@@ -304,8 +318,8 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path, sources: Source
     notes = [task_note] if task_note else []
     if sources.maxlen and name in sources.maxlen:
         if task.max_new_tokens != sources.maxlen[name]:
-            notes.append(f"{name}: max_new_tokens {sources.maxlen[name]} from {sources.maxlen_path} "
-                         f"(the task table says {task.max_new_tokens})")
+            notes.append(f"{name}: max_new_tokens {sources.maxlen[name]} from "
+                         f"{sources.maxlen_path} (the task table says {task.max_new_tokens})")
         task = dataclasses.replace(task, max_new_tokens=sources.maxlen[name])
     templates = _templates(name, prompt_dir, form, task, sources)
     notes += [t.note for t in templates.values() if t.note]
@@ -313,12 +327,13 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path, sources: Source
     examples = []
     for index, (line, record) in enumerate(items):
         if record_form(record, path, line) != form:
-            raise RecordError(path, line, f"record is not in the {form} form of the file's first record")
+            raise RecordError(path, line, f"record is not in the {form} form of the file's first "
+                                          "record")
         for source, fields in needed:
             missing = [f for f in fields if f not in record]
             if missing:
-                raise RecordError(path, line, f"template {source} needs field(s) {', '.join(missing)}, "
-                                              "which this record lacks")
+                raise RecordError(path, line, f"template {source} needs field(s) "
+                                              f"{', '.join(missing)}, which this record lacks")
         examples.append(_example(record, form, index, name, task.language, path, line))
     examples, repeated = _unique(examples, path)
     if repeated:
@@ -326,6 +341,7 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path, sources: Source
                      "content); each example is run once")
     unanswerable = sum(1 for e in examples if not e.answers)
     if unanswerable:
-        notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will score 0")
+        notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will "
+                     "score 0")
     file_sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return Dataset(name, path, form, task, templates, examples, notes, file_sha)

@@ -4,9 +4,9 @@
     python inference.py --shard $SLURM_ARRAY_TASK_ID/8 --model PATH   # scheduler arrays
     python inference.py merge --model PATH                            # after independent shards
 
-Example k of a dataset goes to shard k % num_shards, each process appending to its own shard file;
-torchrun's rank 0 merges after a barrier, an independent shard merges when it finds every id written,
-and `inference.py merge` does it explicitly. Resume reads every shard file, whatever their count was.
+Example k of a dataset goes to shard k % num_shards, each process appending to its own file;
+torchrun's rank 0 merges after a barrier, an independent shard when it finds every id written, and
+`inference.py merge` does it explicitly. Resume reads every shard file, whatever their count was.
 """
 from __future__ import annotations
 

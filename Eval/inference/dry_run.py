@@ -1,8 +1,8 @@
-"""`python inference.py dry-run`: every prompt rendered exactly as the real run would, with no model
-weights loaded, to check a configuration, see truncation before paying for it, and estimate the cost.
+"""`python inference.py dry-run`: every prompt rendered exactly as the real run would, with no
+model weights loaded: check a configuration, see truncation before paying for it, estimate the cost.
 
 Usage:
-    python inference.py dry-run --max-length 2048 --price docs/prices.example.json   # the run's options
+    python inference.py dry-run --max-length 2048 --price docs/prices.example.json  # run's options
 
 Prompts come from the run's own functions (predict.py), so they cannot drift from what the model
 would see. Writes OUT/<model>/<dataset>.prompts.jsonl (per example: id, prompt, prompt_tokens,
@@ -18,8 +18,10 @@ from pathlib import Path
 from Eval.args import one_line
 from Eval.commands import inference_command
 from Eval.inference.datasets import Dataset
-from Eval.inference.predict import RunSettings, dataset_prompts, generation_budget, required_examples
-from Eval.inference.runner import add_job_arguments as add_arguments, model_options, prepare  # noqa: F401
+from Eval.inference.predict import (RunSettings, dataset_prompts, generation_budget,
+                                    required_examples)
+from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
+from Eval.inference.runner import model_options, prepare
 from Eval.models.base import BaseLLM
 from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
@@ -30,8 +32,8 @@ FIGURES = ("examples", "prompt_tokens", "truncated", "skipped", "max_gen_tokens"
 
 
 def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[list[dict], dict]:
-    """(one row per example the run would do, the dataset's summary). Under --cot the reasoning
-    pass's prompts are rendered (the answer pass quotes outputs not made yet); the bound counts both."""
+    """(a row per example the run would do, the summary). Under --cot the reasoning pass's prompts
+    are rendered (the answer pass quotes outputs not made yet); the bound counts both passes."""
     max_new, max_length, kind, first_max = generation_budget(model, ds, settings)
     examples = required_examples(ds, settings.limit)
     prompts = dataset_prompts(model, ds, examples, first_max, max_length, settings.truncation, kind)
@@ -48,9 +50,9 @@ def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[
                "max_prompt_tokens": max((r["prompt_tokens"] for r in rows), default=0),
                "truncated": sum(1 for r in rows if r["truncated_tokens"]), "skipped": skipped,
                "max_gen_tokens": (len(rows) - skipped) * (first_max + (max_new if ds.cot else 0)),
-               "max_new_tokens": max_new, "max_length": max_length, "truncation": settings.truncation,
-               "mode": "chat" if ds.task.chat else "completion", "template": ds.template_source,
-               "template_sha256": ds.template_hash}
+               "max_new_tokens": max_new, "max_length": max_length,
+               "truncation": settings.truncation, "mode": "chat" if ds.task.chat else "completion",
+               "template": ds.template_source, "template_sha256": ds.template_hash}
     if ds.cot:
         summary.update(cot_max_new_tokens=first_max,
                        rendered="the reasoning pass only (the answer pass quotes it)")
@@ -59,17 +61,17 @@ def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[
 
 def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: RunSettings,
             price: Price | None = None) -> int:
-    """Render every dataset, then write the files (nothing when one dataset is refused). Exit code."""
+    """Render every dataset, then write the files (none when a dataset is refused). Exit code."""
     rendered = {}
     for ds in datasets:
         path = out_dir / f"{ds.name}{DRY_RUN_SUFFIX}"
-        if path.exists() and not is_dry_run_output(path):  # a real run's file for a "<name>.prompts"
-            print(f"error: {path} holds predictions (it has a run sidecar); dry-run will not overwrite "
-                  "it", file=sys.stderr)
+        if path.exists() and not is_dry_run_output(path):  # a real run's "<name>.prompts" dataset
+            print(f"error: {path} holds predictions (it has a run sidecar); dry-run will not "
+                  "overwrite it", file=sys.stderr)
             return 2
         try:
             rendered[ds.name] = (path, *render_dataset(model, ds, settings))
-        except ValueError as err:  # a --max-length that cannot hold the template and the answer, ...
+        except ValueError as err:  # a --max-length that cannot hold the template and the answer
             print(f"error: {ds.name}: {err}", file=sys.stderr)
             return 2
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -79,13 +81,16 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
         summaries[name] = _estimate(summary, price)
         print(f"{name}: {describe(summaries[name])} -> {path}")
     total = {k: sum(s[k] for s in summaries.values()) for k in FIGURES}
-    total["max_prompt_tokens"] = max((s["max_prompt_tokens"] for s in summaries.values()), default=0)
+    total["max_prompt_tokens"] = max((s["max_prompt_tokens"] for s in summaries.values()),
+                                     default=0)
     total = _estimate(total, price)
-    settings_used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit", "truncation")}
-    write_json_atomic(out_dir / SUMMARY_FILE, {"model": model.identity(), "settings": settings_used,
+    used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit",
+                                              "truncation")}
+    write_json_atomic(out_dir / SUMMARY_FILE, {"model": model.identity(), "settings": used,
                                               "datasets": summaries, "total": total,
                                               **({"price": price.describe()} if price else {})})
-    print(f"dry run: {describe(total)}; no model loaded, no prediction written -> {out_dir / SUMMARY_FILE}")
+    print(f"dry run: {describe(total)}; no model loaded, no prediction written -> "
+          f"{out_dir / SUMMARY_FILE}")
     if price:
         cot = any("rendered" in s for s in summaries.values())
         print(f"estimated cost: at most {cost_text(total['estimated_cost_usd'])} at price entry "
@@ -97,22 +102,26 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
 
 
 def _estimate(summary: dict, price: Price | None) -> dict:
-    """The summary with the most it can cost: exact prompt tokens, generated tokens at their bound."""
+    """The summary with the most it can cost: prompt tokens exact, generated ones at their bound."""
     if price is None:
         return summary
-    return {**summary, "estimated_cost_usd": price.cost(summary["prompt_tokens"], summary["max_gen_tokens"])}
+    cost = price.cost(summary["prompt_tokens"], summary["max_gen_tokens"])
+    return {**summary, "estimated_cost_usd": cost}
 
 
 def describe(summary: dict) -> str:
     """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens'."""
     skipped = f", {summary['skipped']} skipped (do not fit)" if summary["skipped"] else ""
-    cost = f", at most {cost_text(summary['estimated_cost_usd'])}" if "estimated_cost_usd" in summary else ""
+    cost = ""
+    if "estimated_cost_usd" in summary:
+        cost = f", at most {cost_text(summary['estimated_cost_usd'])}"
     return (f"{summary['examples']} examples, {summary['prompt_tokens']} prompt tokens (max "
             f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated{skipped}, at most "
             f"{summary['max_gen_tokens']} generated tokens{cost}")
 
 
-@inference_command("dry-run", help="render every prompt with the tokenizer only: truncation, token counts, cost")
+@inference_command("dry-run", help="render every prompt with the tokenizer only: truncation, "
+                                   "token counts, cost")
 def run(args) -> int:
     """The backend's tokenizer-only twin renders every prompt the run would send."""
     from Eval.models.factory import from_args

@@ -1,20 +1,19 @@
 """lm-evaluation-harness tasks on our model adapters: lm_eval runs on the model inference.py builds.
 
 Usage:
-    python inference.py lm-eval --model PATH --tasks my_mc,my_gen --include-path my_tasks/ --limit 100
-    python inference.py lm-eval --model /path/base -M peft=/path/lora --tasks arc_easy --apply-chat-template
+    python inference.py lm-eval --model PATH --tasks my_mc,my_gen --include-path my_tasks/
+    python inference.py lm-eval --model BASE -M peft=LORA --tasks arc_easy --apply-chat-template
     In Python:  lm = BridgeLM(HFModel(path));  lm_eval.simple_evaluate(model=lm, tasks=[...])
 
 The model and its batching come from inference.py's options (--model, --backend, -M, --batch-size,
 --max-batch-tokens, --max-length, --max-new-tokens). Writes OUT_DIR/lm_eval_results.json (default
 pred/<model-name>): lm-eval's results plus "bridge" (the adapter, its options, counts of convention
-events); with --log-samples also OUT_DIR/lm_eval_samples/<task>.jsonl, as lm-eval's command line
-writes them. Requests: loglikelihood is the sum of the continuation's log-probs (in float64; lm-eval
-sums float32, off by ~1e-7 of the sum), encoded as lm_eval_requests.py says; loglikelihood_rolling is
-lm-eval's disjoint windows; generate_until decodes greedily up to `until`, --stop strings and EOS
-after max_gen_toks (256; --max-new-tokens overrides), sampling requests run greedily. Every task's
-data loads before the model, so a task that cannot run stops at once, in one line (exit 2).
-lm-eval is an optional dependency (pip install lm-eval); nothing else in Eval imports this module.
+events); with --log-samples also OUT_DIR/lm_eval_samples/<task>.jsonl, as lm-eval writes them.
+loglikelihood sums the continuation's log-probs in float64 (lm-eval sums float32: off by ~1e-7 of
+the sum), encoded as lm_eval_requests.py says; loglikelihood_rolling is lm-eval's disjoint windows;
+generate_until decodes greedily up to `until`, --stop strings and EOS after max_gen_toks (256;
+--max-new-tokens overrides). Every task's data loads before the model: a task that cannot run
+stops at once, in one line (exit 2). lm-eval is optional (pip install lm-eval).
 """
 from __future__ import annotations
 
@@ -36,7 +35,8 @@ from Eval.commands import inference_command
 from Eval.inference.lm_eval_requests import ENCODINGS, RequestEncoder
 from Eval.inference.runner import DEFAULT_MODEL
 from Eval.models.base import BaseLLM, Prompt, TokenScores, plan_batches
-from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args, resolve_model_args
+from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_args,
+                                 resolve_model_args)
 from Eval.names import check_name, output_folder
 from Eval.storage import write_bytes_atomic
 
@@ -47,18 +47,19 @@ class BridgeLM(LM):
     """lm-eval's LM interface over one of our adapters; batching follows inference.py's options."""
 
     def __init__(self, model: BaseLLM, batch_size: int = 16, max_batch_tokens: int | None = 16384,
-                 max_length: int | None = None, max_gen_toks: int = 256, force_gen_toks: int | None = None,
-                 request_encoding: str = "lm-eval"):
+                 max_length: int | None = None, max_gen_toks: int = 256,
+                 force_gen_toks: int | None = None, request_encoding: str = "lm-eval"):
         super().__init__()
         self.model, self.batch_size, self.max_batch_tokens = model, batch_size, max_batch_tokens
         self.max_length = max_length or model.context_window()  # tokens per forward pass
         self.max_gen_toks, self.force_gen_toks = max_gen_toks, force_gen_toks
         self.tokenizer = getattr(model, "tokenizer", None)  # lm-eval records its special tokens
-        self.chat = False  # set once lm-eval applies chat templates: prompts carry their own specials
+        self.chat = False  # once lm-eval applies chat templates: prompts hold their special tokens
         self.stats: Counter = Counter()
         self.requests = RequestEncoder(model, self.max_length, request_encoding, self.stats)
         if not self.requests.ids:
-            log.warning("adapter %r: requests are scored as %s", model.name, self.requests.describe())
+            log.warning("adapter %r: requests are scored as %s", model.name,
+                        self.requests.describe())
         self.ignored_gen_kwargs: set[str] = set()
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
@@ -66,7 +67,7 @@ class BridgeLM(LM):
         return [(float(sum(s.logprobs)), bool(all(s.greedy))) for s in self._score(items)]
 
     def _score(self, items: list[tuple]) -> list[TokenScores]:
-        """TokenScores of (context, continuation, tokens) items: ids via score_ids, texts via score."""
+        """TokenScores of (context, continuation, tokens): ids via score_ids, texts via score."""
         call = self.model.score_ids if self.requests.ids else self.model.score
         out: list = [None] * len(items)
         for batch in plan_batches([n for _, _, n in items], self.batch_size, self.max_batch_tokens):
@@ -75,7 +76,8 @@ class BridgeLM(LM):
         return out
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        windows = [(k, w) for k, request in enumerate(requests) for w in self.requests.rolling(request.args[0])]
+        windows = [(k, w) for k, request in enumerate(requests)
+                   for w in self.requests.rolling(request.args[0])]
         totals = [0.0] * len(requests)
         for (k, _), scores in zip(windows, self._score([window for _, window in windows])):
             totals[k] += float(sum(scores.logprobs))
@@ -88,8 +90,10 @@ class BridgeLM(LM):
         out = [""] * len(requests)
         for (until, max_new), members in groups.items():
             prompts = [self._gen_prompt(requests[i].args[0], max_new) for i in members]
-            for batch in plan_batches([p.n_tokens for p in prompts], self.batch_size, self.max_batch_tokens):
-                for b, gen in zip(batch, self.model.generate([prompts[b] for b in batch], max_new, until)):
+            for batch in plan_batches([p.n_tokens for p in prompts], self.batch_size,
+                                      self.max_batch_tokens):
+                outputs = self.model.generate([prompts[b] for b in batch], max_new, until)
+                for b, gen in zip(batch, outputs):
                     if gen.error:
                         self.stats["generation_errors"] += 1
                     out[members[b]] = gen.text
@@ -100,23 +104,27 @@ class BridgeLM(LM):
         until = kwargs.pop("until", None) or ()
         until = (until,) if isinstance(until, str) else tuple(until)
         max_new = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
-        do_sample, temperature = kwargs.pop("do_sample", False), float(kwargs.pop("temperature", 0) or 0)
-        sampling = do_sample or temperature > 0
+        temperature = float(kwargs.pop("temperature", 0) or 0)
+        sampling = kwargs.pop("do_sample", False) or temperature > 0
         if sampling and not self.stats["sampling_requests_run_greedy"]:
-            log.warning("gen_kwargs ask for sampling (do_sample / temperature); the adapter decodes greedily")
+            log.warning("gen_kwargs ask for sampling (do_sample / temperature); the adapter "
+                        "decodes greedily")
         self.stats["sampling_requests_run_greedy"] += bool(sampling)
         if set(kwargs) - self.ignored_gen_kwargs:
-            log.warning("ignoring gen_kwargs %s (greedy decoding)", sorted(set(kwargs) - self.ignored_gen_kwargs))
+            log.warning("ignoring gen_kwargs %s (greedy decoding)",
+                        sorted(set(kwargs) - self.ignored_gen_kwargs))
             self.ignored_gen_kwargs |= set(kwargs)
         return until, self.force_gen_toks or max_new
 
     def _gen_prompt(self, context: str, max_new: int) -> Prompt:
-        prompt = self.model.build_prompt(context, chat=False, max_new_tokens=max_new, max_length=self.max_length)
+        prompt = self.model.build_prompt(context, chat=False, max_new_tokens=max_new,
+                                         max_length=self.max_length)
         if self.chat:  # the rendered chat template carries its own special tokens
             prompt.add_special_tokens = False
         return prompt
 
-    def apply_chat_template(self, chat_history: list[dict], add_generation_prompt: bool = True) -> str:
+    def apply_chat_template(self, chat_history: list[dict],
+                            add_generation_prompt: bool = True) -> str:
         """One user turn goes through the adapter's apply_chat (inference's path, -M system_prompt
         included); few-shot chats render with the tokenizer's template, the system prompt first."""
         self.chat = True
@@ -126,8 +134,8 @@ class BridgeLM(LM):
         if system and all(m["role"] != "system" for m in messages):
             messages.insert(0, {"role": "system", "content": system})
         if not getattr(self.tokenizer, "chat_template", None):
-            raise NotImplementedError(f"adapter {self.model.name!r}: multi-turn chats need a tokenizer "
-                                      "chat template")
+            raise NotImplementedError(f"adapter {self.model.name!r}: multi-turn chats need a "
+                                      "tokenizer chat template")
         return self.tokenizer.apply_chat_template(messages, tokenize=False,
                                                   add_generation_prompt=add_generation_prompt)
 
@@ -137,10 +145,12 @@ class BridgeLM(LM):
         return str(identity.get("path") or identity.get("adapter")).replace("/", "__")
 
     def get_model_info(self) -> dict:
-        return {"adapter": self.model.identity(), "adapter_options": dataclasses.asdict(self.model.options)}
+        return {"adapter": self.model.identity(),
+                "adapter_options": dataclasses.asdict(self.model.options)}
 
     def report(self) -> dict:
-        return {**self.get_model_info(), "max_length": self.max_length, "batch_size": self.batch_size,
+        return {**self.get_model_info(), "max_length": self.max_length,
+                "batch_size": self.batch_size,
                 "max_gen_toks": self.force_gen_toks or f"task's, else {self.max_gen_toks}",
                 "chat": self.chat, "request_encoding": self.requests.encoding,
                 "scoring": self.requests.describe(), "prefix_text": self.requests.prefix_text,
@@ -148,9 +158,9 @@ class BridgeLM(LM):
 
 
 def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
-    """lm_eval_results.json (without per-sample records) and, if logged, lm_eval_samples/<task>.jsonl
-    in lm-eval's layout (EvaluationTracker.save_results_samples): arguments as {"gen_args_<i>":
-    {"arg_<j>": value}}, responses nested lists of strings, the target a string."""
+    """lm_eval_results.json (without per-sample records) and, if logged,
+    lm_eval_samples/<task>.jsonl in lm-eval's layout (EvaluationTracker.save_results_samples):
+    arguments as {"gen_args_<i>": {"arg_<j>": value}}, responses lists of strings."""
     from lm_eval.utils import handle_non_serializable, sanitize_list
 
     def dump(obj, **kw) -> str:
@@ -169,9 +179,11 @@ def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
             lines.append(dump({**row, "arguments": arguments, "resps": sanitize_list(row["resps"]),
                                "filtered_resps": sanitize_list(row["filtered_resps"]),
                                "target": str(row["target"])}) + "\n")
-        write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl", "".join(lines).encode("utf-8"))
+        write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl",
+                           "".join(lines).encode("utf-8"))
     path = out_dir / "lm_eval_results.json"
-    write_bytes_atomic(path, (dump({**results, "bridge": lm.report()}, indent=2) + "\n").encode("utf-8"))
+    text = dump({**results, "bridge": lm.report()}, indent=2) + "\n"
+    write_bytes_atomic(path, text.encode("utf-8"))
     return path
 
 
@@ -179,19 +191,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task or group names")
     p.add_argument("--include-path", action="append", default=[],
                    help="a folder of task YAMLs (repeatable)")
-    p.add_argument("--no-builtin-tasks", action="store_true", help="index only --include-path (saves ~8 s)")
+    p.add_argument("--no-builtin-tasks", action="store_true",
+                   help="index only --include-path (saves ~8 s)")
     p.add_argument("--limit", type=float, default=None,
                    help="first N documents of each task (< 1: a fraction; default: all)")
-    p.add_argument("--num-fewshot", type=int, default=None, help="few-shot examples (default: the task's)")
-    p.add_argument("--apply-chat-template", action="store_true", help="wrap prompts in the chat template")
-    p.add_argument("--bootstrap-iters", type=int, default=100000, help="stderr bootstrap samples (0: off)")
-    p.add_argument("--log-samples", action="store_true", help="also write lm_eval_samples/<task>.jsonl")
+    p.add_argument("--num-fewshot", type=int, default=None,
+                   help="few-shot examples (default: the task's)")
+    p.add_argument("--apply-chat-template", action="store_true",
+                   help="wrap prompts in the chat template")
+    p.add_argument("--bootstrap-iters", type=int, default=100000,
+                   help="stderr bootstrap samples (0: off)")
+    p.add_argument("--log-samples", action="store_true",
+                   help="also write lm_eval_samples/<task>.jsonl")
     p.add_argument("--request-encoding", choices=ENCODINGS, default="lm-eval",
-                   help="how a loglikelihood request's context and continuation become tokens: lm-eval "
-                        "encodes them together and scores the tokens after the context's own encoding, "
-                        "as lm-eval's HF model does; separate tokenizes each apart (our score()); "
-                        "adapters without score_ids always use separate")
-    p.add_argument("--out-dir", type=Path, default=None, help="results folder (default: pred/<model-name>)")
+                   help="how a loglikelihood request becomes tokens: lm-eval encodes context "
+                        "and continuation together, as lm-eval's HF model does; separate "
+                        "tokenizes each apart (our score(); always, for adapters without "
+                        "score_ids)")
+    p.add_argument("--out-dir", type=Path, default=None,
+                   help="results folder (default: pred/<model-name>)")
     p.add_argument("--model-name", default=None,
                    help="names pred/<model-name> (default: the model path's last part)")
     add_model_arguments(p, DEFAULT_MODEL)
@@ -202,21 +220,22 @@ class TaskError(Exception):
     """A task that cannot run (unknown, or its data cannot be loaded); the message is one line."""
 
 
-OFFLINE_HINT = ("to run a local task instead, pass --include-path DIR --no-builtin-tasks, DIR holding a "
-                "task YAML with `dataset_path: json`, `dataset_kwargs: {data_files: {test: "
-                "/abs/path/data.jsonl}}` and `test_split: test` (see the README section "
+OFFLINE_HINT = ("to run a local task instead, pass --include-path DIR --no-builtin-tasks, DIR "
+                "holding a task YAML with `dataset_path: json`, `dataset_kwargs: {data_files: "
+                "{test: /abs/path/data.jsonl}}` and `test_split: test` (see the README section "
                 "\"lm-evaluation-harness tasks\")")
 
 
 def load_tasks(manager, names: list[str]) -> list:
-    """lm-eval's Task / Group objects for `names`, their data loaded before any model is (a TaskError
-    for one that cannot run); simple_evaluate uses them as they are."""
+    """lm-eval's Task / Group objects for `names`, their data loaded before any model is (a
+    TaskError for one that cannot run); simple_evaluate uses them as they are."""
     import httpx2
     from datasets.exceptions import DatasetsError
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    # Without network, datasets raises the builtin ConnectionError ("Couldn't reach '<repo>' on the
-    # Hub"), a file neither reachable nor cached is LocalEntryNotFoundError, other Hub calls httpx2's.
+    # Without network datasets raises the builtin ConnectionError ("Couldn't reach '<repo>' on
+    # the Hub"); a file neither reachable nor cached: LocalEntryNotFoundError; other Hub calls:
+    # httpx2's transport errors.
     offline = ConnectionError, LocalEntryNotFoundError, httpx2.TransportError
     unknown = [name for name in names if name not in manager.all_tasks]
     if unknown:
@@ -235,15 +254,17 @@ def load_tasks(manager, names: list[str]) -> list:
         # One name builds one group (holding its subgroups and tasks), one task, or a tag's tasks.
         groups = list(loaded["groups"].values())
         inner = {id(sub) for group in groups for sub in group.get_all_groups()}
-        built += [group for group in groups if id(group) not in inner] or list(loaded["tasks"].values())
+        outer = [group for group in groups if id(group) not in inner]
+        built += outer or list(loaded["tasks"].values())
     return built
 
 
-@inference_command("lm-eval", help="lm-evaluation-harness tasks on the same model adapters (pip install lm-eval)")
+@inference_command("lm-eval", help="lm-evaluation-harness tasks on the same model adapters "
+                                   "(pip install lm-eval)")
 def run(args) -> int:
     if LM is object:
-        print("error: inference.py lm-eval needs lm-eval, an optional dependency: pip install lm-eval",
-              file=sys.stderr)
+        print("error: inference.py lm-eval needs lm-eval, an optional dependency: pip install "
+              "lm-eval", file=sys.stderr)
         return 2
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
@@ -253,7 +274,8 @@ def run(args) -> int:
     if missing:
         print(f"error: --include-path {', '.join(missing)}: no such folder", file=sys.stderr)
         return 2
-    manager = TaskManager(include_path=args.include_path or None, include_defaults=not args.no_builtin_tasks)
+    manager = TaskManager(include_path=args.include_path or None,
+                          include_defaults=not args.no_builtin_tasks)
     try:
         tasks = load_tasks(manager, [t for t in args.tasks.split(",") if t])
     except TaskError as err:
@@ -279,7 +301,7 @@ def run(args) -> int:
         return 2
     print(f"done -> {written}; bridge events: {dict(+lm.stats) or 'none'}")
     if lm.stats["unscorable_in_lm_eval_encoding"]:
-        print(f"note: {lm.stats['unscorable_in_lm_eval_encoding']} request(s) that lm-eval's encoding "
-              "leaves without a continuation token (lm-eval itself stops on them) were scored with the "
-              "separate encoding")
+        print(f"note: {lm.stats['unscorable_in_lm_eval_encoding']} request(s) that lm-eval's "
+              "encoding leaves without a continuation token (lm-eval itself stops on them) were "
+              "scored with the separate encoding")
     return 0

@@ -6,17 +6,18 @@ Usage:
     windows = encoder.rolling(text)      # [(context, piece, n_tokens)], every token predicted once
 
 Adapters with "score_ids" (HFModel) get id lists. Encoding "lm-eval" is lm-eval's HF model (HFLM,
-0.4.13): the context's trailing whitespace moves to the continuation, the context and the joined text
-are encoded with the tokenizer's special tokens, and the continuation is the joined encoding's tokens
-after the context's own ("boundary_merges" counts pairs where that differs from the two apart). An
-empty context becomes the prefix token (BOS, else EOS); a pair over max_length + 1 tokens keeps its
-last max_length + 1 ("left_truncated_inputs"). A pair this leaves without a context or continuation
-token (lm-eval stops on it) is scored with the separate encoding ("unscorable_in_lm_eval_encoding").
-Encoding "separate" tokenizes each text apart (score()'s convention); adapters without score_ids
-(api, echo) get text pairs for score(), always separate, an over-long context cut in the middle as
-inference.py cuts prompts ("truncated_contexts"). Rolling windows are lm-eval's disjoint windows
-(get_rolling_token_windows with context_len=1, make_disjoint_window); as text they are pairs that
-re-tokenize exactly, and score() feeds the whole pair, so a window predicts max_length - 1 tokens.
+0.4.13): the context's trailing whitespace moves to the continuation, the context and the joined
+text are encoded with the tokenizer's special tokens, and the continuation is the joined encoding's
+tokens after the context's own ("boundary_merges" counts pairs where that differs from the two
+apart). An empty context becomes the prefix token (BOS, else EOS); a pair over max_length + 1
+tokens keeps its last max_length + 1 ("left_truncated_inputs"). A pair left without a context or
+continuation token (lm-eval stops on it) is scored with the separate encoding
+("unscorable_in_lm_eval_encoding"). Encoding "separate" tokenizes each text apart (score()'s
+convention); adapters without score_ids (api, echo) get text pairs for score(), always separate,
+an over-long context cut in the middle as inference.py cuts prompts ("truncated_contexts").
+Rolling windows are lm-eval's disjoint windows (get_rolling_token_windows with context_len=1,
+make_disjoint_window); as text they are pairs that re-tokenize exactly, and score() feeds the
+whole pair, so a window predicts max_length - 1 tokens.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ ENCODINGS = ("lm-eval", "separate")
 
 
 class RequestEncoder:
-    """lm-eval's request arguments as (context, continuation, tokens) items for the adapter's scorer."""
+    """lm-eval's request arguments as (context, continuation, tokens) items for the scorer."""
 
     def __init__(self, model: BaseLLM, max_length: int | None, encoding: str = "lm-eval",
                  stats: Counter | None = None):
@@ -44,11 +45,12 @@ class RequestEncoder:
         prefix = getattr(tokenizer, "bos_token", None) or getattr(tokenizer, "eos_token", None)
         prefix_ids = model.tokenize(prefix) if prefix else []
         if prefix and len(prefix_ids) != 1:
-            raise ValueError(f"{prefix!r} does not tokenize to one token; cannot condition empty contexts")
+            raise ValueError(f"{prefix!r} does not tokenize to one token; cannot condition empty "
+                             "contexts")
         if self.ids and not prefix:
-            raise ValueError(f"adapter {model.name!r}: scoring token ids needs a BOS or EOS token as the "
-                             "prefix")
-        self.prefix_text = prefix or ""  # what an empty context (and the first window) conditions on
+            raise ValueError(f"adapter {model.name!r}: scoring token ids needs a BOS or EOS token "
+                             "as the prefix")
+        self.prefix_text = prefix or ""  # what an empty context (and the first window) follows
         self.prefix_id = prefix_ids[0] if prefix_ids else None
         # lm-eval encodes with the tokenizer's defaults: BOS-adding tokenizers get one in front.
         self.bos = [self.prefix_id] if self.ids and model.adds_bos() else []
@@ -56,8 +58,8 @@ class RequestEncoder:
     def describe(self) -> str:
         if self.ids:
             return "token ids (score_ids)"
-        return ("text (score(): the adapter has no score_ids, so each text is tokenized apart and a "
-                "rolling window predicts max_length - 1 tokens)")
+        return ("text (score(): the adapter has no score_ids, so each text is tokenized apart "
+                "and a rolling window predicts max_length - 1 tokens)")
 
     def pair(self, context: str, continuation: str) -> tuple:
         """One loglikelihood request as (context, continuation, tokens): id lists or texts."""
@@ -66,15 +68,17 @@ class RequestEncoder:
             if item is not None:
                 return item
             self.stats["unscorable_in_lm_eval_encoding"] += 1
-            log.warning("lm-eval's encoding leaves %r + %r no context or no continuation token (lm-eval "
-                        "stops the run on it); scored with the separate encoding", context[-40:],
-                        continuation[:40])
+            log.warning("lm-eval's encoding leaves %r + %r no context or no continuation token "
+                        "(lm-eval stops the run on it); scored with the separate encoding",
+                        context[-40:], continuation[:40])
         context, continuation, ctx, cont = self._separate_pair(context, continuation,
                                                                count=self.encoding != "lm-eval")
-        return (ctx, cont, len(ctx) + len(cont)) if self.ids else (context, continuation, len(ctx) + len(cont))
+        if self.ids:
+            return ctx, cont, len(ctx) + len(cont)
+        return context, continuation, len(ctx) + len(cont)
 
     def _encode(self, text: str) -> list[int]:
-        """lm-eval's tok_encode: special tokens, none added to a text that starts with the prefix."""
+        """lm-eval's tok_encode: special tokens, none added to a text starting with the prefix."""
         starts = bool(self.prefix_text) and text.startswith(self.prefix_text)
         return (self.bos if not starts else []) + self.model.tokenize(text)
 
@@ -82,16 +86,20 @@ class RequestEncoder:
     def _move_spaces(context: str, continuation: str) -> tuple[str, str]:
         """lm-eval: whitespace at the end of the context belongs to the continuation."""
         spaces = len(context) - len(context.rstrip())
-        return (context[:-spaces], context[-spaces:] + continuation) if spaces else (context, continuation)
+        if not spaces:
+            return context, continuation
+        return context[:-spaces], context[-spaces:] + continuation
 
-    def _lm_eval_pair(self, context: str, continuation: str) -> tuple[list[int], list[int], int] | None:
+    def _lm_eval_pair(self, context: str, continuation: str) -> tuple | None:
         if not context:  # the prefix token, or the continuation's own first token when it is that
             cont = self.model.tokenize(continuation)
-            ctx, cont = (cont[:1], cont[1:]) if cont[:1] == [self.prefix_id] else ([self.prefix_id], cont)
+            ctx = [self.prefix_id]
+            if cont[:1] == ctx:
+                ctx, cont = cont[:1], cont[1:]
         else:
             context, continuation = self._move_spaces(context, continuation)
             ctx, whole = self._encode(context), self._encode(context + continuation)
-            cont = whole[len(ctx):]  # the joined encoding after as many tokens as the context has alone
+            cont = whole[len(ctx):]  # the joined encoding after as many tokens as the context's
             if whole != ctx + self.model.tokenize(continuation):
                 self.stats["boundary_merges"] += 1
         if not ctx or not cont:
@@ -100,7 +108,7 @@ class RequestEncoder:
             if len(cont) > self.max_length:
                 raise ValueError(f"a {len(cont)}-token continuation does not fit the "
                                  f"{self.max_length}-token window")
-            ctx = ctx[len(ctx) + len(cont) - self.max_length - 1:]  # lm-eval keeps the last max_length + 1
+            ctx = ctx[len(ctx) + len(cont) - self.max_length - 1:]  # lm-eval keeps max_length + 1
             self.stats["left_truncated_inputs"] += 1
         return ctx, cont, len(ctx) + len(cont)
 
@@ -118,7 +126,7 @@ class RequestEncoder:
             if len(cont) > self.max_length - 3:
                 raise ValueError(f"a {len(cont)}-token continuation does not fit the "
                                  f"{self.max_length}-token window")
-            context = self.model.build_prompt(context, False, len(cont), self.max_length).text  # middle cut
+            context = self.model.build_prompt(context, False, len(cont), self.max_length).text
             ctx = self.model.tokenize(context)
             self.stats["truncated_contexts"] += 1
         return context, continuation, ctx, cont
@@ -132,8 +140,10 @@ class RequestEncoder:
             return []
         from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # optional
 
-        windows = get_rolling_token_windows(ids, self.prefix_id, self.max_length or len(ids), context_len=1)
-        return [(ctx, piece, len(ctx) + len(piece)) for ctx, piece in map(make_disjoint_window, windows)]
+        windows = get_rolling_token_windows(ids, self.prefix_id, self.max_length or len(ids),
+                                            context_len=1)
+        return [(ctx, piece, len(ctx) + len(piece))
+                for ctx, piece in map(make_disjoint_window, windows)]
 
     def _exact(self, ids: list[int]) -> str | None:
         """The text of these ids if it tokenizes back to exactly them."""
@@ -143,7 +153,8 @@ class RequestEncoder:
     def _text_windows(self, text: str) -> list[tuple[str, str, int]]:
         """The windows as text pairs that re-tokenize exactly: the first after BOS/EOS, then
         max_length - 1 tokens after the token before them. Where a cut falls inside a character, the
-        piece ends up to 8 tokens earlier; failing that, it is scored as decoded ("inexact_windows")."""
+        piece ends up to 8 tokens earlier; failing that, it is scored as decoded
+        ("inexact_windows")."""
         ids = self.model.tokenize(text)
         if not self.max_length or len(ids) < self.max_length:
             return [(self.prefix_text, text, len(ids) + 1)] if ids else []
@@ -160,8 +171,9 @@ class RequestEncoder:
             start = window[3]
         return windows
 
-    def _text_window(self, ids: list[int], start: int, end: int) -> tuple[str, str, int, int] | None:
-        """(context, piece, context tokens, end) predicting ids[start:end] after the fullest context."""
+    def _text_window(self, ids: list[int], start: int, end: int) -> tuple | None:
+        """(context, piece, context tokens, end) predicting ids[start:end] after the fullest
+        context that fits."""
         piece = self._exact(ids[start:end])
         if piece is None or start == 0:
             return None if piece is None else (self.prefix_text, piece, 1, end)

@@ -5,8 +5,8 @@ Usage:
     python inference.py --shard 3/16 --model /path/to/model       # one of 16 processes
     python inference.py merge --model /path/to/model              # afterwards, the same options
 
-The main file gets the selected examples' best records in dataset order; records of another model than
-the shards' sidecar names are left out. Exit code 1 when a dataset still lacks examples.
+The main file gets the selected examples' best records in dataset order; records of another model
+than the shards' sidecar names are left out. Exit code 1 when a dataset still lacks examples.
 """
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """`inference.py --perturb NAME[:ARG],...`: each example run as it is and as one perturbed copy per
 perturbation (HELM's robustness runs keep the original beside its copies).
 
-A copy has the id `<original id>~<label>` (e.g. `custom_en-3~typo:0.05`) and its own content hash, so
-resume and shards treat it as any other example; its record names the perturbation and the original.
-Only the fields the perturbation declares and the template reads change (the references only with
---perturb-references); a perturbation for another language is left out with a note. A copy's text is
-a pure function of (perturbation, arguments, seed, example id, field): any machine or shard agrees.
+A copy has the id `<original id>~<label>` (e.g. `custom_en-3~typo:0.05`) and its own content
+hash, so resume and shards treat it as any other example; its record names the perturbation and
+the original. Only the fields the perturbation declares and the template reads change (references
+only with --perturb-references); a perturbation for another language is left out with a note. A
+copy's text is a pure function of (perturbation, arguments, seed, example id, field).
 
 Usage:
-    ds = with_perturbations(ds, parse_perturbations("typo:0.05,extra_space"), seed=0, references=False)
+    ds = with_perturbations(ds, parse_perturbations("typo:0.05,extra_space"), seed=0)
 """
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ from Eval.perturbations import PERTURBATIONS, parse_perturbations
 from Eval.records import content_hash
 
 
-def _copy(example: Example, name: str, args: tuple, fields: set[str], seed: int, references: bool) -> Example:
+def _copy(example: Example, name: str, args: tuple, fields: set[str], seed: int,
+          references: bool) -> Example:
     perturbation = PERTURBATIONS[name]
     label, key = perturbation.label(args), f"{seed}|{example.id}"
-    changed = {k: perturbation.apply(v, f"{key}|{k}", *args) if k in fields and isinstance(v, str) else v
-               for k, v in example.fields.items()}
+    changed = {k: perturbation.apply(v, f"{key}|{k}", *args) if k in fields and isinstance(v, str)
+               else v for k, v in example.fields.items()}
     answers = list(example.answers)
     if references:
         answers = [perturbation.apply(a, f"{key}|answer{i}", *args) for i, a in enumerate(answers)]
@@ -49,13 +50,14 @@ def with_perturbations(ds: Dataset, specs: list[tuple[str, tuple]], seed: int = 
         applicable.append((name, args, used & set(perturbation.fields)))
     if applicable:  # the run's counts are of records: say how they relate to the examples
         labels = ", ".join(PERTURBATIONS[name].label(args) for name, args, _ in applicable)
-        notes.append(f"{ds.name}: every example runs as its original and {len(applicable)} perturbed "
-                     f"cop{'y' if len(applicable) == 1 else 'ies'} ({labels}): the counts below are of "
-                     f"records, {1 + len(applicable)} per example")
+        copies = f"{len(applicable)} perturbed cop{'y' if len(applicable) == 1 else 'ies'}"
+        notes.append(f"{ds.name}: every example runs as its original and {copies} ({labels}): the "
+                     f"counts below are of records, {1 + len(applicable)} per example")
     examples = []
     for example in ds.examples:
         examples.append(example)
-        examples += [_copy(example, name, args, fields, seed, references) for name, args, fields in applicable]
+        examples += [_copy(example, name, args, fields, seed, references)
+                     for name, args, fields in applicable]
     return dataclasses.replace(ds, examples=examples, notes=notes, copies=len(applicable))
 
 

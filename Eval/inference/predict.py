@@ -4,12 +4,10 @@ model, one record per example (Eval/records.py), through the run loop (run_loop.
 Usage:
     summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings(...))
 
-`generation_budget`, `required_examples` and `dataset_prompts` are shared with `inference.py dry-run`,
-so that its prompts are the run's. --truncation skip: a prompt that does not fit is not run, its
-record has `skipped` (eval.py counts it out of n). --cot (LongBench v2's two passes): the reasoning
-prompt, then the answer prompt quoting the reasoning; `pred` is the answer, `cot` the reasoning.
-With a TokenBudget a batch's bound is exact for prompts and the most it can generate for outputs:
-rows x max new tokens, and under --cot each row's answer pass at most the whole window.
+`generation_budget`, `required_examples` and `dataset_prompts` are shared with `inference.py
+dry-run`, so that its prompts are the run's. --truncation skip: a prompt that does not fit is not
+run, its record has `skipped` (eval.py counts it out of n). --cot (LongBench v2's two passes): the
+reasoning prompt, then the answer prompt quoting it; `pred` is the answer, `cot` the reasoning.
 """
 from __future__ import annotations
 
@@ -63,7 +61,7 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
     return record
 
 
-def _generate(model: BaseLLM, prompts: list[Prompt], max_new: int, stop: tuple[str, ...]) -> list[Generation]:
+def _generate(model: BaseLLM, prompts: list[Prompt], max_new: int, stop: tuple) -> list[Generation]:
     """The model's outputs; a skipped prompt gets an empty "skipped" output."""
     run = [p for p in prompts if not p.skipped]
     outputs = iter(model.generate(run, max_new, stop) if run else [])
@@ -71,16 +69,17 @@ def _generate(model: BaseLLM, prompts: list[Prompt], max_new: int, stop: tuple[s
 
 
 # options added later count only when set, so files written before them resume
-_LATER_OPTIONS = {"think_tags": ("<think>", "</think>"), "thinking_budget": None, "reasoning": False}
+_LATER_OPTIONS = {"think_tags": ("<think>", "</think>"), "thinking_budget": None,
+                  "reasoning": False}
 
 
 def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int,
                  truncation: str) -> dict:
     options = {k: v for k, v in dataclasses.asdict(model.options).items()
                if k not in _LATER_OPTIONS or v != _LATER_OPTIONS[k]}
-    fingerprint = {"template_sha256": ds.template_hash, "chat": ds.task.chat, "max_length": max_length,
-                   "max_new_tokens": max_new_tokens, "options": options}
-    if truncation != "middle":  # the default adds nothing: files from before policies existed resume
+    fingerprint = {"template_sha256": ds.template_hash, "chat": ds.task.chat,
+                   "max_length": max_length, "max_new_tokens": max_new_tokens, "options": options}
+    if truncation != "middle":  # the default adds nothing: files from before policies resume
         fingerprint["truncation"] = truncation
     if ds.cot:
         fingerprint["cot"] = {kind: t.sha256 for kind, t in ds.templates.items()} | {
@@ -95,7 +94,7 @@ def _count(records: list[dict]) -> dict:
             "skipped": sum(1 for r in records if r.get("skipped"))}
 
 
-def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[int, int | None, str, int]:
+def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple:
     """(max new tokens, max length, template kind and generation length of the prompts built before
     any output exists: --cot's reasoning pass, else the answer)."""
     max_new = settings.max_new_tokens or ds.task.max_new_tokens
@@ -108,12 +107,13 @@ def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
     return ds.examples[:limit * (1 + ds.copies)] if limit else ds.examples
 
 
-def examples_done(ds: Dataset, out_dir: Path, limit: int | None, model: str | None = None) -> tuple[int, int]:
+def examples_done(ds: Dataset, out_dir: Path, limit: int | None,
+                  model: str | None = None) -> tuple[int, int]:
     """(required examples with a good record of their current content by `model` (a model_sha256),
     required examples) over the main file and any shard files; read only."""
     required = required_examples(ds, limit)
-    saved = best_records(out_dir / f"{ds.name}.jsonl", expected={e.id: e.sha256 for e in ds.examples},
-                         model=model)
+    expected = {e.id: e.sha256 for e in ds.examples}
+    saved = best_records(out_dir / f"{ds.name}.jsonl", expected=expected, model=model)
     good = sum(1 for e in required if saved.get(e.id, {}).get("example_sha256") == e.sha256
                and saved[e.id].get("error") is None)
     return good, len(required)
@@ -131,7 +131,7 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
 
 def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],
               truncation: str, max_new: int, max_length: int | None) -> list[tuple]:
-    """--cot: the reasoning pass, then the answer prompt quoting it (stripped, as LongBench v2 does)."""
+    """--cot: the reasoning pass, then the answer prompt quoting it (stripped, as LongBench v2)."""
     reasoning = _generate(model, firsts, ds.task.cot_max_new_tokens, ())
     ok = [k for k, out in enumerate(reasoning) if not out.error and out.finish_reason != "skipped"]
     seconds = dataset_prompts(model, ds, [examples[k] for k in ok], max_new, max_length, truncation,
@@ -139,7 +139,7 @@ def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list
     answers = dict(zip(ok, zip(seconds, _generate(model, seconds, max_new, ds.task.stop))))
     results = []
     for k, (first, thought) in enumerate(zip(firsts, reasoning)):
-        prompt, out = answers.get(k, (first, thought))  # a failed or skipped reasoning pass is the record
+        prompt, out = answers.get(k, (first, thought))  # failed or skipped reasoning: the record
         extra = {"cot": thought.text, "cot_prompt_tokens": first.n_tokens,
                  "cot_truncated_tokens": first.truncated_tokens, "cot_gen_tokens": thought.n_tokens,
                  "cot_finish_reason": thought.finish_reason}
@@ -161,7 +161,8 @@ def request_fingerprint(request: dict, ds: Dataset) -> dict:
             "task_max_new_tokens": ds.task.max_new_tokens, "chat": ds.task.chat}
 
 
-def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings, request: dict | None) -> dict:
+def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings,
+             request: dict | None) -> dict:
     data = {"path": os.path.abspath(ds.path), "file_sha256": ds.file_sha256,
             "examples": len(ds.examples), "digest": ds.digest(), "limit": settings.limit}
     if ds.copies:  # --perturb: copies are counted in `examples` (eval.py words its coverage)
@@ -169,8 +170,9 @@ def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings, req
     templates = {kind: {"source": t.source, "sha256": t.sha256} for kind, t in ds.templates.items()}
     return {"dataset": ds.name, "kind": "predictions", "file": str(path),
             "task": dataclasses.asdict(ds.task),
-            "source": {"path": str(ds.path), "examples": len(ds.examples), "template": ds.template_source,
-                       "template_sha256": ds.template_hash, "form": ds.form, "templates": templates},
+            "source": {"path": str(ds.path), "examples": len(ds.examples),
+                       "template": ds.template_source, "template_sha256": ds.template_hash,
+                       "form": ds.form, "templates": templates},
             "data": data, "model": model.identity(), "settings": dataclasses.asdict(settings),
             "request": request_fingerprint(request, ds) if request else None}
 
@@ -206,8 +208,8 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
                 for i, (prompt, out, extra) in zip(batch, done)]
 
     def bound(batch: list[str]) -> int:
-        """The most tokens a batch can spend; under --cot the answer pass's prompt quotes outputs not
-        made yet, so at most the whole window a row (inference.py refuses an unknown window)."""
+        """The most tokens a batch can spend: its prompts and rows x max new tokens; under --cot
+        the answer pass quotes outputs not made yet, so it counts the whole window a row."""
         run = [prompts[i] for i in batch if not prompts[i].skipped]
         return sum(p.n_tokens + first_max + ((max_length or 0) if ds.cot else 0) for p in run)
 
@@ -216,6 +218,6 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
               [e.id for e in required_examples(ds, settings.limit)],
               _fingerprint(model, ds, max_length, max_new, settings.truncation),
               _sidecar(model, ds, path, settings, request), ds.name, settings.overwrite,
-              settings.shard_id, settings.num_shards, settings.merge, tally=_count, on_saved=on_saved,
-              budget=budget, bound=bound, model_sha256=model_sha256)
+              settings.shard_id, settings.num_shards, settings.merge, tally=_count,
+              on_saved=on_saved, budget=budget, bound=bound, model_sha256=model_sha256)
     return run_job(job, plan, process)

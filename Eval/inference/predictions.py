@@ -1,11 +1,11 @@
-"""A prediction file being written: content-aware resume, torn-line repair, shards, merge, the sidecar.
+"""A prediction file being written: content-aware resume, torn lines, shards, merge, the sidecar.
 
-`pred/<model>/<dataset>.jsonl` is appended batch by batch; a sharded run (torchrun ranks, `--shard I/K`)
-appends to `pred/<model>/shards/<dataset>.I-of-K.jsonl` instead. Reopening reads the main file and every
-shard file (any K) and repairs a torn last line of the file it writes. An example is done only when some
-file holds a record of it without an `error`, whose `example_sha256` is the example's current content hash
-(and whose `model_sha256` is the run's model). Finishing merges the files by id into the main file, in
-dataset order; `<dataset>.run.json` (the sidecar) says how the file was made and what it holds.
+`pred/<model>/<dataset>.jsonl` is appended batch by batch; a sharded run (torchrun, `--shard I/K`)
+appends to `pred/<model>/shards/<dataset>.I-of-K.jsonl`. Reopening reads the main file and every
+shard file (any K) and repairs a torn last line of the file it writes. An example is done when a
+file holds a record of it without an `error` whose `example_sha256` is the example's current hash
+(and whose `model_sha256` is the run's model's). Finishing merges the files by id into the main
+file in dataset order; `<dataset>.run.json` (the sidecar) says how it was made and what it holds.
 
 Usage:
     out = PredictionFile(path, expected={e.id: e.sha256 for e in dataset.examples})
@@ -24,7 +24,7 @@ from Eval.storage import append_lines, read_complete_lines, write_json_atomic, w
 
 
 def _read_records(path: Path, repair: bool) -> list[dict]:
-    """Records of every complete line; a torn last line (a crash mid-write) is cut off when `repair`."""
+    """Records of every complete line; a torn last line (a crash mid-write) is cut when `repair`."""
     records = []
     for number, line in read_complete_lines(path, repair)[0]:
         try:
@@ -40,7 +40,10 @@ def _read_records(path: Path, repair: bool) -> list[dict]:
     return records
 
 
-def shard_path(path: Path, shard_id: int, num_shards: int) -> Path:
+def write_path(path: Path, shard_id: int, num_shards: int) -> Path:
+    """The file one process appends to: the main file, or its shard's."""
+    if num_shards == 1:
+        return path
     return path.parent / "shards" / f"{path.stem}.{shard_id}-of-{num_shards}.jsonl"
 
 
@@ -63,7 +66,8 @@ def unselected_path(path: Path) -> Path:
 def _rank(record: dict, expected: dict[str, str] | None, model: str | None = None) -> int:
     """current and good (2) > current and failed (1) > of other data or another model (0);
     `model` None accepts any model."""
-    current = expected is None or record.get("example_sha256") == expected.get(str(record.get("id")))
+    rid = str(record.get("id"))
+    current = expected is None or record.get("example_sha256") == expected.get(rid)
     current = current and (model is None or record.get("model_sha256") == model)
     return (1 + (record.get("error") is None)) if current else 0
 
@@ -77,7 +81,8 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
             continue
         for record in _read_records(source, repair=source == repair):
             rid = str(record.get("id"))
-            if rid not in best or _rank(record, expected, model) > _rank(best[rid], expected, model):
+            rank = _rank(record, expected, model)
+            if rid not in best or rank > _rank(best[rid], expected, model):
                 best[rid] = record
     return best
 
@@ -88,14 +93,15 @@ class PredictionFile:
     def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1,
                  expected: dict[str, str] | None = None, model: str | None = None):
         self.path, self.expected, self.model = path, expected, model
-        self.write_path = path if num_shards == 1 else shard_path(path, shard_id, num_shards)
+        self.write_path = write_path(path, shard_id, num_shards)
         if overwrite:
             every = [*shard_paths(path), unselected_path(path)] if num_shards == 1 else []
             for stale in [self.write_path, *every]:
                 stale.unlink(missing_ok=True)
         size = self.write_path.stat().st_size if self.write_path.exists() else 0
         self.records = best_records(path, self.write_path, expected, model)
-        self.torn_line_repaired = self.write_path.exists() and self.write_path.stat().st_size != size
+        exists = self.write_path.exists()
+        self.torn_line_repaired = exists and self.write_path.stat().st_size != size
         self.done = {rid for rid, r in self.records.items() if _rank(r, expected, model) == 2}
 
     def status(self, ids: list[str]) -> dict[str, int]:
@@ -126,26 +132,29 @@ def _serialise(record: dict) -> str:
     try:
         return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
     except (UnicodeEncodeError, ValueError) as err:
-        reason = "text that is not valid Unicode" if isinstance(err, UnicodeEncodeError) else str(err)
+        reason = str(err)
+        if isinstance(err, UnicodeEncodeError):
+            reason = "text that is not valid Unicode"
         failed = {**record, "pred": "", "finish_reason": "error",
                   "error": f"the model's output could not be saved: it holds {reason}"}
         return json.dumps(failed, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def merge_predictions(path: Path, order: list[str], required: list[str],
-                      expected: dict[str, str] | None = None, model: str | None = None) -> dict | None:
-    """Merge every file of the dataset into the main file, in `order`, keeping current records of ids
-    in `order` (by `model`, when given), when every `required` id has one; None otherwise. The main
-    file then holds exactly the `required` ids; other current records go to the unselected file.
-    Safe to run twice at once: the main file is replaced atomically before shard files are removed.
-    Returns {"records", "dropped", "unselected", "digest", "sha256" (of the main file's bytes)}."""
+                      expected: dict[str, str] | None = None,
+                      model: str | None = None) -> dict | None:
+    """Merge every file of the dataset into the main file, in `order`, keeping current records of
+    ids in `order` (by `model`, when given), when every `required` id has one; None otherwise. The
+    main file then holds exactly the `required` ids; other current records go to the unselected
+    file. Safe to run twice at once: the main file is replaced atomically before shard files are
+    removed. Returns {"records", "dropped", "unselected", "digest", "sha256" (of the file)}."""
     records, listed = best_records(path, expected=expected, model=model), set(order)
     current = {rid: r for rid, r in records.items() if rid in listed and _rank(r, expected, model)}
     if not all(i in current for i in required):
         return None
-    position, wanted = {rid: k for k, rid in enumerate(order)}, set(required)
-    ordered = sorted((r for rid, r in current.items() if rid in wanted), key=lambda r: position[str(r["id"])])
-    rest = sorted((r for rid, r in current.items() if rid not in wanted), key=lambda r: position[str(r["id"])])
+    wanted = set(required)
+    ordered = [current[rid] for rid in order if rid in current and rid in wanted]
+    rest = [current[rid] for rid in order if rid in current and rid not in wanted]
     shards, unselected = shard_paths(path), unselected_path(path)
     # A resumed run with nothing to do leaves a main file that already is the merge: not rewritten.
     raw = path.read_bytes() if not shards and not rest and path.exists() else None
@@ -158,7 +167,8 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
         write_jsonl_atomic(path, ordered)
     for stale in shards + ([] if rest else [unselected]):
         stale.unlink(missing_ok=True)
-    return {"records": len(ordered), "dropped": len(records) - len(current), "unselected": len(rest),
+    return {"records": len(ordered), "dropped": len(records) - len(current),
+            "unselected": len(rest),
             "digest": examples_digest((r["id"], r.get("example_sha256")) for r in ordered),
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
 
@@ -167,16 +177,18 @@ def check_resume(path: Path, fingerprint: dict) -> None:
     """A resumed file must come from the same template and generation settings; a sidecar with no
     records beside it (a run stopped before its first batch) binds nothing."""
     sidecar = sidecar_path(path)
-    if not sidecar.exists() or not any(p.exists() and p.stat().st_size for p in [path, *shard_paths(path)]):
+    written = any(p.exists() and p.stat().st_size for p in [path, *shard_paths(path)])
+    if not sidecar.exists() or not written:
         return
     try:
         previous = json.loads(sidecar.read_text(encoding="utf-8")).get("fingerprint", {})
     except (ValueError, AttributeError):
-        raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") from None
+        raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") \
+            from None
     fingerprint = json_form(fingerprint)
     for key in ("model", "reference"):  # older sidecars: models are now checked per record
         previous.pop(key, None)
-    changed = sorted(k for k in set(previous) | set(fingerprint) if previous.get(k) != fingerprint.get(k))
+    changed = sorted(k for k in {*previous, *fingerprint} if previous.get(k) != fingerprint.get(k))
     if changed:
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "

@@ -1,12 +1,12 @@
 """The one run loop of the inference stage: predictions (predict.py) and TOFU / MUSE score records
 (score_records.py) both run through `run_job`.
 
-For one output file: take its lock, refuse to resume a file made with other settings, see which items
-have a current record (predictions.py), let the caller plan the rest into batches (before anything is
-written), write the sidecar, append batch after batch, merge the files in data order and record the
-summary. A `TokenBudget` (--max-total-tokens) is shared by the jobs of an invocation: a batch whose
-bound does not fit in what is left is not run; what was saved stays unmerged, as an interrupted run
-leaves it, and the summary says `stopped: "token budget"`.
+For one output file: take its lock, refuse to resume a file made with other settings, see which
+items have a current record (predictions.py), let the caller plan the rest into batches (before
+anything is written), write the sidecar, append batch after batch, merge the files in data order
+and record the summary. A `TokenBudget` (--max-total-tokens) is shared by an invocation's jobs: a
+batch whose bound does not fit in what is left is not run; what was saved stays unmerged, as an
+interrupted run leaves it, and the summary says `stopped: "token budget"`.
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
@@ -29,8 +29,8 @@ from typing import Callable
 
 from tqdm import tqdm
 
-from Eval.inference.predictions import (PredictionFile, check_resume, merge_predictions, output_entry,
-                                        read_sidecar, shard_path)
+from Eval.inference.predictions import (PredictionFile, check_resume, merge_predictions,
+                                        output_entry, read_sidecar, write_path)
 from Eval.models.identity import changed_files
 from Eval.pricing import add_counts, tokens_per_s
 from Eval.records import sidecar_path
@@ -106,8 +106,7 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
     """Run every required id of `job` that has no current record; returns the summary (also in the
     sidecar)."""
     job.path.parent.mkdir(parents=True, exist_ok=True)
-    write_path = job.path if job.num_shards == 1 else shard_path(job.path, job.shard_id, job.num_shards)
-    with OutputLock(write_path, "inference.py"):
+    with OutputLock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
         if not job.overwrite:
             check_resume(job.path, job.fingerprint)
         return _run_locked(job, plan, process)

@@ -1,21 +1,21 @@
 """Prompt templates: where each dataset's template comes from, checked and filled.
 
-A template is plain text with `{field}` placeholders naming record fields and `{{` / `}}` for literal
-braces. Nothing else str.format accepts is allowed (`{}`, `{0}`, `{a.b}`, which can reach interpreter
-internals, `{a[0]}`, `{a!r}`, `{a:>9}`, a lone brace): refused with file, line and placeholder.
+A template is plain text with `{field}` placeholders naming record fields and `{{` / `}}` for
+literal braces. Nothing else str.format accepts is allowed (`{}`, `{0}`, `{a.b}`, which can reach
+interpreter internals, `{a[0]}`, `{a!r}`, `{a:>9}`, a lone brace): refused with file and line.
 
 Where a template comes from, first found wins (resolve_template):
   1. prompts/NAME.txt (NAME.cot.txt, NAME.cot_answer.txt for --cot's two passes);
-  2. --prompt-config: LongBench's / TinyEval's `dataset2prompt.json` (name -> template), or LongBench
-     v2's `prompts/` folder (0shot.txt, 0shot_cot.txt, 0shot_cot_ans.txt; $DOC$, $Q$, $C_A$..$C_D$,
-     $COT$ become {context}, {question}, {choice_A}..{choice_D}, {cot});
+  2. --prompt-config: LongBench's / TinyEval's `dataset2prompt.json` (name -> template), or
+     LongBench v2's `prompts/` folder (0shot.txt, 0shot_cot.txt, 0shot_cot_ans.txt; $DOC$, $Q$,
+     $C_A$..$C_D$, $COT$ become {context}, {question}, {choice_A}..{choice_D}, {cot});
   3. a task naming a published prompt (Eval/tasks.py) stops here with an error: a generic prompt
      would change the task (multi_news would be asked a question);
-  4. the record form's default; a record with an empty `input` gets the variant asking no question.
+  4. the record form's default; a record with an empty `input` gets the variant asking nothing.
 
 Usage:
-    config = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
-    chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "en", "", config)
+    cfg = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
+    chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "en", "", cfg)
     text = fill_template(chosen.template, record)
 """
 from __future__ import annotations
@@ -28,38 +28,41 @@ from pathlib import Path
 
 from Eval.records import RecordError, read_text_file
 
-KINDS = {"answer": ".txt", "cot": ".cot.txt", "cot_answer": ".cot_answer.txt"}  # kind -> prompts/ suffix
-_V2_ANSWER = "\n\nQuestion: {question}\nA) {choice_A}\nB) {choice_B}\nC) {choice_C}\nD) {choice_D}\n\n"
-_V2_FORMAT = 'Reply with one line of the form "The correct answer is (X)", X being A, B, C or D.'
+KINDS = {"answer": ".txt", "cot": ".cot.txt", "cot_answer": ".cot_answer.txt"}  # prompts/ suffix
 _V2_DOC = "\n\n<document>\n{context}\n</document>"
+_V2_ANSWER = ("\n\nQuestion: {question}\nA) {choice_A}\nB) {choice_B}\nC) {choice_C}\n"
+              "D) {choice_D}\n\n")
+_V2_FORMAT = 'one line of the form "The correct answer is (X)", X being A, B, C or D.'
+_V2_READ = "Read the document, then answer the multiple-choice question about it."
 DEFAULT_TEMPLATES = {
-    ("longbench", "en", "answer"): "Read the text below and answer the question.\n\n{context}\n\n"
-                                   "Question: {input}\nAnswer:",
-    ("longbench", "zh", "answer"): "阅读下面的材料并回答问题。\n\n{context}\n\n问题：{input}\n回答：",
-    ("longbench", "en", "no_input"): "Read the text below and respond to it.\n\n{context}\n\nResponse:",
+    ("longbench", "en", "answer"):
+        "Read the text below and answer the question.\n\n{context}\n\nQuestion: {input}\nAnswer:",
+    ("longbench", "zh", "answer"):
+        "阅读下面的材料并回答问题。\n\n{context}\n\n问题：{input}\n回答：",
+    ("longbench", "en", "no_input"):
+        "Read the text below and respond to it.\n\n{context}\n\nResponse:",
     ("longbench", "zh", "no_input"): "阅读下面的材料并作出回应。\n\n{context}\n\n回应：",
     ("instruction", "en", "answer"): "{instruction}\n{input}",
     ("instruction", "zh", "answer"): "{instruction}\n{input}",
     ("instruction", "en", "no_input"): "{instruction}",
     ("instruction", "zh", "no_input"): "{instruction}",
-    ("choice", "en", "answer"): "Multiple-choice question ({question_type}). Give the letter(s) of the "
-                                "right option(s).\n\n{question}\nOptions: {options}\nAnswer:",
-    ("choice", "zh", "answer"): "选择题（{question_type}），请给出正确选项的字母。\n\n{question}\n"
-                                "选项：{options}\n答案：",
-    ("longbench_v2", "*", "answer"): "Read the document, then answer the multiple-choice question about "
-                                     "it." + _V2_DOC + _V2_ANSWER + _V2_FORMAT,
-    ("longbench_v2", "*", "cot"): "Read the document, then work out the answer to the multiple-choice "
-                                  "question about it." + _V2_DOC + _V2_ANSWER
-                                  + "Reason step by step before you decide.",
-    ("longbench_v2", "*", "cot_answer"): "Read the document, then answer the multiple-choice question "
-                                         "about it." + _V2_DOC + _V2_ANSWER
-                                         + "Your reasoning so far:\n{cot}\n\nBased on it, reply with "
-                                         'one line of the form "The correct answer is (X)", X being A, '
-                                         "B, C or D.",
+    ("choice", "en", "answer"):
+        "Multiple-choice question ({question_type}). Give the letter(s) of the right option(s)."
+        "\n\n{question}\nOptions: {options}\nAnswer:",
+    ("choice", "zh", "answer"):
+        "选择题（{question_type}），请给出正确选项的字母。\n\n{question}\n选项：{options}\n答案：",
+    ("longbench_v2", "*", "answer"): _V2_READ + _V2_DOC + _V2_ANSWER + "Reply with " + _V2_FORMAT,
+    ("longbench_v2", "*", "cot"):
+        "Read the document, then work out the answer to the multiple-choice question about it."
+        + _V2_DOC + _V2_ANSWER + "Reason step by step before you decide.",
+    ("longbench_v2", "*", "cot_answer"):
+        _V2_READ + _V2_DOC + _V2_ANSWER
+        + "Your reasoning so far:\n{cot}\n\nBased on it, reply with " + _V2_FORMAT,
 }
 _V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot_cot_ans.txt"}
-_V2_MARKERS = {"$DOC$": "{context}", "$Q$": "{question}", "$C_A$": "{choice_A}", "$C_B$": "{choice_B}",
-               "$C_C$": "{choice_C}", "$C_D$": "{choice_D}", "$COT$": "{cot}"}
+_V2_MARKERS = {"$DOC$": "{context}", "$Q$": "{question}", "$C_A$": "{choice_A}",
+               "$C_B$": "{choice_B}", "$C_C$": "{choice_C}", "$C_D$": "{choice_D}",
+               "$COT$": "{cot}"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,13 +99,13 @@ def check_template(template: str, source: str) -> set[str]:
             continue
         line = template.count("\n", 0, match.start()) + 1
         if inner is None:
-            raise RecordError(source, line, f"a lone {token!r} in the template; write {token * 2} for a "
-                                            "literal brace")
+            raise RecordError(source, line, f"a lone {token!r} in the template; write "
+                                            f"{token * 2} for a literal brace")
         if not _PLACEHOLDER.fullmatch(inner):
-            raise RecordError(source, line, f"placeholder {token} is not allowed: only {{field}} with a "
-                                            "record field's name (no positional {}, attribute access, "
-                                            "indexing, !conversion or :format); write {{ and }} for "
-                                            "literal braces")
+            raise RecordError(source, line, f"placeholder {token} is not allowed: only {{field}} "
+                                            "with a record field's name (no positional {}, "
+                                            "attribute access, indexing, !conversion or :format); "
+                                            "write {{ and }} for literal braces")
         fields.add(inner)
     return fields
 
@@ -126,15 +129,16 @@ def load_prompt_config(path: Path | None) -> PromptConfig | None:
     if path.is_dir():
         found = {kind: path / name for kind, name in _V2_FILES.items() if (path / name).is_file()}
         if not found:
-            raise RecordError(path, None, f"a prompt folder must hold LongBench v2's "
-                                          f"{', '.join(_V2_FILES.values())}; for LongBench / TinyEval "
-                                          "pass their dataset2prompt.json")
+            raise RecordError(path, None, "a prompt folder must hold LongBench v2's "
+                                          f"{', '.join(_V2_FILES.values())}; for LongBench / "
+                                          "TinyEval pass their dataset2prompt.json")
         return PromptConfig(path, {}, {kind: _from_dollar_markers(read_text_file(f), f)
                                        for kind, f in found.items()})
     data = _read_json(path)
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise RecordError(path, None, "a prompt config must be one JSON object mapping dataset names to "
-                                      "template strings (LongBench's / TinyEval's dataset2prompt.json)")
+        raise RecordError(path, None, "a prompt config must be one JSON object mapping dataset "
+                                      "names to template strings (LongBench's / TinyEval's "
+                                      "dataset2prompt.json)")
     for name, template in data.items():
         check_template(template, f"{path} [{name}]")
     return PromptConfig(path, data, {})
@@ -146,13 +150,13 @@ def load_maxlen_config(path: Path | None) -> dict | None:
         return None
     data = _read_json(path)
     if not isinstance(data, dict):
-        raise RecordError(path, None, "a max-length config must be one JSON object mapping dataset names "
-                                      "to generation lengths (LongBench's / TinyEval's "
-                                      "dataset2maxlen.json)")
+        raise RecordError(path, None, "a max-length config must be one JSON object mapping "
+                                      "dataset names to generation lengths (LongBench's / "
+                                      "TinyEval's dataset2maxlen.json)")
     for name, value in data.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise RecordError(path, None, f"[{name}]: the generation length must be a positive integer, "
-                                          f"found {value!r}")
+            raise RecordError(path, None, f"[{name}]: the generation length must be a positive "
+                                          f"integer, found {value!r}")
     return data
 
 
@@ -167,8 +171,8 @@ def _from_dollar_markers(text: str, source: Path) -> str:
 
 def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language: str,
                      published_prompt: str, config: PromptConfig | None) -> ChosenTemplate | None:
-    """The template of one kind for a dataset (the order above); None when the kind has none (a --cot
-    template for a form without a default); ValueError for a published-prompt dataset with none."""
+    """The template of one kind for a dataset (the order above); None when the kind has none (a
+    --cot template for a form without a default); ValueError for a published-prompt dataset."""
     path = prompt_dir / f"{name}{KINDS[kind]}"
     if path.exists() or path.is_symlink():
         template = read_text_file(path)
@@ -179,16 +183,20 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
     if config is not None and form == "longbench_v2" and kind in config.by_kind:
         return ChosenTemplate(config.by_kind[kind], str(config.path / _V2_FILES[kind]))
     if published_prompt:
-        where = f"{config.path} has no entry for it" if config is not None else "no --prompt-config was given"
-        raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own prompt and "
-                         f"there is no {path} ({where}); pass --prompt-config with the benchmark's config "
-                         "(LongBench's or TinyEval's config/dataset2prompt.json, LongBench v2's prompts/ "
-                         f"folder) or write {path}")
+        where = "no --prompt-config was given"
+        if config is not None:
+            where = f"{config.path} has no entry for it"
+        raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own "
+                         f"prompt and there is no {path} ({where}); pass --prompt-config with the "
+                         "benchmark's config (LongBench's or TinyEval's "
+                         "config/dataset2prompt.json, LongBench v2's prompts/ folder) or write "
+                         f"{path}")
     lang = "*" if (form, "*", kind) in DEFAULT_TEMPLATES else language
     template = DEFAULT_TEMPLATES.get((form, lang, kind))
     if template is None:
         return None
-    note = f"{name}: no {path}; using the default {form}-form template" + (f" ({kind})" if kind != "answer" else "")
+    note = f"{name}: no {path}; using the default {form}-form template"
+    note += f" ({kind})" if kind != "answer" else ""
     return ChosenTemplate(template, f"default ({form}, {language})",
                           DEFAULT_TEMPLATES.get((form, lang, "no_input")), note)
 

@@ -2,7 +2,7 @@
 
 Usage:
     python inference.py validate                          # every dataset/*.jsonl
-    python inference.py validate --datasets my_data --prompt-config LongBench/config/dataset2prompt.json
+    python inference.py validate --datasets my_data --prompt-config path/to/dataset2prompt.json
 
 One line per dataset: examples, record form, template (source, fields, hash), metrics, generation
 length, chat or completion mode. Bad input stops with the file, line and problem.
@@ -14,7 +14,7 @@ from Eval.inference.runner import add_data_arguments as add_arguments, prepare  
 from Eval.inference.templates import template_fields
 
 
-@inference_command("validate", help="check datasets and templates as a run would; no model is loaded")
+@inference_command("validate", help="check datasets and templates as a run would; no model loads")
 def run(args) -> int:
     prepared = prepare(args)
     if isinstance(prepared, int):
