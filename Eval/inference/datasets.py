@@ -161,8 +161,8 @@ def _nested_choices(value: object, path: Path, lines: list[int]) -> list[tuple[i
     those of each "question" key, in file order, so an error can name the line."""
     if not isinstance(value, dict) or not value:
         return None
-    questions = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
-    if not all(isinstance(q, dict) and "options" in q for q in questions):
+    every = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
+    if not all(isinstance(q, dict) and "options" in q for q in every):
         return None
     records = []
     for question_type, questions in value.items():

@@ -5,19 +5,11 @@ Usage:
     context, continuation, n_tokens = encoder.pair("Question: ...\\nType:", " Human")
     windows = encoder.rolling(text)      # [(context, piece, n_tokens)], every token predicted once
 
-Adapters with "score_ids" (HFModel) get id lists. Encoding "lm-eval" is lm-eval's HF model (HFLM,
-0.4.13): the context's trailing whitespace moves to the continuation, the context and the joined
-text are encoded with the tokenizer's special tokens, and the continuation is the joined encoding's
-tokens after the context's own ("boundary_merges" counts pairs where that differs from the two
-apart). An empty context becomes the prefix token (BOS, else EOS); a pair over max_length + 1
-tokens keeps its last max_length + 1 ("left_truncated_inputs"). A pair left without a context or
-continuation token (lm-eval stops on it) is scored with the separate encoding
-("unscorable_in_lm_eval_encoding"). Encoding "separate" tokenizes each text apart (score()'s
-convention); adapters without score_ids (api, echo) get text pairs for score(), always separate,
-an over-long context cut in the middle as inference.py cuts prompts ("truncated_contexts").
-Rolling windows are lm-eval's disjoint windows (get_rolling_token_windows with context_len=1,
-make_disjoint_window); as text they are pairs that re-tokenize exactly, and score() feeds the
-whole pair, so a window predicts max_length - 1 tokens.
+Adapters with "score_ids" (HFModel) get id lists: encoding "lm-eval" is lm-eval's HF model (HFLM
+0.4.13), "separate" tokenizes context and continuation apart (score()'s convention). Adapters
+without it (api, echo) get text pairs for score(), always separate. Rolling windows are lm-eval's
+disjoint windows. The methods say which lm-eval quirk each follows and which event it counts in
+`stats`; docs/lm-eval.md has the whole convention and the parity measured against lm-eval.
 """
 from __future__ import annotations
 
@@ -91,6 +83,9 @@ class RequestEncoder:
         return context[:-spaces], context[-spaces:] + continuation
 
     def _lm_eval_pair(self, context: str, continuation: str) -> tuple | None:
+        """HFLM's pair: the joined encoding's tokens after the context's own (a cut inside a token:
+        "boundary_merges"); over max_length + 1 tokens, the last max_length + 1 are kept
+        ("left_truncated_inputs"); None when no context or continuation token is left."""
         if not context:  # the prefix token, or the continuation's own first token when it is that
             cont = self.model.tokenize(continuation)
             ctx = [self.prefix_id]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from Eval.inference.datasets import Dataset, Example, question_text
-from Eval.inference.predictions import best_records
+from Eval.inference.predictions import best_records, sidecar_model
 from Eval.inference.run_loop import Job, TokenBudget, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
 from Eval.models.identity import folder_identity
@@ -107,13 +107,12 @@ def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
     return ds.examples[:limit * (1 + ds.copies)] if limit else ds.examples
 
 
-def examples_done(ds: Dataset, out_dir: Path, limit: int | None,
-                  model: str | None = None) -> tuple[int, int]:
-    """(required examples with a good record of their current content by `model` (a model_sha256),
-    required examples) over the main file and any shard files; read only."""
-    required = required_examples(ds, limit)
+def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, int]:
+    """(required examples with a good record of their current content, required examples) over
+    the main file and any shard files, those of the sidecar's model preferred; read only."""
+    path, required = out_dir / f"{ds.name}.jsonl", required_examples(ds, limit)
     expected = {e.id: e.sha256 for e in ds.examples}
-    saved = best_records(out_dir / f"{ds.name}.jsonl", expected=expected, model=model)
+    saved = best_records(path, expected=expected, model=sidecar_model(path))
     good = sum(1 for e in required if saved.get(e.id, {}).get("example_sha256") == e.sha256
                and saved[e.id].get("error") is None)
     return good, len(required)

@@ -25,7 +25,7 @@ from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import barrier, finish
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import RunSettings, examples_done, request_fingerprint, run_dataset
-from Eval.inference.predictions import PredictionFile, json_form, read_sidecar, sidecar_model
+from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
 from Eval.inference.run_loop import TokenBudget
 from Eval.inference.templates import load_maxlen_config, load_prompt_config
 from Eval.models.base import TRUNCATION_POLICIES
@@ -162,8 +162,7 @@ def all_done(args, datasets: list, out_dir: Path) -> bool:
     if args.overwrite or args.shard or not all(finished_with(args, ds, out_dir) for ds in datasets):
         return False
     for ds in datasets:
-        model = sidecar_model(out_dir / f"{ds.name}.jsonl")
-        done, _ = examples_done(ds, out_dir, args.limit, model)
+        done, _ = examples_done(ds, out_dir, args.limit)
         print(f"{ds.name}: 0 new, {done} already done (nothing to do: no model loaded)")
     print(f"done: nothing to do -> {out_dir}; score with: python eval.py --model "
           f"{out_dir.name}")
@@ -184,7 +183,7 @@ def finished_with(args, ds, out_dir: Path) -> bool:
         return False
     if output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]:
         return False
-    done, required = examples_done(ds, out_dir, args.limit, sidecar.get("model_sha256"))
+    done, required = examples_done(ds, out_dir, args.limit)
     return done == required == output.get("records")
 
 
@@ -263,8 +262,7 @@ def cost_of(args, usage: dict) -> float | None:
 
 def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
     """The --max-total-tokens stop: what was spent and how far the datasets got; exit code 3."""
-    counts = [examples_done(ds, out_dir, args.limit, sidecar_model(out_dir / f"{ds.name}.jsonl"))
-              for ds in datasets]
+    counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
     done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
     nothing = "" if budget.spent else " (nothing generated: the first batch alone could exceed it)"
     print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, "
