@@ -1,28 +1,26 @@
 """Stage 1: run a model over datasets and save one prediction record per example.
 
 Usage:
-    python inference.py                                 # the demo model on every dataset/*.jsonl -> pred/tiny-qwen2/
-    python inference.py --model /path/to/Qwen2.5-7B-Instruct -M dtype=bfloat16 --datasets multifieldqa_zh,trec
-    python inference.py --backend api --model Qwen/Qwen2.5-7B-Instruct -M base_url=http://127.0.0.1:8000/v1
-    python inference.py --limit 5 --model-name tiny-qwen2-first5     # the first 5 examples, in their own folder
-    python inference.py validate | dry-run | merge | unlearning | lm-eval ...   # `python inference.py NAME --help`
+    python inference.py            # the demo model on every dataset/*.jsonl -> pred/tiny-qwen2/
+    python inference.py --model /path/to/Qwen2.5-7B-Instruct -M dtype=bfloat16 --datasets trec
+    python inference.py --backend api --model Qwen/Qwen2.5-7B-Instruct -M base_url=http://HOST/v1
+    python inference.py --limit 5 --model-name tiny-qwen2-first5     # the first 5 examples
+    python inference.py validate | dry-run | merge | unlearning | lm-eval ...   # NAME --help
 
-Writes pred/<model-name>/<dataset>.jsonl (the record format of Eval/records.py) and <dataset>.run.json (what the
-run was: task, settings, versions, the model's identity, the data it read). Runs resume: an example is redone
-only when its data, or the model, changed since its record was made; a rerun with nothing left to do says so
-before any model loads. `--backend NAME --help` lists that backend's -M options. Then score with eval.py.
+Writes pred/<model-name>/<dataset>.jsonl (Eval/records.py) and <dataset>.run.json (what the run
+was). Runs resume: an example is redone only when its data, or the model, changed since its record
+was made; a rerun with nothing left to do says so before any model loads. Then score with eval.py.
 """
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads: 2-core machines stall without it
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: 2-core machines stall otherwise
 
-import dataclasses  # noqa: E402
 import sys  # noqa: E402
 
-from Eval.args import run_main  # noqa: E402
+from Eval.args import one_line, run_main  # noqa: E402
 from Eval.commands import INFERENCE_COMMANDS, commands_epilog, main_or_command  # noqa: E402
 from Eval.inference import runner  # noqa: E402
-from Eval.inference.distributed import init_process_group, local_device, resolve_shards  # noqa: E402
+from Eval.inference.distributed import join, resolve_shards  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -32,7 +30,7 @@ def main(argv=None) -> int:
 def run(argv: list[str]) -> int:
     args = runner.parse_args(argv, description=__doc__.split("\n")[0],
                              epilog=commands_epilog(INFERENCE_COMMANDS, "inference.py"))
-    prepared = runner.prepare(args)  # data, templates, names, prices: refused before a model loads
+    prepared = runner.prepare(args)
     if isinstance(prepared, int):
         return prepared
     datasets, out_dir = prepared
@@ -42,12 +40,13 @@ def run(argv: list[str]) -> int:
     if refused:
         return refused
     try:
-        shard_id, num_shards = args.shard or (None, None)
-        shards = resolve_shards(num_shards, shard_id)
+        shards = resolve_shards(args.shard)
         if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
-            raise ValueError("--overwrite with independent shards would race; remove the output folder instead")
-        if args.max_total_tokens and shards.torchrun:  # one rank stopping alone would leave the others waiting
-            raise ValueError("--max-total-tokens counts one process's tokens; it does not go with torchrun")
+            raise ValueError("--overwrite with independent shards would race; remove the output "
+                             "folder instead")
+        if args.max_total_tokens and shards.torchrun:  # a rank stopping alone leaves others waiting
+            raise ValueError("--max-total-tokens counts one process's tokens; it does not go with "
+                             "torchrun")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -55,22 +54,20 @@ def run(argv: list[str]) -> int:
     try:
         return generate(args, datasets, shards, out_dir, saved)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to resume",
-              file=sys.stderr)
+        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to "
+              "resume", file=sys.stderr)
         return 130
 
 
 def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
-    from Eval.models.factory import from_args  # the backend's module, and torch for a local model: only now
+    from Eval.models.factory import from_args  # the backend's module, and torch: only now
 
-    init_process_group(shards)
-    if hasattr(args.backend_options, "device"):  # under torchrun, "auto" is this rank's own GPU
-        device = local_device(args.backend_options.device, shards)
-        args.backend_options = dataclasses.replace(args.backend_options, device=device)
+    args.backend_options = join(shards, args.backend_options)
     try:
         model = from_args(args)
     except (FileNotFoundError, OSError, ValueError) as err:
-        return runner.load_error(err)
+        print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
+        return 2
     try:
         runner.check_budgets(model, datasets, args)
     except ValueError as err:

@@ -1,19 +1,14 @@
-"""`python inference.py dry-run`: every prompt rendered exactly as the real run would, with no model weights loaded,
-to check a configuration, see truncation before paying for it, and estimate the cost.
+"""`python inference.py dry-run`: every prompt rendered exactly as the real run would, with no
+model weights loaded: check a configuration, see truncation before paying for it, estimate the cost.
 
 Usage:
-    python inference.py dry-run --max-length 2048 --price docs/prices.example.json   # the run's options, as given
-    model = from_args(args, tokenizer_only=True)                  # Eval/models/factory.py
-    code = dry_run(model, datasets, out_dir, RunSettings(max_length=..., max_new_tokens=..., limit=...))
+    python inference.py dry-run --max-length 2048 --price docs/prices.example.json  # run's options
 
-Prompts come from the run's own functions (Eval/inference/predict.py: generation_budget, required_examples,
-dataset_prompts), so they cannot drift from what the model would see. Writes OUT/<model>/<dataset>.prompts.jsonl
-(one object per example: id, prompt, prompt_tokens, truncated_tokens, max_new_tokens; user_text, the filled
-template inside the chat template, for chat tasks; skipped under --truncation skip) and OUT/<model>/dry_run.json
-(the summary per dataset and in total; with --price, `estimated_cost_usd`: prompt tokens exact, generated tokens
-at their upper bound, so the most the run can cost, and the price entry used), and nothing else: no prediction
-file, no run sidecar, so a finished or half-done run beside it is untouched and resumes as before. eval.py never scores these files
-(Eval/records.py is_dry_run_output).
+Prompts come from the run's own functions (predict.py), so they cannot drift from what the model
+would see. Writes OUT/<model>/<dataset>.prompts.jsonl (per example: id, prompt, prompt_tokens,
+truncated_tokens, max_new_tokens; user_text for chat tasks; skipped under --truncation skip) and
+OUT/<model>/dry_run.json (the summary per dataset and in total; with --price the most the run can
+cost), and nothing else, so a run beside it is untouched. eval.py never scores these files.
 """
 from __future__ import annotations
 
@@ -23,58 +18,60 @@ from pathlib import Path
 from Eval.args import one_line
 from Eval.commands import inference_command
 from Eval.inference.datasets import Dataset
-from Eval.inference.predict import RunSettings, dataset_prompts, first_pass, generation_budget, required_examples
-from Eval.inference.runner import add_data_arguments, add_output_arguments, add_prompt_arguments, model_options, prepare
+from Eval.inference.predict import (RunSettings, dataset_prompts, generation_budget,
+                                    required_examples)
+from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
+from Eval.inference.runner import model_options, prepare
 from Eval.models.base import BaseLLM
 from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 
 SUMMARY_FILE = "dry_run.json"
-FIGURES = ("examples", "prompt_tokens", "max_prompt_tokens", "truncated", "skipped", "max_gen_tokens")
+FIGURES = ("examples", "prompt_tokens", "truncated", "skipped", "max_gen_tokens")
 
 
 def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[list[dict], dict]:
-    """(one row per example the run would do, the dataset's summary). Under --cot the reasoning pass's prompts
-    are rendered (the answer pass quotes outputs that do not exist yet) and the bound counts both passes."""
-    max_new, max_length = generation_budget(model, ds, settings)
-    kind, first_max = first_pass(ds, settings, max_new)
+    """(a row per example the run would do, the summary). Under --cot the reasoning pass's prompts
+    are rendered (the answer pass quotes outputs not made yet); the bound counts both passes."""
+    max_new, max_length, kind, first_max = generation_budget(model, ds, settings)
     examples = required_examples(ds, settings.limit)
     prompts = dataset_prompts(model, ds, examples, first_max, max_length, settings.truncation, kind)
-    rows = [{"id": e.id, "prompt": p.text, "prompt_tokens": p.n_tokens, "truncated_tokens": p.truncated_tokens,
-             "max_new_tokens": first_max} for e, p in zip(examples, prompts)]
-    for row, p in zip(rows, prompts):
-        if p.user_text is not None:  # the text inside the chat template: the filled template, after any cut
-            row["user_text"] = p.user_text
+    rows = []
+    for e, p in zip(examples, prompts):
+        rows.append({"id": e.id, "prompt": p.text, "prompt_tokens": p.n_tokens,
+                     "truncated_tokens": p.truncated_tokens, "max_new_tokens": first_max})
+        if p.user_text is not None:  # the filled template inside the chat template, after any cut
+            rows[-1]["user_text"] = p.user_text
         if p.skipped:
-            row["skipped"] = p.skipped
-    per_example = first_max + (max_new if ds.cot else 0)
+            rows[-1]["skipped"] = p.skipped
     skipped = sum(1 for p in prompts if p.skipped)
     summary = {"examples": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                "max_prompt_tokens": max((r["prompt_tokens"] for r in rows), default=0),
                "truncated": sum(1 for r in rows if r["truncated_tokens"]), "skipped": skipped,
-               "max_gen_tokens": (len(rows) - skipped) * per_example,  # an upper bound
-               "max_new_tokens": max_new, "max_length": max_length, "truncation": settings.truncation,
-               "mode": "chat" if ds.task.chat else "completion", "template": ds.template_source,
-               "template_sha256": ds.template_hash}
+               "max_gen_tokens": (len(rows) - skipped) * (first_max + (max_new if ds.cot else 0)),
+               "max_new_tokens": max_new, "max_length": max_length,
+               "truncation": settings.truncation, "mode": "chat" if ds.task.chat else "completion",
+               "template": ds.template_source, "template_sha256": ds.template_hash}
     if ds.cot:
-        summary.update(cot_max_new_tokens=first_max, rendered="the reasoning pass only (the answer pass quotes it)")
+        summary.update(cot_max_new_tokens=first_max,
+                       rendered="the reasoning pass only (the answer pass quotes it)")
     return rows, summary
 
 
 def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: RunSettings,
             price: Price | None = None) -> int:
-    """Render every dataset, then write the files (nothing is written when one dataset is refused). Exit code."""
+    """Render every dataset, then write the files (none when a dataset is refused). Exit code."""
     rendered = {}
     for ds in datasets:
         path = out_dir / f"{ds.name}{DRY_RUN_SUFFIX}"
-        if path.exists() and not is_dry_run_output(path):  # a real run's file for a dataset named "<name>.prompts"
-            print(f"error: {path} holds predictions (it has a run sidecar); dry-run will not overwrite it",
-                  file=sys.stderr)
+        if path.exists() and not is_dry_run_output(path):  # a real run's "<name>.prompts" dataset
+            print(f"error: {path} holds predictions (it has a run sidecar); dry-run will not "
+                  "overwrite it", file=sys.stderr)
             return 2
         try:
             rendered[ds.name] = (path, *render_dataset(model, ds, settings))
-        except ValueError as err:  # a --max-length that cannot hold the template and the answer, no chat template
+        except ValueError as err:  # a --max-length that cannot hold the template and the answer
             print(f"error: {ds.name}: {err}", file=sys.stderr)
             return 2
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -83,45 +80,48 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
         write_jsonl_atomic(path, rows)
         summaries[name] = _estimate(summary, price)
         print(f"{name}: {describe(summaries[name])} -> {path}")
-    total = {k: sum(s[k] for s in summaries.values()) for k in FIGURES if k != "max_prompt_tokens"}
-    total["max_prompt_tokens"] = max((s["max_prompt_tokens"] for s in summaries.values()), default=0)
+    total = {k: sum(s[k] for s in summaries.values()) for k in FIGURES}
+    total["max_prompt_tokens"] = max((s["max_prompt_tokens"] for s in summaries.values()),
+                                     default=0)
     total = _estimate(total, price)
-    settings_used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit", "truncation")}
-    write_json_atomic(out_dir / SUMMARY_FILE, {"model": model.identity(), "settings": settings_used,
+    used = {k: getattr(settings, k) for k in ("max_length", "max_new_tokens", "limit",
+                                              "truncation")}
+    write_json_atomic(out_dir / SUMMARY_FILE, {"model": model.identity(), "settings": used,
                                               "datasets": summaries, "total": total,
                                               **({"price": price.describe()} if price else {})})
-    print(f"dry run: {describe(total)}; no model loaded, no prediction written -> {out_dir / SUMMARY_FILE}")
+    print(f"dry run: {describe(total)}; no model loaded, no prediction written -> "
+          f"{out_dir / SUMMARY_FILE}")
     if price:
-        print(f"estimated cost: at most {cost_text(total['estimated_cost_usd'])} at price entry {price.entry!r} "
-              f"(${price.input:g} / ${price.output:g} per million input / output tokens): prompt tokens exact, "
-              "generated tokens at their upper bound" + ("; --cot: the answer pass's prompts are not in it (they "
-              "quote reasoning not generated yet)" if any("rendered" in s for s in summaries.values()) else ""))
+        cot = any("rendered" in s for s in summaries.values())
+        print(f"estimated cost: at most {cost_text(total['estimated_cost_usd'])} at price entry "
+              f"{price.entry!r} (${price.input:g} / ${price.output:g} per million input / output "
+              "tokens): prompt tokens exact, generated tokens at their upper bound"
+              + ("; --cot: the answer pass's prompts are not in it (they quote reasoning not "
+                 "generated yet)" if cot else ""))
     return 0
 
 
 def _estimate(summary: dict, price: Price | None) -> dict:
-    """The summary with the most it can cost at `price`: exact prompt tokens, generated tokens at their bound."""
+    """The summary with the most it can cost: prompt tokens exact, generated ones at their bound."""
     if price is None:
         return summary
-    return {**summary, "estimated_cost_usd": price.cost(summary["prompt_tokens"], summary["max_gen_tokens"])}
+    cost = price.cost(summary["prompt_tokens"], summary["max_gen_tokens"])
+    return {**summary, "estimated_cost_usd": cost}
 
 
 def describe(summary: dict) -> str:
-    """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens' (with a price: ', at
-    most $0.0001')."""
+    """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens'."""
     skipped = f", {summary['skipped']} skipped (do not fit)" if summary["skipped"] else ""
-    cost = f", at most {cost_text(summary['estimated_cost_usd'])}" if "estimated_cost_usd" in summary else ""
+    cost = ""
+    if "estimated_cost_usd" in summary:
+        cost = f", at most {cost_text(summary['estimated_cost_usd'])}"
     return (f"{summary['examples']} examples, {summary['prompt_tokens']} prompt tokens (max "
             f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated{skipped}, at most "
             f"{summary['max_gen_tokens']} generated tokens{cost}")
 
 
-def add_arguments(parser) -> None:
-    for add in (add_data_arguments, add_prompt_arguments, add_output_arguments):
-        add(parser)
-
-
-@inference_command("dry-run", help="render every prompt with the tokenizer only: truncation, token counts, cost")
+@inference_command("dry-run", help="render every prompt with the tokenizer only: truncation, "
+                                   "token counts, cost")
 def run(args) -> int:
     """The backend's tokenizer-only twin renders every prompt the run would send."""
     from Eval.models.factory import from_args
@@ -138,8 +138,8 @@ def run(args) -> int:
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: dry-run: {one_line(err)}", file=sys.stderr)
         return 2
-    settings = RunSettings(max_length=args.max_length, max_new_tokens=args.max_new_tokens, limit=args.limit,
-                           truncation=args.truncation)
+    settings = RunSettings(max_length=args.max_length, max_new_tokens=args.max_new_tokens,
+                           limit=args.limit, truncation=args.truncation)
     try:
         return dry_run(model, datasets, out_dir, settings, args.price_entry)
     finally:

@@ -1,33 +1,15 @@
-"""lm-eval's loglikelihood and rolling requests as what an adapter scores (for Eval/inference/lm_eval_bridge.py).
+"""lm-eval's loglikelihood and rolling requests as what an adapter scores (for lm_eval_bridge.py).
 
 Usage:
     encoder = RequestEncoder(model, max_length=2048, encoding="lm-eval")
     context, continuation, n_tokens = encoder.pair("Question: ...\\nType:", " Human")
-    windows = encoder.rolling(text)      # [(context, piece, n_tokens)], every token of text predicted once
-    encoder.stats                        # Counter of the convention events below
+    windows = encoder.rolling(text)      # [(context, piece, n_tokens)], every token predicted once
 
-Two paths, by the adapter's declared capabilities (Eval/models/base.py):
-  token ids, for adapters with "score_ids" (HFModel): items are id lists, scored as given.
-    encoding "lm-eval" (default) is lm-eval's HF model (HFLM, lm-eval 0.4.13): the context's trailing whitespace
-      moves to the continuation; context and context + continuation are encoded with the tokenizer's own special
-      tokens (a BOS where it adds one, unless the text starts with it) and the continuation is the joined
-      encoding's tokens after the context's own ones. Where the cut falls inside a token ("boundary_merges"),
-      those tokens are what is scored. An empty context becomes the prefix token (BOS, else EOS) unless the
-      continuation's first token is that token. A pair longer than max_length + 1 tokens keeps its last
-      max_length + 1 ("left_truncated_inputs"; the last token is never fed, so a pass holds max_length).
-      A request this encoding leaves no context or continuation token (lm-eval stops the run on it, or scores it
-      0.0 and greedy when its logits cache groups it with a one-token continuation of the same context) is
-      scored with the separate encoding instead ("unscorable_in_lm_eval_encoding").
-    encoding "separate": each text tokenized apart and joined (score()'s convention, see below).
-    loglikelihood_rolling: lm-eval's windows on ids (get_rolling_token_windows with context_len=1, then
-      make_disjoint_window): the text's lm-eval encoding, the first window after the prefix token, each window
-      one forward pass of at most max_length tokens predicting up to max_length, every token predicted once.
-  text, for adapters without it (api, echo): items are (context, continuation) texts for score(), which
-    tokenizes each apart: the separate encoding. The trailing whitespace and empty-context rules are lm-eval's;
-    a pair over max_length has its context cut in the middle, as inference.py cuts prompts
-    ("truncated_contexts"). Rolling windows are lm-eval's disjoint windows as text pairs that re-tokenize
-    exactly; score() feeds the whole pair, so a window of max_length tokens predicts max_length - 1.
-"Boundary_merges" counts, in either encoding, the pairs whose joined encoding differs from the two apart.
+Adapters with "score_ids" (HFModel) get id lists: encoding "lm-eval" is lm-eval's HF model (HFLM
+0.4.13), "separate" tokenizes context and continuation apart (score()'s convention). Adapters
+without it (api, echo) get text pairs for score(), always separate. Rolling windows are lm-eval's
+disjoint windows. The methods say which lm-eval quirk each follows and which event it counts in
+`stats`; docs/lm-eval.md has the whole convention and the parity measured against lm-eval.
 """
 from __future__ import annotations
 
@@ -41,7 +23,7 @@ ENCODINGS = ("lm-eval", "separate")
 
 
 class RequestEncoder:
-    """Turns lm-eval's request arguments into (context, continuation, tokens) items for the adapter's scorer."""
+    """lm-eval's request arguments as (context, continuation, tokens) items for the scorer."""
 
     def __init__(self, model: BaseLLM, max_length: int | None, encoding: str = "lm-eval",
                  stats: Counter | None = None):
@@ -50,72 +32,85 @@ class RequestEncoder:
         self.model, self.max_length = model, max_length
         self.stats = Counter() if stats is None else stats
         self.ids = model.can("score_ids")
-        self.encoding = encoding if self.ids else "separate"  # text pairs are tokenized apart by score()
+        self.encoding = encoding if self.ids else "separate"  # score() tokenizes text pairs apart
         tokenizer = getattr(model, "tokenizer", None)
         prefix = getattr(tokenizer, "bos_token", None) or getattr(tokenizer, "eos_token", None)
         prefix_ids = model.tokenize(prefix) if prefix else []
         if prefix and len(prefix_ids) != 1:
-            raise ValueError(f"{prefix!r} does not tokenize to one token; cannot condition empty contexts")
+            raise ValueError(f"{prefix!r} does not tokenize to one token; cannot condition empty "
+                             "contexts")
         if self.ids and not prefix:
-            raise ValueError(f"adapter {model.name!r}: scoring token ids needs a BOS or EOS token as the prefix")
-        self.prefix_text = prefix or ""  # what an empty context (and the first rolling window) conditions on
+            raise ValueError(f"adapter {model.name!r}: scoring token ids needs a BOS or EOS token "
+                             "as the prefix")
+        self.prefix_text = prefix or ""  # what an empty context (and the first window) follows
         self.prefix_id = prefix_ids[0] if prefix_ids else None
-        # lm-eval encodes with the tokenizer's defaults: BOS-adding tokenizers (Llama, Gemma) get one in front.
+        # lm-eval encodes with the tokenizer's defaults: BOS-adding tokenizers get one in front.
         self.bos = [self.prefix_id] if self.ids and model.adds_bos() else []
 
     def describe(self) -> str:
         if self.ids:
             return "token ids (score_ids)"
-        return ("text (score(): the adapter has no score_ids, so each text is tokenized apart and a rolling "
-                "window predicts max_length - 1 tokens)")
+        return ("text (score(): the adapter has no score_ids, so each text is tokenized apart "
+                "and a rolling window predicts max_length - 1 tokens)")
 
-    # --- loglikelihood pairs -----------------------------------------------------------------------------
     def pair(self, context: str, continuation: str) -> tuple:
-        """One loglikelihood request as (context, continuation, tokens): id lists or texts (see the docstring)."""
+        """One loglikelihood request as (context, continuation, tokens): id lists or texts."""
         if self.encoding == "lm-eval":
             item = self._lm_eval_pair(context, continuation)
             if item is not None:
                 return item
             self.stats["unscorable_in_lm_eval_encoding"] += 1
-            log.warning("lm-eval's encoding leaves %r + %r no context or no continuation token (lm-eval stops "
-                        "the run on it); scored with the separate encoding", context[-40:], continuation[:40])
-        context, continuation, ctx, cont = self._separate_pair(context, continuation, count=self.encoding != "lm-eval")
-        return (ctx, cont, len(ctx) + len(cont)) if self.ids else (context, continuation, len(ctx) + len(cont))
+            log.warning("lm-eval's encoding leaves %r + %r no context or no continuation token "
+                        "(lm-eval stops the run on it); scored with the separate encoding",
+                        context[-40:], continuation[:40])
+        context, continuation, ctx, cont = self._separate_pair(context, continuation,
+                                                               count=self.encoding != "lm-eval")
+        if self.ids:
+            return ctx, cont, len(ctx) + len(cont)
+        return context, continuation, len(ctx) + len(cont)
 
     def _encode(self, text: str) -> list[int]:
-        """lm-eval's tok_encode: the tokenizer's special tokens, none added to a text that starts with the prefix."""
+        """lm-eval's tok_encode: special tokens, none added to a text starting with the prefix."""
         starts = bool(self.prefix_text) and text.startswith(self.prefix_text)
         return (self.bos if not starts else []) + self.model.tokenize(text)
 
     @staticmethod
     def _move_spaces(context: str, continuation: str) -> tuple[str, str]:
-        """lm-eval: word-boundary whitespace at the end of the context belongs to the continuation."""
+        """lm-eval: whitespace at the end of the context belongs to the continuation."""
         spaces = len(context) - len(context.rstrip())
-        return (context[:-spaces], context[-spaces:] + continuation) if spaces else (context, continuation)
+        if not spaces:
+            return context, continuation
+        return context[:-spaces], context[-spaces:] + continuation
 
-    def _lm_eval_pair(self, context: str, continuation: str) -> tuple[list[int], list[int], int] | None:
-        if not context:  # the prefix token, or the continuation's own first token when it is that token
+    def _lm_eval_pair(self, context: str, continuation: str) -> tuple | None:
+        """HFLM's pair: the joined encoding's tokens after the context's own (a cut inside a token:
+        "boundary_merges"); over max_length + 1 tokens, the last max_length + 1 are kept
+        ("left_truncated_inputs"); None when no context or continuation token is left."""
+        if not context:  # the prefix token, or the continuation's own first token when it is that
             cont = self.model.tokenize(continuation)
-            ctx, cont = (cont[:1], cont[1:]) if cont[:1] == [self.prefix_id] else ([self.prefix_id], cont)
+            ctx = [self.prefix_id]
+            if cont[:1] == ctx:
+                ctx, cont = cont[:1], cont[1:]
         else:
             context, continuation = self._move_spaces(context, continuation)
             ctx, whole = self._encode(context), self._encode(context + continuation)
-            cont = whole[len(ctx):]  # the joined encoding after as many tokens as the context has alone
+            cont = whole[len(ctx):]  # the joined encoding after as many tokens as the context's
             if whole != ctx + self.model.tokenize(continuation):
                 self.stats["boundary_merges"] += 1
         if not ctx or not cont:
             return None
         if self.max_length and len(ctx) + len(cont) > self.max_length + 1:
             if len(cont) > self.max_length:
-                raise ValueError(f"a {len(cont)}-token continuation does not fit the {self.max_length}-token window")
-            ctx = ctx[len(ctx) + len(cont) - self.max_length - 1:]  # lm-eval keeps the last max_length + 1
+                raise ValueError(f"a {len(cont)}-token continuation does not fit the "
+                                 f"{self.max_length}-token window")
+            ctx = ctx[len(ctx) + len(cont) - self.max_length - 1:]  # lm-eval keeps max_length + 1
             self.stats["left_truncated_inputs"] += 1
         return ctx, cont, len(ctx) + len(cont)
 
-    def _separate_pair(self, context: str, continuation: str, count: bool) -> tuple[str, str, list[int], list[int]]:
-        """The pair as score() takes it (texts tokenized apart), and the two id lists."""
+    def _separate_pair(self, context: str, continuation: str, count: bool) -> tuple:
+        """(context, continuation, their ids) as score() takes them: texts tokenized apart."""
         context, continuation = self._move_spaces(context, continuation)
-        if not context:  # lm-eval: condition on the prefix token (or on the continuation's own, if it starts so)
+        if not context:  # lm-eval: the prefix token (or the continuation's own, if it starts so)
             context = self.prefix_text
             if context and continuation.startswith(context) and continuation != context:
                 continuation = continuation[len(context):]
@@ -124,13 +119,13 @@ class RequestEncoder:
             self.stats["boundary_merges"] += 1
         if self.max_length and len(ctx) + len(cont) > self.max_length:
             if len(cont) > self.max_length - 3:
-                raise ValueError(f"a {len(cont)}-token continuation does not fit the {self.max_length}-token window")
-            context = self.model.build_prompt(context, False, len(cont), self.max_length).text  # middle cut
+                raise ValueError(f"a {len(cont)}-token continuation does not fit the "
+                                 f"{self.max_length}-token window")
+            context = self.model.build_prompt(context, False, len(cont), self.max_length).text
             ctx = self.model.tokenize(context)
             self.stats["truncated_contexts"] += 1
         return context, continuation, ctx, cont
 
-    # --- rolling windows ---------------------------------------------------------------------------------
     def rolling(self, text: str) -> list[tuple]:
         """lm-eval's disjoint rolling windows of `text` as (context, piece, tokens) items."""
         if not self.ids:
@@ -138,21 +133,23 @@ class RequestEncoder:
         ids = self._encode(text)
         if not ids:
             return []
-        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # lm-eval: optional
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # optional
 
-        windows = get_rolling_token_windows(ids, self.prefix_id, self.max_length or len(ids), context_len=1)
-        return [(ctx, piece, len(ctx) + len(piece)) for ctx, piece in map(make_disjoint_window, windows)]
+        windows = get_rolling_token_windows(ids, self.prefix_id, self.max_length or len(ids),
+                                            context_len=1)
+        return [(ctx, piece, len(ctx) + len(piece))
+                for ctx, piece in map(make_disjoint_window, windows)]
 
     def _exact(self, ids: list[int]) -> str | None:
-        """The text of these ids if it tokenizes back to exactly them (score() takes text, windows are ids)."""
+        """The text of these ids if it tokenizes back to exactly them."""
         text = self.model.detokenize(ids)
         return text if self.model.tokenize(text) == list(ids) else None
 
     def _text_windows(self, text: str) -> list[tuple[str, str, int]]:
-        """The windows as text pairs that re-tokenize exactly: the first after BOS/EOS, then max_length - 1 tokens
-        after the token before them, the last one after as much context as fits. Where a cut falls inside a
-        character (or a merge), the piece ends up to 8 tokens earlier; if that fails too, the window is scored
-        as decoded and counted ("inexact_windows")."""
+        """The windows as text pairs that re-tokenize exactly: the first after BOS/EOS, then
+        max_length - 1 tokens after the token before them. Where a cut falls inside a character, the
+        piece ends up to 8 tokens earlier; failing that, it is scored as decoded
+        ("inexact_windows")."""
         ids = self.model.tokenize(text)
         if not self.max_length or len(ids) < self.max_length:
             return [(self.prefix_text, text, len(ids) + 1)] if ids else []
@@ -169,8 +166,9 @@ class RequestEncoder:
             start = window[3]
         return windows
 
-    def _text_window(self, ids: list[int], start: int, end: int) -> tuple[str, str, int, int] | None:
-        """(context, piece, context tokens, end) predicting ids[start:end] after the fullest context that fits."""
+    def _text_window(self, ids: list[int], start: int, end: int) -> tuple | None:
+        """(context, piece, context tokens, end) predicting ids[start:end] after the fullest
+        context that fits."""
         piece = self._exact(ids[start:end])
         if piece is None or start == 0:
             return None if piece is None else (self.prefix_text, piece, 1, end)

@@ -1,13 +1,12 @@
-"""`python inference.py merge`: merge the shard files of independent shard runs into each dataset's main file,
-when no shard could do it itself (each shard merges as soon as it sees every example written).
+"""`python inference.py merge`: merge the shard files of independent shard runs into each dataset's
+main file, when no shard could do it itself (each merges as soon as it sees every example written).
 
 Usage:
-    python inference.py --shard 3/16 --model /path/to/model       # one of 16 processes (a Slurm array, ...)
-    python inference.py merge --model /path/to/model              # afterwards, if no shard merged (the same options)
+    python inference.py --shard 3/16 --model /path/to/model       # one of 16 processes
+    python inference.py merge --model /path/to/model              # afterwards, the same options
 
-The main file gets the selected examples' records in dataset order, each the best of all files (a current,
-good record beats a failed one); records of another model than the one the shards' sidecar names are left out.
-Exit code 1 when some dataset still lacks examples (run the missing shards).
+The main file gets the selected examples' best records in dataset order; records of another model
+than the shards' sidecar names are left out. Exit code 1 when a dataset still lacks examples.
 """
 from __future__ import annotations
 
@@ -17,31 +16,24 @@ from pathlib import Path
 from Eval.commands import inference_command
 from Eval.inference.predict import required_examples
 from Eval.inference.predictions import merge_predictions, record_output, sidecar_model
-from Eval.inference.runner import add_data_arguments, add_output_arguments, add_prompt_arguments, prepare
-from Eval.records import sidecar_path
-
-
-def add_arguments(parser) -> None:
-    """The run's own options, so a shard's command line with `merge` in front merges its output."""
-    for add in (add_data_arguments, add_prompt_arguments, add_output_arguments):
-        add(parser)
+from Eval.inference.runner import add_job_arguments as add_arguments, prepare  # noqa: F401
 
 
 def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
-    """Merge each dataset's shard files into its main file; 1 if some dataset still lacks examples."""
-    missing = []
+    """Merge each dataset's shard files into its main file; 1 if a dataset still lacks examples."""
+    code = 0
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
-        merged = merge_predictions(path, [e.id for e in ds.examples], [e.id for e in required_examples(ds, limit)],
-                                   {e.id: e.sha256 for e in ds.examples}, sidecar_model(sidecar_path(path)))
+        merged = merge_predictions(path, [e.id for e in ds.examples],
+                                   [e.id for e in required_examples(ds, limit)],
+                                   {e.id: e.sha256 for e in ds.examples}, sidecar_model(path))
         if merged:
-            record_output(sidecar_path(path), merged)
+            record_output(path, merged)
         else:
-            missing.append(ds.name)
-    for name in missing:
-        print(f"error: {out_dir / name}.jsonl: some examples have no record yet; run the missing shards",
-              file=sys.stderr)
-    return 1 if missing else 0
+            print(f"error: {path}: some examples have no record yet; run the missing shards",
+                  file=sys.stderr)
+            code = 1
+    return code
 
 
 @inference_command("merge", help="merge independent shards' files into each dataset's main file")

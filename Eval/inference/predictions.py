@@ -1,21 +1,14 @@
-"""A prediction file being written: content-aware resume, torn-line repair, shards, merge, the run sidecar.
+"""A prediction file being written: content-aware resume, torn lines, shards, merge, the sidecar.
 
-`pred/<model>/<dataset>.jsonl` is appended and flushed batch by batch, so a killed run loses at most the batch in
-flight. A sharded run (torchrun ranks, or `--shard I/K` processes) appends to its own
-`pred/<model>/shards/<dataset>.I-of-K.jsonl` instead. Reopening reads the main file and every shard file of this
-dataset (any K), and repairs a torn last line of the file it writes.
-
-Every record carries `example_sha256`, the hash of the dataset example it was made from. An example counts as
-done only when some file holds a record for its id, without an `error`, made from the example's CURRENT content.
-So after the user edits the data: changed examples are redone, new ones generated, and finishing merges the
-files by id into the main file in dataset order, keeping only records of examples still in the dataset with
-their current content (a good record beats a failed one) and removing the shard files. Resuming does not depend
-on how many shards the earlier run had. `pred/<model>/<dataset>.run.json` (the sidecar) records how the file was
-made and what it holds; a resumed run must match its settings, or the user passes --overwrite.
+`pred/<model>/<dataset>.jsonl` is appended batch by batch; a sharded run (torchrun, `--shard I/K`)
+appends to `pred/<model>/shards/<dataset>.I-of-K.jsonl`. Reopening reads the main file and every
+shard file (any K) and repairs a torn last line of the file it writes. An example is done when a
+file holds a record of it without an `error` whose `example_sha256` is the example's current hash
+(and whose `model_sha256` is the run's model's). Finishing merges the files by id into the main
+file in dataset order; `<dataset>.run.json` (the sidecar) says how it was made and what it holds.
 
 Usage:
     out = PredictionFile(path, expected={e.id: e.sha256 for e in dataset.examples})
-    todo = [e for e in examples if e.id not in out.done]
     out.append(records)          # one batch
     merged = merge_predictions(path, order=[...], required=[...], expected={...})
 """
@@ -26,33 +19,37 @@ import json
 import re
 from pathlib import Path
 
-from Eval.records import RecordError, examples_digest
+from Eval.records import RecordError, examples_digest, sidecar_path
 from Eval.storage import append_lines, read_complete_lines, write_json_atomic, write_jsonl_atomic
 
 
 def _read_records(path: Path, repair: bool) -> list[dict]:
-    """Records of every complete line; a torn last line (a crash mid-write) is cut off when `repair`."""
+    """Records of every complete line; a torn last line (a crash mid-write) is cut when `repair`."""
     records = []
     for number, line in read_complete_lines(path, repair)[0]:
         try:
             record = json.loads(line)
         except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
-            raise RecordError(path, number, f"unreadable record ({type(err).__name__}: {str(err)[:80]}); fix or "
-                                            "remove the line, or rerun with --overwrite") from None
+            raise RecordError(path, number, f"unreadable record ({type(err).__name__}: "
+                                            f"{str(err)[:80]}); fix or remove the line, or rerun "
+                                            "with --overwrite") from None
         if not isinstance(record, dict) or "id" not in record:
-            raise RecordError(path, number, "not a prediction record with an id; remove the line, or rerun with "
-                                            "--overwrite")
+            raise RecordError(path, number, "not a prediction record with an id; remove the line, "
+                                            "or rerun with --overwrite")
         records.append(record)
     return records
 
 
-def shard_path(path: Path, shard_id: int, num_shards: int) -> Path:
+def write_path(path: Path, shard_id: int, num_shards: int) -> Path:
+    """The file one process appends to: the main file, or its shard's."""
+    if num_shards == 1:
+        return path
     return path.parent / "shards" / f"{path.stem}.{shard_id}-of-{num_shards}.jsonl"
 
 
 def shard_paths(path: Path) -> list[Path]:
-    """This dataset's shard files only: `mydata.v2.0-of-2.jsonl` is not a shard of `mydata` (an exact match on
-    the name, never a glob that a dotted or bracketed dataset name could widen)."""
+    """This dataset's shard files: an exact match on the name, never a glob that a dotted dataset
+    name could widen (`mydata.v2.0-of-2.jsonl` is not a shard of `mydata`)."""
     folder = path.parent / "shards"
     if not folder.is_dir():
         return []
@@ -60,38 +57,34 @@ def shard_paths(path: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if pattern.fullmatch(p.name))
 
 
-def _rank(record: dict, expected: dict[str, str] | None, model: str | None = None) -> int:
-    """Which record of an id to keep: current and good (2) > current and failed (1) > made from other data or by
-    another model (0). `model` is the model_sha256 records must carry (None: any model)."""
-    current = (expected is None or record.get("example_sha256") == expected.get(str(record.get("id")))) \
-        and (model is None or record.get("model_sha256") == model)
-    return (1 + (record.get("error") is None)) if current else 0
-
-
 def unselected_path(path: Path) -> Path:
-    """Where records a finished run did not select are kept (a --limit 10 run after a --limit 20 one), so that
-    the main file holds exactly what the last run selected and no generated record is lost."""
+    """Where a finished run keeps the records it did not select (a --limit 10 run after a --limit 20
+    one): the main file holds exactly what the last run selected, and no record is lost."""
     return path.parent / "shards" / f"{path.stem}.unselected.jsonl"
+
+
+def _rank(record: dict, expected: dict[str, str] | None, model: str | None = None) -> int:
+    """current and good (2) > current and failed (1) > of other data or another model (0);
+    `model` None accepts any model."""
+    rid = str(record.get("id"))
+    current = expected is None or record.get("example_sha256") == expected.get(rid)
+    current = current and (model is None or record.get("model_sha256") == model)
+    return (1 + (record.get("error") is None)) if current else 0
 
 
 def best_records(path: Path, repair: Path | None = None, expected: dict[str, str] | None = None,
                  model: str | None = None) -> dict[str, dict]:
-    """id -> the best record over the main file, all shard files and the unselected records (see _rank; earlier
-    files win ties)."""
+    """id -> the best record over the main, shard and unselected files (earlier files win ties)."""
     best: dict[str, dict] = {}
     for source in [path, *shard_paths(path), unselected_path(path)]:
         if not source.exists():
             continue
         for record in _read_records(source, repair=source == repair):
             rid = str(record.get("id"))
-            if rid not in best or _rank(record, expected, model) > _rank(best[rid], expected, model):
+            rank = _rank(record, expected, model)
+            if rid not in best or rank > _rank(best[rid], expected, model):
                 best[rid] = record
     return best
-
-
-def has_records(path: Path) -> bool:
-    """Whether the main file or a shard file of this dataset holds any bytes (a sidecar alone means nothing)."""
-    return any(p.exists() and p.stat().st_size > 0 for p in [path, *shard_paths(path)])
 
 
 class PredictionFile:
@@ -100,19 +93,20 @@ class PredictionFile:
     def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1,
                  expected: dict[str, str] | None = None, model: str | None = None):
         self.path, self.expected, self.model = path, expected, model
-        self.write_path = path if num_shards == 1 else shard_path(path, shard_id, num_shards)
+        self.write_path = write_path(path, shard_id, num_shards)
         if overwrite:
             every = [*shard_paths(path), unselected_path(path)] if num_shards == 1 else []
             for stale in [self.write_path, *every]:
                 stale.unlink(missing_ok=True)
         size = self.write_path.stat().st_size if self.write_path.exists() else 0
-        self.records = best_records(path, repair=self.write_path, expected=expected, model=model)
-        self.torn_line_repaired = self.write_path.exists() and self.write_path.stat().st_size != size
+        self.records = best_records(path, self.write_path, expected, model)
+        exists = self.write_path.exists()
+        self.torn_line_repaired = exists and self.write_path.stat().st_size != size
         self.done = {rid for rid, r in self.records.items() if _rank(r, expected, model) == 2}
 
     def status(self, ids: list[str]) -> dict[str, int]:
-        """How the given examples stand: done, new (no record), changed (a record of older content), made by
-        another model (a checkpoint changed in place: its records are redone), failed."""
+        """How the examples stand: done, new, changed (a record of older content), made by another
+        model (a checkpoint changed in place), failed."""
         counts = {"done": 0, "new": 0, "changed": 0, "model_changed": 0, "failed": 0}
         for rid in ids:
             record = self.records.get(rid)
@@ -133,35 +127,36 @@ class PredictionFile:
 
 
 def _serialise(record: dict) -> str:
-    """One JSONL line; an output that cannot be saved (e.g. a lone surrogate from a server) becomes a failed
-    record of that example, redone on the next run, instead of stopping the run."""
+    """One JSONL line; an output that cannot be saved (a lone surrogate from a server) becomes a
+    failed record, redone on the next run, instead of stopping the run."""
     try:
         return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
     except (UnicodeEncodeError, ValueError) as err:
-        reason = "text that is not valid Unicode" if isinstance(err, UnicodeEncodeError) else str(err)
+        reason = str(err)
+        if isinstance(err, UnicodeEncodeError):
+            reason = "text that is not valid Unicode"
         failed = {**record, "pred": "", "finish_reason": "error",
                   "error": f"the model's output could not be saved: it holds {reason}"}
         return json.dumps(failed, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def merge_predictions(path: Path, order: list[str], required: list[str],
-                      expected: dict[str, str] | None = None, model: str | None = None) -> dict | None:
-    """Merge the main file, all shard files and the unselected records into the main file, in `order`, keeping
-    only records of ids in `order` made from their `expected` content (by `model`, when given), and remove the
-    shard files. The main file then holds exactly the `required` ids: records of other current ids (a larger
-    --limit before) go to the unselected file, to be reused by a later run. Only when every `required` id has
-    such a record; returns {"records", "dropped", "unselected", "digest", "sha256"} then (sha256: of the main
-    file's bytes, which eval.py checks), else None. Safe to run twice at once: the main file is replaced
-    atomically before any shard file is removed."""
+                      expected: dict[str, str] | None = None,
+                      model: str | None = None) -> dict | None:
+    """Merge every file of the dataset into the main file, in `order`, keeping current records of
+    ids in `order` (by `model`, when given), when every `required` id has one; None otherwise. The
+    main file then holds exactly the `required` ids; other current records go to the unselected
+    file. Safe to run twice at once: the main file is replaced atomically before shard files are
+    removed. Returns {"records", "dropped", "unselected", "digest", "sha256" (of the file)}."""
     records, listed = best_records(path, expected=expected, model=model), set(order)
-    current = {rid: r for rid, r in records.items() if rid in listed and _rank(r, expected, model) > 0}
+    current = {rid: r for rid, r in records.items() if rid in listed and _rank(r, expected, model)}
     if not all(i in current for i in required):
         return None
-    position, wanted = {rid: k for k, rid in enumerate(order)}, set(required)
-    ordered = sorted((r for rid, r in current.items() if rid in wanted), key=lambda r: position[str(r["id"])])
-    rest = sorted((r for rid, r in current.items() if rid not in wanted), key=lambda r: position[str(r["id"])])
+    wanted = set(required)
+    ordered = [current[rid] for rid in order if rid in current and rid in wanted]
+    rest = [current[rid] for rid in order if rid in current and rid not in wanted]
     shards, unselected = shard_paths(path), unselected_path(path)
-    # A resumed run with nothing to do leaves a main file that already is the merge: do not rewrite it.
+    # A resumed run with nothing to do leaves a main file that already is the merge: not rewritten.
     raw = path.read_bytes() if not shards and not rest and path.exists() else None
     in_place = raw is not None and list(records) == [str(r["id"]) for r in ordered] \
         and raw.count(b"\n") == len(ordered) and raw.endswith(b"\n")
@@ -172,63 +167,64 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
         write_jsonl_atomic(path, ordered)
     for stale in shards + ([] if rest else [unselected]):
         stale.unlink(missing_ok=True)
-    return {"records": len(ordered), "dropped": len(records) - len(current), "unselected": len(rest),
+    return {"records": len(ordered), "dropped": len(records) - len(current),
+            "unselected": len(rest),
             "digest": examples_digest((r["id"], r.get("example_sha256")) for r in ordered),
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
 
 
-def check_resume(sidecar: Path, fingerprint: dict, pred_path: Path) -> None:
-    """A resumed file must come from the same model, template and generation settings. A sidecar with no
-    records beside it (a run that stopped before its first batch) binds nothing."""
-    if not sidecar.exists() or not has_records(pred_path):
+def check_resume(path: Path, fingerprint: dict) -> None:
+    """A resumed file must come from the same template and generation settings; a sidecar with no
+    records beside it (a run stopped before its first batch) binds nothing."""
+    sidecar = sidecar_path(path)
+    written = any(p.exists() and p.stat().st_size for p in [path, *shard_paths(path)])
+    if not sidecar.exists() or not written:
         return
     try:
         previous = json.loads(sidecar.read_text(encoding="utf-8")).get("fingerprint", {})
     except (ValueError, AttributeError):
-        raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") from None
-    fingerprint = json_form(fingerprint)  # compare as saved: tuples become lists
-    for key in ("model", "reference"):  # older sidecars: the models are now checked per record (model_sha256)
+        raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") \
+            from None
+    fingerprint = json_form(fingerprint)
+    for key in ("model", "reference"):  # older sidecars: models are now checked per record
         previous.pop(key, None)
-    changed = sorted(k for k in set(previous) | set(fingerprint) if previous.get(k) != fingerprint.get(k))
+    changed = sorted(k for k in {*previous, *fingerprint} if previous.get(k) != fingerprint.get(k))
     if changed:
-        raise ValueError(f"{sidecar}: the existing predictions were made with different {', '.join(changed)}; "
-                         "rerun with --overwrite to start afresh, or choose another --out-dir")
+        raise ValueError(f"{sidecar}: the existing predictions were made with different "
+                         f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
+                         "another --out-dir")
 
 
-def read_sidecar(sidecar: Path) -> dict:
-    """The run sidecar's content, {} when there is none or it cannot be read."""
+def read_sidecar(path: Path) -> dict:
+    """The sidecar of the prediction file `path`; {} when there is none or it cannot be read."""
     try:
-        content = json.loads(sidecar.read_text(encoding="utf-8"))
+        content = json.loads(sidecar_path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
     return content if isinstance(content, dict) else {}
 
 
-def sidecar_model(sidecar: Path) -> str | None:
-    """The model_sha256 the run that wrote the sidecar stamps on its records (None: unknown, any model), for a
-    merge done apart from the run (inference.py merge, torchrun's rank 0), which has no model of its own."""
-    return read_sidecar(sidecar).get("model_sha256")
+def sidecar_model(path: Path) -> str | None:
+    """The model_sha256 the sidecar's run stamps on its records (None: any model), for a merge done
+    apart from the run (inference.py merge, torchrun's rank 0)."""
+    return read_sidecar(path).get("model_sha256")
 
 
 def json_form(value):
-    """`value` as it reads back from a JSON file (tuples become lists), to compare with what a sidecar holds."""
+    """`value` as it reads back from JSON (tuples become lists), to compare with a sidecar."""
     return json.loads(json.dumps(value))
 
 
-def write_sidecar(sidecar: Path, content: dict) -> None:
-    write_json_atomic(sidecar, content)
+def output_entry(merged: dict) -> dict:
+    """The sidecar's `output`: the merged file's record count, (id, example) digest and byte hash,
+    so that any later edit of a line is seen (Eval/scoring/provenance.py)."""
+    return {key: merged[key] for key in ("records", "digest", "sha256")}
 
 
-def record_output(sidecar: Path, merged: dict) -> None:
-    """Note in the sidecar what the merged main file holds (a merge done apart from the run: torchrun's rank 0,
-    inference.py merge), so eval.py can check the file against it."""
+def record_output(path: Path, merged: dict) -> None:
+    """Note in the sidecar what a merge done apart from the run left in the main file."""
+    sidecar = sidecar_path(path)
     if sidecar.is_file():
         content = json.loads(sidecar.read_text(encoding="utf-8"))
         content["output"] = output_entry(merged)
-        write_sidecar(sidecar, content)
-
-
-def output_entry(merged: dict) -> dict:
-    """The sidecar's `output`: how many records the merged file holds, their (id, example) digest, and the
-    sha256 of its bytes, so that any later edit of a line is seen (Eval/scoring/provenance.py)."""
-    return {"records": merged["records"], "digest": merged["digest"], "sha256": merged["sha256"]}
+        write_json_atomic(sidecar, content)

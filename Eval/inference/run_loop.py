@@ -1,22 +1,16 @@
-"""The one run loop of the inference stage: predictions (Eval/inference/predict.py) and TOFU / MUSE score records
-(Eval/inference/score_records.py) both run through `run_job`.
+"""The one run loop of the inference stage: predictions (predict.py) and TOFU / MUSE score records
+(score_records.py) both run through `run_job`.
 
-What it does for one output file: take the file's lock (one writer at a time), refuse to resume a file made with
-other settings, see which items already have a current record (Eval/inference/predictions.py: content-aware
-resume, shards), let the caller plan the rest into batches (before anything is written, so a plan that fails
-writes nothing), write the sidecar, process batch after batch (each appended and flushed as soon as it is done,
-with a progress bar), merge the files in data order, and record the summary in the sidecar.
-
-A `TokenBudget` (inference.py --max-total-tokens) is shared by every job of an invocation: before each batch the
-job asks for the batch's upper bound of tokens (its `bound`); when that does not fit in what is left, the job stops
-there, before the batch runs, so the budget is never exceeded. What was saved stays, unmerged, exactly as an
-interrupted run leaves it (a rerun resumes), and the sidecar's summary says `stopped: "token budget"`.
+For one output file: take its lock, refuse to resume a file made with other settings, see which
+items have a current record (predictions.py), let the caller plan the rest into batches (before
+anything is written), write the sidecar, append batch after batch, merge the files in data order
+and record the summary. A `TokenBudget` (--max-total-tokens) is shared by an invocation's jobs: a
+batch whose bound does not fit in what is left is not run; what was saved stays unmerged, as an
+interrupted run leaves it, and the summary says `stopped: "token budget"`.
 
 Usage:
-    job = Job(path, expected={id: content_hash, ...}, required=[ids this run must finish], fingerprint={...},
-              sidecar={...}, description="custom_en")
+    job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
     summary = run_job(job, plan=lambda todo: [[id, ...], ...], process=lambda batch: [record, ...])
-    budget = TokenBudget(limit=5000)     # Job(..., budget=budget, bound=lambda batch: most tokens it can spend)
 """
 from __future__ import annotations
 
@@ -35,9 +29,9 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from Eval.inference.predictions import (PredictionFile, check_resume, merge_predictions,
+                                        output_entry, read_sidecar, write_path)
 from Eval.models.identity import changed_files
-from Eval.inference.predictions import (PredictionFile, check_resume, merge_predictions, output_entry,
-                                        shard_path)
 from Eval.pricing import add_counts, tokens_per_s
 from Eval.records import sidecar_path
 from Eval.storage import OutputLock, write_json_atomic
@@ -45,44 +39,41 @@ from Eval.storage import OutputLock, write_json_atomic
 
 @dataclasses.dataclass
 class TokenBudget:
-    """--max-total-tokens: prompt + generated tokens one invocation may spend, over all its datasets."""
+    """--max-total-tokens: prompt + generated tokens one invocation may spend, over all datasets."""
     limit: int
     spent: int = 0
-    stopped: bool = False  # a batch did not fit: the invocation stops (later datasets are not started)
+    stopped: bool = False  # a batch did not fit: later datasets are not started
 
     def charge(self, counts: dict) -> None:
         self.spent += counts.get("prompt_tokens", 0) + counts.get("gen_tokens", 0)
-
-    def describe(self) -> dict:
-        return {"max_total_tokens": self.limit, "spent": self.spent}
 
 
 @dataclasses.dataclass
 class Job:
     path: Path  # the main output file, OUT/<model>/<name>.jsonl
     expected: dict[str, str]  # id -> content hash of every item of the data, in data order
-    required: list[str]  # the ids this run must finish (all, or the first --limit ones), in data order
+    required: list[str]  # the ids this run must finish (all, or the first --limit ones)
     fingerprint: dict  # what a resumed file must have been made with
     sidecar: dict  # everything else the run sidecar records
     description: str = ""  # the progress bar's label
     overwrite: bool = False
-    shard_id: int = 0  # this process handles the required ids whose position % num_shards == shard_id
+    shard_id: int = 0  # this process does the required ids whose position % num_shards == shard_id
     num_shards: int = 1
-    merge: bool = True  # merge into the main file when done (torchrun: rank 0 does it after a barrier)
-    tally: Callable[[list[dict]], dict] | None = None  # extra counts per batch (tokens, truncations, ...)
+    merge: bool = True  # merge into the main file when done (torchrun: rank 0, after a barrier)
+    tally: Callable[[list[dict]], dict] | None = None  # extra counts per batch (tokens, ...)
     on_saved: Callable[[int], None] | None = None  # told how many records each batch saved
-    budget: TokenBudget | None = None  # charged with the tally's prompt_tokens + gen_tokens of each batch
-    bound: Callable[[list[str]], int] | None = None  # the most tokens a batch can spend (needed with a budget)
-    # The hash of what determines the outputs (the model's files, dtype, ...: BaseLLM.fingerprint), stamped on
-    # every record; a record made by another model counts as not done, so a checkpoint changed in place is rerun.
+    budget: TokenBudget | None = None  # charged with the tally's prompt + generated tokens
+    bound: Callable[[list[str]], int] | None = None  # the most tokens a batch can spend
+    # The hash of what determines the outputs (BaseLLM.fingerprint), stamped on every record: a
+    # record made by another model is not done, so a checkpoint changed in place is rerun.
     model_sha256: str | None = None
 
 
 @contextlib.contextmanager
 def _deferred_interrupt():
-    """Hold Ctrl-C (SIGINT) until the block ends. The handler is swapped rather than the signal masked: a SIGINT
-    that arrived just before the block is still pending in Python and would be raised inside it; the swapped-in
-    handler catches that one too, and the previous handler gets it after the block."""
+    """Hold Ctrl-C until the block ends. The handler is swapped rather than the signal masked: a
+    SIGINT that arrived just before the block is still pending in Python and would be raised inside
+    it; the swapped-in handler catches that one too, and the previous handler gets it afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -97,7 +88,7 @@ def _deferred_interrupt():
 
 
 def model_digest(fingerprint: dict) -> str:
-    """The 16-digit model_sha256 stamped on records: a hash of what determines the model's outputs."""
+    """The 16-digit model_sha256 stamped on records."""
     text = json.dumps(fingerprint, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -105,67 +96,64 @@ def model_digest(fingerprint: dict) -> str:
 def package_versions() -> dict:
     versions = {"python": platform.python_version()}
     for name in ("torch", "transformers", "tokenizers", "peft", "jieba"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return versions
 
 
 def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
             process: Callable[[list[str]], list[dict]]) -> dict:
-    """Run every required id of `job` that has no current record; returns the summary (also in the sidecar)."""
+    """Run every required id of `job` that has no current record; returns the summary (also in the
+    sidecar)."""
     job.path.parent.mkdir(parents=True, exist_ok=True)
-    write_path = job.path if job.num_shards == 1 else shard_path(job.path, job.shard_id, job.num_shards)
-    with OutputLock(write_path, "inference.py"):
+    with OutputLock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
         if not job.overwrite:
-            check_resume(sidecar_path(job.path), job.fingerprint, job.path)
+            check_resume(job.path, job.fingerprint)
         return _run_locked(job, plan, process)
 
 
 def _run_locked(job: Job, plan, process) -> dict:
-    out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected, job.model_sha256)
+    out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected,
+                         job.model_sha256)
     mine = job.required[job.shard_id::job.num_shards]
     status = out.status(mine)
-    batches = plan([i for i in mine if i not in out.done])  # may refuse (a budget too small): nothing written yet
-    model_changes = _model_changes(sidecar_path(job.path), job.sidecar) if status["model_changed"] else []
+    batches = plan([i for i in mine if i not in out.done])  # may refuse: nothing is written yet
+    model_changes = _model_changes(job.path, job.sidecar) if status["model_changed"] else []
     sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "model_sha256": job.model_sha256,
                "versions": package_versions(), "output": None, "summary": None}
     if job.shard_id == 0:  # before the first record, so a killed run can be checked too
         write_json_atomic(sidecar_path(job.path), sidecar)
     started = time.perf_counter()
     stats = _process_all(job, out, batches, process)
-    stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged, as an interrupted run leaves it
-    merged = job.merge and not stopped and merge_predictions(job.path, list(job.expected), job.required,
-                                                             job.expected, job.model_sha256)
+    stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged
+    merged = job.merge and not stopped and merge_predictions(
+        job.path, list(job.expected), job.required, job.expected, job.model_sha256)
     seconds = round(time.perf_counter() - started, 2)
-    if "gen_tokens" in stats:  # a generating job: its speed, generated tokens per second of this invocation
+    if "gen_tokens" in stats:  # a generating job: generated tokens per second of this invocation
         stats["tokens_per_s"] = tokens_per_s(stats["gen_tokens"], seconds)
     if stopped:
-        stats.update(stopped=stopped, token_budget=job.budget.describe())
-    summary = {**stats, "skipped_done": status["done"], "new": status["new"], "changed_redone": status["changed"],
-               "failed_redone": status["failed"], "model_changed_redone": status["model_changed"],
+        stats.update(stopped=stopped,
+                     token_budget={"max_total_tokens": job.budget.limit, "spent": job.budget.spent})
+    summary = {**stats, "skipped_done": status["done"], "new": status["new"],
+               "changed_redone": status["changed"], "failed_redone": status["failed"],
+               "model_changed_redone": status["model_changed"],
                "removed": merged["dropped"] if merged else 0,
-               "unselected": merged["unselected"] if merged else 0,
-               "model_changes": model_changes, "shard": f"{job.shard_id}-of-{job.num_shards}", "seconds": seconds,
+               "unselected": merged["unselected"] if merged else 0, "model_changes": model_changes,
+               "shard": f"{job.shard_id}-of-{job.num_shards}", "seconds": seconds,
                "complete": bool(merged), "torn_line_repaired": out.torn_line_repaired}
-    sidecar.update(summary=summary, finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                   output=output_entry(merged) if merged else None)
+    sidecar.update(summary=summary, output=output_entry(merged) if merged else None,
+                   finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if job.shard_id == 0 or merged:
         write_json_atomic(sidecar_path(job.path), sidecar)
     return summary
 
 
-def _model_changes(sidecar: Path, new: dict) -> list[str]:
-    """What changed in the model since the sidecar's run, in words: the files whose content changed (weights,
-    config, tokenizer, adapter), else the identity fields that differ; [] when the old sidecar cannot tell."""
-    try:
-        old = json.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    changes = []
+def _model_changes(path: Path, new: dict) -> list[str]:
+    """What changed in the model since the sidecar's run: the files whose content changed, else the
+    identity fields that differ; [] when the old sidecar cannot tell."""
+    old, changes = read_sidecar(path), []
     for key in ("model", "reference_model"):
-        before, after = (old.get(key) if isinstance(old, dict) else None), new.get(key)
+        before, after = old.get(key), new.get(key)
         if not isinstance(before, dict) or not isinstance(after, dict):
             continue
         for files in ("files", "peft_files", "tokenizer_files"):
@@ -182,7 +170,7 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
     with tqdm(total=total, desc=job.description, unit="ex", disable=not total) as bar:
         for batch in batches:
             if job.budget is not None and job.budget.spent + job.bound(batch) > job.budget.limit:
-                job.budget.stopped = True  # checked before the batch runs: the budget is never overshot
+                job.budget.stopped = True  # checked before the batch runs: never overshot
                 stats["stopped"] = "token budget"
                 break
             records = process(batch)
@@ -190,13 +178,13 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
                 record["example_sha256"] = job.expected[record["id"]]
                 if job.model_sha256 is not None:
                     record["model_sha256"] = job.model_sha256
-            with _deferred_interrupt():  # saved and counted together, so Ctrl-C reports exactly what was saved
+            with _deferred_interrupt():  # saved and counted together: Ctrl-C reports what was saved
                 out.append(records)
                 if job.on_saved:
                     job.on_saved(len(records))
             counts = job.tally(records) if job.tally else {}
-            add_counts(stats, {"examples": len(records), "failed": sum(1 for r in records if r.get("error")),
-                               **counts})
+            failed = sum(1 for r in records if r.get("error"))
+            add_counts(stats, {"examples": len(records), "failed": failed, **counts})
             if job.budget is not None:
                 job.budget.charge(counts)
             bar.update(len(batch))

@@ -1,15 +1,15 @@
-"""`python inference.py`'s main job: its options, the checks before any model loads, the nothing-to-do exit, the
-run over every dataset (shards, torchrun, a token budget) and the lines it prints.
+"""`python inference.py`'s main job: its options, the checks before any model loads, the
+nothing-to-do exit, the run over every dataset (shards, torchrun, a token budget), what it prints.
 
 Usage (inference.py is the entry; the subcommands reuse the option groups and `prepare`):
-    args = parse_args(argv)                 # every option of the main job, defaults in --help
-    datasets, out_dir = prepare(args)       # data, templates, names, prices: refused before a model loads
-    if all_done(args, datasets, out_dir): ...   # a finished rerun says so before torch is imported
+    args = parse_args(argv)
+    datasets, out_dir = prepare(args)           # refused before a model loads, or an exit code
+    if all_done(args, datasets, out_dir): ...   # from the files alone, before torch is imported
     totals = run_all(model, datasets, args, shards, out_dir, saved)
 
-A rerun with nothing left to do is told from the files alone: every selected example has a good record made from
-its current content by the model of the run that wrote the sidecar, and that run had the same request (model
-files, backend, -M options, every setting: Eval/inference/predict.py request_fingerprint).
+A rerun has nothing to do when every selected example has a good record of its current content by
+the model of the run that wrote the sidecar, and that run had the same request (model files,
+backend, -M options, every setting: predict.py request_fingerprint).
 """
 from __future__ import annotations
 
@@ -20,19 +20,20 @@ import sys
 import time
 from pathlib import Path
 
-from Eval.args import HelpFormatter, name_list, one_line, positive_int
+from Eval.args import HelpFormatter, name_list, positive_int
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import barrier, finish
-from Eval.inference.perturb import with_perturbations
+from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import RunSettings, examples_done, request_fingerprint, run_dataset
-from Eval.inference.predictions import PredictionFile, json_form, read_sidecar, sidecar_model
+from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
 from Eval.inference.run_loop import TokenBudget
 from Eval.inference.templates import load_maxlen_config, load_prompt_config
 from Eval.models.base import TRUNCATION_POLICIES
-from Eval.models.factory import add_batch_arguments, add_model_arguments, backend_help, resolve_model_args
+from Eval.models.factory import (add_batch_arguments, add_model_arguments, backend_help,
+                                 resolve_model_args)
 from Eval.names import output_folder
 from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text
-from Eval.records import RecordError, sidecar_path
+from Eval.records import RecordError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
@@ -40,8 +41,6 @@ DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
     """Which datasets, their templates and generation lengths, and which of their examples."""
-    from Eval.inference.perturb import perturbation_list
-
     p.add_argument("--datasets", type=name_list, default=None,
                    help="comma-separated names (default: every DATASET_DIR/*.jsonl and *.json)")
     p.add_argument("--dataset-dir", type=Path, default=Path("dataset"),
@@ -49,70 +48,56 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-dir", type=Path, default=Path("prompts"),
                    help="where NAME.txt templates live (default: prompts, in the current folder)")
     p.add_argument("--prompt-config", type=Path, default=None,
-                   help="a benchmark's own prompts: LongBench's / TinyEval's dataset2prompt.json, or LongBench "
-                        "v2's prompts/ folder (prompts/NAME.txt still wins; default: none)")
+                   help="a benchmark's prompts: LongBench's / TinyEval's dataset2prompt.json or "
+                        "LongBench v2's prompts/ folder (prompts/NAME.txt wins; default: none)")
     p.add_argument("--maxlen-config", type=Path, default=None,
-                   help="their dataset2maxlen.json: generation length per dataset (default: the task table)")
+                   help="their dataset2maxlen.json (default: the task table's lengths)")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="only the first N examples of each dataset (default: all)")
-    p.add_argument("--cot", action="store_true", help="chain of thought where the task has it (LongBench v2): "
-                   "a reasoning pass, then the answer; records go to <dataset>_cot.jsonl")
+    p.add_argument("--cot", action="store_true",
+                   help="chain of thought where the task has it (LongBench v2): a reasoning pass, "
+                        "then the answer; records go to <dataset>_cot.jsonl")
     p.add_argument("--perturb", type=perturbation_list, default=None, metavar="NAME[:ARG],...",
-                   help="also run a perturbed copy of every example per perturbation, e.g. typo:0.05,extra_space "
-                        "(Eval/perturbations/; default: none)")
-    p.add_argument("--perturb-seed", type=int, default=0, help="seed of the perturbed copies' random choices")
-    p.add_argument("--perturb-references", action="store_true", help="perturb the reference answers too")
+                   help="also run a perturbed copy of every example per perturbation, e.g. "
+                        "typo:0.05,extra_space (Eval/perturbations/; default: none)")
+    p.add_argument("--perturb-seed", type=int, default=0, help="seed of the perturbed copies")
+    p.add_argument("--perturb-references", action="store_true", help="perturb the references too")
 
 
-def add_output_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model-name", default=None, help="output folder name (default: the model path's last part)")
-    p.add_argument("--out-dir", type=Path, default=Path("pred"), help="records go to OUT_DIR/MODEL_NAME/")
-    p.add_argument("--price", type=Path, default=None, metavar="PATH",
-                   help='JSON of US dollars per million tokens by model name, {"MODEL": {"input": 0.15, "output": '
-                        '0.6}, "*": {...}}: adds the cost (default: none)')
-
-
-def add_prompt_arguments(p: argparse.ArgumentParser) -> None:
-    """The model, its prompts' length budget and how a long prompt is cut: what the dry run shares."""
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    """The data, the model and its prompts' length budget, where records go: what the main job
+    shares with dry-run and merge."""
+    add_data_arguments(p)
     add_model_arguments(p, DEFAULT_MODEL)
     add_batch_arguments(p)
     p.add_argument("--truncation", choices=TRUNCATION_POLICIES, default="middle",
-                   help="a prompt longer than --max-length allows: cut its middle (LongBench), its start (left), "
-                        "its end (right), or skip the example (recorded as skipped, counted out of n)")
+                   help="a prompt over --max-length: cut its middle (LongBench), start (left) or "
+                        "end (right), or skip the example (recorded, counted out of n)")
+    p.add_argument("--model-name", default=None,
+                   help="output folder name (default: the model path's last part)")
+    p.add_argument("--out-dir", type=Path, default=Path("pred"),
+                   help="records go to OUT_DIR/MODEL_NAME/")
+    p.add_argument("--price", type=Path, default=None, metavar="PATH",
+                   help='US dollars per million tokens by model name, {"MODEL": {"input": 0.15, '
+                        '"output": 0.6}, "*": {...}}: adds the cost (default: none)')
 
 
-def parse_args(argv: list[str], prog: str = "inference.py", description: str = "",
-               groups=(add_data_arguments, add_prompt_arguments, add_output_arguments), run_control: bool = True,
-               epilog: str = "") -> argparse.Namespace:
-    """The main job's options (or a subcommand's `groups`); -M is checked against the backend here, and
-    `--backend NAME --help` lists NAME's -M options."""
-    if "-h" in argv or "--help" in argv:  # the backend's -M options: its module is imported for help only
+def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argparse.Namespace:
+    """The main job's options; `--backend NAME --help` lists NAME's -M options."""
+    if "-h" in argv or "--help" in argv:  # the backend's module is imported for help only
         backend = argv[argv.index("--backend") + 1] if "--backend" in argv[:-1] else "hf"
         epilog = f"{backend_help(backend)}\n\n{epilog}".strip()
-    p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter,
-                                epilog=epilog or None)
-    for add in groups:
-        add(p)
-    if run_control:
-        p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
-        p.add_argument("--max-total-tokens", type=positive_int, default=None, metavar="N",
-                       help="prompt + generated tokens this run may spend; it stops before a batch that could go "
-                            "over, exit code 3, and a rerun resumes (default: no budget)")
-        p.add_argument("--shard", type=shard_spec, default=None, metavar="I/K",
-                       help="run shard I of K (0-based): every K-th example, merged by id (torchrun sets it "
-                            "itself; default: one process)")
+    p = argparse.ArgumentParser(prog="inference.py", description=description,
+                                formatter_class=HelpFormatter, epilog=epilog or None)
+    add_job_arguments(p)
+    p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
+    p.add_argument("--max-total-tokens", type=positive_int, default=None, metavar="N",
+                   help="prompt + generated tokens this run may spend: it stops before a batch "
+                        "that could go over, exit code 3; a rerun resumes (default: no budget)")
+    p.add_argument("--shard", type=shard_spec, default=None, metavar="I/K",
+                   help="run shard I of K (0-based): every K-th example, merged by id (torchrun "
+                        "sets it itself; default: one process)")
     return p.parse_args(argv)
-
-
-def model_options(args) -> int | None:
-    """-M checked against the backend (this imports the backend's module: after the nothing-to-do exit); an
-    exit code 2 with the bad pair named, or None."""
-    try:
-        resolve_model_args(args)
-    except (KeyError, ValueError) as err:
-        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
-        return 2
-    return None
 
 
 def shard_spec(text: str) -> tuple[int, int]:
@@ -123,12 +108,23 @@ def shard_spec(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def model_options(args) -> int | None:
+    """-M checked against the backend (imports its module: after the nothing-to-do exit); exit code
+    2 naming the bad pair, or None."""
+    try:
+        resolve_model_args(args)
+    except (KeyError, ValueError) as err:
+        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
+        return 2
+    return None
+
+
 def load_datasets(args) -> list:
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl or *.json datasets")
-    sources = Sources(load_prompt_config(args.prompt_config), load_maxlen_config(args.maxlen_config),
-                      args.maxlen_config)
+    sources = Sources(load_prompt_config(args.prompt_config),
+                      load_maxlen_config(args.maxlen_config), args.maxlen_config)
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
@@ -141,12 +137,14 @@ def load_datasets(args) -> list:
 
 
 def prepare(args):
-    """Datasets, names, output folder and price checked: everything refused before a model loads. Returns
-    (datasets, out_dir), or an exit code."""
+    """(datasets, out_dir) with names, output folder and price checked, or an exit code."""
     try:
         datasets = load_datasets(args)
-        out_dir = output_folder(args.out_dir, args.model_name, args.model) if hasattr(args, "out_dir") else None
-        args.price_entry = price_for(args.price, out_dir.name) if getattr(args, "price", None) else None
+        out_dir = None
+        if hasattr(args, "out_dir"):  # validate has none
+            out_dir = output_folder(args.out_dir, args.model_name, args.model)
+        price = getattr(args, "price", None)
+        args.price_entry = price_for(price, out_dir.name) if price else None
     except PriceError as err:
         print(f"error: --price: {err}", file=sys.stderr)
         return 2
@@ -159,69 +157,94 @@ def prepare(args):
     return datasets, out_dir
 
 
-def settings_of(args, shards) -> RunSettings:
-    return RunSettings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens, args.limit,
-                       args.overwrite and not shards.torchrun, shards.num_shards, shards.shard_id,
-                       merge=not shards.torchrun, truncation=args.truncation)
-
-
 def all_done(args, datasets: list, out_dir: Path) -> bool:
-    """True, after saying so per dataset, when a plain rerun has nothing to do (see the module docstring)."""
-    if args.overwrite or args.shard:
-        return False
-    if not all(finished_with(args, ds, out_dir) for ds in datasets):
+    """True, after saying so per dataset, when a plain rerun has nothing to do."""
+    if args.overwrite or args.shard or not all(finished_with(args, ds, out_dir) for ds in datasets):
         return False
     for ds in datasets:
-        model = sidecar_model(sidecar_path(out_dir / f"{ds.name}.jsonl"))
-        done, _ = examples_done(ds, out_dir, args.limit, model)
+        done, _ = examples_done(ds, out_dir, args.limit)
         print(f"{ds.name}: 0 new, {done} already done (nothing to do: no model loaded)")
-    print(f"done: nothing to do -> {out_dir}; score with: python eval.py --model {out_dir.name}")
+    print(f"done: nothing to do -> {out_dir}; score with: python eval.py --model "
+          f"{out_dir.name}")
     return True
 
 
-TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "changed_redone", "failed_redone",
-          "model_changed_redone", "removed", "prompt_tokens", "gen_tokens", "truncated_tokens")
+def finished_with(args, ds, out_dir: Path) -> bool:
+    """Whether the last run of `ds` was this very request and left nothing to do: its merged file
+    is unchanged since and holds every selected example's good record, made by that run's model."""
+    path = out_dir / f"{ds.name}.jsonl"
+    sidecar = read_sidecar(path)
+    output, data = sidecar.get("output"), sidecar.get("data")
+    if not output or not isinstance(data, dict) or data.get("digest") != ds.digest():
+        return False
+    if not path.is_file() or (sidecar.get("model") or {}).get("served"):  # only the server knows
+        return False
+    if sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds)):
+        return False
+    if output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]:
+        return False
+    done, required = examples_done(ds, out_dir, args.limit)
+    return done == required == output.get("records")
+
+
+def request_of(args) -> dict:
+    """What the command asked for, before anything is resolved (predict.request_fingerprint)."""
+    # -M values may hold secrets (a key inside base_url): the request keeps only a hash of them
+    pairs = hashlib.sha256(json.dumps(sorted(args.model_args)).encode("utf-8")).hexdigest()[:16]
+    return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
+            "model_args": args.model_args, "max_length": args.max_length,
+            "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
+            "limit": args.limit}
 
 
 def check_budgets(model, datasets: list, args) -> None:
     """Every dataset's token budget, before any dataset runs (ValueError naming the dataset)."""
     for ds in datasets:
         window = args.max_length or model.context_window()
-        for max_new in (args.max_new_tokens or ds.task.max_new_tokens, ds.cot and ds.task.cot_max_new_tokens):
+        answer = args.max_new_tokens or ds.task.max_new_tokens
+        for max_new in (answer, ds.cot and ds.task.cot_max_new_tokens):
             if max_new:
                 try:
                     model.check_budget(ds.task.chat, max_new, window)
                 except ValueError as err:
                     raise ValueError(f"{ds.name}: {err}") from None
         if args.max_total_tokens and ds.cot and not window:
-            raise ValueError(f"{ds.name}: --max-total-tokens with --cot needs a known context window to bound "
-                             "the answer pass; pass --max-length")
+            raise ValueError(f"{ds.name}: --max-total-tokens with --cot needs a known context "
+                             "window to bound the answer pass; pass --max-length")
+
+
+TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "changed_redone",
+          "failed_redone", "model_changed_redone", "removed", "prompt_tokens", "gen_tokens",
+          "truncated_tokens")
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
-    """Every dataset through the model; under torchrun, ranks meet after each dataset and rank 0 merges.
-    `saved` collects the records each batch saved (for the message after Ctrl-C). None after an error."""
+    """Every dataset through the model; under torchrun, ranks meet after each dataset and rank 0
+    merges. `saved` collects each batch's saved records (for the Ctrl-C message). None on error."""
     from Eval.inference.merge import merge_only
 
-    settings = settings_of(args, shards)
+    settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
+                           args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
+                           shards.num_shards, shards.shard_id, merge=not shards.torchrun,
+                           truncation=args.truncation)
     start, totals = time.perf_counter(), dict.fromkeys(TOTALS, 0)
     budget = TokenBudget(args.max_total_tokens) if args.max_total_tokens else None
     for ds in datasets:
         try:
-            if shards.torchrun and args.overwrite:  # rank 0 clears old files before any rank reads them
+            if shards.torchrun and args.overwrite:  # rank 0 clears old files before any reads
                 if shards.is_first:
                     PredictionFile(out_dir / f"{ds.name}.jsonl", overwrite=True)
                 barrier(shards)
-            summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append, budget=budget,
-                                  request=request_of(args))
+            summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append,
+                                  budget=budget, request=request_of(args))
             barrier(shards)
             if shards.torchrun and shards.is_first:
                 merge_only([ds], out_dir, args.limit)
-        except (ValueError, RecordError) as err:  # StorageError (another process writes the file) included
+        except (ValueError, RecordError) as err:  # StorageError (another writer) included
             print(f"error: {err}", file=sys.stderr)
             return None
         print(f"{ds.name}: {describe_run(summary)}; {usage_text(summary, cost_of(args, summary))}")
-        add_counts(totals, {key: summary[key] for key in (*TOTALS, "server_usage") if key in summary})
+        add_counts(totals, {k: summary[k] for k in (*TOTALS, "server_usage") if k in summary})
         if budget and budget.stopped:  # the datasets after this one are not started
             break
     finish(shards)
@@ -230,53 +253,22 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     return {**totals, "budget": budget}
 
 
-def request_of(args) -> dict:
-    """What the command asked for, before anything is resolved (Eval/inference/predict.py request_fingerprint)."""
-    # -M values may hold secrets (a key inside base_url): the request keeps only a hash of them
-    pairs = hashlib.sha256(json.dumps(sorted(args.model_args)).encode("utf-8")).hexdigest()[:16]
-    return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs, "model_args": args.model_args,
-            "max_length": args.max_length, "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
-            "limit": args.limit}
-
-
-def finished_with(args, ds, out_dir: Path) -> bool:
-    """Whether the last run of `ds` was this very request and left nothing to do: its merged file is unchanged
-    since, it holds every selected example's good record of the current data, made by that run's model."""
-    path = out_dir / f"{ds.name}.jsonl"
-    sidecar = read_sidecar(sidecar_path(path))
-    output, data = sidecar.get("output"), sidecar.get("data")
-    if not output or not isinstance(data, dict) or data.get("digest") != ds.digest() or not path.is_file():
-        return False
-    if (sidecar.get("model") or {}).get("served"):  # only the server can say it still serves that model
-        return False
-    if sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds)):
-        return False
-    if output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]:
-        return False
-    done, required = examples_done(ds, out_dir, args.limit, sidecar.get("model_sha256"))
-    return done == required == output.get("records")
-
-
 def cost_of(args, usage: dict) -> float | None:
     """The dollars `usage` cost at the --price entry (None without --price)."""
-    return args.price_entry.cost(usage["prompt_tokens"], usage["gen_tokens"]) if args.price_entry else None
+    if not args.price_entry:
+        return None
+    return args.price_entry.cost(usage["prompt_tokens"], usage["gen_tokens"])
 
 
 def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
     """The --max-total-tokens stop: what was spent and how far the datasets got; exit code 3."""
-    done, required = map(sum, zip(*(examples_done(ds, out_dir, args.limit, sidecar_model(
-        sidecar_path(out_dir / f"{ds.name}.jsonl"))) for ds in datasets)))
-    nothing = " (nothing generated: the first batch alone could exceed it)" if budget.spent == 0 else ""
-    print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, {done} of "
-          f"{required} examples done; rerun (with a larger budget) to continue", file=sys.stderr)
+    counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
+    done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    nothing = "" if budget.spent else " (nothing generated: the first batch alone could exceed it)"
+    print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, "
+          f"{done} of {required} examples done; rerun (with a larger budget) to continue",
+          file=sys.stderr)
     return 3
-
-
-def _named(changes: list[str] | None) -> str:
-    """': model-00002-of-00002.safetensors, config.json' (at most five names), or nothing."""
-    if not changes:
-        return ""
-    return ": " + ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
 
 
 def describe_run(summary: dict) -> str:
@@ -287,11 +279,14 @@ def describe_run(summary: dict) -> str:
     if summary["failed_redone"]:
         parts.append(f"{summary['failed_redone']} failed before (redone)")
     if summary.get("model_changed_redone"):
-        parts.append(f"{summary['model_changed_redone']} made by another model (redone: the model's files or "
-                     f"settings changed{_named(summary.get('model_changes'))})")
+        changes = summary.get("model_changes")
+        named = ": " + ", ".join(changes[:5]) if changes else ""
+        more = f" and {len(changes) - 5} more" if changes and len(changes) > 5 else ""
+        parts.append(f"{summary['model_changed_redone']} made by another model (redone: the "
+                     f"model's files or settings changed{named}{more})")
     if summary.get("unselected"):
-        parts.append(f"{summary['unselected']} not selected by this run (kept aside for a later run; the file "
-                     "holds what this run selected)")
+        parts.append(f"{summary['unselected']} not selected by this run (kept aside for a later "
+                     "run; the file holds what this run selected)")
     if summary["removed"]:
         parts.append(f"{summary['removed']} no longer in the dataset (dropped from the file)")
     parts.append(f"{summary['skipped_done']} already done")
@@ -308,13 +303,8 @@ def done_line(args, totals: dict, out_dir: Path, stopped: bool) -> str:
     t = totals
     skipped = f"{t['skipped']} skipped (do not fit), " if t["skipped"] else ""
     where = "" if args.out_dir == Path("pred") else f" --pred-root {args.out_dir}"
-    return (f"{'so far' if stopped else 'done'}: {t['examples']} examples generated ({t['new']} new, "
-            f"{t['changed_redone']} changed, {t['failed_redone']} failed before; {t['skipped_done']} already "
-            f"done, {t['removed']} removed), {t['truncated']} truncated, {skipped}{t['failed']} failed; "
-            f"{usage_text(t, cost_of(args, t))} -> {out_dir}; score with: python eval.py --model "
-            f"{out_dir.name}{where}")
-
-
-def load_error(err: Exception) -> int:
-    print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
-    return 2
+    return (f"{'so far' if stopped else 'done'}: {t['examples']} examples generated ({t['new']} "
+            f"new, {t['changed_redone']} changed, {t['failed_redone']} failed before; "
+            f"{t['skipped_done']} already done, {t['removed']} removed), {t['truncated']} "
+            f"truncated, {skipped}{t['failed']} failed; {usage_text(t, cost_of(args, t))} -> "
+            f"{out_dir}; score with: python eval.py --model {out_dir.name}{where}")

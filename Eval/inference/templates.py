@@ -1,25 +1,21 @@
 """Prompt templates: where each dataset's template comes from, checked and filled.
 
-A template is plain text with `{field}` placeholders naming fields of the dataset's records, and `{{` / `}}` for
-literal braces. Nothing else that str.format would accept is allowed: `{}` and `{0}` (positional), `{a.b}`
-(attribute access, which can reach interpreter internals), `{a[0]}`, `{a!r}` and `{a:>9}`, and a lone brace are
-refused with the file, line and placeholder, before any model loads.
+A template is plain text with `{field}` placeholders naming record fields and `{{` / `}}` for
+literal braces. Nothing else str.format accepts is allowed (`{}`, `{0}`, `{a.b}`, which can reach
+interpreter internals, `{a[0]}`, `{a!r}`, `{a:>9}`, a lone brace): refused with file and line.
 
 Where a template comes from, first found wins (resolve_template):
-  1. prompts/NAME.txt (NAME.cot.txt, NAME.cot_answer.txt for --cot's two passes): the project's or the user's own;
-  2. --prompt-config: a benchmark's config as published, LongBench's / TinyEval's `dataset2prompt.json` (name ->
-     template), or LongBench v2's `prompts/` folder (0shot.txt, 0shot_cot.txt, 0shot_cot_ans.txt, whose $DOC$,
-     $Q$, $C_A$..$C_D$, $COT$ become {context}, {question}, {choice_A}..{choice_D}, {cot});
-  3. a dataset whose task names a published prompt (Eval/tasks.py published_prompt) stops here with an error
-     naming --prompt-config: a generic prompt would change the task (multi_news would be asked a question);
-  4. the default for the record form, in the project's own words; a record with an empty `input` gets the variant
-     that asks no question.
+  1. prompts/NAME.txt (NAME.cot.txt, NAME.cot_answer.txt for --cot's two passes);
+  2. --prompt-config: LongBench's / TinyEval's `dataset2prompt.json` (name -> template), or
+     LongBench v2's `prompts/` folder (0shot.txt, 0shot_cot.txt, 0shot_cot_ans.txt; $DOC$, $Q$,
+     $C_A$..$C_D$, $COT$ become {context}, {question}, {choice_A}..{choice_D}, {cot});
+  3. a task naming a published prompt (Eval/tasks.py) stops here with an error: a generic prompt
+     would change the task (multi_news would be asked a question);
+  4. the record form's default; a record with an empty `input` gets the variant asking nothing.
 
 Usage:
-    from Eval.inference.templates import load_prompt_config, load_maxlen_config, resolve_template, fill_template
-    config = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
-    maxlen = load_maxlen_config(Path("LongBench/config/dataset2maxlen.json"))       # {"multi_news": 512, ...}
-    chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "en", task, config)
+    cfg = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
+    chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "en", "", cfg)
     text = fill_template(chosen.template, record)
 """
 from __future__ import annotations
@@ -32,36 +28,41 @@ from pathlib import Path
 
 from Eval.records import RecordError, read_text_file
 
-KINDS = {"answer": ".txt", "cot": ".cot.txt", "cot_answer": ".cot_answer.txt"}  # template kind -> prompts/ suffix
-_V2_ANSWER = ("\n\nQuestion: {question}\nA) {choice_A}\nB) {choice_B}\nC) {choice_C}\nD) {choice_D}\n\n")
-_V2_FORMAT = 'Reply with one line of the form "The correct answer is (X)", X being A, B, C or D.'
+KINDS = {"answer": ".txt", "cot": ".cot.txt", "cot_answer": ".cot_answer.txt"}  # prompts/ suffix
+_V2_DOC = "\n\n<document>\n{context}\n</document>"
+_V2_ANSWER = ("\n\nQuestion: {question}\nA) {choice_A}\nB) {choice_B}\nC) {choice_C}\n"
+              "D) {choice_D}\n\n")
+_V2_FORMAT = 'one line of the form "The correct answer is (X)", X being A, B, C or D.'
+_V2_READ = "Read the document, then answer the multiple-choice question about it."
 DEFAULT_TEMPLATES = {
-    ("longbench", "en", "answer"): "Read the text below and answer the question.\n\n{context}\n\n"
-                                   "Question: {input}\nAnswer:",
-    ("longbench", "zh", "answer"): "阅读下面的材料并回答问题。\n\n{context}\n\n问题：{input}\n回答：",
-    ("longbench", "en", "no_input"): "Read the text below and respond to it.\n\n{context}\n\nResponse:",
+    ("longbench", "en", "answer"):
+        "Read the text below and answer the question.\n\n{context}\n\nQuestion: {input}\nAnswer:",
+    ("longbench", "zh", "answer"):
+        "阅读下面的材料并回答问题。\n\n{context}\n\n问题：{input}\n回答：",
+    ("longbench", "en", "no_input"):
+        "Read the text below and respond to it.\n\n{context}\n\nResponse:",
     ("longbench", "zh", "no_input"): "阅读下面的材料并作出回应。\n\n{context}\n\n回应：",
     ("instruction", "en", "answer"): "{instruction}\n{input}",
     ("instruction", "zh", "answer"): "{instruction}\n{input}",
     ("instruction", "en", "no_input"): "{instruction}",
     ("instruction", "zh", "no_input"): "{instruction}",
-    ("choice", "en", "answer"): "Multiple-choice question ({question_type}). Give the letter(s) of the right "
-                                "option(s).\n\n{question}\nOptions: {options}\nAnswer:",
-    ("choice", "zh", "answer"): "选择题（{question_type}），请给出正确选项的字母。\n\n{question}\n"
-                                "选项：{options}\n答案：",
-    ("longbench_v2", "*", "answer"): "Read the document, then answer the multiple-choice question about it.\n\n"
-                                     "<document>\n{context}\n</document>" + _V2_ANSWER + _V2_FORMAT,
-    ("longbench_v2", "*", "cot"): "Read the document, then work out the answer to the multiple-choice question "
-                                  "about it.\n\n<document>\n{context}\n</document>" + _V2_ANSWER +
-                                  "Reason step by step before you decide.",
-    ("longbench_v2", "*", "cot_answer"): "Read the document, then answer the multiple-choice question about it."
-                                         "\n\n<document>\n{context}\n</document>" + _V2_ANSWER +
-                                         "Your reasoning so far:\n{cot}\n\nBased on it, reply with one line of the form "
-                                         '"The correct answer is (X)", X being A, B, C or D.',
+    ("choice", "en", "answer"):
+        "Multiple-choice question ({question_type}). Give the letter(s) of the right option(s)."
+        "\n\n{question}\nOptions: {options}\nAnswer:",
+    ("choice", "zh", "answer"):
+        "选择题（{question_type}），请给出正确选项的字母。\n\n{question}\n选项：{options}\n答案：",
+    ("longbench_v2", "*", "answer"): _V2_READ + _V2_DOC + _V2_ANSWER + "Reply with " + _V2_FORMAT,
+    ("longbench_v2", "*", "cot"):
+        "Read the document, then work out the answer to the multiple-choice question about it."
+        + _V2_DOC + _V2_ANSWER + "Reason step by step before you decide.",
+    ("longbench_v2", "*", "cot_answer"):
+        _V2_READ + _V2_DOC + _V2_ANSWER
+        + "Your reasoning so far:\n{cot}\n\nBased on it, reply with " + _V2_FORMAT,
 }
 _V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot_cot_ans.txt"}
-_V2_MARKERS = {"$DOC$": "{context}", "$Q$": "{question}", "$C_A$": "{choice_A}", "$C_B$": "{choice_B}",
-               "$C_C$": "{choice_C}", "$C_D$": "{choice_D}", "$COT$": "{cot}"}
+_V2_MARKERS = {"$DOC$": "{context}", "$Q$": "{question}", "$C_A$": "{choice_A}",
+               "$C_B$": "{choice_B}", "$C_C$": "{choice_C}", "$C_D$": "{choice_D}",
+               "$COT$": "{cot}"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,7 @@ class PromptConfig:
     """A benchmark's published prompts, read as they are (load_prompt_config)."""
     path: Path
     by_dataset: dict  # dataset2prompt.json: dataset name -> template
-    by_kind: dict  # LongBench v2's prompts folder: template kind -> template, for records in its form
+    by_kind: dict  # LongBench v2's prompts folder: template kind -> template
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,16 +90,8 @@ _PLACEHOLDER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_template(template: str, source: str) -> set[str]:
-    """The field names of a template; RecordError naming `source`, the line and the placeholder for anything
-    but plain {field} placeholders and {{ }} escapes.
-
-    >>> sorted(check_template("{context}\\n{{literal}} {input}", "t.txt"))
-    ['context', 'input']
-    >>> check_template("{input.__class__}", "t.txt")
-    Traceback (most recent call last):
-    ...
-    Eval.records.RecordError: t.txt:1: placeholder {input.__class__} is not allowed: only {field} with a record field's name (no positional {}, attribute access, indexing, !conversion or :format); write {{ and }} for literal braces
-    """
+    """The field names of a template; RecordError naming `source`, the line and the placeholder for
+    anything but plain {field} placeholders and {{ }} escapes."""
     fields = set()
     for match in _TOKEN.finditer(template):
         token, inner = match.group(0), match.group(1)
@@ -106,12 +99,13 @@ def check_template(template: str, source: str) -> set[str]:
             continue
         line = template.count("\n", 0, match.start()) + 1
         if inner is None:
-            raise RecordError(source, line, f"a lone {token!r} in the template; write {token * 2} for a literal "
-                                            "brace")
+            raise RecordError(source, line, f"a lone {token!r} in the template; write "
+                                            f"{token * 2} for a literal brace")
         if not _PLACEHOLDER.fullmatch(inner):
-            raise RecordError(source, line, f"placeholder {token} is not allowed: only {{field}} with a record "
-                                            "field's name (no positional {}, attribute access, indexing, "
-                                            "!conversion or :format); write {{ and }} for literal braces")
+            raise RecordError(source, line, f"placeholder {token} is not allowed: only {{field}} "
+                                            "with a record field's name (no positional {}, "
+                                            "attribute access, indexing, !conversion or :format); "
+                                            "write {{ and }} for literal braces")
         fields.add(inner)
     return fields
 
@@ -121,44 +115,48 @@ def template_fields(template: str) -> set[str]:
     return check_template(template, "template")
 
 
+def _read_json(path: Path):
+    try:
+        return json.loads(read_text_file(path))
+    except json.JSONDecodeError as err:
+        raise RecordError(path, err.lineno, f"not valid JSON: {err.msg}") from None
+
+
 def load_prompt_config(path: Path | None) -> PromptConfig | None:
-    """A dataset2prompt.json file or a LongBench v2 prompts folder; RecordError naming the file and entry."""
+    """A dataset2prompt.json file or a LongBench v2 prompts folder; RecordError naming the entry."""
     if path is None:
         return None
     if path.is_dir():
         found = {kind: path / name for kind, name in _V2_FILES.items() if (path / name).is_file()}
         if not found:
-            raise RecordError(path, None, f"a prompt folder must hold LongBench v2's {', '.join(_V2_FILES.values())}; "
-                                          "for LongBench / TinyEval pass their dataset2prompt.json")
-        return PromptConfig(path, {}, {kind: _from_dollar_markers(read_text_file(f), f) for kind, f in found.items()})
-    try:
-        data = json.loads(read_text_file(path))
-    except json.JSONDecodeError as err:
-        raise RecordError(path, err.lineno, f"not valid JSON: {err.msg}") from None
+            raise RecordError(path, None, "a prompt folder must hold LongBench v2's "
+                                          f"{', '.join(_V2_FILES.values())}; for LongBench / "
+                                          "TinyEval pass their dataset2prompt.json")
+        return PromptConfig(path, {}, {kind: _from_dollar_markers(read_text_file(f), f)
+                                       for kind, f in found.items()})
+    data = _read_json(path)
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise RecordError(path, None, "a prompt config must be one JSON object mapping dataset names to template "
-                                      "strings (LongBench's / TinyEval's dataset2prompt.json)")
+        raise RecordError(path, None, "a prompt config must be one JSON object mapping dataset "
+                                      "names to template strings (LongBench's / TinyEval's "
+                                      "dataset2prompt.json)")
     for name, template in data.items():
         check_template(template, f"{path} [{name}]")
     return PromptConfig(path, data, {})
 
 
 def load_maxlen_config(path: Path | None) -> dict | None:
-    """A benchmark's dataset2maxlen.json (dataset name -> generation length) as published; RecordError naming the
-    file and the entry that is not a positive integer."""
+    """A benchmark's dataset2maxlen.json (dataset name -> generation length) as published."""
     if path is None:
         return None
-    try:
-        data = json.loads(read_text_file(path))
-    except json.JSONDecodeError as err:
-        raise RecordError(path, err.lineno, f"not valid JSON: {err.msg}") from None
+    data = _read_json(path)
     if not isinstance(data, dict):
-        raise RecordError(path, None, "a max-length config must be one JSON object mapping dataset names to "
-                                      "generation lengths (LongBench's / TinyEval's dataset2maxlen.json)")
+        raise RecordError(path, None, "a max-length config must be one JSON object mapping "
+                                      "dataset names to generation lengths (LongBench's / "
+                                      "TinyEval's dataset2maxlen.json)")
     for name, value in data.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise RecordError(path, None, f"[{name}]: the generation length must be a positive integer, found "
-                                          f"{value!r}")
+            raise RecordError(path, None, f"[{name}]: the generation length must be a positive "
+                                          f"integer, found {value!r}")
     return data
 
 
@@ -171,10 +169,10 @@ def _from_dollar_markers(text: str, source: Path) -> str:
     return template
 
 
-def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language: str, published_prompt: str,
-                     config: PromptConfig | None) -> ChosenTemplate | None:
-    """The template of one kind for a dataset (the order in the module docstring); None when the kind has none
-    (a --cot template for a form without a default). ValueError for a published-prompt dataset with none."""
+def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language: str,
+                     published_prompt: str, config: PromptConfig | None) -> ChosenTemplate | None:
+    """The template of one kind for a dataset (the order above); None when the kind has none (a
+    --cot template for a form without a default); ValueError for a published-prompt dataset."""
     path = prompt_dir / f"{name}{KINDS[kind]}"
     if path.exists() or path.is_symlink():
         template = read_text_file(path)
@@ -185,18 +183,22 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
     if config is not None and form == "longbench_v2" and kind in config.by_kind:
         return ChosenTemplate(config.by_kind[kind], str(config.path / _V2_FILES[kind]))
     if published_prompt:
-        where = f"{config.path} has no entry for it" if config is not None else "no --prompt-config was given"
-        raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own prompt and there is "
-                         f"no {path} ({where}); pass --prompt-config with the benchmark's config "
-                         "(LongBench's or TinyEval's config/dataset2prompt.json, LongBench v2's prompts/ folder) or "
-                         f"write {path}")
+        where = "no --prompt-config was given"
+        if config is not None:
+            where = f"{config.path} has no entry for it"
+        raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own "
+                         f"prompt and there is no {path} ({where}); pass --prompt-config with the "
+                         "benchmark's config (LongBench's or TinyEval's "
+                         "config/dataset2prompt.json, LongBench v2's prompts/ folder) or write "
+                         f"{path}")
     lang = "*" if (form, "*", kind) in DEFAULT_TEMPLATES else language
     template = DEFAULT_TEMPLATES.get((form, lang, kind))
     if template is None:
         return None
-    return ChosenTemplate(template, f"default ({form}, {language})", DEFAULT_TEMPLATES.get((form, lang, "no_input")),
-                          f"{name}: no {path}; using the default {form}-form template"
-                          + (f" ({kind})" if kind != "answer" else ""))
+    note = f"{name}: no {path}; using the default {form}-form template"
+    note += f" ({kind})" if kind != "answer" else ""
+    return ChosenTemplate(template, f"default ({form}, {language})",
+                          DEFAULT_TEMPLATES.get((form, lang, "no_input")), note)
 
 
 def fill_template(template: str, fields: dict) -> str:
