@@ -12,6 +12,7 @@ Usage:
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 import torch
@@ -19,6 +20,15 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from Eval.models.base import cut_at_stop, thinking_bounds
+
+
+def cache_argument(model, cache) -> dict:
+    """The keyword that hands `cache` to `model`'s forward: `cache` since transformers 5.24, which warns
+    on the older `past_key_values` (still the only name before 5.24). A PEFT wrapper forwards **kwargs, so
+    the wrapped model's signature decides."""
+    forward = getattr(model, "get_base_model", lambda: model)().forward
+    takes_cache = "cache" in inspect.signature(forward).parameters
+    return {"cache" if takes_cache else "past_key_values": cache}
 
 
 SHORT_PROMPT = 256  # "auto" prefill: batches whose longest prompt is at most this many tokens run padded
@@ -87,7 +97,7 @@ def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids,
             use_threads(len(live))
         mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
         logits = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                       past_key_values=cache, use_cache=True).logits[:, -1]
+                       use_cache=True, **cache_argument(model, cache)).logits[:, -1]
         next_position = next_position + 1
     return list(zip(generated, reasons))
 
@@ -108,13 +118,13 @@ def _prefill(model, input_ids, attention_mask, positions, how: str) -> tuple[Dyn
     plain = all(type(layer) is DynamicLayer for layer in cache.layers)
     if how == "padded" or how == "auto" and max(lengths) <= SHORT_PROMPT or len(set(lengths)) == 1 or not plain:
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+                    use_cache=True, logits_to_keep=1, **cache_argument(model, cache))
         return cache, out.logits[:, -1]
     width, rows, logits = input_ids.shape[1], [], []
     for r, length in enumerate(lengths):
         row_cache = DynamicCache(config=model.config)
-        out = model(input_ids=input_ids[r:r + 1, width - length:], past_key_values=row_cache, use_cache=True,
-                    logits_to_keep=1)
+        out = model(input_ids=input_ids[r:r + 1, width - length:], use_cache=True, logits_to_keep=1,
+                    **cache_argument(model, row_cache))
         rows.append(row_cache)
         logits.append(out.logits[:, -1])
     for index in range(len(rows[0].layers)):

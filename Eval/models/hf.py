@@ -21,7 +21,7 @@ from Eval.models import register_model
 from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches, \
     prompt_opens_thinking
 from Eval.models.checkpoint import CheckpointModel, CheckpointOptions, checked_checkpoint, is_oom, load_tokenizer
-from Eval.models.greedy import StopWatch, greedy_decode
+from Eval.models.greedy import StopWatch, cache_argument, greedy_decode
 from Eval.models.identity import shown_path, template_sha256
 from Eval.models.options import AdapterOptions
 from Eval.models.token_stats import _Node, _prefix_tree, _pad_seq, _stats_rows
@@ -298,8 +298,9 @@ class HFModel(CheckpointModel):
         else:
             before = own_mask[:, :0]
         lo = min(e[0] for n in nodes for e in n.entries)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=cache is not None, logits_to_keep=torch.arange(lo, width, device=self.device))
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         use_cache=cache is not None, logits_to_keep=torch.arange(lo, width, device=self.device),
+                         **cache_argument(self.model, cache))
         self.forward_counts.update(rows=len(nodes), forward_calls=1, tokens=sum(len(n.tokens) for n in nodes),
                                    padded_tokens=ids.numel())
         entries = [(r, e) for r, n in enumerate(nodes) for e in n.entries]
