@@ -39,12 +39,13 @@ def check_name(name: object, source: str) -> str:
 
 
 def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
-    """OUT_DIR/MODEL_NAME (given, or the model path's last part), checked before anything is
-    written."""
+    """OUT_DIR/MODEL_NAME (given, or the model path's last part without a .gguf suffix), checked
+    before anything is written."""
     if model_name is not None:
         name = check_name(model_name, "--model-name")
     else:
-        name = check_name(Path(os.path.abspath(model)).name, "the model path's last part (set --model-name)")
+        last = Path(os.path.abspath(model)).name.removesuffix(".gguf")
+        name = check_name(last, "the model path's last part (set --model-name)")
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out-dir {out_dir}: is a file, not a folder")
     return out_dir / name

@@ -8,6 +8,7 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 import torch
@@ -33,12 +34,35 @@ class CheckpointOptions:
 
 
 def checked_checkpoint(path: str) -> str:
-    """`path` when it can be a checkpoint: an existing folder with a config.json, or a hub name like org/model."""
+    """`path` when it can be a checkpoint: a folder with a config.json, a GGUF file (or a folder holding
+    one), or a hub name like org/model."""
     if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
-        raise FileNotFoundError(f"model {path!r}: no such folder (and not a hub name like org/model)")
-    if Path(path).is_dir() and not (Path(path) / "config.json").is_file():
-        raise FileNotFoundError(f"model folder {path}: no config.json, so not a transformers checkpoint")
+        raise FileNotFoundError(f"model {path!r}: no such file or folder (and not a hub name like org/model)")
+    if gguf_parts(path) is None and Path(path).exists() and not (Path(path) / "config.json").is_file():
+        raise FileNotFoundError(f"model {path}: neither a folder with a config.json nor a .gguf file, "
+                                "so not a transformers checkpoint")
     return path
+
+
+def gguf_parts(path: str) -> tuple[str, str] | None:
+    """(folder, file name) of a GGUF checkpoint: `path` is the .gguf file, or a folder without a
+    config.json that holds exactly one; None for anything else. transformers dequantizes it on load."""
+    where = Path(path)
+    if where.is_file() and where.suffix == ".gguf":
+        found = [where]
+    elif where.is_dir() and not (where / "config.json").is_file():
+        found = sorted(where.glob("*.gguf"))
+        if len(found) > 1:
+            raise FileNotFoundError(f"model folder {path} holds {len(found)} .gguf files; name one with "
+                                    f"--model {found[0]}")
+    else:
+        return None
+    if not found:
+        return None
+    if importlib.util.find_spec("gguf") is None:
+        raise ModuleNotFoundError(f"model {path}: loading a GGUF file needs the gguf package "
+                                  "(pip install gguf)")
+    return str(found[0].parent), found[0].name
 
 
 def is_oom(err: BaseException) -> bool:
@@ -47,7 +71,9 @@ def is_oom(err: BaseException) -> bool:
 
 def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left"):
     """The tokenizer of a checkpoint (the hf adapter and its dry-run twin load it here, so they agree)."""
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, padding_side=padding_side)
+    folder, gguf = gguf_parts(path) or (path, None)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, trust_remote_code=trust_remote_code,
+                                              padding_side=padding_side)
     tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves; silence the length warning
     if tokenizer.pad_token_id is None:  # padding needs a pad id; it is masked out anyway
         tokenizer.pad_token = tokenizer.eos_token
@@ -79,11 +105,14 @@ class CheckpointModel(BaseLLM):
         self.model = self._load_weights(dtype, trust_remote_code, allow_pickle)
 
     def _load_weights(self, dtype: str, trust_remote_code: bool, allow_pickle: bool):
-        """Weights from safetensors (pickle only if allowed), in the dtype asked (auto: float32 on CPU, the
-        checkpoint's own on GPU), with the PEFT adapter if any, on the device, in eval mode."""
+        """Weights from safetensors (pickle only if allowed) or a GGUF file (dequantized), in the dtype
+        asked (auto: float32 on CPU, the checkpoint's own on GPU), with the PEFT adapter if any, on the
+        device, in eval mode."""
         torch_dtype = DTYPES.get(dtype, torch.float32 if self.device == "cpu" else "auto")
-        model = self.auto_class.from_pretrained(self.path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                                use_safetensors=not allow_pickle)
+        folder, gguf = gguf_parts(self.path) or (self.path, None)
+        safe = {"gguf_file": gguf} if gguf else {"use_safetensors": not allow_pickle}
+        model = self.auto_class.from_pretrained(folder, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+                                                **safe)
         if self.peft:
             from peft import PeftModel  # optional dependency, needed only for adapters
 
