@@ -1,8 +1,8 @@
 """The lm-eval bridge gives lm-eval's own numbers: the same local tasks of all four output types run through lm-eval's
 HF model (HFLM) and through BridgeLM on our HFModel, both on the demo model with a 64-token window, offline. Requests
 whose context/continuation cut falls inside a token, an empty context, an over-long pair and rolling texts of more
-than two windows are among them. Also: each encoding convention against a plain forward pass, the separate encoding
-kept as an option, the request lm-eval itself cannot score, the text path for adapters without score_ids."""
+than two windows are among them. Also: each encoding convention against a plain forward pass, the request lm-eval
+itself cannot score, the text path for adapters without score_ids."""
 import copy
 import json
 import os
@@ -137,22 +137,6 @@ def test_aggregate_metrics_print_the_same(runs):
     assert got["results"]["p_mc"]["acc,none"] == want["results"]["p_mc"]["acc,none"] == 1 / 3
 
 
-def test_separate_encoding_is_an_option_and_differs_only_across_a_cut(model):
-    from Eval.inference.lm_eval_bridge import BridgeLM
-
-    lm_eval_way, separate = BridgeLM(model, max_length=WINDOW), BridgeLM(model, max_length=WINDOW,
-                                                                        request_encoding="separate")
-    pairs = [CUTS[0], CUTS[5]]  # "ca" + "lled" merge into "called"; " Numeric" after a colon does not
-    a = lm_eval_way.loglikelihood([request("loglikelihood", *p) for p in pairs])
-    b = separate.loglikelihood([request("loglikelihood", *p) for p in pairs])
-    assert b[0][0] == pytest.approx(sum(model.score([CUTS[0]])[0].logprobs), abs=1e-6)
-    assert abs(a[0][0] - b[0][0]) > 1 and a[1][0] == pytest.approx(b[1][0], abs=1e-5)
-    assert lm_eval_way.stats["boundary_merges"] == separate.stats["boundary_merges"] == 1
-    assert separate.report()["request_encoding"] == "separate"
-    with pytest.raises(ValueError, match="request encoding 'joint'"):
-        BridgeLM(model, request_encoding="joint")
-
-
 def test_a_request_lm_eval_cannot_score_is_scored_apart_and_counted(model, hflm):
     from Eval.inference.lm_eval_bridge import BridgeLM
 
@@ -179,8 +163,8 @@ def test_adapters_without_score_ids_are_scored_as_text_and_say_so(model, caplog)
     (got, _), = bridge.loglikelihood([request("loglikelihood", *CUTS[0])])
     assert got == pytest.approx(sum(model.score([CUTS[0]])[0].logprobs), abs=1e-6)
     ids_path = BridgeLM(model, max_length=WINDOW)
-    assert [len(w[1]) for w in ids_path.requests.rolling(TEXTS[0])] == [64, 64, 13]  # 141 tokens
-    assert [len(model.tokenize(w[1])) for w in bridge.requests.rolling(TEXTS[0])] == [63, 63, 15]
+    assert [len(w[1]) for w in ids_path.rolling(TEXTS[0])] == [64, 64, 13]  # 141 tokens
+    assert [len(model.tokenize(w[1])) for w in bridge.rolling(TEXTS[0])] == [63, 63, 15]
 
 
 def test_rolling_windows_are_lm_evals_disjoint_windows(model):
@@ -193,7 +177,7 @@ def test_rolling_windows_are_lm_evals_disjoint_windows(model):
         ids = model.tokenize(text)
         windows = [make_disjoint_window(w) for w in get_rolling_token_windows(ids, eos, max_seq_len=8, context_len=1)]
         assert len(windows) > 2 and len(windows[-1][0]) > 1  # (the last window gets as much context as fits)
-        assert [(ctx, piece) for ctx, piece, _ in bridge.requests.rolling(text)] == windows
+        assert [(ctx, piece) for ctx, piece, _ in bridge.rolling(text)] == windows
         want = sum(full_forward(model, ctx + pred, len(ctx))[0] for ctx, pred in windows)
         got = bridge.loglikelihood_rolling([request("loglikelihood_rolling", text)])[0]
         assert got == pytest.approx(want, abs=1e-4)
@@ -216,11 +200,11 @@ def test_text_path_windows_re_tokenize_exactly(model):
         assert got == pytest.approx(want, abs=1e-4)
     assert not bridge.stats["inexact_windows"]
     text = "naïve café — 😀 ok"  # cuts inside a character move back until both texts re-tokenize exactly
-    windows = bridge.requests.rolling(text)
+    windows = bridge.rolling(text)
     assert [t for _, piece, _ in windows for t in model.tokenize(piece)] == model.tokenize(text)
     assert not bridge.stats["inexact_windows"] and len(windows) > 2
     tight = BridgeLM(text_only, max_length=5)  # a 4-token character plus its 4-token context cannot fit 5 tokens
-    tight.requests.rolling("😀😀😀")
+    tight.rolling("😀😀😀")
     assert tight.stats["inexact_windows"] > 0  # reported, not hidden
 
 
@@ -239,14 +223,16 @@ def test_loglikelihood_conventions(model):
     # lm-eval feeds the context's own tokens, then the joined encoding's tokens past as many: "he", "l" | "o"
     assert ll("hel", "lo") == pytest.approx(full_forward(model, alone + whole[len(alone):], len(alone))[0], abs=1e-6)
     assert bridge.stats["boundary_merges"] == 1  # "hello" merges across the cut: counted
-    separate = BridgeLM(model, request_encoding="separate")
+    text_only = copy.copy(model)  # the text path: score() tokenizes the two texts apart
+    text_only.capabilities = model.capabilities - {"score_ids"}
+    separate = BridgeLM(text_only)
     assert separate.loglikelihood([request("loglikelihood", "hel", "lo")])[0][0] \
         == pytest.approx(sum(model.score([("hel", "lo")])[0].logprobs), abs=1e-6)
     long_context = " ".join(["word"] * 40) + "\nType:"  # a pair over the window: lm-eval keeps its last 17 tokens
     ids = model.tokenize(long_context + " Human")
     got = BridgeLM(model, max_length=16).loglikelihood([request("loglikelihood", long_context, " Human")])[0][0]
     assert got == pytest.approx(full_forward(model, ids[-17:], 16)[0], abs=1e-4)
-    short = BridgeLM(model, max_length=16, request_encoding="separate")  # separate: cut in the middle, as inference
+    short = BridgeLM(text_only, max_length=16)  # the text path: cut in the middle, as inference
     cut = model.build_prompt(long_context, chat=False, max_new_tokens=len(model.tokenize(" Human")), max_length=16)
     got = short.loglikelihood([request("loglikelihood", long_context, " Human")])[0][0]
     assert got == pytest.approx(pair_forward(model, cut.text, " Human")[0], abs=1e-4)

@@ -5,15 +5,11 @@ Usage:
     python inference.py lm-eval --model BASE -M peft=LORA --tasks arc_easy --apply-chat-template
     In Python:  lm = BridgeLM(HFModel(path));  lm_eval.simple_evaluate(model=lm, tasks=[...])
 
-The model and its batching come from inference.py's options (--model, --backend, -M, --batch-size,
---max-batch-tokens, --max-length, --max-new-tokens). Writes OUT_DIR/lm_eval_results.json (default
-pred/<model-name>): lm-eval's results plus "bridge" (the adapter, its options, counts of convention
-events); with --log-samples also OUT_DIR/lm_eval_samples/<task>.jsonl, as lm-eval writes them.
-loglikelihood sums the continuation's log-probs in float64 (lm-eval sums float32: off by ~1e-7 of
-the sum), encoded as lm_eval_requests.py says; loglikelihood_rolling is lm-eval's disjoint windows;
-generate_until decodes greedily up to `until`, --stop strings and EOS after max_gen_toks (256;
---max-new-tokens overrides). Every task's data loads before the model: a task that cannot run
-stops at once, in one line (exit 2). lm-eval is optional (pip install lm-eval).
+BridgeLM is an lm-eval TemplateLM: lm-eval encodes requests as its HF model does, the adapter
+scores token ids (score_ids) and generates greedily (max_gen_toks 256 unless the task or
+--max-new-tokens sets it), batched by inference.py's options. Writes OUT_DIR/lm_eval_results.json
+(default pred/<model-name>): lm-eval's results plus "bridge" (the adapter, its options, counts of
+convention events); --log-samples adds lm_eval_samples/<task>.jsonl. See docs/lm-eval.md.
 """
 from __future__ import annotations
 
@@ -25,63 +21,172 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-try:
-    from lm_eval.api.model import LM
-except ImportError:  # an optional dependency: the subcommand says so in one line
-    LM = object
+try:  # an optional dependency: the subcommand says so in one line
+    from lm_eval.api.model import TemplateLM
+    from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+except ImportError:
+    TemplateLM = object
 
 from Eval.args import one_line
 from Eval.commands import inference_command
-from Eval.inference.lm_eval_requests import ENCODINGS, RequestEncoder
 from Eval.inference.runner import DEFAULT_MODEL
-from Eval.models.base import BaseLLM, Prompt, TokenScores, plan_batches
+from Eval.models.base import BaseLLM, plan_batches
 from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_args,
                                  resolve_model_args)
 from Eval.names import check_name, output_folder
 from Eval.storage import write_bytes_atomic
 
 log = logging.getLogger(__name__)
+TEXT_SCORING = ("text (score(): the adapter has no score_ids, so each text is tokenized apart and "
+                "a rolling window predicts max_length - 1 tokens)")
 
 
-class BridgeLM(LM):
-    """lm-eval's LM interface over one of our adapters; batching follows inference.py's options."""
+class BridgeLM(TemplateLM):
+    """lm-eval's TemplateLM over one of our adapters; batching follows inference.py's options."""
+
+    max_gen_toks = 256  # HFLM's, where a task sets none
 
     def __init__(self, model: BaseLLM, batch_size: int = 16, max_batch_tokens: int | None = 16384,
-                 max_length: int | None = None, max_gen_toks: int = 256,
-                 force_gen_toks: int | None = None, request_encoding: str = "lm-eval"):
+                 max_length: int | None = None, force_gen_toks: int | None = None):
         super().__init__()
         self.model, self.batch_size, self.max_batch_tokens = model, batch_size, max_batch_tokens
         self.max_length = max_length or model.context_window()  # tokens per forward pass
-        self.max_gen_toks, self.force_gen_toks = max_gen_toks, force_gen_toks
+        self.force_gen_toks = force_gen_toks
         self.tokenizer = getattr(model, "tokenizer", None)  # lm-eval records its special tokens
         self.chat = False  # once lm-eval applies chat templates: prompts hold their special tokens
         self.stats: Counter = Counter()
-        self.requests = RequestEncoder(model, self.max_length, request_encoding, self.stats)
-        if not self.requests.ids:
-            log.warning("adapter %r: requests are scored as %s", model.name,
-                        self.requests.describe())
         self.ignored_gen_kwargs: set[str] = set()
+        self.ids = model.can("score_ids")
+        self.scoring = "token ids (score_ids)" if self.ids else TEXT_SCORING
+        if not self.ids:
+            log.warning("adapter %r: requests are scored as %s", model.name, self.scoring)
+        special = getattr(self.tokenizer, "special_tokens_map", {})
+        # what an empty context (and the first window) follows: HFLM's prefix token, BOS else EOS
+        self.prefix_text = special.get("bos_token") or special.get("eos_token") or ""
+        # lm-eval encodes with the tokenizer's defaults: BOS-adding tokenizers get one in front.
+        self.bos = [self.prefix_token_id] if self.ids and model.adds_bos() else []
+
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        bos = self.tokenizer.bos_token_id
+        return self.tokenizer.eos_token_id if bos is None else bos
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None,
+                   **kwargs) -> list[int]:
+        """HFLM's: the tokenizer's special tokens, none added to a text starting with the prefix."""
+        if add_special_tokens is None:
+            add_special_tokens = not (self.prefix_text and string.startswith(self.prefix_text))
+        return (self.bos if add_special_tokens else []) + self.model.tokenize(string)
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """lm-eval's split: the joined encoding's tokens after the context's own; a cut inside a
+        token is counted ("boundary_merges"). A pair it leaves no context or no continuation token
+        (lm-eval stops on it) is tokenized apart ("unscorable_in_lm_eval_encoding")."""
+        ctx, cont = super()._encode_pair(context, continuation)
+        kept = context.rstrip()  # lm-eval moves the context's trailing whitespace
+        own = self.model.tokenize(context[len(kept):] + continuation)
+        if cont != own:
+            self.stats["boundary_merges"] += 1
+        if ctx and cont:
+            return ctx, cont
+        self.stats["unscorable_in_lm_eval_encoding"] += 1  # run() says how many
+        return self.model.tokenize(kept) or [self.prefix_token_id], own
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
+        """TemplateLM's encoded pairs; one over max_length + 1 tokens keeps its last max_length + 1
+        ("left_truncated_inputs"), as HFLM feeds it."""
+        items = []
+        for _, ctx, cont in requests:
+            kept = (ctx + cont)[-(self.max_length or len(ctx + cont)) - 1:]
+            if len(cont) >= len(kept):
+                raise ValueError(f"a {len(cont)}-token continuation does not fit the "
+                                 f"{self.max_length}-token window")
+            if len(kept) < len(ctx + cont):
+                self.stats["left_truncated_inputs"] += 1
+            items.append((kept[:-len(cont)], cont, len(kept)))
+        return self._score(items)
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        items = [self.requests.pair(*request.args) for request in requests]
-        return [(float(sum(s.logprobs)), bool(all(s.greedy))) for s in self._score(items)]
+        if self.ids:  # TemplateLM encodes the pairs and calls _loglikelihood_tokens
+            return super().loglikelihood(requests, disable_tqdm)
+        return self._score([self._text_pair(*request.args) for request in requests])
 
-    def _score(self, items: list[tuple]) -> list[TokenScores]:
-        """TokenScores of (context, continuation, tokens): ids via score_ids, texts via score."""
-        call = self.model.score_ids if self.requests.ids else self.model.score
+    def _text_pair(self, context: str, continuation: str) -> tuple[str, str, int]:
+        """A request as texts for score(), which tokenizes them apart: lm-eval's whitespace move and
+        empty context; a context too long is cut in the middle, as inference.py cuts prompts."""
+        kept = context.rstrip()
+        context, continuation = kept or self.prefix_text, context[len(kept):] + continuation
+        ctx, cont = self.model.tokenize(context), self.model.tokenize(continuation)
+        if self.max_length and len(ctx) + len(cont) > self.max_length:
+            context = self.model.build_prompt(context, False, len(cont), self.max_length).text
+            ctx = self.model.tokenize(context)
+            self.stats["truncated_contexts"] += 1
+        return context, continuation, len(ctx) + len(cont)
+
+    def _score(self, items: list[tuple]) -> list[tuple[float, bool]]:
+        """(log-likelihood summed in float64, all greedy) of (context, continuation, tokens) items:
+        id lists via score_ids, texts via score, in inference.py's batches."""
+        call = self.model.score_ids if self.ids else self.model.score
         out: list = [None] * len(items)
         for batch in plan_batches([n for _, _, n in items], self.batch_size, self.max_batch_tokens):
             for i, scores in zip(batch, call([items[i][:2] for i in batch])):
-                out[i] = scores
+                out[i] = float(sum(scores.logprobs)), all(scores.greedy)
         return out
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        windows = [(k, w) for k, request in enumerate(requests)
-                   for w in self.requests.rolling(request.args[0])]
-        totals = [0.0] * len(requests)
-        for (k, _), scores in zip(windows, self._score([window for _, window in windows])):
-            totals[k] += float(sum(scores.logprobs))
-        return totals
+        windows = [self.rolling(request.args[0]) for request in requests]
+        scores = iter(self._score([window for text in windows for window in text]))
+        return [sum(next(scores)[0] for _ in text) for text in windows]
+
+    def rolling(self, text: str) -> list[tuple]:
+        """HFLM's disjoint rolling windows of `text` as (context, piece, tokens) items."""
+        if not self.ids:
+            return self._text_windows(text)
+        ids = self.tok_encode(text)
+        windows = get_rolling_token_windows(ids, self.prefix_token_id, self.max_length or len(ids),
+                                            context_len=1)
+        return [(ctx, piece, len(ctx) + len(piece))
+                for ctx, piece in map(make_disjoint_window, windows)]
+
+    def _text_windows(self, text: str) -> list[tuple[str, str, int]]:
+        """The windows as text pairs that re-tokenize exactly: the first after BOS/EOS, then
+        max_length - 1 tokens after the tokens before them. A cut inside a character ends the
+        piece up to 8 tokens earlier; failing that, it is scored as decoded ("inexact_windows")."""
+        ids = self.model.tokenize(text)
+        if not self.max_length or len(ids) < self.max_length:
+            return [(self.prefix_text, text, len(ids) + 1)] if ids else []
+        windows, start = [], 0
+        while start < len(ids):
+            end = min(start + self.max_length - 1, len(ids))
+            window = next((w for stop in range(end, max(start, end - 8), -1)
+                           if (w := self._text_window(ids, start, stop)) is not None), None)
+            if window is None:
+                self.stats["inexact_windows"] += 1
+                context = self.model.detokenize(ids[start - 1:start]) if start else self.prefix_text
+                window = (context, self.model.detokenize(ids[start:end]), 1, end)
+            windows.append((window[0], window[1], window[2] + window[3] - start))
+            start = window[3]
+        return windows
+
+    def _text_window(self, ids: list[int], start: int, end: int) -> tuple | None:
+        """(context, piece, context tokens, end) predicting ids[start:end] after the fullest
+        context that fits, both texts re-tokenizing to their ids."""
+        def exact(part: list[int]) -> str | None:
+            text = self.model.detokenize(part)
+            return text if self.model.tokenize(text) == part else None
+
+        piece = exact(ids[start:end])
+        if piece is None or start == 0:
+            return None if piece is None else (self.prefix_text, piece, 1, end)
+        most = min(start, self.max_length - (end - start))
+        for width in range(most, max(0, most - 8), -1):
+            if (context := exact(ids[start - width:start])) is not None:
+                return context, piece, width, end
+        return None
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         groups: dict[tuple, list[int]] = defaultdict(list)
@@ -89,7 +194,9 @@ class BridgeLM(LM):
             groups[self._gen_settings(request.args[1])].append(i)
         out = [""] * len(requests)
         for (until, max_new), members in groups.items():
-            prompts = [self._gen_prompt(requests[i].args[0], max_new) for i in members]
+            prompts = [dataclasses.replace(  # a rendered chat template carries its special tokens
+                self.model.build_prompt(requests[i].args[0], False, max_new, self.max_length),
+                add_special_tokens=not self.chat) for i in members]
             for batch in plan_batches([p.n_tokens for p in prompts], self.batch_size,
                                       self.max_batch_tokens):
                 outputs = self.model.generate([prompts[b] for b in batch], max_new, until)
@@ -104,24 +211,15 @@ class BridgeLM(LM):
         until = kwargs.pop("until", None) or ()
         until = (until,) if isinstance(until, str) else tuple(until)
         max_new = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
-        temperature = float(kwargs.pop("temperature", 0) or 0)
-        sampling = kwargs.pop("do_sample", False) or temperature > 0
-        if sampling and not self.stats["sampling_requests_run_greedy"]:
-            log.warning("gen_kwargs ask for sampling (do_sample / temperature); the adapter "
-                        "decodes greedily")
-        self.stats["sampling_requests_run_greedy"] += bool(sampling)
-        if set(kwargs) - self.ignored_gen_kwargs:
-            log.warning("ignoring gen_kwargs %s (greedy decoding)",
-                        sorted(set(kwargs) - self.ignored_gen_kwargs))
-            self.ignored_gen_kwargs |= set(kwargs)
+        sampling = [kwargs.pop("do_sample", False), float(kwargs.pop("temperature", 0) or 0) > 0]
+        if any(sampling) and not self.stats["sampling_requests_run_greedy"]:
+            log.warning("gen_kwargs ask for sampling (do_sample / temperature); decoding greedily")
+        self.stats["sampling_requests_run_greedy"] += any(sampling)
+        ignored = set(kwargs) - self.ignored_gen_kwargs
+        if ignored:
+            log.warning("ignoring gen_kwargs %s (greedy decoding)", sorted(ignored))
+            self.ignored_gen_kwargs |= ignored
         return until, self.force_gen_toks or max_new
-
-    def _gen_prompt(self, context: str, max_new: int) -> Prompt:
-        prompt = self.model.build_prompt(context, chat=False, max_new_tokens=max_new,
-                                         max_length=self.max_length)
-        if self.chat:  # the rendered chat template carries its own special tokens
-            prompt.add_special_tokens = False
-        return prompt
 
     def apply_chat_template(self, chat_history: list[dict],
                             add_generation_prompt: bool = True) -> str:
@@ -130,9 +228,9 @@ class BridgeLM(LM):
         self.chat = True
         if add_generation_prompt and len(chat_history) == 1 and chat_history[0]["role"] == "user":
             return self.model.apply_chat(chat_history[0]["content"])
-        messages, system = list(chat_history), self.model.options.system_prompt
-        if system and all(m["role"] != "system" for m in messages):
-            messages.insert(0, {"role": "system", "content": system})
+        messages = list(chat_history)
+        if all(m["role"] != "system" for m in messages):  # -M system_prompt's turn first
+            messages = self.model.chat_messages("")[:-1] + messages
         if not getattr(self.tokenizer, "chat_template", None):
             raise NotImplementedError(f"adapter {self.model.name!r}: multi-turn chats need a "
                                       "tokenizer chat template")
@@ -152,8 +250,8 @@ class BridgeLM(LM):
         return {**self.get_model_info(), "max_length": self.max_length,
                 "batch_size": self.batch_size,
                 "max_gen_toks": self.force_gen_toks or f"task's, else {self.max_gen_toks}",
-                "chat": self.chat, "request_encoding": self.requests.encoding,
-                "scoring": self.requests.describe(), "prefix_text": self.requests.prefix_text,
+                "chat": self.chat, "request_encoding": "lm-eval" if self.ids else "separate",
+                "scoring": self.scoring, "prefix_text": self.prefix_text,
                 "events": dict(+self.stats), "ignored_gen_kwargs": sorted(self.ignored_gen_kwargs)}
 
 
@@ -166,21 +264,20 @@ def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
     def dump(obj, **kw) -> str:
         return json.dumps(obj, ensure_ascii=False, default=handle_non_serializable, **kw)
 
+    def sample_line(row: dict) -> str:
+        arguments = {f"gen_args_{i}": {f"arg_{j}": value for j, value in enumerate(args)}
+                     for i, args in enumerate(row["arguments"])}
+        return dump({**row, "arguments": arguments, "resps": sanitize_list(row["resps"]),
+                     "filtered_resps": sanitize_list(row["filtered_resps"]),
+                     "target": str(row["target"])}) + "\n"
+
     samples = results.pop("samples", None) or {}
     for task in samples:  # a task name becomes a file name: never a path (checked before writing)
         check_name(task, "an lm-eval task name")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "lm_eval_samples" if samples else out_dir).mkdir(parents=True, exist_ok=True)
     for task, rows in samples.items():
-        (out_dir / "lm_eval_samples").mkdir(exist_ok=True)
-        lines = []
-        for row in rows:
-            arguments = {f"gen_args_{i}": {f"arg_{j}": value for j, value in enumerate(args)}
-                         for i, args in enumerate(row["arguments"])}
-            lines.append(dump({**row, "arguments": arguments, "resps": sanitize_list(row["resps"]),
-                               "filtered_resps": sanitize_list(row["filtered_resps"]),
-                               "target": str(row["target"])}) + "\n")
-        write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl",
-                           "".join(lines).encode("utf-8"))
+        text = "".join(map(sample_line, rows))
+        write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl", text.encode("utf-8"))
     path = out_dir / "lm_eval_results.json"
     text = dump({**results, "bridge": lm.report()}, indent=2) + "\n"
     write_bytes_atomic(path, text.encode("utf-8"))
@@ -203,11 +300,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stderr bootstrap samples (0: off)")
     p.add_argument("--log-samples", action="store_true",
                    help="also write lm_eval_samples/<task>.jsonl")
-    p.add_argument("--request-encoding", choices=ENCODINGS, default="lm-eval",
-                   help="how a loglikelihood request becomes tokens: lm-eval encodes context "
-                        "and continuation together, as lm-eval's HF model does; separate "
-                        "tokenizes each apart (our score(); always, for adapters without "
-                        "score_ids)")
     p.add_argument("--out-dir", type=Path, default=None,
                    help="results folder (default: pred/<model-name>)")
     p.add_argument("--model-name", default=None,
@@ -262,7 +354,7 @@ def load_tasks(manager, names: list[str]) -> list:
 @inference_command("lm-eval", help="lm-evaluation-harness tasks on the same model adapters "
                                    "(pip install lm-eval)")
 def run(args) -> int:
-    if LM is object:
+    if TemplateLM is object:
         print("error: inference.py lm-eval needs lm-eval, an optional dependency: pip install "
               "lm-eval", file=sys.stderr)
         return 2
@@ -288,7 +380,7 @@ def run(args) -> int:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     lm = BridgeLM(model, args.batch_size, args.max_batch_tokens, args.max_length,
-                  force_gen_toks=args.max_new_tokens, request_encoding=args.request_encoding)
+                  force_gen_toks=args.max_new_tokens)
     limit = args.limit if args.limit is None or args.limit < 1 else int(args.limit)
     results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot, limit=limit,
                               bootstrap_iters=args.bootstrap_iters, log_samples=args.log_samples,
