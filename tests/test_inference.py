@@ -52,7 +52,7 @@ def test_unknown_dataset_and_model_fail_before_touching_outputs(tmp_path, capsys
     assert "Did you mean: custom_en" in capsys.readouterr().err
     assert inference.main(["--model", str(tmp_path / "no-model"), "--datasets", "custom_en", "--out-dir",
                            str(tmp_path / "pred")]) == 2
-    assert "no such folder" in capsys.readouterr().err
+    assert "no such file or folder" in capsys.readouterr().err
     assert (tmp_path / "pred" / "echo" / "custom_en.jsonl").read_bytes() == before
 
 

@@ -352,7 +352,7 @@ def test_local_task_data_and_model_errors_are_one_line(task_dir, tmp_path, capsy
                               "An error occurred while generating the dataset (JSON parse error: Invalid value. in "
                               "row 1)\n",
         ("t_ll", str(tmp_path / "empty_model")): "error: could not load model: ",
-        ("t_ll", str(tmp_path / "nope")): f"error: could not load model: model '{tmp_path / 'nope'}': no such folder",
+        ("t_ll", str(tmp_path / "nope")): f"error: could not load model: model '{tmp_path / 'nope'}': no such file or folder",
     }
     for (task, model), want in expected.items():
         capsys.readouterr()
