@@ -1,7 +1,12 @@
-"""Token-overlap metrics for short answers: LongBench's F1 (en / zh) and the SQuAD-normalised
-family (BERGEN's EM, M, Recall)."""
+"""Token-overlap metrics for short answers: LongBench's F1 (en / zh) and BERGEN's family (M, EM,
+F1, Precision, Recall, Recall_char3gram), each maximised over the references on its own.
+
+The two normalise alike (SQuAD's recipe) but for one rule: LongBench drops a/an/the with Python's
+`re` and BERGEN with the `regex` package, whose word boundary differs next to combining marks and
+other non-NFC text (never on realistic answers), so each family uses its reference's module."""
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections import Counter
@@ -20,6 +25,18 @@ _ALL_PUNCT = str.maketrans("", "", string.punctuation + _ZH_PUNCT)
 def normalize_en(text: str) -> str:
     """SQuAD normalisation: lowercase, drop ASCII punctuation and a/an/the, collapse whitespace."""
     return " ".join(_ARTICLES.sub(" ", text.lower().translate(_ASCII_PUNCT)).split())
+
+
+@functools.cache
+def _bergen_articles():
+    import regex  # BERGEN's own module (a dependency of nltk)
+
+    return regex.compile(r"\b(a|an|the)\b")
+
+
+def normalize_bergen(text: str) -> str:
+    """BERGEN's normalize(): normalize_en with the `regex` package's word boundary."""
+    return " ".join(_bergen_articles().sub(" ", text.lower().translate(_ASCII_PUNCT)).split())
 
 
 def normalize_zh_token(token: str) -> str:
@@ -115,27 +132,27 @@ def explain_qa_f1_zh(prediction: str, reference: str, **record) -> dict:
     return explain_overlap(zh_tokens(prediction), zh_tokens(reference))
 
 
-@metric("exact_match", version="squad-1")
+@metric("exact_match", version="bergen-1")
 def exact_match(prediction: str, reference: str, **record) -> float:
-    """1 if the SQuAD-normalised prediction equals the normalised reference (BERGEN's EM).
+    """1 if the normalised prediction equals the normalised reference (BERGEN's EM).
 
     >>> exact_match("The Paris.", "paris"), exact_match("Paris, France", "Paris")
     (1.0, 0.0)
     """
-    return float(normalize_en(prediction) == normalize_en(reference))
+    return float(normalize_bergen(prediction) == normalize_bergen(reference))
 
 
 @explains("exact_match")
 def explain_exact_match(prediction: str, reference: str, **record) -> dict:
     """exact_match's numbers: both normalised texts."""
-    pred, ref = normalize_en(prediction), normalize_en(reference)
+    pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
     score = float(pred == ref)
     verb = "equals" if score else "differs from"
     return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
             "text": f"normalised {pred!r} {verb} {ref!r}: {score:g}"}
 
 
-@metric("match", version="squad-1")
+@metric("match", version="bergen-1")
 def match(prediction: str, reference: str, **record) -> float:
     """1 if the normalised reference occurs inside the normalised prediction (BERGEN's M), so
     "paris" also matches "parisian".
@@ -143,33 +160,55 @@ def match(prediction: str, reference: str, **record) -> float:
     >>> match("It is Paris, France.", "paris"), match("London", "Paris")
     (1.0, 0.0)
     """
-    return float(normalize_en(reference) in normalize_en(prediction))
+    return float(normalize_bergen(reference) in normalize_bergen(prediction))
 
 
 @explains("match")
 def explain_match(prediction: str, reference: str, **record) -> dict:
     """match's numbers: both normalised texts."""
-    pred, ref = normalize_en(prediction), normalize_en(reference)
+    pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
     score = float(ref in pred)
     where = "is inside" if score else "is not inside"
     return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
             "text": f"normalised reference {ref!r} {where} the normalised prediction: {score:g}"}
 
 
-@metric("recall", version="squad-1")
+@metric("recall", version="bergen-1")
 def recall(prediction: str, reference: str, **record) -> float:
     """Share of the reference's normalised words found in the prediction (multiset overlap; BERGEN's Recall).
 
     >>> recall("Paris is the capital", "capital of France")
     0.3333333333333333
     """
-    return _recall(normalize_en(prediction).split(), normalize_en(reference).split())
+    return _recall(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
 
 
 @explains("recall")
 def explain_recall_words(prediction: str, reference: str, **record) -> dict:
-    words = normalize_en(prediction).split(), normalize_en(reference).split()
+    words = normalize_bergen(prediction).split(), normalize_bergen(reference).split()
     return explain_overlap(*words, recall_of="word")
+
+
+@metric("f1", version="bergen-1")
+def f1(prediction: str, reference: str, **record) -> float:
+    """BERGEN's F1: word F1 after BERGEN's normalisation (LongBench's is qa_f1).
+
+    >>> f1("The Eiffel Tower, Paris", "Paris")
+    0.5
+    """
+    return token_f1(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
+
+
+@metric("precision", version="bergen-1")
+def precision(prediction: str, reference: str, **record) -> float:
+    """BERGEN's Precision: the share of the prediction's normalised words found in the reference.
+
+    >>> precision("Paris is the capital", "capital of France")
+    0.3333333333333333
+    """
+    words = normalize_bergen(prediction).split()
+    same = _shared_count(words, normalize_bergen(reference).split())
+    return 0.0 if same == 0 else 1.0 * same / len(words)
 
 
 def char3grams(text: str) -> list[str]:
@@ -180,17 +219,17 @@ def char3grams(text: str) -> list[str]:
     return grams
 
 
-@metric("recall_char3gram", version="squad-1")
+@metric("recall_char3gram", version="bergen-1")
 def recall_char3gram(prediction: str, reference: str, **record) -> float:
     """Recall over character 3-grams of the normalised words: partial credit for near-miss spellings.
 
     >>> recall_char3gram("Pariss", "Paris")
     1.0
     """
-    return _recall(char3grams(normalize_en(prediction)), char3grams(normalize_en(reference)))
+    return _recall(char3grams(normalize_bergen(prediction)), char3grams(normalize_bergen(reference)))
 
 
 @explains("recall_char3gram")
 def explain_recall_char3gram(prediction: str, reference: str, **record) -> dict:
-    grams = char3grams(normalize_en(prediction)), char3grams(normalize_en(reference))
+    grams = char3grams(normalize_bergen(prediction)), char3grams(normalize_bergen(reference))
     return explain_overlap(*grams, recall_of="3-gram")

@@ -1,6 +1,6 @@
-"""ROUGE-L: LongBench's ``rouge`` / ``rouge_zh``, a fast replacement of the pltrdy ``rouge`` 1.0.1
-package's ROUGE-L, bit for bit (tests/test_rouge.py uses the package as oracle), and
-``rouge_chinese`` (which calls the ``rouge-chinese`` package).
+"""ROUGE: LongBench's ``rouge`` / ``rouge_zh``, a fast replacement of the pltrdy ``rouge`` 1.0.1
+package's ROUGE-L, bit for bit (tests/test_rouge.py uses the package as oracle); ``rouge_chinese``
+(which calls the ``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the package itself).
 
 What the package computes, not textbook ROUGE-L:
 * the text is cut on every "." (empty pieces dropped); words are whitespace tokens ("  " is "");
@@ -207,3 +207,39 @@ def explain_rouge_chinese(prediction: str, reference: str, **record) -> dict:
             f"R = {ratio(llcs, ref_words)} of the reference's, F = 2PR/(P+R+1e-8) = {score:.4g}")
     return {"llcs": llcs, "prediction_words": hyp_words, "reference_words": ref_words,
             "precision": precision, "recall": recall, "score": score, "text": text}
+
+
+@functools.cache
+def _package_rouge():
+    from rouge import Rouge  # the pltrdy package: its ROUGE-1 / ROUGE-2 as they are
+
+    return Rouge(metrics=["rouge-1", "rouge-2"])
+
+
+def _package_f(prediction: str, reference: str, which: str) -> float:
+    """The `rouge` package's F of ROUGE-N, as BERGEN calls it; any failure (an empty text raises)
+    scores 0.0, as BERGEN scores it."""
+    try:
+        return _package_rouge().get_scores(prediction, reference, avg=True)[which]["f"]
+    except Exception as exc:
+        return _zeroed(exc)
+
+
+@metric("rouge_1", best=ROUGE_BEST, version="pltrdy-1.0.1")
+def rouge_1(prediction: str, reference: str, **record) -> float:
+    """BERGEN's Rouge-1: the `rouge` package's ROUGE-1 F (distinct-word overlap).
+
+    >>> rouge_1("the cat sat on the mat", "the cat lay on the mat")
+    0.7999999950000002
+    """
+    return _package_f(prediction, reference, "rouge-1")
+
+
+@metric("rouge_2", best=ROUGE_BEST, version="pltrdy-1.0.1")
+def rouge_2(prediction: str, reference: str, **record) -> float:
+    """BERGEN's Rouge-2: the `rouge` package's ROUGE-2 F (bigram overlap).
+
+    >>> rouge_2("the cat sat on the mat", "the cat lay on the mat")
+    0.5999999950000001
+    """
+    return _package_f(prediction, reference, "rouge-2")
