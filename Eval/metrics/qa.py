@@ -199,6 +199,11 @@ def f1(prediction: str, reference: str, **record) -> float:
     return token_f1(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
 
 
+@explains("f1")
+def explain_f1(prediction: str, reference: str, **record) -> dict:
+    return explain_overlap(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
+
+
 @metric("precision", version="bergen-1")
 def precision(prediction: str, reference: str, **record) -> float:
     """BERGEN's Precision: the share of the prediction's normalised words found in the reference.
@@ -209,6 +214,16 @@ def precision(prediction: str, reference: str, **record) -> float:
     words = normalize_bergen(prediction).split()
     same = _shared_count(words, normalize_bergen(reference).split())
     return 0.0 if same == 0 else 1.0 * same / len(words)
+
+
+@explains("precision")
+def explain_precision(prediction: str, reference: str, **record) -> dict:
+    """precision's numbers: the overlap, then P alone."""
+    out = explain_overlap(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
+    same, words = out["shared_count"], len(out["prediction_tokens"])
+    score = 0.0 if same == 0 else 1.0 * same / words
+    text = f"{same} of the prediction's words are in the reference: P = {ratio(same, words)}"
+    return {**out, "score": score, "text": text}
 
 
 def char3grams(text: str) -> list[str]:

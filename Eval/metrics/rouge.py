@@ -225,6 +225,16 @@ def _package_f(prediction: str, reference: str, which: str) -> float:
         return _zeroed(exc)
 
 
+def _explain_package(prediction: str, reference: str, which: str) -> dict:
+    value = _package_f(prediction, reference, which)
+    if isinstance(value, Zeroed):
+        return {"score": 0.0, "zeroed": value.reason, "text": f"scored 0, as BERGEN does: {value.reason}"}
+    scores = _package_rouge().get_scores(prediction, reference, avg=True)[which]
+    text = (f"{which} of the rouge package: P = {scores['p']:.4g}, R = {scores['r']:.4g}, "
+            f"F = 2PR/(P+R+1e-8) = {value:.4g}")
+    return {"precision": scores["p"], "recall": scores["r"], "score": value, "text": text}
+
+
 @metric("rouge_1", best=ROUGE_BEST, version="pltrdy-1.0.1")
 def rouge_1(prediction: str, reference: str, **record) -> float:
     """BERGEN's Rouge-1: the `rouge` package's ROUGE-1 F (distinct-word overlap).
@@ -243,3 +253,13 @@ def rouge_2(prediction: str, reference: str, **record) -> float:
     0.5999999950000001
     """
     return _package_f(prediction, reference, "rouge-2")
+
+
+@explains("rouge_1")
+def explain_rouge_1(prediction: str, reference: str, **record) -> dict:
+    return _explain_package(prediction, reference, "rouge-1")
+
+
+@explains("rouge_2")
+def explain_rouge_2(prediction: str, reference: str, **record) -> dict:
+    return _explain_package(prediction, reference, "rouge-2")
