@@ -79,7 +79,8 @@ def compare(one: APIModel, many: APIModel, work: list) -> None:
         failed = sum(o.finish_reason == "error" for o in outputs)
         results.append((seconds, outputs))
         print(f"concurrency {model.settings.concurrency:>2}: {n} requests in {seconds:6.2f} s = "
-              f"{n / seconds:6.2f} req/s, {sum(o.n_tokens for o in outputs) / seconds:7.1f} generated tok/s, {failed} failed")
+              f"{n / seconds:6.2f} req/s, {sum(o.n_tokens for o in outputs) / seconds:7.1f} generated "
+              f"tok/s, {failed} failed")
     (s1, o1), (sn, on) = results
     same = sum(a.text == b.text and a.n_tokens == b.n_tokens for a, b in zip(o1, on))
     print(f"ratio (concurrency {many.settings.concurrency} / 1 throughput): {s1 / sn:.2f}x; identical outputs "

@@ -59,8 +59,8 @@ CHAT_CASES = [  # (reply payload, expected (text, finish_reason, error after "PO
     (chat_reply("x", reasoning_content=["r"]), ("", "error", "choices[0].message.reasoning_content is a list, not "
                                                              "a string")),
     ({"choices": []}, ("", "error", "choices is empty, not a non-empty list")),
-    ({"error": {"message": "overloaded"}}, ("", "error", "choices is missing or null, not a non-empty list (the reply's "
-                                                         "error: {'message': 'overloaded'})")),
+    ({"error": {"message": "overloaded"}}, ("", "error", "choices is missing or null, not a non-empty list (the "
+                                                         "reply's error: {'message': 'overloaded'})")),
     ({"choices": ["x"]}, ("", "error", "choices[0] is a string, not an object")),
     ({"choices": [{"index": 0}]}, ("", "error", "choices[0].message is missing or null, not an object")),
     ({"choices": [{"message": "hi"}]}, ("", "error", "choices[0].message is a string, not an object")),

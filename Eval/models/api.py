@@ -4,21 +4,20 @@
 Usage:
     python inference.py --backend api --model MODEL -M base_url=http://127.0.0.1:8000/v1
     model = APIModel(APIOptions(base_url="http://127.0.0.1:8000/v1", api_model="MODEL"))
-    model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16)
 
 Prompts are built as the HF adapter builds them, on a LOCAL tokenizer (cuts, token counts); chat
-prompts go as messages (the server applies its template; its prompt-token count is checked against
-ours), completion prompts as text; greedy. The `openai` client does the HTTP (pooling, retries with
-back-off and Retry-After); api_http.py bounds each attempt. A request that still fails, or a reply
-that cannot be used, becomes a Generation with finish_reason "error" naming why (a rerun redoes
-those). The key (from the variable -M api_key_env names) and the base URL's credentials are sent,
-never shown or stored. score() needs prompt log-probabilities (vLLM's echo + logprobs).
+prompts go as messages (the server applies its template), completion prompts as text; greedy. The
+`openai` client does the HTTP (pooling, retries with back-off and Retry-After); api_http.py bounds
+each attempt. A request that still fails, or a reply that cannot be used, becomes a Generation with
+finish_reason "error" naming why (a rerun redoes those). The key (from the variable -M api_key_env
+names) and the base URL's credentials are sent, never shown or stored.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import sys
 from urllib.parse import parse_qsl
@@ -47,17 +46,13 @@ class APIOptions:
     """-M options of the api backend. The key is read from the variable api_key_env names."""
     base_url: str = option("http://127.0.0.1:8000/v1", "the server's /v1 URL")
     api_model: str | None = option(None, "served model name, when it is not --model")
-    tokenizer: str | None = option(None, "local tokenizer for cuts and token counts (none: --model)")
+    tokenizer: str | None = option(None, "local tokenizer: cuts and token counts (none: --model)")
     api_key_env: str = option(DEFAULT_KEY_ENV, "environment variable holding the API key")
     concurrency: int = option(8, "most requests in flight")
     rpm: int | None = option(None, "most requests started per minute (none: no limit)")
     timeout: float = option(300.0, "deadline in seconds for a whole request before it is retried")
     max_retries: int = option(5, "retries on 429 / 5xx / timeouts / connection errors")
     trust_remote_code: bool = option(False, "allow the local tokenizer's own code")
-
-
-async def _gather(coroutines: list) -> list:
-    return list(await asyncio.gather(*coroutines))
 
 
 @register_model("api")
@@ -68,10 +63,10 @@ class APIModel(BaseLLM):
     max_pad_fraction = 1.0  # requests are independent: prompts of any lengths batch for free
 
     @classmethod
-    def from_options(cls, model: str, options: AdapterOptions, backend_options: APIOptions):
+    def from_options(cls, model: str, options: AdapterOptions, settings: APIOptions):
         """`model` names the served model (unless -M api_model does) and the local tokenizer."""
-        return cls(dataclasses.replace(backend_options, api_model=backend_options.api_model or model,
-                                       tokenizer=backend_options.tokenizer or model), options)
+        return cls(dataclasses.replace(settings, api_model=settings.api_model or model,
+                                       tokenizer=settings.tokenizer or model), options)
 
     def __init__(self, settings: APIOptions, options: AdapterOptions | None = None,
                  rpm_window: float = 60.0):
@@ -84,8 +79,8 @@ class APIModel(BaseLLM):
         self.base_url = self._shown("")
         key = os.environ.get(settings.api_key_env)
         if key is None and settings.api_key_env != DEFAULT_KEY_ENV:
-            raise ValueError(f"environment variable {settings.api_key_env} (named by -M api_key_env) "
-                             "is not set")
+            raise ValueError(f"environment variable {settings.api_key_env} (named by -M "
+                             "api_key_env) is not set")
         self._scrub = Scrubber(key, settings.base_url)  # the key: sent as a header, never written
         self.limiter = RateLimiter(settings.rpm, rpm_window) if settings.rpm else None
         self.stats = dict.fromkeys(("requests", "retries", "rate_limited", "failed",
@@ -111,14 +106,20 @@ class APIModel(BaseLLM):
                               max_keepalive_connections=settings.concurrency)
         self.client = openai.AsyncOpenAI(
             api_key=key or "no-key", base_url=self._root, max_retries=settings.max_retries,
-            default_headers=headers, default_query=dict(parse_qsl(self._query, keep_blank_values=True)),
+            default_headers=headers,
+            default_query=dict(parse_qsl(self._query, keep_blank_values=True)),
             timeout=httpx.Timeout(settings.timeout, connect=min(settings.timeout, 10.0)),
             http_client=AttemptClient(settings.timeout, self.limiter, self.stats, limits=limits))
+
+    def without_chat_template(self, text: str) -> str:
+        raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat "
+                         "prompts cannot be sized; pass -M tokenizer=PATH with the served model's "
+                         "tokenizer, or use completion mode")
 
     def context_window(self) -> int | None:
         """The server's max_model_len (vLLM lists it in /v1/models), else max_position_embeddings
         from the local tokenizer folder's config.json."""
-        served = getattr(self._served(), "max_model_len", None)
+        served = getattr(self._served, "max_model_len", None)
         if type(served) is int and served > 0:
             return served
         with contextlib.suppress(OSError, ValueError, KeyError):
@@ -128,14 +129,14 @@ class APIModel(BaseLLM):
             return getattr(config, "max_position_embeddings", None)
         return None
 
-    # --- HTTP --------------------------------------------------------------------------------------
     def _shown(self, path: str) -> str:  # the request URL of an endpoint path, redacted
         return redact_url(self._root + path + (f"?{self._query}" if self._query else ""))
 
     async def _create(self, path: str, body: dict, limit: int | None = None):
-        """The parsed reply of a 200 answer (its shape unchecked); APIError when the request fails for
-        good, MalformedReply when the body is over `limit` bytes or not JSON."""
-        endpoint = self.client.completions if path == "/completions" else self.client.chat.completions
+        """The parsed reply of a 200 answer (its shape unchecked); APIError when the request fails
+        for good, MalformedReply when the body is over `limit` bytes or not JSON."""
+        chat = path == "/chat/completions"
+        endpoint = self.client.chat.completions if chat else self.client.completions
         token = REPLY_LIMIT.set(limit)
         try:
             async with self._semaphore:
@@ -150,8 +151,8 @@ class APIModel(BaseLLM):
             REPLY_LIMIT.reset(token)
 
     def _failure(self, path: str, err: openai.APIError) -> APIError:
-        """The error of a request the client gave up on: its URL, how many attempts it made (numbered
-        in a header) and the last one's cause."""
+        """The error of a request the client gave up on: its URL, how many attempts it made
+        (numbered in a header) and the last one's cause."""
         shown, cause = f"POST {self._shown(path)}", err.__cause__
         attempts = int(err.request.headers.get("x-stainless-retry-count", "0")) + 1
         if isinstance(err, openai.APIStatusError):
@@ -160,35 +161,36 @@ class APIModel(BaseLLM):
             if attempts == 1 and status < 500 and status not in (408, 409, 429):  # not retried
                 return APIError(f"{shown}: {last}", status, detail)
         elif isinstance(err, openai.APITimeoutError):
-            last = f"timed out after {self.settings.timeout:g} s ({str(cause) or type(cause).__name__})"
+            # AttemptClient's own deadline is the only plain TimeoutException
+            what = str(cause) if type(cause) is httpx.TimeoutException else type(cause).__name__
+            last = f"timed out after {self.settings.timeout:g} s ({what})"
         else:  # refused or reset connections, broken HTTP
             last = f"connection error ({type(cause).__name__}: {str(cause) or 'no detail'})"
         return APIError(self._scrub(f"{shown}: failed after {attempts} attempt"
                                     f"{'s' * (attempts > 1)}; last: {last}"))
 
+    @functools.cached_property
     def _served(self) -> openai.BaseModel | None:
-        """The server's /v1/models entry for api_model (vLLM's has `root`, `max_model_len`); None when
-        it lists none or does not answer in 10 s. Asked once."""
+        """The server's /v1/models entry for api_model (vLLM's has `root`, `max_model_len`); None
+        when it lists none or does not answer in 10 s."""
         async def entries() -> list:
             with contextlib.suppress(openai.APIError, ValueError, TypeError, RecursionError):
                 client = self.client.with_options(max_retries=0, timeout=10.0)
                 page = await client.models.list(extra_headers=self._auth)
-                return [m for m in getattr(page, "data", None) or [] if isinstance(m, openai.BaseModel)]
+                return [m for m in getattr(page, "data", None) or []
+                        if isinstance(m, openai.BaseModel)]
             return []
 
-        if not hasattr(self, "_entry"):
-            found = self._portal.call(entries) if self._portal else []
-            self._entry = next((m for m in found if m.id == self.api_model), None)
-        return self._entry
+        found = self._portal.call(entries) if self._portal else []
+        return next((m for m in found if m.id == self.api_model), None)
 
-    # --- generation --------------------------------------------------------------------------------
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
                  stop: tuple[str, ...] = ()) -> list[Generation]:
         """Greedy answers for one batch: one request per prompt, `concurrency` at a time."""
         stop = tuple(stop) + self.options.stop
         self.thinking_budget()  # a ValueError when one is set: nothing here can force the tag
-        return self._portal.call(_gather, [self._generate_one(p, max_new_tokens, stop, len(prompts))
-                                           for p in prompts])
+        requests = [self._generate_one(p, max_new_tokens, stop, len(prompts)) for p in prompts]
+        return self._portal.call(asyncio.gather, *requests)
 
     async def _generate_one(self, prompt: Prompt, max_new_tokens: int, stop: tuple[str, ...],
                             batch_size: int) -> Generation:
@@ -231,22 +233,23 @@ class APIModel(BaseLLM):
             return
         self.stats["prompt_token_mismatch"] += 1
         if self.stats["prompt_token_mismatch"] == 1:
-            print(self._scrub(f"warning: {self.base_url} counted {server_count} prompt tokens where "
-                              f"the local tokenizer {self.tokenizer_path} counts {prompt.n_tokens}: "
-                              "the server's tokenizer or chat template differs from the local one, "
-                              "so truncation budgets and prompt_tokens may be off"), file=sys.stderr)
+            print(self._scrub(f"warning: {self.base_url} counted {server_count} prompt tokens "
+                              f"where the local tokenizer {self.tokenizer_path} counts "
+                              f"{prompt.n_tokens}: the server's tokenizer or chat template differs "
+                              "from the local one, so truncation budgets and prompt_tokens may be "
+                              "off"), file=sys.stderr)
 
-    # --- scoring -----------------------------------------------------------------------------------
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
         """Per-token log-probabilities of each answer after its prompt (tokenized apart, as the HF
         adapter does), sent as one token-id prompt to /v1/completions with echo=true, logprobs=1,
         max_tokens=0; a token is greedy when its log-probability is its position's top one."""
-        return self._portal.call(_gather, [self._score_one(p, a) for p, a in pairs])
+        return self._portal.call(asyncio.gather, *(self._score_one(p, a) for p, a in pairs))
 
     async def _score_one(self, prompt: str, answer: str) -> TokenScores:
         prompt_ids, answer_ids = self.tokenize(prompt), self.tokenize(answer)
         if not prompt_ids:
-            raise ValueError("score() needs a non-empty prompt (its first token has no log-probability)")
+            raise ValueError("score() needs a non-empty prompt (its first token has no "
+                             "log-probability)")
         start, end = len(prompt_ids), len(prompt_ids) + len(answer_ids)
         body = {"model": self.api_model, "prompt": prompt_ids + answer_ids, "max_tokens": 0,
                 "echo": True, "logprobs": 1, "temperature": 0}
@@ -262,18 +265,18 @@ class APIModel(BaseLLM):
             raise
         except MalformedReply as err:
             raise APIError(self._scrub(f"POST {url}: malformed reply: {err}")) from None
-        lps, tops = getattr(logprobs, "token_logprobs", None), getattr(logprobs, "top_logprobs", None)
+        lps, tops = (getattr(logprobs, name, None) for name in ("token_logprobs", "top_logprobs"))
         lps = lps[start:end] if isinstance(lps, list) and len(lps) >= end else None
         tops = tops[start:end] if isinstance(tops, list) and len(tops) >= end else None
         if lps is None or tops is None or None in lps or not all(tops):
             raise self._feature_error(f"choices[0].logprobs should hold token_logprobs and "
                                       f"top_logprobs for each of the {end} prompt tokens; it "
                                       "ignores echo/logprobs")
-        if not all(map(is_number, lps)) or \
-                not all(isinstance(top, dict) and all(map(is_number, top.values())) for top in tops):
+        numbers = all(isinstance(top, dict) and all(map(is_number, top.values())) for top in tops)
+        if not (numbers and all(map(is_number, lps))):
             raise APIError(f"POST {url}: malformed reply: choices[0].logprobs holds token_logprobs "
-                           "that are not numbers or top_logprobs that are not objects of numbers at "
-                           "the answer positions")
+                           "that are not numbers or top_logprobs that are not objects of numbers "
+                           "at the answer positions")
         greedy = [lp >= max(top.values()) for lp, top in zip(lps, tops)]
         return TokenScores([float(x) for x in lps], greedy)
 
@@ -282,10 +285,10 @@ class APIModel(BaseLLM):
             f"score() needs prompt log-probabilities, which the server at {self.base_url} (model "
             f"{self.api_model!r}) does not provide: {what}. The API backend asks POST "
             f"{self._shown('/completions')} with a token-id prompt, echo=true, logprobs=1, "
-            "max_tokens=0 (what vLLM returns: `vllm serve MODEL`). `transformers serve` ignores echo "
-            "and logprobs and takes text prompts only; score with --backend hf or a vLLM server."))
+            "max_tokens=0 (what vLLM returns: `vllm serve MODEL`). `transformers serve` ignores "
+            "echo and logprobs and takes text prompts only; score with --backend hf or a vLLM "
+            "server."))
 
-    # --- identity and shutdown ---------------------------------------------------------------------
     def identity(self) -> dict:
         s = self.settings
         return {"adapter": self.name, "served": True, "path": self.api_model,
@@ -297,13 +300,14 @@ class APIModel(BaseLLM):
                 # visible over the API) and its prompt-token counts are checked against ours
                 "chat_template_sha256": template_sha256(self.tokenizer),
                 "api_key_env": s.api_key_env, "concurrency": s.concurrency,
-                "requests_per_minute": s.rpm or None, "timeout_s": s.timeout, "max_retries": s.max_retries}
+                "requests_per_minute": s.rpm or None, "timeout_s": s.timeout,
+                "max_retries": s.max_retries}
 
     def fingerprint(self) -> dict:
         """What determines a served model's outputs as far as a client can tell: the server (its
         redacted URL), the served name (often generic: "default"), the server's own id of what it
         serves (vLLM's `root` in /v1/models; identity() shows it from now on) and the tokenizer."""
-        root = getattr(self._served(), "root", None)
+        root = getattr(self._served, "root", None)
         self._server_model = root if isinstance(root, str) and root else None
         identity = self.identity()
         files = identity["tokenizer_files"] or {}

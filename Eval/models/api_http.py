@@ -1,12 +1,10 @@
-"""What the API adapter (Eval/models/api.py) adds to the `openai` client: bounds on each HTTP attempt
-(a deadline, a byte limit, a requests-per-minute budget), secrets kept out of all it shows, and the
-checks a reply must pass to be saved.
+"""What the API adapter (api.py) adds to the `openai` client: bounds on each HTTP attempt, secrets
+kept out of all it shows, and the checks a reply must pass to be saved.
 
 Usage:
-    client = openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, RateLimiter(60), stats))
-    REPLY_LIMIT.set(reply_limit(max_tokens))  # in the task that sends: the most bytes a reply may take
-    scrub = Scrubber(api_key, base_url)        # scrub(text): secrets ***, URLs redacted
-    raw, finish_reason = reply_text(reply, chat=True, think_tags=("<think>", "</think>"))
+    openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, RateLimiter(60), stats))
+    REPLY_LIMIT.set(reply_limit(max_tokens))  # in the task that sends: the most bytes of a reply
+    Scrubber(api_key, base_url)(text)         # the text with secrets *** and every URL redacted
 """
 from __future__ import annotations
 
@@ -22,11 +20,11 @@ import httpx2 as httpx  # the openai client's HTTP library
 import openai
 
 # A reply to max_tokens=N may take N x 256 bytes plus 64 KiB. A token averages about 4 bytes in
-# English, 6 as a JSON-escaped CJK character, 12 as an emoji; even runs of the longest stay far below
-# 256. The JSON around the text is under 2 KB; 64 KiB also bounds error pages.
+# English, 6 as a JSON-escaped CJK character, 12 as an emoji; even runs of the longest stay far
+# below 256. The JSON around the text is under 2 KB; 64 KiB also bounds error pages.
 REPLY_BYTES_PER_TOKEN, REPLY_ENVELOPE_BYTES = 256, 64 * 1024
 # set per request: a context variable reaches the HTTP client through the openai client
-REPLY_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("reply_limit", default=None)
+REPLY_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("limit", default=None)
 
 
 def reply_limit(max_tokens: int) -> int:
@@ -52,19 +50,18 @@ class MalformedReply(ValueError):
 class ReplyTooLong(MalformedReply, openai.OpenAIError):  # the client passes its own errors on
     def __init__(self, limit: int):
         super().__init__(f"the body ran past {limit:,} bytes, more than max_tokens allows "
-                         f"({REPLY_BYTES_PER_TOKEN} bytes a token + {REPLY_ENVELOPE_BYTES:,} for the "
-                         "JSON around it); reading stopped there (does the server ignore max_tokens?)",
-                         "reply too long")
+                         f"({REPLY_BYTES_PER_TOKEN} bytes a token + {REPLY_ENVELOPE_BYTES:,} for "
+                         "the JSON around it); reading stopped there (does the server ignore "
+                         "max_tokens?)", "reply too long")
 
 
-# --- each attempt: in the rpm budget, counted, bounded in time and in size --------------------------
 class RateLimiter:
-    """At most `rpm` request starts in any `window` seconds: a start holds a slot that long."""
+    """At most `rpm` request starts in any `window` seconds: each start holds a slot that long."""
 
     def __init__(self, rpm: int, window: float = 60.0):
         if rpm < 1:
             raise ValueError(f"requests per minute must be at least 1, not {rpm}")
-        self.rpm, self.window, self.waited_s = rpm, window, 0.0
+        self.window, self.waited_s = window, 0.0
         self._slots = asyncio.Semaphore(rpm)
 
     async def acquire(self) -> None:
@@ -75,8 +72,8 @@ class RateLimiter:
 
 
 class AttemptClient(openai.DefaultAsyncHttpxClient):
-    """The openai client's HTTP client. Each attempt (a first try or a retry) waits for `limiter`, is
-    counted in `stats` and is bounded by `deadline` seconds from connect to the last body byte
+    """The openai client's HTTP client. Each attempt (a first try or a retry) waits for `limiter`,
+    is counted in `stats` and is bounded by `deadline` seconds from connect to the last body byte
     (httpx's timeouts are per read: a trickling server would hold it for ever) and by REPLY_LIMIT
     bytes of body: a server that ignores max_tokens cannot fill the memory."""
 
@@ -116,11 +113,9 @@ class LimitedStream(httpx.AsyncByteStream):
         await self.stream.aclose()
 
 
-# --- secrets: sent as given, never shown ------------------------------------------------------------
 def redact_url(url: str) -> str:
-    """`url` without userinfo, every query value (and a fragment) ***; deterministic, so it can key a
-    cache. redact_url("https://user:pw@host/v1?api_key=K&mode") == "https://host/v1?api_key=***&***"
-    """
+    """`url` without userinfo, every query value (and a fragment) ***; deterministic, so it can key
+    a cache: "https://user:pw@host/v1?key=K&mode" -> "https://host/v1?key=***&***"."""
     try:
         parts = urlsplit(url)
     except ValueError:  # e.g. an unbalanced IPv6 bracket: show nothing of it rather than a secret
@@ -132,8 +127,8 @@ def redact_url(url: str) -> str:
 
 
 def split_base_url(url: str) -> tuple[str, str]:
-    """(the URL without query and trailing slash, the query) of an http(s) base URL, else a
-    ValueError naming it redacted. Credentials stay in the first part: requests carry them as given."""
+    """(the URL without its query and trailing slash, the query) of an http(s) base URL; else a
+    ValueError naming it redacted. Requests carry the credentials in the first part as given."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - an invalid port raises only when read
@@ -147,8 +142,8 @@ def split_base_url(url: str) -> tuple[str, str]:
 
 
 class Scrubber:
-    """Makes text safe to show or save: the key and the base URL's credentials (as written, decoded,
-    and as the Basic token sent) become ***, every URL in it is redacted, lone surrogates escaped."""
+    """Makes text safe to show or save: the key and the base URL's credentials (as written, decoded
+    and as the Basic token sent) become ***, URLs are redacted, lone surrogates escaped."""
     URL_IN_TEXT = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>`]*[^\s'\"<>`:;,.!?)\]]")
 
     def __init__(self, key: str | None, url: str):
@@ -159,17 +154,16 @@ class Scrubber:
         found = [password or user, basic if user or password else "", parts.fragment,
                  *(piece.rpartition("=")[2] for piece in parts.query.split("&"))]
         # shorter strings (a "v=1" query) are no secret; a longer secret may hold a shorter one
-        secrets = {s for raw in found for s in (raw, unquote(raw), unquote_plus(raw)) if len(s) > 3}
-        self.secrets = sorted(secrets | ({key} if key else set()), key=len, reverse=True)
+        found = {s for raw in found for s in (raw, unquote(raw), unquote_plus(raw)) if len(s) > 3}
+        self.secrets = sorted(found | ({key} if key else set()), key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "***")
         text = self.URL_IN_TEXT.sub(lambda m: redact_url(m.group()), text)
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")  # lone surrogates
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-# --- what a reply must hold: its shape, its text, its token counts -----------------------------------
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -192,8 +186,8 @@ def text_field(value, field: str, what: str = "a string") -> str:
     try:  # JSON's "\ud800" escapes decode to lone surrogates, which no UTF-8 file can hold
         expect(value, field, str, what).encode("utf-8")
     except UnicodeEncodeError as err:
-        raise MalformedReply(f"reply is not valid Unicode: lone surrogate at character {err.start} "
-                             f"of {field}") from None
+        raise MalformedReply(f"reply is not valid Unicode: lone surrogate at character "
+                             f"{err.start} of {field}") from None
     return value
 
 
@@ -201,16 +195,16 @@ def first_choice(reply) -> openai.BaseModel:
     choices = getattr(expect(reply, "the reply", openai.BaseModel, "an object"), "choices", None)
     if not isinstance(choices, list) or not choices:
         error = getattr(reply, "error", None)  # a failure some servers send with HTTP 200
-        raise MalformedReply(f"choices is {'empty' if choices == [] else json_kind(choices)}, not a "
-                             "non-empty list" + (f" (the reply's error: {str(error)[:300]})"
-                                                 if error else ""))
+        error = f" (the reply's error: {str(error)[:300]})" if error else ""
+        found = "empty" if choices == [] else json_kind(choices)
+        raise MalformedReply(f"choices is {found}, not a non-empty list{error}")
     return expect(choices[0], "choices[0]", openai.BaseModel, "an object")
 
 
 def reply_text(reply, chat: bool, think_tags: tuple[str, str]) -> tuple[str, object]:
-    """(raw output, finish_reason as sent) of a parsed chat or completion reply. A message's
-    `reasoning_content` (the server's reasoning parser split it off) goes back in front of its
-    content, inside `think_tags`: the raw output whole, as the HF adapter saves it."""
+    """(raw output, finish_reason as sent) of a parsed reply. A message's `reasoning_content` (the
+    server's reasoning parser split it off) goes back in front of its content, in `think_tags`: the
+    raw output whole, as the HF adapter saves it."""
     choice = first_choice(reply)
     if not chat:
         return text_field(choice.text, "choices[0].text"), choice.finish_reason
@@ -246,26 +240,24 @@ def _why_null(message: openai.BaseModel, choice: openai.BaseModel) -> str:
 
 
 def check_usage(usage, max_tokens: int) -> tuple[dict[str, int], dict]:
-    """(the token counts, as ints; every finite number in `usage`, for the record). A count that is
-    no number (a string, null) is absent, as is a `usage` that is no object; MalformedReply for an
+    """(the token counts as ints; every finite number in `usage`, for the record). A count that is
+    no number (a string, null) is absent, as is a `usage` that is no object. MalformedReply for an
     impossible one: not a whole number >= 0 (JSON's 3.0 is 3), completion_tokens above
     2 * max_tokens + 16 (slack for special tokens), or prompt + completion != total."""
     fields = dict(usage) if isinstance(usage, openai.BaseModel) else {}
     numbers = {name: value for name, value in fields.items() if is_number(value)}
     counts = {}
     for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = numbers.get(name)
-        if value is not None and not (math.isfinite(value) and value == int(value) and value >= 0):
+        value = numbers.get(name, 0)
+        if not math.isfinite(value) or value != int(value) or value < 0:
             raise MalformedReply(f"usage.{name} is {value!r}, not a whole number of tokens >= 0")
-        if value is not None:
+        if name in numbers:
             counts[name] = int(value)
-    cap = 2 * max_tokens + 16
-    if counts.get("completion_tokens", 0) > cap:
-        raise MalformedReply(f"usage.completion_tokens is {counts['completion_tokens']}, impossible "
-                             f"for max_tokens={max_tokens} (at most {cap} with the slack for "
-                             "special tokens)")
-    prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
-    if len(counts) == 3 and prompt + completion != counts["total_tokens"]:
+    completion, cap = counts.get("completion_tokens", 0), 2 * max_tokens + 16
+    if completion > cap:
+        raise MalformedReply(f"usage.completion_tokens is {completion}, impossible for max_tokens="
+                             f"{max_tokens} (at most {cap} with the slack for special tokens)")
+    if len(counts) == 3 and counts["prompt_tokens"] + completion != counts["total_tokens"]:
         raise MalformedReply(f"usage.total_tokens is {counts['total_tokens']}, not prompt_tokens + "
-                             f"completion_tokens = {prompt} + {completion}")
+                             f"completion_tokens = {counts['prompt_tokens']} + {completion}")
     return counts, {**{k: v for k, v in numbers.items() if math.isfinite(v)}, **counts}
