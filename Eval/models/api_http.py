@@ -24,7 +24,7 @@ import openai
 # below 256. The JSON around the text is under 2 KB; 64 KiB also bounds error pages.
 REPLY_BYTES_PER_TOKEN, REPLY_ENVELOPE_BYTES = 256, 64 * 1024
 # set per request: a context variable reaches the HTTP client through the openai client
-REPLY_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("limit", default=None)
+REPLY_LIMIT: contextvars.ContextVar = contextvars.ContextVar("reply_limit", default=None)
 
 
 def reply_limit(max_tokens: int) -> int:
