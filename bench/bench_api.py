@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from Eval.inference.datasets import fill_template, load_dataset  # noqa: E402
-from Eval.models.api import APIModel  # noqa: E402
-from Eval.models.serve_local import TransformersServe  # noqa: E402
+from Eval.models.api import APIModel, APIOptions  # noqa: E402
+from tests.serve_local import TransformersServe  # noqa: E402
 
 # What --quick sets (tests/test_bench.py runs it): one chat-mode and one completion-mode dataset, a few tokens.
 QUICK = {"datasets": "demo_qa_en,demo_trec", "limit": 2, "max_new_tokens": 8, "concurrency": 2}
@@ -58,8 +58,8 @@ def parse_args() -> argparse.Namespace:
 def prepare(args, base_url: str) -> tuple[APIModel, APIModel, list]:
     """The two clients (concurrency 1 and --concurrency) and the prompts, built with the adapter's prompt path."""
     served = args.api_model or args.model
-    one = APIModel(base_url, served, tokenizer=args.model, concurrency=1, max_retries=0)
-    many = APIModel(base_url, served, tokenizer=args.model, concurrency=args.concurrency, max_retries=0)
+    one, many = (APIModel(APIOptions(base_url=base_url, api_model=served, tokenizer=args.model,
+                                     concurrency=n, max_retries=0)) for n in (1, args.concurrency))
     work = []
     for name in args.datasets.split(","):
         ds = load_dataset(name, ROOT / "dataset", ROOT / "prompts")
@@ -78,11 +78,12 @@ def compare(one: APIModel, many: APIModel, work: list) -> None:
         seconds, outputs = run(model, work)
         failed = sum(o.finish_reason == "error" for o in outputs)
         results.append((seconds, outputs))
-        print(f"concurrency {model.concurrency:>2}: {n} requests in {seconds:6.2f} s = {n / seconds:6.2f} req/s, "
-              f"{sum(o.n_tokens for o in outputs) / seconds:7.1f} generated tok/s, {failed} failed")
+        print(f"concurrency {model.settings.concurrency:>2}: {n} requests in {seconds:6.2f} s = "
+              f"{n / seconds:6.2f} req/s, {sum(o.n_tokens for o in outputs) / seconds:7.1f} generated "
+              f"tok/s, {failed} failed")
     (s1, o1), (sn, on) = results
     same = sum(a.text == b.text and a.n_tokens == b.n_tokens for a, b in zip(o1, on))
-    print(f"ratio (concurrency {many.concurrency} / 1 throughput): {s1 / sn:.2f}x; identical outputs "
+    print(f"ratio (concurrency {many.settings.concurrency} / 1 throughput): {s1 / sn:.2f}x; identical outputs "
           f"{same}/{n}; server-side prompt-token mismatches "
           f"{one.stats['prompt_token_mismatch'] + many.stats['prompt_token_mismatch']}")
     one.close()

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from conftest import ROOT
-from Eval.models.api import APIModel
+from Eval.models.api import APIModel, APIOptions
 
 DEMO = ROOT / "demo" / "tiny-qwen2"
 SERVED = str(DEMO)  # transformers serve pins the model by the path it was started with; requests name it
@@ -162,9 +162,9 @@ def fake():
 def api():
     models = []
 
-    def make(base_url, **kwargs):
-        kwargs = {"tokenizer": str(DEMO), "max_retries": 2, "timeout": 10.0, **kwargs}
-        models.append(APIModel(base_url, kwargs.pop("api_model", SERVED), **kwargs))
+    def make(base_url, options=None, rpm_window=60.0, **settings):
+        settings = {"api_model": SERVED, "tokenizer": str(DEMO), "max_retries": 2, "timeout": 10.0, **settings}
+        models.append(APIModel(APIOptions(base_url=base_url, **settings), options, rpm_window))
         return models[-1]
 
     yield make

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from Eval.models.serve_local import TransformersServe
+from serve_local import TransformersServe
 from Eval.inference.datasets import fill_template, load_dataset
 from Eval.models.api import APIFeatureError
 from Eval.models.options import AdapterOptions
@@ -286,8 +286,8 @@ def test_parity_with_the_hf_adapter_through_transformers_serve(served, hf, api, 
     theirs = hf.generate(hf.build_prompts(texts, False, 16, 512), 16, stop=("e",))
     assert [(g.text, g.n_tokens, g.finish_reason) for g in ours] == [(g.text, g.n_tokens, g.finish_reason)
                                                                      for g in theirs]
-    raw = [model._portal.call(model._post, "/completions", {"model": SERVED, "prompt": t, "max_tokens": 16,
-                                                             "temperature": 0, "stop": ["e"]})["choices"][0]["text"]
+    raw = [model._portal.call(model._create, "/completions", {"model": SERVED, "prompt": t, "max_tokens": 16,
+                                                               "temperature": 0, "stop": ["e"]}).choices[0].text
            for t in texts]
     assert any("e" in r for r in raw) and not any("e" in g.text for g in ours), (raw, ours)
     assert_no_secret(tmp_path, out.out, out.err)

@@ -13,8 +13,8 @@ import pytest
 from conftest import ROOT
 from Eval.inference.datasets import fill_template, load_dataset
 from Eval.scoring.judge import judge_identity, load_judge_model
-from Eval.models.api import APIError, APIModel, redact_url
-from Eval.models.api_http import Scrubber, reply_limit
+from Eval.models.api import APIModel, APIOptions
+from Eval.models.api_http import APIError, Scrubber, redact_url, reply_limit
 from Eval.records import read_records
 import inference
 from api_fakes import SECRET, DEMO, Flood, answer, completion_prompts, assert_no_secret, read
@@ -59,20 +59,20 @@ CHAT_CASES = [  # (reply payload, expected (text, finish_reason, error after "PO
     (chat_reply("x", reasoning_content=["r"]), ("", "error", "choices[0].message.reasoning_content is a list, not "
                                                              "a string")),
     ({"choices": []}, ("", "error", "choices is empty, not a non-empty list")),
-    ({"error": {"message": "overloaded"}}, ("", "error", "choices is missing, not a non-empty list (the reply's "
-                                                         "error: {'message': 'overloaded'})")),
+    ({"error": {"message": "overloaded"}}, ("", "error", "choices is missing or null, not a non-empty list (the "
+                                                         "reply's error: {'message': 'overloaded'})")),
     ({"choices": ["x"]}, ("", "error", "choices[0] is a string, not an object")),
-    ({"choices": [{"index": 0}]}, ("", "error", "choices[0].message is missing, not an object")),
+    ({"choices": [{"index": 0}]}, ("", "error", "choices[0].message is missing or null, not an object")),
     ({"choices": [{"message": "hi"}]}, ("", "error", "choices[0].message is a string, not an object")),
     ([1, 2], ("", "error", "the reply is a list, not an object")),
 ]
 COMPLETION_CASES = [
     ({"choices": [{"text": " Ice", "finish_reason": "length"}], "usage": 3}, (" Ice", "length", None)),
     ({"choices": [{"text": 5}]}, ("", "error", "choices[0].text is a number, not a string")),
-    ({"choices": [{"text": None}]}, ("", "error", "choices[0].text is null, not a string")),
+    ({"choices": [{"text": None}]}, ("", "error", "choices[0].text is missing or null, not a string")),
     ({"choices": [{"text": [{"type": "text", "text": "a"}]}]}, ("", "error", "choices[0].text is a list, not a "
                                                                              "string")),
-    ({"choices": [{"finish_reason": "stop"}]}, ("", "error", "choices[0].text is missing, not a string")),
+    ({"choices": [{"finish_reason": "stop"}]}, ("", "error", "choices[0].text is missing or null, not a string")),
     ({"choices": [{"text": "ok\ud83d"}]}, ("", "error", "reply is not valid Unicode: lone surrogate at character 2 "
                                                         "of choices[0].text")),
 ]
@@ -243,7 +243,7 @@ def test_redact_url_and_scrubbing():
     assert redact_url("http://[::1/v1") == "<a URL that could not be parsed>"
     for bad in (f"http://u:{SECRET}@host:99999/v1", f"ftp://{SECRET}@host/v1", f"http://[::1/v1?key={SECRET}"):
         with pytest.raises(ValueError) as err:
-            APIModel(bad, "demo", tokenizer=str(DEMO))
+            APIModel(APIOptions(base_url=bad, api_model="demo", tokenizer=str(DEMO)))
         assert "base URL" in str(err.value) and SECRET not in str(err.value)
     scrub = Scrubber("sk-env-key", "https://user:p%40ss@host/v1?key=query-secret")
     basic = base64.b64encode(b"user:p@ss").decode()
@@ -284,8 +284,8 @@ def test_credentials_in_the_base_url_are_sent_but_never_shown(fake, tmp_path, mo
     assert f"warning: {shown} counted 1 prompt tokens" in out.err
     # a connection error on a credentialed URL (nothing listens on the port once the server is gone)
     server.close()
-    model = APIModel(f"http://{SECRET}@127.0.0.1:{port}/v1?key={SECRET}", "demo", tokenizer=str(DEMO),
-                     max_retries=0, timeout=5.0)
+    model = APIModel(APIOptions(base_url=f"http://{SECRET}@127.0.0.1:{port}/v1?key={SECRET}", api_model="demo",
+                                tokenizer=str(DEMO), max_retries=0, timeout=5.0))
     [out_err] = model.generate(completion_prompts(model), 8)
     model.close()
     assert out_err.error.startswith(f"POST http://127.0.0.1:{port}/v1/completions?key=***: failed after 1 "
