@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT, run_once
-from Eval.models.serve_local import TransformersServe
+from serve_local import TransformersServe
 import Eval.inference.score_records as score_records
 
 DATASETS = "custom_en,demo_trec"
