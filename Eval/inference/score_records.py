@@ -123,8 +123,9 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
     max_length = settings.max_length or model.context_window()
     reference = reference if split.mia else None  # the Reference attack reads the MIA splits only
     fingerprint = {"format": FORMAT, "split": split.name, "max_length": max_length,
-                   "max_new_tokens": max_new, "stop": list(split.stop), "append_eos": split.kind
-                   in ("qa", "knowmem"), "answer_encoding": settings.answer_encoding,
+                   "max_new_tokens": max_new, "stop": list(split.stop),
+                   "append_eos": split.kind in ("qa", "knowmem"),
+                   "answer_encoding": settings.answer_encoding,
                    "gradnorm": settings.gradnorm and split.mia, "options": asdict(model.options)}
     sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path),
                "source": {"path": str(data_file), "items": len(items),
@@ -133,10 +134,9 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
                "reference_model": None if reference is None else reference.identity()}
     identity = {"model": model.fingerprint(),
                 "reference": None if reference is None else reference.fingerprint()}
-    ids = [f"{split.name}-{i}" for i in range(len(items))]
-    position = {rid: i for i, rid in enumerate(ids)}
-    job = Job(path, {rid: content_hash(item) for rid, item in zip(ids, items)},  # redo changed ones
-              ids[: settings.limit] if settings.limit else ids, fingerprint, sidecar, split.name,
+    position = {f"{split.name}-{i}": i for i in range(len(items))}  # record id -> item
+    job = Job(path, {rid: content_hash(items[i]) for rid, i in position.items()},  # redo changed
+              list(position)[: settings.limit], fingerprint, sidecar, split.name,
               settings.overwrite, model_sha256=model_digest(identity))
 
     def process(batch: list[str]) -> list[dict]:

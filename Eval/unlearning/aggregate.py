@@ -27,9 +27,7 @@ def to_1d(values) -> np.ndarray:
 
 def mean(values) -> float:
     """Mean over samples of `to_1d(values)`; NaN for no samples (np.mean's, without its warning)."""
-    if len(values) == 0:
-        return math.nan
-    return float(np.mean(to_1d(values)))
+    return float(np.mean(to_1d(values))) if len(values) else math.nan
 
 
 def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:

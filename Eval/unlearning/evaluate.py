@@ -151,7 +151,7 @@ def _samples(name: str, kind: str, key: str, path: Path, rows: list | None) -> d
     return values
 
 
-def _answer_encoding(records: dict, paths: dict) -> dict | None:
+def _answer_encoding(records: dict, paths: dict) -> dict:
     # {"value": the labels' one encoding or "mixed", "by_file": {file: encoding or "not recorded"}}
     by_file = {}
     for split, rows in records.items():

@@ -49,15 +49,9 @@ def load_log(path: Path, what: str = "EVAL log") -> dict:
 
 
 def find_log(path: Path) -> Path:
-    """A log path as given, or the TOFU_EVAL.json / MUSE_EVAL.json inside a folder."""
-    path = Path(path)
-    if not path.is_dir():
-        return path
-    found = [path / n for n in ("TOFU_EVAL.json", "MUSE_EVAL.json") if (path / n).is_file()]
-    if len(found) != 1:
-        raise RecordError(path, None, "a folder given as a log must hold exactly one of "
-                                      "TOFU_EVAL.json, MUSE_EVAL.json")
-    return found[0]
+    """A log path as given, or the TOFU_EVAL.json (else MUSE_EVAL.json) inside a folder."""
+    found = [Path(path, n) for n in ("TOFU_EVAL.json", "MUSE_EVAL.json") if Path(path, n).is_file()]
+    return found[0] if Path(path).is_dir() and found else Path(path)
 
 
 def detect_suite(log: dict, path: Path) -> str:

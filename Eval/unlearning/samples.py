@@ -29,10 +29,8 @@ def _field(record: dict, field: str, key: str):
 
 def options(record: dict, key: str) -> list[dict]:
     """The record's TokenStats list for answer `key` (one per answer option), each checked."""
-    saved = _field(record, "logprobs", key)
+    saved = _field(record, "logprobs", key)  # outside the try: Missing is a ValueError
     try:
-        if not isinstance(saved, list) or not saved:
-            raise ValueError("must be a non-empty list of TokenStats, one per answer option")
         return [stats.check_token_stats(ts) for ts in saved]
     except (ValueError, TypeError) as err:
         raise ValueError(f"logprobs[{key!r}]: {err}") from None
@@ -53,16 +51,11 @@ def first_option(fn):
     return lambda record, key: {"score": fn(options(record, key)[0])}
 
 
-def _number(record: dict, field: str, key: str) -> float | None:
-    # record[field][key] as a float; null (e.g. GradNorm of < 2 labels) stays None: left out
-    value = _field(record, field, key)
-    return None if value is None else float(value)
-
-
 def confidence_ordered(record: dict, key: str) -> dict:
     """stats.confidence_ordered per option, of masked models' records (confidence_ordered_probs)."""
     _field(record, "confidence_ordered_probs", key)  # other models' records: the leaf is skipped
-    return per_option(lambda ts: stats.confidence_ordered(ts) or dict(_EMPTY))(record, key)
+    empty = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}  # no label
+    return per_option(lambda ts: stats.confidence_ordered(ts) or empty)(record, key)
 
 
 @functools.lru_cache(maxsize=1)
@@ -92,18 +85,18 @@ def rouge(record: dict, key: str) -> dict:
 
 
 def gradnorm(record: dict, key: str) -> dict:
-    """The saved GradNorm score (gradients are taken at inference)."""
-    return {"score": _number(record, "gradnorm", key)}
+    """The saved GradNorm score (gradients are taken at inference); null (< 2 labels): left out."""
+    score = _field(record, "gradnorm", key)
+    return {"score": None if score is None else float(score)}
 
 
 def reference(record: dict, key: str) -> dict:
     """Target avg_loss minus the reference model's (saved at inference) on the same answer."""
     target = stats.avg_loss(options(record, key)[0])
-    ref = _number(record, "reference_avg_loss", key)
-    return {"score": None if ref is None else float(target - ref)}
+    ref = _field(record, "reference_avg_loss", key)
+    return {"score": None if ref is None else float(target - float(ref))}
 
 
-_EMPTY = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
 PROB, SCORE = ("prob", "avg_loss"), ("score",)
 ROUGE = ("rouge1_recall", "rougeL_f1", "rougeL_recall")
 KINDS = {  # kind: (sample function, averaged field, fields of a published entry)

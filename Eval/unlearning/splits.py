@@ -73,8 +73,6 @@ def read_items(path: Path, kind: str) -> list[dict]:
             if not isinstance(row, dict) or not isinstance(row.get(field), str):
                 raise RecordError(path, line, f"field {field!r} must be a string")
         rows.append(row)
-    if not rows:
-        raise RecordError(path, None, "file is empty: no items")
     return rows
 
 
