@@ -175,8 +175,13 @@ def score_chunk(model, split: Split, items: list[dict], indices: list[int], shot
                 key: [confidence_ordered_probs(st) for st in stats]
                 for key, stats in record["logprobs"].items()}
         records.append(record)
-    if max_new:
-        _generate(model, prompts, records, max_new, split.stop, settings)
+    sizes = [p.n_tokens for p in prompts] if max_new else []  # the greedy generations
+    for batch in plan_batches(sizes, settings.batch_size, settings.max_batch_tokens):
+        for i, gen in zip(batch, model.generate([prompts[i] for i in batch], max_new, split.stop)):
+            records[i].update(pred=gen.text, prompt_tokens=prompts[i].n_tokens,
+                              gen_tokens=gen.n_tokens, finish_reason=gen.finish_reason)
+            if gen.error:
+                records[i]["error"] = gen.error
     if split.mia and settings.gradnorm:
         scores = model.grad_norms([(p, o["answer"][0]) for p, o in zip(prompts, options)],
                                   append_eos, max_length)
@@ -191,17 +196,6 @@ def score_chunk(model, split: Split, items: list[dict], indices: list[int], shot
             lp = st["logprobs"]
             record["reference_avg_loss"] = {"answer": -sum(lp) / len(lp) if lp else None}
     return records
-
-
-def _generate(model, prompts: list[Prompt], records: list[dict], max_new: int,
-              stop: tuple[str, ...], settings: Settings) -> None:
-    sizes = [p.n_tokens for p in prompts]
-    for batch in plan_batches(sizes, settings.batch_size, settings.max_batch_tokens):
-        for i, gen in zip(batch, model.generate([prompts[i] for i in batch], max_new, stop)):
-            records[i].update(pred=gen.text, prompt_tokens=prompts[i].n_tokens,
-                              gen_tokens=gen.n_tokens, finish_reason=gen.finish_reason)
-            if gen.error:
-                records[i]["error"] = gen.error
 
 
 # --- the command line (inference.py unlearning) -------------------------------------------------

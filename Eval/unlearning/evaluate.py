@@ -151,17 +151,6 @@ def _samples(name: str, kind: str, key: str, path: Path, rows: list | None) -> d
     return values
 
 
-def _answer_encoding(records: dict, paths: dict) -> dict:
-    # {"value": the labels' one encoding or "mixed", "by_file": {file: encoding or "not recorded"}}
-    by_file = {}
-    for split, rows in records.items():
-        found = {r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"}
-        if found:
-            by_file[paths[split].name] = found.pop() if len(found) == 1 else "mixed"
-    values = set(by_file.values())
-    return {"value": values.pop() if len(values) == 1 else "mixed", "by_file": by_file}
-
-
 def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
     """Score our records DIR/<suite>_<split>.jsonl (Eval/inference/score_records.py writes them)."""
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
@@ -181,14 +170,20 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
 
     run.read_leaves(values_of)
     run.finish()
-    encoding = _answer_encoding(records, paths)
-    if encoding["by_file"]:
-        run.eval_log[ENCODING_KEY] = encoding
+    by_file = {}  # each file's one encoding of the answer labels, or "mixed"
+    for split, rows in records.items():
+        found = {r.get(ENCODING_KEY, "not recorded") for _, r in rows} - {"plain"}
+        if found:
+            by_file[paths[split].name] = found.pop() if len(found) == 1 else "mixed"
+    if by_file:
+        values = set(by_file.values())
+        ours = values.pop() if len(values) == 1 else "mixed"
+        run.eval_log[ENCODING_KEY] = {"value": ours, "by_file": by_file}
         theirs = (run.retain or {}).get(ENCODING_KEY, {}).get("value")
-        if encoding["value"] == "mixed" or theirs not in (None, encoding["value"]):
-            run.warn(f"answer labels were encoded differently (records: {encoding['by_file']}; "
-                     f"retain-model logs: {theirs or 'not recorded'}): the probabilities are not "
-                     "comparable; rerun inference.py with one --answer-encoding")
+        if ours == "mixed" or theirs not in (None, ours):
+            run.warn(f"answer labels were encoded differently (records: {by_file}; retain-model "
+                     f"logs: {theirs or 'not recorded'}): the probabilities are not comparable; "
+                     "rerun inference.py with one --answer-encoding")
     return run
 
 
@@ -237,8 +232,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """eval.py unlearning's options."""
     parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
                         help="score PRED_DIR/<suite>_<split>.jsonl, inference.py unlearning's")
-    parser.add_argument("--pred-dir", type=Path, default=None,
-                        help="the folder of score records (default: none)")
+    parser.add_argument("--pred-dir", type=Path, default=None, help="the score records' folder")
     parser.add_argument("--from-open-unlearning", type=Path, default=None, metavar="EVAL_JSON",
                         help="instead: re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json "
                              "from its per-sample values (default: off)")
