@@ -216,8 +216,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=None,
                         help=f"split files' folder (tofu default: {DEMO_DATA.relative_to(ROOT)})")
     parser.add_argument("--tofu-dir", type=Path, default=None,
-                        help="a TOFU folder (forget10_perturbed.json, ...); also makes forget10 / "
-                             "holdout10 the default split names (default: none)")
+                        help="a TOFU folder (forget10_perturbed.json, ...), which also makes "
+                             "forget10 / holdout10 the split names (default: none)")
     parser.add_argument("--forget-split", default=None,
                         help="forget file stem (default: forget; forget10 with --tofu-dir)")
     parser.add_argument("--holdout-split", default=None,

@@ -232,7 +232,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """eval.py unlearning's options."""
     parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
                         help="score PRED_DIR/<suite>_<split>.jsonl, inference.py unlearning's")
-    parser.add_argument("--pred-dir", type=Path, default=None, help="the score records' folder")
+    parser.add_argument("--pred-dir", type=Path, default=None,
+                        help="the folder of score records (default: none)")
     parser.add_argument("--from-open-unlearning", type=Path, default=None, metavar="EVAL_JSON",
                         help="instead: re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json "
                              "from its per-sample values (default: off)")
