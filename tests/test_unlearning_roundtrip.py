@@ -52,7 +52,8 @@ def test_tofu_round_trip_gives_the_identical_summary(tofu):
 
 def test_record_values_are_the_per_sample_functions(tofu):
     target, _ = tofu
-    outcome = score_records("tofu", target, warn=_quiet)
+    messages = []
+    outcome = score_records("tofu", target, warn=messages.append)
     records = {r["index"]: r for r in _lines(target / "tofu_forget.jsonl")}
     prob = outcome.eval_log["forget_Q_A_Prob"]["value_by_index"]
     assert list(prob) == [str(i) for i in range(12)]  # dataset order, although the file was written reversed
@@ -70,7 +71,7 @@ def test_record_values_are_the_per_sample_functions(tofu):
     assert rouge["ground_truth"] == records[3]["answers"][0] and rouge["generation"] == records[3]["pred"]
     assert outcome.eval_log["forget_quality"] == {"agg_value": None}
     # said once for every metric that falls back, and the fallback is known per metric for the console's marks
-    assert [n for n in outcome.notes if "retain-model logs" in n] == [
+    assert [n for n in messages if "retain-model logs" in n] == [
         "no retain-model logs (--retain-logs): forget_quality (agg_value is null), privleak (the retain AUC is taken "
         "as ref_value = 0.5)"]
     assert set(outcome.fallbacks) == {"forget_quality", "privleak"}

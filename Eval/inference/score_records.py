@@ -1,28 +1,27 @@
 """inference.py unlearning: TOFU / MUSE score records, one file per split, each a run-loop job.
 
 Usage:
-    python inference.py unlearning tofu                       # the demo data and the demo target model
-    python inference.py unlearning tofu --model M --tofu-dir PATH --forget-split forget10 --holdout-split holdout10
-    python inference.py unlearning tofu --model M --gradnorm --reference-model RETAIN_MODEL
+    python inference.py unlearning tofu                     # the demo data and demo target model
+    python inference.py unlearning tofu --model M --tofu-dir PATH [--gradnorm] [--reference-model R]
     python inference.py unlearning muse --model M --data-dir PATH
 
 Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
 are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A record:
-    id, index, dataset      "<file stem>-<index>" (the resume key), the row's position, the file stem
-    question / prompt       the item's question (QA) or prefix (verbmem); input: the prompt the model saw
-    pred, answers           the greedy generation ("" if none); [the ROUGE reference: the decoded labels]
-    answer_encoding         full-turn, answer-eos or plain (completion texts)
-    logprobs                {answer key: [TokenStats (Eval/records.py), one per option]}
-    confidence_ordered_probs    masked models: each option's label probabilities, most confident first
-    gradnorm, reference_avg_loss    {"answer": float|null}, MIA splits with --gradnorm / --reference-model
+    id, index, dataset     "<file stem>-<index>" (the resume key), the row's position, file stem
+    question / prompt      the item's question (QA) or prefix (verbmem); input: the prompt seen
+    pred, answers          the greedy generation ("" if none); [the decoded labels, for ROUGE]
+    answer_encoding        full-turn, answer-eos or plain (completion texts)
+    logprobs               {answer key: [TokenStats (Eval/records.py), one per option]}
+    confidence_ordered_probs      masked models: each option's label probabilities, sorted
+    gradnorm, reference_avg_loss  {"answer": float|null}, MIA splits: --gradnorm, --reference-model
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from Eval.args import one_line
@@ -32,21 +31,22 @@ from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
 from Eval.names import output_folder
 from Eval.records import content_hash
+from Eval.unlearning.splits import (RECORD_KIND, Split, find_file, muse_splits, options_of,
+                                    read_items, tofu_splits)
 from Eval.unlearning.stats import confidence_ordered_probs
-from Eval.unlearning.splits import RECORD_KIND, Split, find_file, muse_splits, options_of, read_items, tofu_splits
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
 DEMO_TARGET = ROOT / "demo" / "unlearn-target"
-FORMAT = 2  # bump when the record layout or the sample encoding changes (part of the resume fingerprint)
+FORMAT = 2  # bump when the record layout or the sample encoding changes (in the resume fingerprint)
 ANSWER_ENCODINGS = {
-    "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end in one "
-                 "(open-unlearning's default)",
+    "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end "
+                 "in one (open-unlearning's default)",
     "answer-eos": "the answer's tokens plus one EOS",
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Settings:
     batch_size: int = 16
     max_batch_tokens: int | None = 8192
@@ -66,8 +66,8 @@ def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], ma
     Question / Answer template; verbmem: the prefix as it is; privleak: nothing."""
     if split.kind == "qa":
         chat = bool(getattr(getattr(model, "tokenizer", None), "chat_template", True))
-        return model.build_prompt(item["question"] if chat else f"Question: {item['question']}\nAnswer:",
-                                  chat=chat, max_new_tokens=max_new, max_length=max_length)
+        text = item["question"] if chat else f"Question: {item['question']}\nAnswer:"
+        return model.build_prompt(text, chat=chat, max_new_tokens=max_new, max_length=max_length)
     if split.kind == "knowmem":
         text = "".join(f"Question: {s['question']}\nAnswer: {s['answer']}\n\n" for s in shots)
         return model.build_prompt(text + f"Question: {item['question']}\nAnswer: ", chat=False,
@@ -89,12 +89,14 @@ def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> 
     return model.rendered_reply(question, answer) if encoding == "full-turn" else answer
 
 
-def _texts(model, split: Split, items: list[dict], shots, settings: Settings, max_new: int, max_length):
+def _texts(model, split: Split, items: list[dict], shots, settings: Settings, max_new: int,
+           max_length):
     """Each item's prompt, encoding and {answer key: [labelled texts]} for `model`."""
     prompts = [build_prompt(model, split, item, shots, max_new, max_length) for item in items]
     encodings = [effective_encoding(model, split, p, settings.answer_encoding) for p in prompts]
     options = [{key: [labelled_text(model, item.get("question", ""), text, enc) for text in texts]
-                for key, texts in options_of(item, split.kind).items()} for item, enc in zip(items, encodings)]
+                for key, texts in options_of(item, split.kind).items()}
+               for item, enc in zip(items, encodings)]
     return prompts, encodings, options
 
 
@@ -103,7 +105,7 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
 
-    def decode(ids: list[int]) -> str:  # transformers 5 skips the space clean-up for BPE tokenizers: done here
+    def decode(ids: list[int]) -> str:  # transformers 5 skips the space clean-up for BPE: done here
         return model.tokenizer.clean_up_tokenization(model.tokenizer.decode(
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
 
@@ -116,86 +118,87 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
     """Score (and generate) each item of a split without a current record; the run's summary."""
     items, shots = read_items(data_file, split.kind), shots or []
     path = out_dir / f"{split.name}.jsonl"
-    max_new = (settings.max_new_tokens or split.generate) if split.generate and settings.generate else 0
+    generates = split.generate and settings.generate
+    max_new = (settings.max_new_tokens or split.generate) if generates else 0
     max_length = settings.max_length or model.context_window()
-    fingerprint = {"format": FORMAT, "split": split.name, "max_length": max_length, "max_new_tokens": max_new,
-                   "stop": list(split.stop), "append_eos": split.kind in ("qa", "knowmem"),
-                   "answer_encoding": settings.answer_encoding, "gradnorm": settings.gradnorm and split.mia,
-                   "options": dataclasses.asdict(model.options)}
-    ids = [f"{split.name}-{i}" for i in range(len(items))]
-    position = {rid: i for i, rid in enumerate(ids)}
     reference = reference if split.mia else None  # the Reference attack reads the MIA splits only
-
-    def process(batch: list[str]) -> list[dict]:
-        indices = [position[rid] for rid in batch]
-        return score_chunk(model, split, [items[i] for i in indices], indices, shots, settings, max_new,
-                           max_length, reference)
-
+    fingerprint = {"format": FORMAT, "split": split.name, "max_length": max_length,
+                   "max_new_tokens": max_new, "stop": list(split.stop),
+                   "append_eos": split.kind in ("qa", "knowmem"),
+                   "answer_encoding": settings.answer_encoding,
+                   "gradnorm": settings.gradnorm and split.mia, "options": asdict(model.options)}
     sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path),
                "source": {"path": str(data_file), "items": len(items),
                           "sha256": hashlib.sha256(data_file.read_bytes()).hexdigest()[:16]},
-               "split": dataclasses.asdict(split), "model": model.identity(),
-               "reference_model": None if reference is None else reference.identity(),
-               "settings": dataclasses.asdict(settings)}
-    identity = {"model": model.fingerprint(), "reference": None if reference is None else reference.fingerprint()}
-    job = Job(path, {rid: content_hash(item) for rid, item in zip(ids, items)},  # redo items whose data changed
-              ids[: settings.limit] if settings.limit else ids, fingerprint, sidecar, split.name, settings.overwrite,
-              tally=lambda records: {"scored_texts": sum(len(v) for r in records for v in r["logprobs"].values())},
-              model_sha256=model_digest(identity))
-    plan = lambda todo: [todo[k:k + settings.chunk] for k in range(0, len(todo), settings.chunk)]  # noqa: E731
-    return {"scored_texts": 0, **run_job(job, plan, process)}
+               "split": asdict(split), "model": model.identity(), "settings": asdict(settings),
+               "reference_model": None if reference is None else reference.identity()}
+    identity = {"model": model.fingerprint(),
+                "reference": None if reference is None else reference.fingerprint()}
+    position = {f"{split.name}-{i}": i for i in range(len(items))}  # record id -> item
+    job = Job(path, {rid: content_hash(items[i]) for rid, i in position.items()},  # redo changed
+              list(position)[: settings.limit], fingerprint, sidecar, split.name,
+              settings.overwrite, model_sha256=model_digest(identity))
+
+    def process(batch: list[str]) -> list[dict]:
+        indices = [position[rid] for rid in batch]
+        return score_chunk(model, split, [items[i] for i in indices], indices, shots, settings,
+                           max_new, max_length, reference)
+
+    return run_job(job, lambda todo: [todo[k:k + settings.chunk]
+                                      for k in range(0, len(todo), settings.chunk)], process)
 
 
-def score_chunk(model, split: Split, items: list[dict], indices: list[int], shots, settings: Settings,
-                max_new: int, max_length: int | None, reference=None) -> list[dict]:
-    """The records of some items: one teacher-forced pass over every (prompt, option) text, then the
-    generations and, on MIA splits, GradNorm and the reference model's mean NLL of the answer."""
+def score_chunk(model, split: Split, items: list[dict], indices: list[int], shots,
+                settings: Settings, max_new: int, max_length: int | None,
+                reference=None) -> list[dict]:
+    """The records of some items: one teacher-forced pass over every (prompt, option) text, then
+    the generations and, on MIA splits, GradNorm and the reference model's mean answer NLL."""
     prompts, encodings, options = _texts(model, split, items, shots, settings, max_new, max_length)
     append_eos = split.kind in ("qa", "knowmem")
-    pairs = [(p, text) for p, opts in zip(prompts, options) for texts in opts.values() for text in texts]
-    flat = iter(model.token_stats(pairs, append_eos, batch_size=settings.batch_size,
-                                  max_batch_tokens=settings.max_batch_tokens, max_length=max_length))
+    batching = {"batch_size": settings.batch_size, "max_batch_tokens": settings.max_batch_tokens,
+                "max_length": max_length}
+    pairs = [(p, text) for p, opts in zip(prompts, options) for texts in opts.values()
+             for text in texts]
+    flat = iter(model.token_stats(pairs, append_eos, **batching))
     records = []
     for index, item, prompt, opts, enc in zip(indices, items, prompts, options, encodings):
-        record = {"id": f"{split.name}-{index}", "index": index, "dataset": split.name, "answer_encoding": enc,
-                  **{field: item[field] for field in ("question", "prompt") if field in item}}
-        answer = opts["answer"][0] if "answer" in opts else item["answer"]  # knowmem: generation only
-        truth = item["text"] if split.kind == "text" else _ground_truth(model, prompt, answer, append_eos)
+        record = {"id": f"{split.name}-{index}", "index": index, "dataset": split.name,
+                  "answer_encoding": enc, **{f: item[f] for f in ("question", "prompt")
+                                             if f in item}}
+        answer = opts["answer"][0] if "answer" in opts else item["answer"]  # knowmem: no options
+        truth = item["text"] if split.kind == "text" else _ground_truth(model, prompt, answer,
+                                                                         append_eos)
         record.update(input=prompt.text, pred="", answers=[truth],
                       logprobs={key: [next(flat) for _ in texts] for key, texts in opts.items()})
         if model.bidirectional:  # diffusion / masked LMs: keep the confidence ordering
-            record["confidence_ordered_probs"] = {key: [confidence_ordered_probs(st) for st in stats]
-                                                  for key, stats in record["logprobs"].items()}
+            record["confidence_ordered_probs"] = {
+                key: [confidence_ordered_probs(st) for st in stats]
+                for key, stats in record["logprobs"].items()}
         records.append(record)
-    if max_new:
-        _generate(model, prompts, records, max_new, split.stop, settings)
-    if split.mia and "answer" in options[0]:
-        if settings.gradnorm:
-            scores = model.grad_norms([(p, o["answer"][0]) for p, o in zip(prompts, options)], append_eos, max_length)
-            for record, score in zip(records, scores):
-                record["gradnorm"] = {"answer": score}
-        if reference is not None:
-            ref_prompts, _, ref_options = _texts(reference, split, items, shots, settings, max_new, max_length)
-            stats = reference.token_stats([(p, o["answer"][0]) for p, o in zip(ref_prompts, ref_options)], append_eos,
-                                          batch_size=settings.batch_size, max_batch_tokens=settings.max_batch_tokens,
-                                          max_length=max_length)
-            for record, st in zip(records, stats):
-                lp = st["logprobs"]
-                record["reference_avg_loss"] = {"answer": -sum(lp) / len(lp) if lp else None}
+    sizes = [p.n_tokens for p in prompts] if max_new else []  # the greedy generations
+    for batch in plan_batches(sizes, settings.batch_size, settings.max_batch_tokens):
+        for i, gen in zip(batch, model.generate([prompts[i] for i in batch], max_new, split.stop)):
+            records[i].update(pred=gen.text, prompt_tokens=prompts[i].n_tokens,
+                              gen_tokens=gen.n_tokens, finish_reason=gen.finish_reason)
+            if gen.error:
+                records[i]["error"] = gen.error
+    if split.mia and settings.gradnorm:
+        scores = model.grad_norms([(p, o["answer"][0]) for p, o in zip(prompts, options)],
+                                  append_eos, max_length)
+        for record, score in zip(records, scores):
+            record["gradnorm"] = {"answer": score}
+    if split.mia and reference is not None:
+        ref_prompts, _, ref_options = _texts(reference, split, items, shots, settings, max_new,
+                                             max_length)
+        ref_pairs = [(p, o["answer"][0]) for p, o in zip(ref_prompts, ref_options)]
+        stats = reference.token_stats(ref_pairs, append_eos, **batching)
+        for record, st in zip(records, stats):
+            lp = st["logprobs"]
+            record["reference_avg_loss"] = {"answer": -sum(lp) / len(lp) if lp else None}
     return records
 
 
-def _generate(model, prompts: list[Prompt], records: list[dict], max_new: int, stop: tuple[str, ...],
-              settings: Settings) -> None:
-    for batch in plan_batches([p.n_tokens for p in prompts], settings.batch_size, settings.max_batch_tokens):
-        for i, gen in zip(batch, model.generate([prompts[i] for i in batch], max_new, stop)):
-            records[i].update(pred=gen.text, prompt_tokens=prompts[i].n_tokens, gen_tokens=gen.n_tokens,
-                              finish_reason=gen.finish_reason)
-            if gen.error:
-                records[i]["error"] = gen.error
-
-
-# --- the command line (inference.py unlearning) ----------------------------------------------------------
+# --- the command line (inference.py unlearning) -------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from Eval.args import positive_int
     from Eval.models.factory import add_batch_arguments, add_model_arguments
@@ -203,25 +206,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", choices=("tofu", "muse"), help="whose splits: TOFU's or MUSE's")
     add_model_arguments(parser, str(DEMO_TARGET))
     add_batch_arguments(parser)
-    parser.add_argument("--model-name", default=None, help="output folder name (default: the model path's last part)")
-    parser.add_argument("--out-dir", type=Path, default=Path("pred"), help="records go to OUT_DIR/MODEL_NAME/")
+    parser.add_argument("--model-name", default=None,
+                        help="output folder name (default: the model path's last part)")
+    parser.add_argument("--out-dir", type=Path, default=Path("pred"),
+                        help="records go to OUT_DIR/MODEL_NAME/")
     parser.add_argument("--limit", type=positive_int, default=None,
                         help="only the first N items of each split (default: all)")
-    parser.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
-    parser.add_argument("--validate", action="store_true", help="check the split files, load no model")
+    parser.add_argument("--overwrite", action="store_true", help="start afresh, not resuming")
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help=f"folder of the split files (tofu default: {DEMO_DATA.relative_to(ROOT)})")
+                        help=f"split files' folder (tofu default: {DEMO_DATA.relative_to(ROOT)})")
     parser.add_argument("--tofu-dir", type=Path, default=None,
-                        help="a TOFU folder (forget10_perturbed.json, ...), which also makes forget10 / holdout10 "
-                             "the split names (default: none)")
+                        help="a TOFU folder (forget10_perturbed.json, ...), which also makes "
+                             "forget10 / holdout10 the split names (default: none)")
     parser.add_argument("--forget-split", default=None,
                         help="forget file stem (default: forget; forget10 with --tofu-dir)")
     parser.add_argument("--holdout-split", default=None,
                         help="holdout file stem (default: holdout; holdout10 with --tofu-dir)")
-    parser.add_argument("--gradnorm", action="store_true", help="GradNorm MIA scores (batch 1, backward per sample)")
+    parser.add_argument("--gradnorm", action="store_true",
+                        help="GradNorm MIA scores (batch 1, a backward pass per sample)")
     parser.add_argument("--reference-model", default=None,
-                        help="a second model for the Reference MIA (default: none, the attack is skipped)")
-    parser.add_argument("--no-generate", action="store_true", help="skip the greedy generations (no ROUGE)")
+                        help="a second model for the Reference MIA (default: none, no attack)")
+    parser.add_argument("--no-generate", action="store_true",
+                        help="skip the greedy generations (no ROUGE)")
     parser.add_argument("--answer-encoding", choices=tuple(ANSWER_ENCODINGS), default="full-turn",
                         help="which tokens of a chat-templated answer are labelled: " + "; ".join(
                             f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
@@ -231,7 +237,8 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
     """Each split with a data file, and its few-shot examples, checked before a model loads."""
     if args.suite == "muse":
         if args.data_dir is None:
-            raise FileNotFoundError("unlearning muse needs --data-dir, a folder with knowmem/, verbmem/, privleak/")
+            raise FileNotFoundError("unlearning muse needs --data-dir, a folder with knowmem/, "
+                                    "verbmem/, privleak/")
         splits, data_dir = muse_splits(), args.data_dir
     else:
         tofu = args.tofu_dir is not None
@@ -239,20 +246,23 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
         splits = tofu_splits(args.forget_split or ("forget10" if tofu else "forget"),
                              args.holdout_split or ("holdout10" if tofu else "holdout"))
     if not data_dir.is_dir() or find_file(data_dir, splits[0].files) is None:
-        raise FileNotFoundError(f"{data_dir}: no {' or '.join(f + '.json(l)' for f in splits[0].files)}")
+        names = " or ".join(f"{stem}.json(l)" for stem in splits[0].files)
+        raise FileNotFoundError(f"{data_dir}: no {names}")
     found = []
     for split in splits:
         path = find_file(data_dir, split.files)
         icl = find_file(data_dir, split.icl) if split.icl else None
         if path is None:
-            print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; skipped")
+            print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; "
+                  "skipped")
         else:
             read_items(path, split.kind)
             found.append((split, path, read_items(icl, "knowmem") if icl else []))
     return found
 
 
-@inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every split, for eval.py")
+@inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every "
+                                      "split, for eval.py")
 def run(args: argparse.Namespace) -> int:
     """Every split's score records; exit code 0, 1 (some failed) or 2 (refused)."""
     try:
@@ -261,28 +271,18 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if args.validate:
-        for split, path, _ in found:
-            print(f"ok: {split.name}: {len(read_items(path, split.kind))} items from {path}")
-        return 0
     try:
-        model = from_args(args)
-        reference = None
+        model, reference = from_args(args), None
         if args.reference_model:  # the same backend and options, without the model's own adapter
             pairs = [p for p in args.model_args if not p.startswith("peft=")]
-            reference = from_args(argparse.Namespace(model=args.reference_model, backend=args.backend,
-                                                     model_args=pairs))
+            reference = from_args(argparse.Namespace(model=args.reference_model,
+                                                     backend=args.backend, model_args=pairs))
     except (FileNotFoundError, OSError, ValueError, KeyError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    needed = ("token_stats", "gradients") if args.gradnorm else ("token_stats",)
-    missing = [what for what in needed if not model.can(what)]
-    if missing:
-        print(f"error: backend {args.backend!r} cannot compute {' and '.join(missing)} (needed for unlearning"
-              f"{' --gradnorm' if args.gradnorm else ''}); use --backend hf", file=sys.stderr)
-        return 2
-    settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length, args.max_new_tokens, args.limit,
-                        args.overwrite, generate=not args.no_generate, gradnorm=args.gradnorm,
+    settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length,
+                        args.max_new_tokens, args.limit, args.overwrite,
+                        generate=not args.no_generate, gradnorm=args.gradnorm,
                         answer_encoding=args.answer_encoding)
     start, failed = time.perf_counter(), 0
     try:
@@ -291,6 +291,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); score with: "
-          f"python eval.py unlearning {args.suite} --pred-dir {out_dir}")
+    print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); "
+          f"score with: python eval.py unlearning {args.suite} --pred-dir {out_dir}")
     return 0 if failed == 0 else 1

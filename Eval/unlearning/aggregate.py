@@ -17,49 +17,43 @@ EPS = 1e-10  # the reference's guard in every ratio below
 
 
 def to_1d(values) -> np.ndarray:
-    """Per-sample means over every axis but the first (a multi-answer row becomes the mean of its options)."""
+    """Per-sample means over every axis but the first (a multi-answer row: its options' mean)."""
     try:
         arr = np.asarray(values, dtype=np.float64)
-    except ValueError:  # ragged: numpy cannot stack rows of different lengths, nor does the reference
+    except ValueError:  # ragged rows: numpy cannot stack them, nor can the reference
         raise ValueError("the samples hold different numbers of answer options") from None
     return np.mean(arr, axis=tuple(range(1, arr.ndim))) if arr.ndim > 1 else arr
 
 
 def mean(values) -> float:
-    """Mean over samples of `to_1d(values)`; NaN for no samples (np.mean's answer, without its warning)."""
-    if len(values) == 0:
-        return math.nan
-    return float(np.mean(to_1d(values)))
+    """Mean over samples of `to_1d(values)`; NaN for no samples (np.mean's, without its warning)."""
+    return float(np.mean(to_1d(values))) if len(values) else math.nan
 
 
 def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:
     """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10) (the code's)."""
-    correct = np.exp(-to_1d(correct_losses))
-    wrong = np.exp(-to_1d(wrong_losses))
-    return wrong / (correct + EPS)
+    return np.exp(-to_1d(wrong_losses)) / (np.exp(-to_1d(correct_losses)) + EPS)
 
 
 def closer_to_1_better(tr) -> float:
-    """Forget-set aggregate: mean of min(TR, 1/TR). 1 means the model cannot tell true from false answers."""
+    """Forget-set aggregate: mean of min(TR, 1/TR); 1: the model cannot tell true from false."""
     tr = np.asarray(tr, dtype=np.float64)
     return float(np.mean(np.minimum(tr, 1 / (tr + EPS))))
 
 
 def true_better(tr) -> float:
-    """Retain-set aggregate: mean of max(0, 1 - TR). High when the true answer is clearly preferred."""
-    tr = np.asarray(tr, dtype=np.float64)
-    return float(np.mean(np.maximum(0, 1 - tr)))
+    """Retain-set aggregate: mean of max(0, 1 - TR); high when the true answer is preferred."""
+    return float(np.mean(np.maximum(0, 1 - np.asarray(tr, dtype=np.float64))))
 
 
 def prob_mean_scores(correct_losses, wrong_losses) -> np.ndarray:
-    """`prob_mean` per-sample score (open-unlearning #163): p_c / (p_c + p_w + 1e-10), p = exp(-mean loss)."""
-    correct = np.exp(-to_1d(correct_losses))
-    wrong = np.exp(-to_1d(wrong_losses))
+    """`prob_mean` (open-unlearning #163): p_c / (p_c + p_w + 1e-10), p = exp(-mean loss)."""
+    correct, wrong = np.exp(-to_1d(correct_losses)), np.exp(-to_1d(wrong_losses))
     return correct / (correct + wrong + EPS)
 
 
 def normalised_probs(correct_probs, wrong_probs) -> np.ndarray:
-    """probability_w_options: p_c / (p_c + sum of the perturbed options' p + 1e-10), per sample."""
+    """probability_w_options: p_c / (p_c + sum of the perturbed options' p + 1e-10)."""
     correct = np.asarray(correct_probs, dtype=np.float64)
     wrong = np.asarray(wrong_probs, dtype=np.float64)
     wrong = np.sum(wrong, axis=tuple(range(1, wrong.ndim))) if wrong.ndim > 1 else wrong
@@ -75,20 +69,19 @@ def roc_auc(forget, holdout) -> float:
     n0, n1 = len(forget), len(holdout)
     if n0 == 0 or n1 == 0:
         raise ValueError(f"an AUC needs forget and holdout samples (got {n0} forget, {n1} holdout)")
-    scores = np.concatenate([np.asarray(forget, dtype=np.float64), np.asarray(holdout, dtype=np.float64)])
+    scores = np.concatenate([np.asarray(forget, dtype=np.float64),
+                             np.asarray(holdout, dtype=np.float64)])
     if np.isnan(scores).any():
         return math.nan
     _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    last_rank = np.cumsum(counts)               # 1-based rank of the last member of each group of equal scores
-    average_rank = last_rank - (counts - 1) / 2.0
-    ranks = average_rank[inverse]
-    u = ranks[n0:].sum() - n1 * (n1 + 1) / 2.0
+    average_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based; ties share their mean rank
+    u = average_rank[inverse][n0:].sum() - n1 * (n1 + 1) / 2.0
     return float(u / (n0 * n1))
 
 
 def ks_pvalue(model_values, retain_values) -> float:
     """Two-sided two-sample KS p-value (scipy's default method): forget quality."""
-    from scipy.stats import ks_2samp  # scipy.stats takes ~0.3 s to import; only composites need it
+    from scipy.stats import ks_2samp  # about 0.3 s to import; only composites need it
 
     return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
                           np.asarray(retain_values, dtype=np.float64)).pvalue)
@@ -100,17 +93,12 @@ def privleak(auc: float, ref_auc: float) -> float:
     return (score - ref) / (ref + EPS) * 100
 
 
-def rel_diff(value: float, ref: float) -> float:
-    """100 · (value - ref) / (ref + 1e-10), with no flip (no default config uses it)."""
-    return (value - ref) / (ref + EPS) * 100
-
-
 def harmonic_mean(values) -> float:
-    """scipy.stats.hmean: one zero component makes it 0, a negative one NaN (scipy >= 1.11 behaviour)."""
+    """scipy.stats.hmean: a zero component makes it 0, a negative one NaN (scipy >= 1.11)."""
     from scipy.stats import hmean
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # scipy warns on a zero / negative; the value says it
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy warns on a zero / negative value
         return float(hmean(np.asarray(values, dtype=np.float64)))
 
 

@@ -2,10 +2,10 @@
 
 Usage:
     from Eval.unlearning import files
-    records = files.load_records(Path("pred/m/tofu_forget.jsonl"))   # [(line, record)], sorted by index
-    log = files.load_log(Path("TOFU_EVAL.json"))                      # {metric: result}
-    files.detect_suite(log, path)                                      # "tofu" or "muse"
-    files.write_outputs(out_dir, "TOFU", eval_log, summary)            # TOFU_EVAL.json, TOFU_SUMMARY.json
+    records = files.load_records(Path("pred/m/tofu_forget.jsonl"))  # [(line, record)] by index
+    log = files.load_log(Path("TOFU_EVAL.json"))                     # {metric: result}
+    files.detect_suite(log, path)                                     # "tofu" or "muse"
+    files.write_outputs(out_dir, "TOFU", eval_log, summary)  # TOFU_EVAL.json, TOFU_SUMMARY.json
 """
 from __future__ import annotations
 
@@ -15,20 +15,20 @@ from pathlib import Path
 from Eval.records import RecordError, iter_json_objects
 from Eval.storage import write_bytes_atomic
 
-# Keys that only one suite's log holds: enough to tell a TOFU log from a MUSE log whatever the file is named.
-_MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility", "forget_Q_A_PARA_Prob"),
+# Keys only one suite's log holds: enough to tell a TOFU log from a MUSE one whatever its name.
+_MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility",
+                     "forget_Q_A_PARA_Prob"),
             "muse": ("forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROUGE")}
 
 
 def load_records(path: Path) -> list[tuple[int, dict]]:
-    """(line, record) for each record of a split file, sorted by the integer `index` each must carry."""
+    """(line, record) of each record of a split file, sorted by its integer `index`."""
     rows, seen = [], {}
     for line, obj in iter_json_objects(path):
-        if not isinstance(obj, dict):
-            raise RecordError(path, line, f"expected a JSON object, found {type(obj).__name__}")
-        index = obj.get("index")
+        index = obj.get("index") if isinstance(obj, dict) else None
         if not isinstance(index, int) or isinstance(index, bool):
-            raise RecordError(path, line, "missing integer field 'index' (the row's position in the split)")
+            raise RecordError(path, line, "missing integer field 'index' (the row's position in "
+                                          "the split)")
         if index in seen:
             raise RecordError(path, line, f"index {index} repeats line {seen[index]}")
         seen[index] = line
@@ -40,34 +40,18 @@ def load_records(path: Path) -> list[tuple[int, dict]]:
 
 def load_log(path: Path, what: str = "EVAL log") -> dict:
     """An open-unlearning-layout EVAL file: a JSON object of metric name -> result object."""
-    path = Path(path)
-    if not path.is_file():
-        raise RecordError(path, None, f"no such {what} file")
-    try:
-        log = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise RecordError(path, None, "not valid UTF-8") from None
-    except json.JSONDecodeError as err:
-        raise RecordError(path, err.lineno, f"not valid JSON ({err.msg}, column {err.colno})") from None
-    if not isinstance(log, dict) or not log:
-        raise RecordError(path, None, f"an {what} must be a non-empty JSON object of metric name -> result")
-    for name, result in log.items():
-        if not isinstance(result, dict):
-            raise RecordError(path, None, f"metric {name!r}: expected a result object, found "
-                                          f"{type(result).__name__}")
-    return log
+    logs = [log for _, log in iter_json_objects(path)]
+    if len(logs) != 1 or not isinstance(logs[0], dict) or not logs[0] \
+            or not all(isinstance(result, dict) for result in logs[0].values()):
+        raise RecordError(path, None, f"an {what} must be one non-empty JSON object of metric "
+                                      "name -> result object")
+    return logs[0]
 
 
 def find_log(path: Path) -> Path:
-    """A log path as given, or the TOFU_EVAL.json / MUSE_EVAL.json inside a folder."""
-    path = Path(path)
-    if path.is_dir():
-        found = [path / n for n in ("TOFU_EVAL.json", "MUSE_EVAL.json") if (path / n).is_file()]
-        if len(found) != 1:
-            raise RecordError(path, None, "a folder given as a log must hold exactly one of TOFU_EVAL.json, "
-                                          "MUSE_EVAL.json")
-        return found[0]
-    return path
+    """A log path as given, or the TOFU_EVAL.json (else MUSE_EVAL.json) inside a folder."""
+    found = [Path(path, n) for n in ("TOFU_EVAL.json", "MUSE_EVAL.json") if Path(path, n).is_file()]
+    return found[0] if Path(path).is_dir() and found else Path(path)
 
 
 def detect_suite(log: dict, path: Path) -> str:
@@ -75,12 +59,11 @@ def detect_suite(log: dict, path: Path) -> str:
     hits = [name for name, keys in _MARKERS.items() if any(k in log for k in keys)]
     if len(hits) == 1:
         return hits[0]
-    stem = Path(path).name.upper()
     for name in ("tofu", "muse"):
-        if stem.startswith(name.upper() + "_"):
+        if Path(path).name.upper().startswith(name.upper() + "_"):
             return name
-    raise RecordError(path, None, "cannot tell whether this is a TOFU or a MUSE log: it holds none (or both) of "
-                                  f"{', '.join(_MARKERS['tofu'] + _MARKERS['muse'])}")
+    raise RecordError(path, None, "cannot tell whether this is a TOFU or a MUSE log: it holds none "
+                                  f"(or both) of {', '.join(_MARKERS['tofu'] + _MARKERS['muse'])}")
 
 
 def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:

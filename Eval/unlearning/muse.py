@@ -2,15 +2,16 @@
 
 Usage:
     python eval.py unlearning muse --pred-dir DIR [--retain-logs RETRAIN/MUSE_EVAL.json]
-    eval_log, summary = muse.evaluate(Run(leaf_results, why))   # evaluate.py: from records or a log
+    muse.composites(run)   # evaluate.py: on the leaves' results, read from records or a log
 """
 from __future__ import annotations
 
 from Eval.unlearning import aggregate
 
-NAME = "MUSE"
 MIA = ("privleak_forget", "privleak_holdout")
-MIA_KINDS = ("mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm", "mia_reference")
+MIA_KINDS = ("mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm",
+             "mia_reference")
+RETAIN_AUC = ("mia_min_k", "the retain AUC is taken as ref_value = 0.5")  # privleak's fallback
 LEAVES = {  # metric: (split, kind (Eval/unlearning/samples.py KINDS), answer key)
     "forget_knowmem_ROUGE": ("knowmem_forget", "rougeL_f1", "answer"),
     "retain_knowmem_ROUGE": ("knowmem_retain", "rougeL_f1", "answer"),
@@ -24,10 +25,9 @@ TOP_LEVEL = ("forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROU
              "extraction_strength", "exact_memorization", *MIA_KINDS, "forget_gibberish")
 
 
-def evaluate(run) -> tuple[dict, dict]:
-    """MUSE_EVAL and MUSE_SUMMARY contents from the leaves' results on `run`."""
-    run.put("privleak", privleak, "mia_min_k", retain=("mia_min_k", "the retain AUC is taken as ref_value = 0.5"))
-    return run.finish(NAME, TOP_LEVEL)
+def composites(run) -> None:
+    """privleak from the leaves' results on `run` (Eval/unlearning/evaluate.py Run)."""
+    run.put("privleak", privleak, "mia_min_k", retain=RETAIN_AUC)
 
 
 def privleak(mia_min_k: dict, retain: dict | None, ref_value: float = 0.5) -> dict:

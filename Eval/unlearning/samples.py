@@ -1,11 +1,11 @@
-"""The leaf kinds (open-unlearning's leaf handlers): one score record -> one per-sample entry, and a
-leaf's result from its entries. A sample function raises Missing for a field the record lacks.
+"""The leaf kinds (open-unlearning's leaf handlers): one score record -> one per-sample entry, and
+a leaf's result from its entries. A sample function raises Missing for a field the record lacks.
 
 Usage:
     from Eval.unlearning.samples import KINDS, leaf_result
     sample, field, fields = KINDS["probability"]
     entry = sample({"index": 0, "logprobs": {"answer": [{"logprobs": [-0.1, -0.2]}]}}, "answer")
-    leaf_result("probability", {"0": entry})          # {"agg_value": 0.86..., "value_by_index": {"0": ...}}
+    leaf_result("probability", {"0": entry})   # {"agg_value": 0.86..., "value_by_index": {...}}
 """
 from __future__ import annotations
 
@@ -29,12 +29,10 @@ def _field(record: dict, field: str, key: str):
 
 def options(record: dict, key: str) -> list[dict]:
     """The record's TokenStats list for answer `key` (one per answer option), each checked."""
-    saved = _field(record, "logprobs", key)
-    if not isinstance(saved, list) or not saved:
-        raise ValueError(f"logprobs[{key!r}] must be a non-empty list of TokenStats, one per answer option")
+    saved = _field(record, "logprobs", key)  # outside the try: Missing is a ValueError
     try:
         return [stats.check_token_stats(ts) for ts in saved]
-    except ValueError as err:
+    except (ValueError, TypeError) as err:
         raise ValueError(f"logprobs[{key!r}]: {err}") from None
 
 
@@ -42,7 +40,9 @@ def per_option(fn):
     """fn over every option: one option gives scalars, several give lists (multi-answer rows)."""
     def sample(record: dict, key: str) -> dict:
         values = [fn(ts) for ts in options(record, key)]
-        return values[0] if len(values) == 1 else {field: [v[field] for v in values] for field in values[0]}
+        if len(values) == 1:
+            return values[0]
+        return {field: [v[field] for v in values] for field in values[0]}
     return sample
 
 
@@ -51,21 +51,11 @@ def first_option(fn):
     return lambda record, key: {"score": fn(options(record, key)[0])}
 
 
-def _number(record: dict, field: str, key: str) -> float | None:
-    # record[field][key] as a float; null (e.g. GradNorm of < 2 labels) stays None: left out
-    value = _field(record, field, key)
-    if value is None:
-        return None
-    if not stats.is_number(value):
-        raise ValueError(f"{field}[{key!r}] must be a number (or null)")
-    return float(value)
-
-
 def confidence_ordered(record: dict, key: str) -> dict:
     """stats.confidence_ordered per option, of masked models' records (confidence_ordered_probs)."""
-    entry = per_option(lambda ts: stats.confidence_ordered(ts) or dict(_EMPTY))(record, key)
-    _field(record, "confidence_ordered_probs", key)
-    return entry
+    _field(record, "confidence_ordered_probs", key)  # other models' records: the leaf is skipped
+    empty = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}  # no label
+    return per_option(lambda ts: stats.confidence_ordered(ts) or empty)(record, key)
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,34 +73,32 @@ def rouge_scores(generation: str, ground_truth: str) -> dict:
 
 
 def rouge(record: dict, key: str) -> dict:
-    """ROUGE of `pred` against the first of `answers`; `input` (the prompt, optional) is kept for reading."""
+    """ROUGE of `pred` against the first of `answers`; `input` (the prompt) is kept for reading."""
     for field in ("pred", "answers"):
         if field not in record:
             raise Missing(field)
-    generation, answers = record["pred"], record["answers"]
+    generation, truth = record["pred"], normalize_answers(record["answers"])[0]
     if not isinstance(generation, str):
         raise ValueError("field 'pred' (the generation) must be a string")
-    answers = normalize_answers(answers) if isinstance(answers, (str, list)) else []
-    if not answers or not isinstance(answers[0], str):
-        raise ValueError("field 'answers' must hold the ground-truth string (a list or one string)")
-    return {**rouge_scores(generation, answers[0]), "input": str(record.get("input", "")),
-            "ground_truth": answers[0], "generation": generation}
+    return {**rouge_scores(generation, truth), "input": str(record.get("input", "")),
+            "ground_truth": truth, "generation": generation}
 
 
 def gradnorm(record: dict, key: str) -> dict:
-    """The saved GradNorm score (gradients are taken at inference)."""
-    return {"score": _number(record, "gradnorm", key)}
+    """The saved GradNorm score (gradients are taken at inference); null (< 2 labels): left out."""
+    score = _field(record, "gradnorm", key)
+    return {"score": None if score is None else float(score)}
 
 
 def reference(record: dict, key: str) -> dict:
     """Target avg_loss minus the reference model's (saved at inference) on the same answer."""
     target = stats.avg_loss(options(record, key)[0])
-    ref = _number(record, "reference_avg_loss", key)
-    return {"score": None if ref is None else float(target - ref)}
+    ref = _field(record, "reference_avg_loss", key)
+    return {"score": None if ref is None else float(target - float(ref))}
 
 
-_EMPTY = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
-PROB, ROUGE, SCORE = ("prob", "avg_loss"), ("rouge1_recall", "rougeL_f1", "rougeL_recall"), ("score",)
+PROB, SCORE = ("prob", "avg_loss"), ("score",)
+ROUGE = ("rouge1_recall", "rougeL_f1", "rougeL_recall")
 KINDS = {  # kind: (sample function, averaged field, fields of a published entry)
     "probability": (per_option(stats.probability), "prob", PROB),
     "confidence_ordered": (confidence_ordered, "prob", PROB),
@@ -118,15 +106,16 @@ KINDS = {  # kind: (sample function, averaged field, fields of a published entry
     "rougeL_f1": (rouge, "rougeL_f1", ROUGE),           # MUSE's
     "exact_memorization": (first_option(stats.exact_memorization), "score", SCORE),
     "extraction_strength": (first_option(stats.extraction_strength), "score", SCORE),
-    "classifier_prob": (None, "score", SCORE),  # gibberish: a classifier model; re-aggregated from logs only
+    "classifier_prob": (None, "score", SCORE),  # gibberish: a classifier model; from logs only
     "mia_loss": (first_option(stats.avg_loss), "score", SCORE),
     "mia_zlib": (first_option(stats.zlib_score), "score", SCORE),
-    "mia_min_k": (first_option(stats.min_k_score), "score", SCORE),                   # k = 0.4
+    "mia_min_k": (first_option(stats.min_k_score), "score", SCORE),  # k = 0.4
     "mia_min_k_plus_plus": (first_option(stats.min_k_plus_plus_score), "score", SCORE),
     "mia_gradnorm": (gradnorm, "score", SCORE),
     "mia_reference": (reference, "score", SCORE),
 }
-FLOAT32 = ("mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm")  # scores the reference held and averaged in float32
+# The scores the reference held, and so averaged, in float32.
+FLOAT32 = ("mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm")
 
 
 def values(value_by_index: dict, field: str) -> list:
@@ -137,15 +126,18 @@ def values(value_by_index: dict, field: str) -> list:
 def leaf_result(kind: str, samples) -> dict:
     """A leaf's result: the mean over samples; an MIA kind's: the AUC of (forget, holdout) samples.
 
-    >>> leaf_result("mia_loss", ({"0": {"score": 0.25}, "1": {"score": 0.5}}, {"0": {"score": 0.5}}))["auc"]
+    >>> forget, holdout = {"0": {"score": 0.25}, "1": {"score": 0.5}}, {"0": {"score": 0.5}}
+    >>> leaf_result("mia_loss", (forget, holdout))["auc"]
     0.75
     """
     if not kind.startswith("mia_"):
-        return {"agg_value": aggregate.mean(values(samples, KINDS[kind][1])), "value_by_index": samples}
+        agg = aggregate.mean(values(samples, KINDS[kind][1]))
+        return {"agg_value": agg, "value_by_index": samples}
     scores, result = [values(side, "score") for side in samples], {}
     for name, side, side_scores in zip(("forget", "holdout"), samples, scores):
         m = aggregate.float32_mean(side_scores) if kind in FLOAT32 else None
-        result[name] = {"agg_value": aggregate.mean(side_scores) if m is None else m, "value_by_index": side}
+        result[name] = {"agg_value": aggregate.mean(side_scores) if m is None else m,
+                        "value_by_index": side}
     auc = aggregate.roc_auc(*scores)
     return {**result, "auc": auc, "agg_value": auc}
 
@@ -153,16 +145,20 @@ def leaf_result(kind: str, samples) -> dict:
 def explain_leaf(metric: str, sample: dict) -> dict:
     """eval.py explain: the numbers behind a leaf's per-sample entry (a probability, a ROUGE)."""
     if "avg_loss" in sample and "prob" in sample:
-        losses = sample["avg_loss"] if isinstance(sample["avg_loss"], list) else [sample["avg_loss"]]
+        losses = sample["avg_loss"]
+        losses = losses if isinstance(losses, list) else [losses]
         probs = [math.exp(-x) for x in losses]
         parts = ", ".join(f"exp(-{x:.4f}) = {p:.4g}" for x, p in zip(losses, probs))
         return {"avg_loss": sample["avg_loss"], "prob": sample["prob"], "recomputed_prob": probs,
-                "text": f"prob = exp(-avg_loss), avg_loss the mean negative log-probability of the answer tokens: "
-                        f"{parts}"}
-    if any(k.startswith("rouge") for k in sample):
-        scores = {k: v for k, v in sample.items() if k.startswith("rouge")}
-        return {**scores, "ground_truth": sample.get("ground_truth"), "generation": sample.get("generation"),
-                "text": ", ".join(f"{k} = {v:.4g}" for k, v in scores.items())
-                        + f" (rouge_score, stemmed) of the generation {str(sample.get('generation'))[:80]!r} against "
-                          f"{str(sample.get('ground_truth'))[:80]!r}"}
-    return {"text": f"{metric}: no per-sample explanation for this metric yet; its value is {sample}"}
+                "text": "prob = exp(-avg_loss), avg_loss the mean negative log-probability of the "
+                        f"answer tokens: {parts}"}
+    scores = {k: v for k, v in sample.items() if k.startswith("rouge")}
+    if scores:
+        generation, truth = (str(sample.get(k))[:80] for k in ("generation", "ground_truth"))
+        text = ", ".join(f"{k} = {v:.4g}" for k, v in scores.items())
+        return {**scores, "ground_truth": sample.get("ground_truth"),
+                "generation": sample.get("generation"),
+                "text": f"{text} (rouge_score, stemmed) of the generation {generation!r} "
+                        f"against {truth!r}"}
+    return {"text": f"{metric}: no per-sample explanation for this metric yet; its value is "
+                    f"{sample}"}

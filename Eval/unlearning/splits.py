@@ -13,15 +13,17 @@ from pathlib import Path
 from Eval.records import RecordError, iter_json_objects
 
 ANSWER_KEYS = ("answer", "paraphrased_answer", "perturbed_answer")
+REQUIRED = {"qa": ("question", "answer"), "knowmem": ("question", "answer"),
+            "verbmem": ("prompt", "gt"), "text": ("text",)}
 MUSE_STOP = ("\n\n", "\nQuestion", "Question:")
-RECORD_KIND = "unlearning_score_records"  # the sidecar's "kind": not prediction files for the LongBench scorer
+RECORD_KIND = "unlearning_score_records"  # the sidecar's "kind": not for the LongBench scorer
 
 
 @dataclasses.dataclass(frozen=True)
 class Split:
     suite: str                  # "tofu" or "muse"
     role: str                   # the split's name within its suite: "forget", "knowmem_retain", ...
-    files: tuple[str, ...]      # candidate data files under the data folder, first found wins (no suffix)
+    files: tuple[str, ...]      # candidate data files under the data folder, first found wins
     kind: str                   # "qa", "knowmem", "verbmem" or "text"
     generate: int = 0           # max new tokens of the greedy generation; 0: none
     mia: bool = False           # GradNorm / Reference attack computed on "answer"
@@ -33,21 +35,21 @@ class Split:
         return f"{self.suite}_{self.role}"
 
 
-def tofu_splits(forget: str = "forget", holdout: str = "holdout", max_new_tokens: int = 200) -> list[Split]:
-    return [Split("tofu", "forget", (f"{forget}_perturbed", forget), "qa", max_new_tokens, mia=True),
-            Split("tofu", "retain", ("retain_perturbed", "retain"), "qa", max_new_tokens),
+def tofu_splits(forget: str = "forget", holdout: str = "holdout", max_new: int = 200) -> list:
+    return [Split("tofu", "forget", (f"{forget}_perturbed", forget), "qa", max_new, mia=True),
+            Split("tofu", "retain", ("retain_perturbed", "retain"), "qa", max_new),
             Split("tofu", "holdout", (holdout,), "qa", 0, mia=True),
-            Split("tofu", "ra", ("real_authors_perturbed", "real_authors"), "qa", max_new_tokens),
-            Split("tofu", "wf", ("world_facts_perturbed", "world_facts"), "qa", max_new_tokens)]
+            Split("tofu", "ra", ("real_authors_perturbed", "real_authors"), "qa", max_new),
+            Split("tofu", "wf", ("world_facts_perturbed", "world_facts"), "qa", max_new)]
 
 
 def muse_splits() -> list[Split]:
     def names(subset: str, split: str) -> tuple[str, ...]:
         return (f"{subset}/{split}", f"{subset}_{split}")
-    return [Split("muse", "knowmem_forget", names("knowmem", "forget_qa"), "knowmem", 32, stop=MUSE_STOP,
-                  icl=names("knowmem", "forget_qa_icl")),
-            Split("muse", "knowmem_retain", names("knowmem", "retain_qa"), "knowmem", 32, stop=MUSE_STOP,
-                  icl=names("knowmem", "retain_qa_icl")),
+    return [Split("muse", "knowmem_forget", names("knowmem", "forget_qa"), "knowmem", 32,
+                  stop=MUSE_STOP, icl=names("knowmem", "forget_qa_icl")),
+            Split("muse", "knowmem_retain", names("knowmem", "retain_qa"), "knowmem", 32,
+                  stop=MUSE_STOP, icl=names("knowmem", "retain_qa_icl")),
             Split("muse", "verbmem_forget", names("verbmem", "forget"), "verbmem", 128),
             Split("muse", "privleak_forget", names("privleak", "forget"), "text", 0, mia=True),
             Split("muse", "privleak_holdout", names("privleak", "holdout"), "text", 0, mia=True)]
@@ -58,56 +60,29 @@ def roles(suite: str) -> tuple[str, ...]:
     return tuple(s.role for s in (tofu_splits() if suite == "tofu" else muse_splits()))
 
 
-REQUIRED = {"qa": ("question", "answer"), "knowmem": ("question", "answer"), "verbmem": ("prompt", "gt"),
-            "text": ("text",)}
-
-
 def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
-    for stem in stems:
-        for suffix in (".json", ".jsonl"):
-            if (data_dir / f"{stem}{suffix}").is_file():
-                return data_dir / f"{stem}{suffix}"
-    return None
+    found = [data_dir / f"{stem}{suffix}" for stem in stems for suffix in (".json", ".jsonl")]
+    return next((path for path in found if path.is_file()), None)
 
 
 def read_items(path: Path, kind: str) -> list[dict]:
     """The rows of a split file, each checked for its kind's fields (RecordError: file and line)."""
     rows = []
     for line, row in iter_json_objects(path):
-        if not isinstance(row, dict):
-            raise RecordError(path, line, f"expected a JSON object, found {type(row).__name__}")
         for field in REQUIRED[kind]:
-            if not isinstance(row.get(field), str):
+            if not isinstance(row, dict) or not isinstance(row.get(field), str):
                 raise RecordError(path, line, f"field {field!r} must be a string")
-        if kind == "qa":
-            row = _qa_row(row, path, line)
         rows.append(row)
-    if not rows:
-        raise RecordError(path, None, "file is empty: no items")
-    if kind == "qa":  # a key must be on every row or none: the scorer reads whole splits
-        for key in ANSWER_KEYS[1:]:
-            if 0 < sum(key in r for r in rows) < len(rows):
-                raise RecordError(path, None, f"{key!r} is on some rows but not all")
     return rows
-
-
-def _qa_row(row: dict, path: Path, line: int) -> dict:
-    if "paraphrased_answer" in row and not isinstance(row["paraphrased_answer"], str):
-        raise RecordError(path, line, "field 'paraphrased_answer' must be a string")
-    pert = row.get("perturbed_answer")
-    if isinstance(pert, str):
-        return {**row, "perturbed_answer": [pert]}
-    if pert is not None and not (isinstance(pert, list) and pert and all(isinstance(p, str) for p in pert)):
-        raise RecordError(path, line, "field 'perturbed_answer' must be a non-empty list of strings")
-    return row
 
 
 def options_of(item: dict, kind: str) -> dict[str, list[str]]:
     """The answer options scored for one item: {key: [texts]}."""
     if kind == "qa":
-        return {k: item[k] if isinstance(item[k], list) else [item[k]] for k in ANSWER_KEYS if k in item}
+        return {k: item[k] if isinstance(item[k], list) else [item[k]] for k in ANSWER_KEYS
+                if k in item}
     if kind == "verbmem":
-        return {"answer": [" " + item["gt"]]}  # MUSE inserts a space between prefix and continuation
+        return {"answer": [" " + item["gt"]]}  # MUSE puts a space between prefix and continuation
     if kind == "text":
         return {"answer": [item["text"]]}
     return {}  # knowmem: ROUGE on generations only

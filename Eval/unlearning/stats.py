@@ -12,38 +12,25 @@ Usage:
 from __future__ import annotations
 
 import math
-import numbers
 import zlib
 from typing import Mapping, Sequence
 
 import numpy as np
 
-VAR_FLOOR = 1e-6      # Min-K%++ clamps the per-position variance before the square root, as the reference does
-CONF_EPS = 1e-12      # confidence-ordered probability: the handler's log(p + eps), kept exactly
+VAR_FLOOR = 1e-6  # Min-K%++ clamps each position's variance before its square root, as reference
+CONF_EPS = 1e-12  # confidence-ordered probability: the handler's log(p + eps), kept exactly
 
 
 def check_token_stats(ts: object) -> dict:
     """Return `ts` if it is a usable TokenStats dict, else raise ValueError saying what is wrong."""
-    if not isinstance(ts, dict):
-        raise ValueError(f"a TokenStats must be a JSON object, found {type(ts).__name__}")
-    lp = ts.get("logprobs")
-    if not isinstance(lp, list) or not all(is_number(x) for x in lp):
+    lp = ts.get("logprobs") if isinstance(ts, dict) else None
+    if not isinstance(lp, list) or not all(type(x) in (int, float) for x in lp):  # not bool
         raise ValueError("TokenStats 'logprobs' must be a list of numbers")
-    for name, check in (("greedy", lambda x: isinstance(x, bool)), ("mean", is_number), ("var", is_number)):
-        if name in ts:
-            values = ts[name]
-            if not isinstance(values, list) or not all(check(x) for x in values):
-                raise ValueError(f"TokenStats {name!r} must be a list of "
-                                 f"{'booleans' if name == 'greedy' else 'numbers'}")
-            if len(values) != len(lp):
-                raise ValueError(f"TokenStats {name!r} has {len(values)} entries but 'logprobs' has {len(lp)}")
-    if "text" in ts and not isinstance(ts["text"], str):
-        raise ValueError("TokenStats 'text' must be a string")
+    for name in ("greedy", "mean", "var"):
+        if name in ts and len(ts[name]) != len(lp):
+            raise ValueError(f"TokenStats {name!r} has {len(ts[name])} entries but 'logprobs' has "
+                             f"{len(lp)}")
     return ts
-
-
-def is_number(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def _need(ts: dict, name: str) -> list:
@@ -55,13 +42,11 @@ def _need(ts: dict, name: str) -> list:
 def avg_loss(ts: dict) -> float:
     """Mean negative log-likelihood over ALL labelled positions (EOS included); NaN for none."""
     lp = ts["logprobs"]
-    if not lp:
-        return math.nan
-    return -math.fsum(lp) / len(lp)
+    return -math.fsum(lp) / len(lp) if lp else math.nan
 
 
 def probability(ts: dict) -> dict:
-    """{"prob": exp(-avg_loss), "avg_loss": avg_loss}: the length-normalised (geometric-mean) probability."""
+    """{"prob": exp(-avg_loss), "avg_loss": avg_loss}: the length-normalised probability."""
     loss = avg_loss(ts)
     return {"prob": math.exp(-loss), "avg_loss": loss}
 
@@ -92,9 +77,7 @@ def confidence_ordered(ts: dict) -> dict | None:
 def exact_memorization(ts: dict) -> float | None:
     """Share of the N = T-1 positions whose label is the teacher-forced argmax; None if N = 0."""
     flags = _need(ts, "greedy")[:-1]
-    if not flags:
-        return None
-    return sum(flags) / len(flags)
+    return sum(flags) / len(flags) if flags else None
 
 
 def extraction_strength(ts: dict) -> float:
@@ -127,11 +110,9 @@ def _bottom_k_mean(values: np.ndarray, k: float) -> float:
 
 
 def min_k_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K% Prob: minus the mean of the k·N lowest label log-probs; 0 for N = 0 (configs: 0.4)."""
+    """Min-K% Prob: minus the mean of the k·N lowest label log-probs; 0 for N = 0."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
-    if lp.size == 0:
-        return 0.0
-    return -_bottom_k_mean(lp, k)
+    return -_bottom_k_mean(lp, k) if lp.size else 0.0
 
 
 def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
@@ -145,6 +126,6 @@ def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
 
 
 def zlib_score(ts: dict) -> float:
-    """avg_loss divided by the zlib-compressed byte length of the decoded answer text (`ts["text"]`)."""
+    """avg_loss over the zlib-compressed byte length of the decoded answer (`ts["text"]`)."""
     text = _need(ts, "text")
     return avg_loss(ts) / len(zlib.compress(text.encode("utf-8")))
