@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import torch  # noqa: E402
 
-from bench_inference import generate_planned, tinyeval_loop  # noqa: E402
+from bench_inference import ours as ours_planned, tinyeval_loop  # noqa: E402
 from Eval.inference.datasets import fill_template, load_dataset  # noqa: E402
 from Eval.inference.predict import RunSettings  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
@@ -112,7 +112,8 @@ def lm_eval_generate(lm, prompts: list[str], max_new: int) -> list[str]:
 
 def ours(model: HFModel, prompts: list, max_new: int, batch_size: int) -> list[str]:
     """inference.py's path with its default token cap (RunSettings)."""
-    return generate_planned(model, prompts, max_new, batch_size, RunSettings().max_batch_tokens)
+    settings = argparse.Namespace(batch_size=batch_size, max_batch_tokens=RunSettings().max_batch_tokens)
+    return ours_planned(model, prompts, max_new, settings)
 
 
 class Meter:
@@ -150,8 +151,7 @@ def generation_table(model: HFModel, lm, meter: Meter, name: str, texts: list[st
     lengths = [p.n_tokens for p in prompts]
     print(f"\n{name}: {len(texts)} prompts of {min(lengths)}-{max(lengths)} tokens "
           f"(mean {sum(lengths) / len(lengths):.0f}), {max_new} new tokens each, batch size {batch_size}")
-    window = model.context_window() or 10 ** 9
-    runs = {"TinyEval loop": (tinyeval_loop, model, texts, True, window, max_new),
+    runs = {"TinyEval loop": (tinyeval_loop, model, prompts, max_new),
             f"HF generate, batch {batch_size}": (hf_generate_batched, model, chat_texts, max_new, batch_size),
             f"lm-eval generate_until, batch {batch_size}": (lm_eval_generate, lm, chat_texts, max_new),
             f"ours, batch {batch_size}": (ours, model, prompts, max_new, batch_size)}
