@@ -82,7 +82,8 @@ def dataset_table(results: list[dict]) -> str:
              "no_refs", "data")]
     for r in results:
         for name, m in r["metrics"].items():
-            rows.append((r["dataset"], name, score_text(m["score"]), ci_text(m), n_text(r),
+            n = f"{m['queries']} queries" if "queries" in m else n_text(r)  # ranking metrics
+            rows.append((r["dataset"], name, score_text(m["score"]), ci_text(m), n,
                          str(r["duplicates"]), str(r["extraction"]["failed"]),
                          str(r["failed_records"]), str(sum(m["zeroed_by_exception"].values())),
                          str(r["no_references"]),
@@ -100,6 +101,12 @@ def dataset_warnings(result: dict) -> list[str]:
         lines.append(f"warning: {name}: {result['no_references']} records have no reference answer "
                      f"and {result['no_classes']} no class list (all_classes); they score 0")
     lines += [f"warning: {name}: {warning}" for warning in result["data_check"]["warnings"]]
+    unranked = {m: s["queries_unranked"] for m, s in result["metrics"].items()
+                if s.get("queries_unranked")}
+    if unranked:
+        lines.append(f"note: {name}: {max(unranked.values())} of {result['n']} queries have no "
+                     f"run or no judged document; {', '.join(unranked)} leave them out of the mean "
+                     "(trec_eval's rule)")
     if skipped_count(result):
         lines.append(f"warning: {name}: {skipped_count(result)} records were not run (--truncation "
                      "skip) and are out of n and of every score")

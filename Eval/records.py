@@ -47,6 +47,8 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "gradnorm": ((dict, NULL), False, "GradNorm MIA score per answer key, computed at inference"),
     "reference_avg_loss": ((dict, NULL), False, "a reference model's avg loss per answer key"),
     "error": ((str, NULL), False, "per-record failure (API error, ...): counted, never dropped"),
+    "retrieved": ((dict, NULL), False, "the query's retrieval run {doc id: score}"),
+    "relevant": ((dict, NULL), False, "the query's judged documents {doc id: grade}"),
 }
 __doc__ += "\n".join(f"    {k:18} {'/'.join(t.__name__ for t in v[0]):18} "
                      f"{'required' if v[1] else 'optional':8} {v[2]}" for k, v in FIELDS.items())

@@ -32,6 +32,7 @@ class Registry(Mapping):
         self._items: dict[str, Any] = {}
         self._marked: dict[str, tuple[str, str]] = {}  # marker mode: name -> (module, help)
         self._discovered = not self._packages
+        self.fallback = None  # name -> value or None: names built, not listed (ranking cutoffs)
 
     def register(self, name: str, value: Any = None):
         """Register `value` under `name`; without a value, a decorator that registers what it decorates."""
@@ -66,7 +67,10 @@ class Registry(Mapping):
             if name in self._marked:
                 importlib.import_module(self._marked[name][0])  # registers it where it is defined
         if name not in self._items:
-            raise KeyError(self.unknown(name))
+            built = self.fallback(name) if self.fallback else None
+            if built is None:
+                raise KeyError(self.unknown(name))
+            return built
         return self._items[name]
 
     def help_of(self, name: str) -> str:
@@ -82,7 +86,9 @@ class Registry(Mapping):
             (f" {self.hint}" if self.hint else "")
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self.names()
+        if not isinstance(name, str):
+            return False
+        return name in self.names() or bool(self.fallback and self.fallback(name))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())

@@ -30,6 +30,7 @@ class Metric:
     fn: Callable[..., float]
     version: str  # bump when the per-sample values change, so stored results say what produced them
     best: float = 1.0  # the value of a perfect answer ("full marks"); ROUGE's 1e-8 makes it 0.999999995
+    per_query: bool = False  # a ranking metric: fn(records) -> a value (or None) per record (retrieval.py)
 
     def bind(self, args: dict[str, str]) -> "Metric":
         """The metric with those of `args` (eval.py -S key=value) its function takes, each converted

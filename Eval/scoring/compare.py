@@ -207,8 +207,9 @@ def run(args) -> int:
         only = set(args.datasets.split(",")) if args.datasets else None
         _compare_datasets(a, b, only)  # bad input is reported before a model is loaded
         out = args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
-        results = compare_folders(a, b, out, load_judge_model(args), args.judge_mode, args.seed,
-                                  args.judge_max_length, only=only, both_orders=args.both_orders)
+        results = compare_folders(a, b, out, load_judge_model(args), args.judge_mode or "text",
+                                  args.seed, args.judge_max_length, only=only,
+                                  both_orders=args.both_orders)
     except (FileNotFoundError, ValueError, OSError, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -140,6 +140,7 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
 def run_explain(target: str, pred_dirs: list[Path]) -> int:
     """Print DATASET:ID's explanation from each folder that has the dataset; exit 2 (the reason on
     stderr) for a malformed target, an unknown dataset or an id no folder has."""
+    from Eval.scoring.bergen import prediction_path
     from Eval.scoring.folders import load_folder
     from Eval.scoring.scorer import score_dataset
 
@@ -150,7 +151,7 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
         return 2
     shown, problems = 0, []
     for pred_dir in pred_dirs:
-        path = pred_dir / f"{dataset}.jsonl"
+        path = prediction_path(pred_dir, dataset)
         if not path.is_file():
             continue
         for task, records, _ in load_folder(pred_dir, {dataset}, problems, []):
@@ -176,6 +177,7 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
 
 def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
     """Each dataset's n lowest-scored examples (ties in file order), explained; nothing written."""
+    from Eval.scoring.bergen import prediction_path
     from Eval.scoring.folders import load_folder
     from Eval.scoring.robustness import score_with_perturbations
 
@@ -192,7 +194,7 @@ def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
             chosen = sorted(scored, key=lambda e: (e["scores"][metric], e["line"]))[:n]
             print(f"\n{pred_dir}  {task.name}: the {len(chosen)} lowest on {metric}")
             for entry in chosen:
-                print(render_example(task.name, entry, str(pred_dir / f"{task.name}.jsonl")))
+                print(render_example(task.name, entry, str(prediction_path(pred_dir, task.name))))
     return 0
 
 

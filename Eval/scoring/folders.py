@@ -1,7 +1,8 @@
 """Prediction folders: which folders and files to score, the task of each file, and scoring them.
 
-A prediction folder holds `<dataset>.jsonl` files; the file stem names the dataset. Every command
-that reads predictions finds them here.
+A prediction folder holds `<dataset>.jsonl` files (the file stem names the dataset) or BERGEN's
+`eval_<split>_out.json` files (the split names it: Eval/scoring/bergen.py). Every command that
+reads predictions finds them here.
 
 Usage:
     pred_dirs, all_models = find_pred_dirs(pred_dir, model, Path("pred"), notes)
@@ -20,8 +21,10 @@ from Eval.args import name_list
 from Eval.metrics import get_metric
 from Eval.names import check_name, name_problem
 from Eval.pricing import usage_of
-from Eval.records import RecordError, is_dry_run_output, is_prediction_file, read_records
+from Eval.records import RecordError, is_dry_run_output, is_prediction_file
 from Eval.records import sidecar_path
+from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
+from Eval.scoring.bergen import read_predictions, split_of
 from Eval.scoring.breakdowns import get_breakdown
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
@@ -82,8 +85,9 @@ def dataset_names(text: str) -> set[str]:
 
 
 def prediction_files(folder: Path) -> list[Path]:
-    """*.jsonl at the folder's top, less TOFU / MUSE score records and dry-run prompts."""
-    return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f))
+    """*.jsonl at the folder's top, less TOFU / MUSE score records and dry-run prompts, and
+    BERGEN's eval_<split>_out.json files."""
+    return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f)) + out_files(folder)
 
 
 def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
@@ -107,7 +111,8 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
         else:
             notes.append(f"{folder}: no prediction files (*.jsonl); skipped")
     if not dirs:
-        raise FileNotFoundError(f"{pred_root}: no model folder with *.jsonl prediction files")
+        raise FileNotFoundError(f"{pred_root}: no model folder with *.jsonl prediction files "
+                                "(or BERGEN eval_<split>_out.json files)")
     return dirs, True
 
 
@@ -137,7 +142,7 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
     """The file's task, its metrics replaced by --metrics when given (a dataset with no task row
     included) and the -S key=value arguments attached."""
     try:
-        task = task_for_file(path, notes)
+        task = bergen_task(path) if split_of(path) else task_for_file(path, notes)
     except KeyError:
         if not metrics:
             raise
@@ -162,15 +167,18 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
         notes.append(f"{pred_dir}: TOFU / MUSE score records left to "
                      "`python eval.py unlearning ...`")
     if only is not None:
-        files = [f for f in files if f.stem in only]
+        files = [f for f in files if dataset_of(f) in only]
         problems += [f"{pred_dir}: no prediction file {missing}.jsonl"
-                     for missing in sorted(only - {f.stem for f in files})]
+                     for missing in sorted(only - {dataset_of(f) for f in files})]
     elif not files:
         problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
+    names = [dataset_of(f) for f in files]
+    problems += [f"{pred_dir}: {name}.jsonl and eval_{name}_out.json both hold dataset {name!r}"
+                 for name in sorted({n for n in names if names.count(n) > 1})]
     loaded = []
     for path in files:
         try:
-            problem = name_problem(path.stem) or regular_file_problem(path)
+            problem = name_problem(dataset_of(path)) or regular_file_problem(path)
             if problem:
                 raise RecordError(path, None, problem)
             task = chosen_task(path, notes, metrics, metric_args)
@@ -178,10 +186,12 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
                 get_metric(name)  # an unknown one is a KeyError naming the close ones
             if task.breakdown:
                 get_breakdown(task.breakdown)  # so is an unknown breakdown (a sidecar's task)
-            records = read_records(path)
+            records = read_predictions(path)
             sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
                        "examples_sha256": example_set(records),
                        "data_check": check_prediction_file(path, records)}
+            if split_of(path):
+                sources["config"] = experiment_config(pred_dir, task.name)
             loaded.append((task, records, sources))
         except (RecordError, StorageError) as err:
             problems.append(str(err))

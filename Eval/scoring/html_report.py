@@ -27,10 +27,10 @@ TEXT_HEAD = 300  # characters of a prediction, extracted answer, reference or ex
 def _predictions(folder: Path, dataset: str) -> dict[int, dict]:
     """line -> record of the prediction file, for per-example lines written before they carried
     pred / answers."""
-    from Eval.records import read_records
+    from Eval.scoring.bergen import prediction_path, read_predictions
 
     try:
-        return dict(enumerate(read_records(folder / f"{dataset}.jsonl"), 1))
+        return dict(enumerate(read_predictions(prediction_path(folder, dataset)), 1))
     except Exception:  # noqa: BLE001 - a fallback for old lines: without the file they show "-"
         return {}
 

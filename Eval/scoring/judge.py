@@ -2,7 +2,8 @@
 judge` (Eval/scoring/judge_folder.py) and `eval.py compare` (Eval/scoring/compare.py).
 
 A rubric is prompts/judge_<name>.txt: a line `options: Label=value | ...`, a line `---`, then the
-prompt with {question}, {references}, {prediction} (pairwise: {answer_1}, {answer_2}). A verdict is
+prompt with {question}, {references}, {prediction} (pairwise: {answer_1}, {answer_2}); or a YAML /
+JSON file shaped like BERGEN's evaluator configs (rubric_from_config). A verdict is
 read from the generated text (parse_verdict), or in `logits` mode from the first answer token's
 probabilities over the options. Per example: scored, unparseable (no option, several, a negated
 one) or failed (the call failed): the last two are counted and listed, never scored 0. Good
@@ -17,6 +18,7 @@ import json
 import math
 import random
 import re
+import string
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +26,7 @@ from Eval.extract import run_extraction
 from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
 from Eval.records import RecordError
+from Eval.scoring.bergen import prediction_path
 from Eval.scoring.intervals import wilson_interval
 from Eval.scoring.provenance import file_sha256
 from Eval.storage import append_lines, read_complete_lines
@@ -39,15 +42,23 @@ class Rubric:
     name: str
     template: str
     options: tuple[tuple[str, float], ...]  # (label, value) in file order
+    system: str = ""  # the judge's system message ("" : the model's own, if any)
+    mode: str | None = None  # a config's use_logits: logits / text; None: --judge-mode decides
 
     @property
     def sha(self) -> str:
-        text = json.dumps([self.template, self.options])
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        parts = [self.template, self.options] + ([self.system] if self.system else [])
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def load_rubric(name: str, prompt_dir: Path) -> Rubric:
-    """Read prompts/judge_<name>.txt; a bad name or file is an error that says what to fix."""
+    """Read prompts/judge_<name>.txt, or a rubric config file when `name` is a .yaml / .json
+    path; a bad name or file is an error that says what to fix."""
+    if name.endswith(CONFIG_SUFFIXES):
+        return rubric_from_config(Path(name))
     path = prompt_dir / f"judge_{check_name(name, '--rubric')}.txt"
     if not path.is_file():
         known = sorted(p.stem[len("judge_"):] for p in prompt_dir.glob("judge_*.txt"))
@@ -66,6 +77,54 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
     if len(options) < 2 or not eq:
         raise ValueError(f"{path}:1: a rubric needs at least two options")
     return Rubric(name, template.strip("\n"), tuple(options))
+
+
+# The escapes Python reads in a string literal that BERGEN's prompts use; any other backslash
+# stays as it is, as Python keeps it ("Question:\\ {question}" keeps its backslash).
+_PY_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+_PY_ESCAPE = re.compile(r"\\([nt\\\"'])")
+
+
+def rubric_from_config(path: Path) -> Rubric:
+    """A rubric from a YAML / JSON file shaped like BERGEN's config/evaluator/*.yaml:
+    `output_options` {label: value}, `prompt.system` and `prompt.user` (placeholders {question},
+    {answer} (the reference list, as BERGEN shows it), {references}, {prediction} and
+    {self.rubrik_section}: the labels joined by ", "), optionally `use_logits`. A value written
+    as a Python f-string literal (f"...", as BERGEN writes them) is read as Python would read it.
+    Other keys (an assistant prefill, user_without_system, pairwise prompts, max_new_tokens) are
+    not used."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML too
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"--rubric {path}: cannot read it: {err}") from None
+    options = config.get("output_options") if isinstance(config, dict) else None
+    prompt = config.get("prompt") if isinstance(config, dict) else None
+    if not isinstance(options, dict) or len(options) < 2 or not isinstance(prompt, dict) \
+            or not isinstance(prompt.get("user"), str):
+        raise ValueError(f"--rubric {path}: a rubric config needs output_options (two labels or "
+                         "more, each with a value) and prompt.user (and may have prompt.system)")
+    try:
+        pairs = tuple((str(label), float(value)) for label, value in options.items())
+    except (TypeError, ValueError):
+        raise ValueError(f"--rubric {path}: every output option needs a number") from None
+    section = ", ".join(label for label, _ in pairs)
+
+    def text(key: str) -> str:
+        value = str(prompt.get(key) or "")
+        if value[:2] in ('f"', "f'") and value[-1:] == value[1]:  # a Python f-string literal
+            value = _PY_ESCAPE.sub(lambda m: _PY_ESCAPES[m.group(1)], value[2:-1])
+        for name in ("{self.rubrik_section}", "{rubrik_section}"):
+            value = value.replace(name, section)
+        return value
+
+    fields = {name for _, name, _, _ in string.Formatter().parse(text("user")) if name}
+    if not fields <= {"question", "answer", "references", "prediction"}:
+        raise ValueError(f"--rubric {path}: prompt.user has unknown placeholders "
+                         f"{sorted(fields - {'question', 'answer', 'references', 'prediction'})}")
+    mode = {True: "logits", False: "text"}.get(config.get("use_logits"))
+    return Rubric(check_name(path.stem, "--rubric"), text("user"), pairs, text("system"), mode)
 
 
 # A label after one of these, in the same clause, is negated. "no" is one too, so that "no correct
@@ -173,6 +232,8 @@ class Judge:
 
     def __init__(self, model: BaseLLM, rubric: Rubric, mode: str, cache: VerdictCache,
                  max_length: int | None = None):
+        if rubric.system:  # the rubric's system message replaces the model's own
+            model.options = dataclasses.replace(model.options, system_prompt=rubric.system)
         self.model, self.rubric, self.mode, self.cache = model, rubric, mode, cache
         self.max_length = max_length
         self.identity = judge_identity(model)
@@ -305,9 +366,9 @@ def merge_results(path: Path, fresh: dict, why_stale: Callable[[str, object], st
 
 def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
     """Why a saved result no longer describes folder/<name>.jsonl; None when it still does."""
-    source = folder / f"{name}.jsonl"
     if name_problem(name):
         return name_problem(name)
+    source = prediction_path(folder, name)
     if not source.is_file():
         return f"its prediction file {source} is gone"
     if not isinstance(saved_sha, str):
@@ -342,9 +403,9 @@ def add_judge_model_arguments(parser) -> None:
                         help="a judge model option, one pair per -M: e.g. -M base_url=URL -M "
                              "tokenizer=PATH (python inference.py --backend NAME --help lists "
                              "them; default: none)")
-    parser.add_argument("--judge-mode", default="text", choices=["text", "logits"],
+    parser.add_argument("--judge-mode", default=None, choices=["text", "logits"],
                         help="read verdicts from text or from the first answer token's "
-                             "probabilities")
+                             "probabilities (default: a rubric config's use_logits, else text)")
     parser.add_argument("--judge-max-length", type=positive_int, default=None,
                         help="judge prompt budget (default: the model's)")
 

@@ -23,6 +23,7 @@ from Eval.scoring.judge import (NO_VERDICT, PROMPTS, Judge, Rubric, add_judge_mo
                                 counts_text, load_judge_model, load_rubric, merge_results,
                                 open_cache, prediction, print_failed, question_of, record_id,
                                 source_problem, tally)
+from Eval.scoring.bergen import prediction_path
 from Eval.scoring.provenance import file_sha256
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 
@@ -36,10 +37,13 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
     judge = Judge(model, rubric, mode, open_cache(judge_dir / "cache.jsonl", say), max_length)
     rows, results = {}, {}
     for name, records in datasets:
-        source_sha = file_sha256(pred_dir / f"{check_name(name, f'dataset of {pred_dir}')}.jsonl")
+        check_name(name, f"dataset of {pred_dir}")
+        source_sha = file_sha256(prediction_path(pred_dir, name))
         judge.model_calls = judge.from_cache = 0
         fields = [{"question": question_of(r), "references": " | ".join(r["answers"]),
                    "prediction": prediction(r, name)} for r in records]  # in the cache key's order
+        if "{answer}" in rubric.template:  # BERGEN's placeholder: the reference list itself
+            fields = [{**f, "answer": str(r["answers"])} for f, r in zip(fields, records)]
         verdicts = judge.verdicts(fields)
         ids = [record_id(r, k) for k, r in enumerate(records)]
         rows[name] = [{"id": i, "score": v["score"], "raw": v["raw"], "cached": v["cached"],
@@ -71,7 +75,9 @@ def add_arguments(parser) -> None:
     from Eval.scoring.folders import add_folder_arguments
 
     add_judge_model_arguments(parser)
-    parser.add_argument("--rubric", default="binary", help="prompts/judge_<RUBRIC>.txt")
+    parser.add_argument("--rubric", default="binary",
+                        help="prompts/judge_<RUBRIC>.txt, or a BERGEN-shaped evaluator config "
+                             "(FILE.yaml / FILE.json: output_options, prompt.system, prompt.user)")
     add_folder_arguments(parser)
 
 
@@ -89,8 +95,8 @@ def run(args) -> int:
         model = load_judge_model(args)
         for folder, items in loaded.items():
             datasets = [(task.name, records) for task, records, _ in items]
-            results = judge_folder(folder, datasets, model, rubric, args.judge_mode,
-                                   args.judge_max_length)
+            results = judge_folder(folder, datasets, model, rubric,
+                                   args.judge_mode or rubric.mode or "text", args.judge_max_length)
             for name, r in results.items():
                 head = f"judge {r['score']}" if r["scored"] else f"judge {NO_VERDICT}"
                 print(f"{folder.name}/{name}: {head} over {r['scored']} of {r['n']} verdicts "

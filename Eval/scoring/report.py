@@ -21,8 +21,10 @@ from pathlib import Path
 
 from Eval.names import name_problem
 from Eval.pricing import Price, total_usage, with_cost
+from Eval.scoring.bergen import prediction_path
 from Eval.scoring.provenance import file_sha256
 from Eval.scoring.sections import Results, render_markdown, render_text, tables
+from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
 from Eval.scoring.sections.scores import CLEAN_STATUSES, column_sets, score_text, status_of
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
 
@@ -53,7 +55,7 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     if name_problem(name):
         return "is not a dataset name"
     source = entry.get("source") if isinstance(entry, dict) else None
-    path = folder / f"{name}.jsonl"
+    path = prediction_path(folder, name)
     if regular_file_problem(path):
         return "has no prediction file any more"
     if not isinstance(source, dict) or "sha256" not in source:
@@ -151,17 +153,20 @@ def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
 
 
 def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
-    """results.csv: a row per model and dataset, the headline score and whether it is comparable."""
+    """results.csv: a row per model and dataset, the headline score and whether it is comparable;
+    then every metric and the run's configuration when the report's every-metric table shows."""
     reference = column_sets(Results(by_model))
+    metrics, config = extra_columns(by_model) if wanted(by_model) else ([], [])
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column"])
+    writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column",
+                     *metrics, *config])
     for model, entries in sorted(by_model.items()):
         for d, e in sorted(entries.items()):
             same = e.get("examples_sha256") == reference[d]
             writer.writerow([model, d, e["headline_metric"],
                              score_text(e["metrics"][e["headline_metric"]]["score"]), e["n"],
-                             "yes" if same else "no"])
+                             "yes" if same else "no", *extra_cells(e, metrics, config)])
     return buf.getvalue()
 
 

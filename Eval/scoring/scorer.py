@@ -88,14 +88,21 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     metrics = [get_metric(name).bind(dict(task.metric_args)) for name in task.metrics]
     if time_limit is not None:  # one-off loads (jieba's dictionary) must not count against a sample
         for m in metrics:
-            m("a", "a", all_classes=["a"])
+            if not m.per_query:
+                m("a", "a", all_classes=["a"])
     # LongBench reads all_classes from the file's last line; per-line values win when present.
     fallback_classes = records[-1].get("all_classes")
-    needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in metrics)
+    needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in metrics
+                        if not m.per_query)
     per_example, values = [], {m.name: [] for m in metrics}
     zeroed = {m.name: Counter() for m in metrics}
     counts, skipped = Counter(), Counter()
     scored, answered = [], []  # the records that count, and whether each had an extracted answer
+    # Ranking metrics score the whole run at once; a query without a run or qrels has no value.
+    ranked = {m.name: iter(m.fn([r for r in records if not r.get("skipped")]))
+              for m in metrics if m.per_query}
+    ranked_records = {name: [] for name in ranked}
+    text_metrics = [m for m in metrics if not m.per_query]
     for line_no, record in enumerate(records, 1):
         if record.get("skipped"):
             skipped[str(record["skipped"])] += 1
@@ -103,8 +110,15 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
                                 "skipped": record["skipped"]})
             continue
         classes = record.get("all_classes") or fallback_classes
-        entry, extracted = _score_record(task, metrics, record, line_no, (classes, needs_classes),
-                                         time_limit)
+        entry, extracted = _score_record(task, text_metrics, record, line_no,
+                                         (classes, needs_classes), time_limit)
+        for name, found in ranked.items():
+            value = next(found)
+            if value is None:
+                entry.setdefault("unranked", []).append(name)
+            else:
+                entry["scores"][name] = value
+                ranked_records[name].append(record)
         counts.update(flag for flag in FLAGS if flag in entry)
         for name, score in entry["scores"].items():
             values[name].append(score)
@@ -114,13 +128,18 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
         scored.append(record)
         answered.append(extracted is not None)
     result = {"dataset": task.name, "headline_metric": metrics[0].name, "n": len(scored),
-              "metrics": {m.name: _metric_summary(m, values[m.name], scored, zeroed[m.name])
+              "metrics": {m.name: _metric_summary(m, values[m.name],
+                                                  ranked_records.get(m.name, scored),
+                                                  zeroed[m.name])
                           for m in metrics},
               "duplicates": duplicate_count(records),
               "extraction": {"steps": list(task.extract), "failed": counts["extraction_failed"]},
               "failed_records": counts["failed"], "no_references": counts["no_references"],
               "no_classes": counts["no_classes"],
               "skipped": {"count": sum(skipped.values()), "reasons": dict(skipped)}}
+    for name in ranked:  # trec_eval's mean: over the queries both the run and the qrels hold
+        result["metrics"][name].update(queries=len(values[name]),
+                                       queries_unranked=len(scored) - len(values[name]))
     thinking = thinking_counts(scored)
     if thinking:
         result["thinking"] = thinking

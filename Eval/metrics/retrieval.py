@@ -1,0 +1,119 @@
+"""Ranking metrics of a retrieval run, per query, with trec_eval's semantics through pytrec_eval:
+P_k, recall_k, ndcg_cut_k, success_k (any cutoff k) and recip_rank (MRR).
+
+A ranking metric scores a whole dataset at once: `fn(records) -> [value or None]`, one value per
+record, None for a query the run or the qrels lack (trec_eval leaves it out of the mean; the scorer
+counts it). A record carries its query's run as `retrieved` ({doc id: score}) and its judgements as
+`relevant` ({doc id: grade}); the BERGEN reader fills both (Eval/scoring/bergen.py). Otherwise
+-S run=FILE (TREC run: q_id Q0 doc_id rank score tag) and -S qrels=FILE (TREC qrels, or BERGEN's
+{q_id: {doc_id: grade}} JSON) give them by record id. -S pages=FILE ({passage id: page id} JSON)
+scores pages: a page keeps its best passage's score (maxP), as BERGEN scores KILT.
+
+trec_eval ranks by score, ties broken by document id in descending order, never by the file's
+rank column; pytrec-eval-terrier is that code (1 MB, no dependencies; ranx breaks ties otherwise
+and pulls 700 MB of dependencies: docs/rag.md).
+
+Usage:
+    python eval.py --pred-root experiments --metrics match,P_1,recall_5,ndcg_cut_10,recip_rank
+    get_metric("recall_5")(records)   # [1.0, 0.5, None, ...]
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from Eval.metrics.registry import METRICS, Metric
+from Eval.records import read_text_file
+
+FAMILIES = {"P": "precision at k", "recall": "recall at k", "ndcg_cut": "nDCG at k",
+            "success": "1 if a relevant document is in the top k",
+            "recip_rank": "reciprocal rank (MRR)"}
+VERSION = "trec_eval-9.0.8"  # what pytrec-eval-terrier 0.5 wraps
+_NAME = re.compile(r"^(P|recall|ndcg_cut|success)_([1-9][0-9]*)$|^recip_rank$")
+
+
+def ranking_metric(name: str) -> Metric | None:
+    """The Metric for a trec_eval measure name with its cutoff (P_1, recall_10, ...), or None."""
+    if not _NAME.match(name):
+        return None
+
+    def values(records: list[dict], *, run: str = "", qrels: str = "", pages: str = "") -> list:
+        return per_query(records, name, run, qrels, pages)
+
+    family = name if name == "recip_rank" else name.rsplit("_", 1)[0]
+    values.__doc__ = f"{FAMILIES[family]}, per query"
+    return Metric(name, values, VERSION, per_query=True)
+
+
+METRICS.fallback = ranking_metric  # any cutoff: the measure names are built, not listed
+
+
+def per_query(records: list[dict], measure: str, run: str = "", qrels: str = "",
+              pages: str = "") -> list[float | None]:
+    import pytrec_eval  # imported on first use: only ranking metrics need it
+
+    ids = [str(r.get("id", r.get("_id"))) for r in records]
+    runs = read_run(run) if run else {i: r.get("retrieved") for i, r in zip(ids, records)}
+    judged = read_qrels(qrels) if qrels else {i: r.get("relevant") for i, r in zip(ids, records)}
+    page_of = read_pages(pages) if pages else None
+    runs = {q: page_scores(docs, page_of) for q, docs in runs.items() if docs}
+    judged = {q: {d: int(g) for d, g in docs.items()} for q, docs in judged.items() if docs}
+    found = pytrec_eval.RelevanceEvaluator(judged, {measure}).evaluate(runs)
+    return [found[q][measure] if q in found else None for q in ids]
+
+
+def page_scores(docs: dict, page_of: dict | None) -> dict[str, float]:
+    """{doc: score} as floats; with a passage -> page map, {page: its best passage's score}."""
+    if page_of is None:
+        return {str(d): float(s) for d, s in docs.items()}
+    pages: dict[str, float] = {}
+    for doc, score in docs.items():
+        page = str(page_of.get(doc, doc))
+        pages[page] = max(float(score), pages.get(page, float("-inf")))
+    return pages
+
+
+def read_run(path: str) -> dict[str, dict[str, float]]:
+    """A TREC run file: `q_id Q0 doc_id rank score tag` per line (tabs or spaces); the rank
+    column is ignored, as trec_eval ignores it."""
+    run: dict[str, dict[str, float]] = {}
+    for number, line in enumerate(read_text_file(Path(path)).splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            raise ValueError(f"{path}, line {number}: a TREC run line has 6 fields "
+                             f"(q_id Q0 doc_id rank score tag), found {len(fields)}")
+        try:
+            run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
+        except ValueError:
+            raise ValueError(f"{path}, line {number}: score {fields[4]!r} is not a number") \
+                from None
+    return run
+
+
+def read_qrels(path: str) -> dict[str, dict[str, int]]:
+    """TREC qrels (`q_id 0 doc_id grade`) or BERGEN's qrels JSON ({q_id: {doc_id: grade}},
+    perhaps with a "doc_dataset_name" entry, which is not a query)."""
+    text = read_text_file(Path(path))
+    if text.lstrip().startswith("{"):
+        data = json.loads(text)
+        data.pop("doc_dataset_name", None)
+        return {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in data.items()}
+    qrels: dict[str, dict[str, int]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if fields and (len(fields) != 4 or not fields[3].lstrip("-").isdigit()):
+            raise ValueError(f"{path}, line {number}: a qrels line is `q_id 0 doc_id grade`")
+        if fields:
+            qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
+    return qrels
+
+
+def read_pages(path: str) -> dict[str, str]:
+    """{passage id: page id} from a JSON object."""
+    data = json.loads(read_text_file(Path(path)))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object {{passage id: page id}}")
+    return {str(k): str(v) for k, v in data.items()}

@@ -1,0 +1,150 @@
+"""BERGEN experiment folders read as they are: each `experiments/NAME/` is a row, each of its
+`eval_<split>_out.json` files a dataset named after the split.
+
+What is read, and what it becomes:
+    eval_<split>_out.json   a JSON array of {q_id -> id, response -> pred, label -> answers,
+                            question, ranking_label -> relevant (grade 1 each, BERGEN's qrels)}
+    eval_<split>_reranking_run.trec, else eval_<split>_ranking_run.trec: the page-level run
+                            BERGEN wrote (page ids, maxP applied) -> retrieved
+    config.yaml             retriever / reranker / generator names, retrieve_top_k,
+                            rerank_top_k, the query dataset: columns of the results table;
+                            generation_top_k: the k of recall_k
+    eval_<split>_generation_time.json   its "Generation time": a column too
+Scored with BERGEN's metrics (M, EM, F1, Precision, Recall, Recall_char3gram, Rouge-1/2/L; P_1
+and recall_<generation_top_k> when there is a run); --metrics / -S choose others. eval.py writes its own files
+beside them (result.json, per_example/) and never changes BERGEN's.
+
+Usage:
+    python eval.py --pred-root experiments      # every experiment folder, one table row each
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from Eval.metrics.retrieval import read_run
+from Eval.records import RecordError, iter_json_objects, read_records, validate_record
+from Eval.tasks import Task
+
+OUT_FILE = re.compile(r"^eval_([A-Za-z0-9-]+)_out\.json$")
+TEXT_METRICS = ("match", "exact_match", "f1", "precision", "recall", "recall_char3gram", "rouge_1",
+                "rouge_2", "rouge")
+
+
+def out_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.glob("eval_*_out.json") if OUT_FILE.match(f.name))
+
+
+def split_of(path: Path) -> str | None:
+    """The split an eval_<split>_out.json file holds; None for any other file."""
+    found = OUT_FILE.match(path.name)
+    return found.group(1) if found else None
+
+
+def dataset_of(path: Path) -> str:
+    """The dataset a prediction file holds: its split for BERGEN's file, else the file stem."""
+    return split_of(path) or path.stem
+
+
+def prediction_path(folder: Path, dataset: str) -> Path:
+    """The file holding `dataset`'s predictions: <dataset>.jsonl, else BERGEN's
+    eval_<dataset>_out.json when only that exists."""
+    bergen = folder / f"eval_{dataset}_out.json"
+    plain = folder / f"{dataset}.jsonl"
+    return bergen if bergen.is_file() and not plain.exists() and split_of(bergen) else plain
+
+
+def read_predictions(path: Path) -> list[dict]:
+    """The records of a prediction file of either form."""
+    return read_out(path) if split_of(path) else read_records(path)
+
+
+def run_file(folder: Path, split: str) -> Path | None:
+    """The page-level ranking the generator was given: the reranked run, else the retrieved one
+    (the run.*.trec files beside them hold passage ids: -S run=FILE -S pages=MAP scores those)."""
+    for name in (f"eval_{split}_reranking_run.trec", f"eval_{split}_ranking_run.trec"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def read_out(path: Path) -> list[dict]:
+    """The records of one eval_<split>_out.json in our record form, each checked (file, line)."""
+    run_path = run_file(path.parent, split_of(path))
+    run = read_run(str(run_path)) if run_path else {}
+    records = []
+    for line, row in iter_json_objects(path):
+        if not isinstance(row, dict) or not {"q_id", "response", "label"} <= set(row):
+            raise RecordError(path, line, "a BERGEN output row needs q_id, response and label")
+        labels = row.get("ranking_label") or []
+        relevant = {str(doc): 1 for group in labels
+                    for doc in (group if isinstance(group, list) else [group])}
+        record = {"id": str(row["q_id"]), "pred": row["response"], "answers": row["label"],
+                  "question": row.get("question"), "relevant": relevant or None,
+                  "retrieved": run.get(str(row["q_id"]))}
+        records.append(validate_record(record, path, line))
+    if not records:
+        raise RecordError(path, None, "file is empty: no prediction records")
+    return records
+
+
+def bergen_task(path: Path) -> Task:
+    """BERGEN's metrics for this split; its ranking metrics (P_1 and recall at the number of
+    documents the generator was given) when the folder has a run."""
+    ranking = ()
+    if run_file(path.parent, split_of(path)):
+        top_k = read_config(path.parent).get("generation_top_k", 5)  # BERGEN's default
+        if not isinstance(top_k, int) or top_k < 1:
+            raise RecordError(path.parent / "config.yaml", None,
+                              f"generation_top_k must be a positive integer, found {top_k!r}")
+        ranking = ("P_1", f"recall_{top_k}")
+    return Task(split_of(path), TEXT_METRICS + ranking, 0, extract=(),
+                description="a BERGEN experiment's split")
+
+
+def read_config(folder: Path) -> dict:
+    """config.yaml of an experiment folder; {} when it has none."""
+    import yaml
+
+    path = folder / "config.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise RecordError(path, None, f"not valid YAML: {err}") from None
+    return config if isinstance(config, dict) else {}
+
+
+def experiment_config(folder: Path, split: str) -> dict[str, str]:
+    """The columns BERGEN's print_results shows beside the metrics, from config.yaml and the
+    generation-time file; {} when the folder has neither."""
+    import json
+
+    columns: dict[str, str] = {}
+    config = read_config(folder)
+    if config:
+        for part in ("retriever", "reranker", "generator"):
+            args = _field(_field(config, part), "init_args")
+            columns[part] = Path(str(args["model_name"])).name if "model_name" in args else "none"
+        for key in ("retrieve_top_k", "rerank_top_k"):
+            if key in config:
+                columns[key] = str(config[key])
+        query = _field(_field(_field(_field(config, "dataset"), split), "query"), "init_args")
+        if "_target_" in query:
+            columns["query_dataset"] = str(query["_target_"]).rsplit(".", 1)[-1]
+    timing = folder / f"eval_{split}_generation_time.json"
+    if timing.is_file():
+        try:
+            times = json.loads(timing.read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise RecordError(timing, None, f"not valid JSON: {err}") from None
+        if isinstance(times, dict) and "Generation time" in times:
+            columns["generation_time"] = str(times["Generation time"])
+    return columns
+
+
+def _field(config: object, key: str) -> dict:
+    """config[key] when both are mappings, else {}: a config missing a part shows "none"."""
+    value = config.get(key) if isinstance(config, dict) else None
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,45 @@
+"""Every metric in one table, as BERGEN shows its experiments: a row per model (experiment) and
+dataset, a column per metric any of them was scored with, then the run's configuration (retriever,
+reranker, generator, ... from a BERGEN config.yaml). Shown when a dataset was scored with more than
+one metric or carries a configuration; otherwise the scores table says it all. results.csv gets
+the same columns (Eval/scoring/report.py)."""
+from __future__ import annotations
+
+from Eval.scoring.sections import Results, Table, section
+from Eval.scoring.sections.scores import n_text, score_text
+
+
+def _entries(by_model: dict[str, dict[str, dict]]) -> list[dict]:
+    return [e for entries in by_model.values() for e in entries.values()]
+
+
+def wanted(by_model: dict[str, dict[str, dict]]) -> bool:
+    return any(len(e["metrics"]) > 1 or e.get("config") for e in _entries(by_model))
+
+
+def extra_columns(by_model: dict[str, dict[str, dict]]) -> tuple[list[str], list[str]]:
+    """(metric names, configuration keys), each in the order first met."""
+    metrics, config = {}, {}
+    for entry in _entries(by_model):
+        metrics.update(dict.fromkeys(entry["metrics"]))
+        config.update(dict.fromkeys(entry.get("config") or {}))
+    return list(metrics), list(config)
+
+
+def extra_cells(entry: dict, metrics: list[str], config: list[str]) -> list[str]:
+    """The entry's score under each metric ("" where it has none), then its configuration."""
+    scores = [score_text(entry["metrics"][m]["score"]) if m in entry["metrics"] else ""
+              for m in metrics]
+    return scores + [str((entry.get("config") or {}).get(key, "")) for key in config]
+
+
+@section("every_metric", order=15)
+def every_metric(results: Results) -> list[Table]:
+    if not wanted(results.by_model):
+        return []
+    metrics, config = extra_columns(results.by_model)
+    rows = [[model, dataset, n_text(entry), *extra_cells(entry, metrics, config)]
+            for model, entries in sorted(results.by_model.items())
+            for dataset, entry in sorted(entries.items())]
+    return [Table("Every metric (0-100), a row per model and dataset",
+                  ["model", "dataset", "n", *metrics, *config], rows, numeric_from=2)]
