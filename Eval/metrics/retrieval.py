@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from Eval.metrics.registry import METRICS, Metric
-from Eval.records import read_text_file
+from Eval.records import RecordError, read_text_file
 
 FAMILIES = {"P": "precision at k", "recall": "recall at k", "ndcg_cut": "nDCG at k",
             "success": "1 if a relevant document is in the top k",
@@ -74,7 +74,7 @@ def page_scores(docs: dict, page_of: dict | None) -> dict[str, float]:
     return pages
 
 
-def read_run(path: str) -> dict[str, dict[str, float]]:
+def read_run(path) -> dict[str, dict[str, float]]:
     """A TREC run file: `q_id Q0 doc_id rank score tag` per line (tabs or spaces); the rank
     column is ignored, as trec_eval ignores it."""
     run: dict[str, dict[str, float]] = {}
@@ -83,37 +83,43 @@ def read_run(path: str) -> dict[str, dict[str, float]]:
         if not fields:
             continue
         if len(fields) != 6:
-            raise ValueError(f"{path}, line {number}: a TREC run line has 6 fields "
-                             f"(q_id Q0 doc_id rank score tag), found {len(fields)}")
+            raise RecordError(path, number, "a TREC run line has 6 fields (q_id Q0 doc_id rank "
+                              f"score tag), found {len(fields)}")
         try:
             run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
         except ValueError:
-            raise ValueError(f"{path}, line {number}: score {fields[4]!r} is not a number") \
-                from None
+            raise RecordError(path, number, f"score {fields[4]!r} is not a number") from None
     return run
 
 
-def read_qrels(path: str) -> dict[str, dict[str, int]]:
+def read_qrels(path) -> dict[str, dict[str, int]]:
     """TREC qrels (`q_id 0 doc_id grade`) or BERGEN's qrels JSON ({q_id: {doc_id: grade}},
     perhaps with a "doc_dataset_name" entry, which is not a query)."""
     text = read_text_file(Path(path))
     if text.lstrip().startswith("{"):
-        data = json.loads(text)
-        data.pop("doc_dataset_name", None)
-        return {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in data.items()}
+        try:
+            data = json.loads(text)
+            data.pop("doc_dataset_name", None)
+            return {str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in data.items()}
+        except (ValueError, AttributeError, TypeError) as err:
+            raise RecordError(path, None, f"a qrels JSON is {{q_id: {{doc_id: grade}}}}: {err}") \
+                from None
     qrels: dict[str, dict[str, int]] = {}
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if fields and (len(fields) != 4 or not fields[3].lstrip("-").isdigit()):
-            raise ValueError(f"{path}, line {number}: a qrels line is `q_id 0 doc_id grade`")
+            raise RecordError(path, number, "a qrels line is `q_id 0 doc_id grade`")
         if fields:
             qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
     return qrels
 
 
-def read_pages(path: str) -> dict[str, str]:
+def read_pages(path) -> dict[str, str]:
     """{passage id: page id} from a JSON object."""
-    data = json.loads(read_text_file(Path(path)))
+    try:
+        data = json.loads(read_text_file(Path(path)))
+    except ValueError as err:
+        raise RecordError(path, None, f"not valid JSON: {err}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object {{passage id: page id}}")
+        raise RecordError(path, None, "expected a JSON object {passage id: page id}")
     return {str(k): str(v) for k, v in data.items()}

@@ -11,8 +11,8 @@ What is read, and what it becomes:
                             generation_top_k: the k of recall_k
     eval_<split>_generation_time.json   its "Generation time": a column too
 Scored with BERGEN's metrics (M, EM, F1, Precision, Recall, Recall_char3gram, Rouge-1/2/L; P_1
-and recall_<generation_top_k> when there is a run); --metrics / -S choose others. eval.py writes its own files
-beside them (result.json, per_example/) and never changes BERGEN's.
+and recall_<generation_top_k> when there is a run); --metrics / -S choose others. eval.py writes
+its own files beside them (result.json, per_example/) and never changes BERGEN's.
 
 Usage:
     python eval.py --pred-root experiments      # every experiment folder, one table row each
@@ -71,7 +71,7 @@ def run_file(folder: Path, split: str) -> Path | None:
 def read_out(path: Path) -> list[dict]:
     """The records of one eval_<split>_out.json in our record form, each checked (file, line)."""
     run_path = run_file(path.parent, split_of(path))
-    run = read_run(str(run_path)) if run_path else {}
+    run = read_run(run_path) if run_path else {}
     records = []
     for line, row in iter_json_objects(path):
         if not isinstance(row, dict) or not {"q_id", "response", "label"} <= set(row):

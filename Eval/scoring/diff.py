@@ -20,9 +20,10 @@ from collections import Counter
 from pathlib import Path
 
 from Eval.commands import eval_command
-from Eval.records import RecordError, read_records
+from Eval.records import RecordError
+from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
-from Eval.scoring.folders import dataset_names, prediction_files, task_for_file
+from Eval.scoring.folders import chosen_task, dataset_names, prediction_files
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text
@@ -99,7 +100,7 @@ def bucket_of(rec_a: dict, rec_b: dict, entry_a: dict, entry_b: dict, metrics: l
         return "same answer" if same_answer else "output differs"
     if not same_answer:
         return "extraction differs"
-    differs = any(entry_a["scores"][m] != entry_b["scores"][m] for m in metrics)
+    differs = any(entry_a["scores"].get(m) != entry_b["scores"].get(m) for m in metrics)
     return "data differs" if differs else None  # references or classes changed
 
 
@@ -140,9 +141,12 @@ def compare_dataset(task_a, records_a: list[dict], task_b, records_b: list[dict]
     headline = headline if headline in metrics else metrics[0]
     scored = [(label, entries_a[i]["scores"], entries_b[j]["scores"]) for label, i, j in pairs
               if "scores" in entries_a[i] and "scores" in entries_b[j]]
-    per_metric = {m: metric_comparison([a[m] for _, a, _ in scored], [b[m] for _, _, b in scored])
+    # A ranking metric has no value for a query the run or qrels lack: such pairs drop out of it.
+    per_metric = {m: metric_comparison([a[m] for _, a, b in scored if m in a and m in b],
+                                       [b[m] for _, a, b in scored if m in a and m in b])
                   for m in metrics}
-    regressions = [label for label, a, b in scored if a[headline] > b[headline]]
+    regressions = [label for label, a, b in scored
+                   if headline in a and headline in b and a[headline] > b[headline]]
     buckets, samples = dict.fromkeys(BUCKETS, 0), []
     for label, i, j in pairs:
         bucket = bucket_of(records_a[i], records_b[j], entries_a[i], entries_b[j], metrics)
@@ -165,17 +169,17 @@ def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]
     for folder in (dir_a, dir_b):
         if not folder.is_dir():
             raise RecordError(folder, None, "no such folder")
-    files_a, files_b = ({f.stem: f for f in prediction_files(folder)
-                         if only is None or f.stem in only} for folder in (dir_a, dir_b))
+    files_a, files_b = ({dataset_of(f): f for f in prediction_files(folder)
+                         if only is None or dataset_of(f) in only} for folder in (dir_a, dir_b))
     for name, folder, other in ((dir_a.name, files_a, files_b), (dir_b.name, files_b, files_a)):
         alone = sorted(set(folder) - set(other))
         if alone:
             notes.append(f"only {name} has {', '.join(alone)}: not compared")
     datasets = {}
     for name in sorted(set(files_a) & set(files_b)):
-        task_a, task_b = task_for_file(files_a[name], notes), task_for_file(files_b[name], notes)
-        datasets[name] = compare_dataset(task_a, read_records(files_a[name]),
-                                         task_b, read_records(files_b[name]))
+        task_a, task_b = (chosen_task(files[name], notes, (), ()) for files in (files_a, files_b))
+        datasets[name] = compare_dataset(task_a, read_predictions(files_a[name]),
+                                         task_b, read_predictions(files_b[name]))
     if not datasets:
         raise RecordError(dir_b, None, f"no dataset in common with {dir_a}")
     return {"a": dir_a.resolve().name, "b": dir_b.resolve().name, "datasets": datasets}

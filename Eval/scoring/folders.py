@@ -215,9 +215,13 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     outputs = {}
     for pred_dir, items in loaded.items() if not problems else ():
         start = time.perf_counter()
-        results = [{**score_with_perturbations(task, records, time_limit),
-                    "data_check": sources["data_check"], "usage": usage_of(records)}
-                   for task, records, sources in items]
+        try:  # a ranking metric reads its -S run / qrels / pages files here
+            results = [{**score_with_perturbations(task, records, time_limit),
+                        "data_check": sources["data_check"], "usage": usage_of(records)}
+                       for task, records, sources in items]
+        except RecordError as err:
+            problems.append(str(err))
+            continue
         try:
             built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items},
                                    full_run=only is None, price=prices.get(pred_dir))
