@@ -15,10 +15,11 @@ and pulls 700 MB of dependencies: docs/rag.md).
 
 Usage:
     python eval.py --pred-root experiments --metrics match,P_1,recall_5,ndcg_cut_10,recip_rank
-    get_metric("recall_5")(records)   # [1.0, 0.5, None, ...]
+    get_metric("recall_5").fn(records)   # [1.0, 0.5, None, ...]
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -51,6 +52,24 @@ METRICS.fallback = ranking_metric  # any cutoff: the measure names are built, no
 
 def per_query(records: list[dict], measure: str, run: str = "", qrels: str = "",
               pages: str = "") -> list[float | None]:
+    return evaluate(records, [measure], run, qrels, pages)[measure]
+
+
+def ranking_values(metrics: list[Metric], records: list[dict]) -> dict[str, list]:
+    """Every ranking metric of a dataset, those sharing their -S files in one pytrec_eval pass
+    (five measures cost about what one does): {name: a value or None per record}."""
+    groups: dict[tuple, list[str]] = {}
+    for m in metrics:
+        files = m.fn.keywords if isinstance(m.fn, functools.partial) else {}
+        groups.setdefault(tuple(sorted(files.items())), []).append(m.name)
+    found: dict[str, list] = {}
+    for files, names in groups.items():
+        found.update(evaluate(records, names, **dict(files)))
+    return found
+
+
+def evaluate(records: list[dict], measures: list[str], run: str = "", qrels: str = "",
+             pages: str = "") -> dict[str, list[float | None]]:
     import pytrec_eval  # imported on first use: only ranking metrics need it
 
     ids = [str(r.get("id", r.get("_id"))) for r in records]
@@ -59,8 +78,8 @@ def per_query(records: list[dict], measure: str, run: str = "", qrels: str = "",
     page_of = read_pages(pages) if pages else None
     runs = {q: page_scores(docs, page_of) for q, docs in runs.items() if docs}
     judged = {q: {d: int(g) for d, g in docs.items()} for q, docs in judged.items() if docs}
-    found = pytrec_eval.RelevanceEvaluator(judged, {measure}).evaluate(runs)
-    return [found[q][measure] if q in found else None for q in ids]
+    found = pytrec_eval.RelevanceEvaluator(judged, set(measures)).evaluate(runs)
+    return {m: [found[q][m] if q in found else None for q in ids] for m in measures}
 
 
 def page_scores(docs: dict, page_of: dict | None) -> dict[str, float]:

@@ -127,12 +127,10 @@ def experiment_config(folder: Path, split: str) -> dict[str, str]:
         for part in ("retriever", "reranker", "generator"):
             args = _field(_field(config, part), "init_args")
             columns[part] = Path(str(args["model_name"])).name if "model_name" in args else "none"
-        for key in ("retrieve_top_k", "rerank_top_k"):
-            if key in config:
-                columns[key] = str(config[key])
+        for key in ("retrieve_top_k", "rerank_top_k", "generation_top_k"):
+            columns[key] = str(config.get(key, "-"))
         query = _field(_field(_field(_field(config, "dataset"), split), "query"), "init_args")
-        if "_target_" in query:
-            columns["query_dataset"] = str(query["_target_"]).rsplit(".", 1)[-1]
+        columns["query_dataset"] = str(query.get("_target_", "-")).rsplit(".", 1)[-1]
     timing = folder / f"eval_{split}_generation_time.json"
     if timing.is_file():
         try:

@@ -16,6 +16,7 @@ from collections import Counter
 
 from Eval.extract import run_extraction, think_state
 from Eval.metrics.registry import Zeroed, get_metric
+from Eval.metrics.retrieval import ranking_values
 from Eval.scoring.breakdowns import get_breakdown
 from Eval.scoring.explain import explain_one, explanation_fields, unscored_explanation
 from Eval.scoring.intervals import score_interval
@@ -99,8 +100,8 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     counts, skipped = Counter(), Counter()
     scored, answered = [], []  # the records that count, and whether each had an extracted answer
     # Ranking metrics score the whole run at once; a query without a run or qrels has no value.
-    ranked = {m.name: iter(m.fn([r for r in records if not r.get("skipped")]))
-              for m in metrics if m.per_query}
+    ranked = {name: iter(values) for name, values in ranking_values(
+        [m for m in metrics if m.per_query], [r for r in records if not r.get("skipped")]).items()}
     ranked_records = {name: [] for name in ranked}
     text_metrics = [m for m in metrics if not m.per_query]
     for line_no, record in enumerate(records, 1):

@@ -38,8 +38,27 @@ def every_metric(results: Results) -> list[Table]:
     if not wanted(results.by_model):
         return []
     metrics, config = extra_columns(results.by_model)
-    rows = [[model, dataset, n_text(entry), *extra_cells(entry, metrics, config)]
-            for model, entries in sorted(results.by_model.items())
-            for dataset, entry in sorted(entries.items())]
+    judged = judge_scores(results)
+    rubrics = sorted({rubric for found in judged.values() for rubric in found})
+    rows = []
+    for model, entries in sorted(results.by_model.items()):
+        for dataset, entry in sorted(entries.items()):
+            cells = extra_cells(entry, metrics, config)
+            verdicts = judged.get((model, dataset), {})
+            rows.append([model, dataset, *cells[len(metrics):], n_text(entry),
+                         *cells[:len(metrics)], *(verdicts.get(r, "") for r in rubrics)])
     return [Table("Every metric (0-100), a row per model and dataset",
-                  ["model", "dataset", "n", *metrics, *config], rows, numeric_from=2)]
+                  ["model", "dataset", *config, "n", *metrics, *(f"judge:{r}" for r in rubrics)],
+                  rows, numeric_from=2 + len(config))]
+
+
+def judge_scores(results: Results) -> dict[tuple[str, str], dict[str, str]]:
+    """(model, dataset) -> {rubric: the judge's score} from each folder's judge_result.json."""
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for model in sorted(results.by_model) if results.root else []:
+        saved = results.read_json(results.root / model / "judge_result.json")
+        for dataset, r in saved.items() if isinstance(saved, dict) else []:
+            if isinstance(r, dict):
+                found.setdefault((model, dataset), {})[str(r.get("rubric"))] = \
+                    score_text(r.get("score"))
+    return found
