@@ -157,14 +157,17 @@ def test_every_sample_equals_bergens_definitions(tree, capsys):
         assert detail["metrics"]["P_1"]["queries"] == len(ranked) < len(rows[name])
         assert detail["config"] == {"retriever": "splade-v3", "reranker": (
             "trecdl22-crossencoder-debertav3" if name == "sysA" else "none"),
-            "generator": "tiny-llm", "retrieve_top_k": "50", "generation_time": "00:00:42.50"}
+            "generator": "tiny-llm", "retrieve_top_k": "50", "rerank_top_k": "-",
+            "generation_top_k": str(top_k), "query_dataset": "-",
+            "generation_time": "00:00:42.50"}
     # the one table: a row per experiment, every metric, the configuration columns
     table = out[out.index("Every metric"):].splitlines()
-    assert table[1].split()[:4] == ["model", "dataset", "n", "match"]
-    assert table[1].split()[-5:] == ["retriever", "reranker", "generator", "retrieve_top_k",
-                                     "generation_time"]
-    assert [line.split()[:3] for line in table[3:5]] == [["sysA", "dev", "80"],
-                                                         ["sysB", "dev", "60"]]
+    assert table[1].split()[:11] == ["model", "dataset", "retriever", "reranker", "generator",
+                                     "retrieve_top_k", "rerank_top_k", "generation_top_k",
+                                     "query_dataset", "generation_time", "n"]
+    assert table[1].split()[11:] == [*TEXT, "P_1", "recall_5", "recall_3"]
+    assert [line.split()[:3] + line.split()[10:11] for line in table[3:5]] == [
+        ["sysA", "dev", "splade-v3", "80"], ["sysB", "dev", "splade-v3", "60"]]
     with open(root / "results.csv", newline="") as f:
         rows_csv = list(csv.DictReader(f))
     assert [(r["model"], r["recall_5"], r["recall_3"], r["reranker"]) for r in rows_csv] == [
@@ -250,7 +253,8 @@ def test_bergen_judge_config_with_a_system_message(tmp_path, tree):
     from transformers import AutoTokenizer
 
     from Eval.models.hf import HFModel
-    from Eval.scoring.judge import Judge, VerdictCache, rubric_from_config
+    from Eval.scoring.judge import Judge, VerdictCache
+    from Eval.scoring.rubrics import rubric_from_config
     from conftest import ROOT
 
     root, rows = tree

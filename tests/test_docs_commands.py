@@ -97,12 +97,17 @@ CHECKS = {  # a command -> what must hold after it ran (in the copy `repo`, with
         "qa_f1_zh = 1: shared 2 words (杉坪村 ×1, 小学 ×1)" in out),
     "python eval.py --model tiny-qwen2 --datasets custom_en --metrics first_word,rouge": lambda repo, out: (
         _read(repo, "pred/tiny-qwen2/result_detail.json")["custom_en"]["headline_metric"] == "first_word"),
+    # BERGEN's tree: a row per experiment with every metric and its config.yaml columns (docs/rag.md)
+    "python eval.py --pred-root demo/bergen": lambda repo, out: (
+        _read(repo, "demo/bergen/splade-rerank-tinyllm/result_detail.json")["dev"]["metrics"]["P_1"]["score"]
+        == 88.89 and "splade-rerank-tinyllm  dev      splade-v3  trecdl22-crossencoder-debertav3" in out),
 }
 
 
 def test_the_two_front_pages_hold_the_same_commands_and_ci_runs_the_test_command():
     assert commands("README.md") == commands("README_zh.md")
     assert commands("docs/walkthrough.md") == commands("docs/walkthrough_zh.md")
+    assert commands("docs/rag.md") == commands("docs/rag_zh.md")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()[-1]
     test_command = next(c for c in commands("README.md") if "-m pytest" in c)
     assert ci.replace("pip install -q ", "pip install ") == test_command  # CI runs exactly that

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import ROOT
 import Eval.scoring.judge
-from Eval.scoring.judge import Judge, Rubric, VerdictCache, load_rubric, parse_verdict
+from Eval.scoring.judge import Judge, VerdictCache, parse_verdict
+from Eval.scoring.rubrics import Rubric, load_rubric
 from Eval.scoring.compare import compare_folders
 from Eval.scoring.judge_folder import judge_folder
 from Eval.models.base import BaseLLM, Generation, TokenScores

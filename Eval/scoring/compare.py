@@ -23,11 +23,12 @@ from Eval.names import check_name
 from Eval.records import RecordError, read_records
 from Eval.scoring.diff import pair_records, same_example
 from Eval.scoring.folders import prediction_files
-from Eval.scoring.judge import (NO_VERDICT, PROMPTS, Judge, add_judge_model_arguments, counts_text,
-                                load_judge_model, load_rubric, merge_results, open_cache,
-                                pairwise_swaps, prediction, print_failed, question_of, rates,
-                                record_id, source_problem, tally)
+from Eval.scoring.judge import (NO_VERDICT, Judge, add_judge_model_arguments, counts_text,
+                                load_judge_model, merge_results, open_cache, pairwise_swaps,
+                                prediction, print_failed, question_of, rates, record_id,
+                                source_problem, tally)
 from Eval.scoring.provenance import file_sha256
+from Eval.scoring.rubrics import PROMPTS, load_rubric
 from Eval.storage import write_json_atomic
 
 

@@ -19,12 +19,12 @@ from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
 from Eval.records import RecordError
-from Eval.scoring.judge import (NO_VERDICT, PROMPTS, Judge, Rubric, add_judge_model_arguments,
-                                counts_text, load_judge_model, load_rubric, merge_results,
-                                open_cache, prediction, print_failed, question_of, record_id,
-                                source_problem, tally)
 from Eval.scoring.bergen import prediction_path
+from Eval.scoring.judge import (NO_VERDICT, Judge, add_judge_model_arguments, counts_text,
+                                load_judge_model, merge_results, open_cache, prediction,
+                                print_failed, question_of, record_id, source_problem, tally)
 from Eval.scoring.provenance import file_sha256
+from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 
 

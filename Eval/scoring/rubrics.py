@@ -1,0 +1,110 @@
+"""Judge rubrics: prompts/judge_<name>.txt (a line `options: Label=value | ...`, a line `---`, then
+the prompt with {question}, {references}, {prediction}; pairwise: {answer_1}, {answer_2}), or a
+YAML / JSON file shaped like BERGEN's evaluator configs (rubric_from_config).
+
+Usage:
+    rubric = load_rubric("binary", PROMPTS)            # prompts/judge_binary.txt
+    rubric = load_rubric("my_qa.yaml", PROMPTS)        # a BERGEN-shaped config file
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import string
+from pathlib import Path
+
+from Eval.names import check_name
+
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rubric:
+    name: str
+    template: str
+    options: tuple[tuple[str, float], ...]  # (label, value) in file order
+    system: str = ""  # the judge's system message ("" : the model's own, if any)
+    mode: str | None = None  # a config's use_logits: logits / text; None: --judge-mode decides
+
+    @property
+    def sha(self) -> str:
+        parts = [self.template, self.options] + ([self.system] if self.system else [])
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def load_rubric(name: str, prompt_dir: Path) -> Rubric:
+    """Read prompts/judge_<name>.txt, or a rubric config file when `name` is a .yaml / .json
+    path; a bad name or file is an error that says what to fix."""
+    if name.endswith(CONFIG_SUFFIXES):
+        return rubric_from_config(Path(name))
+    path = prompt_dir / f"judge_{check_name(name, '--rubric')}.txt"
+    if not path.is_file():
+        known = sorted(p.stem[len("judge_"):] for p in prompt_dir.glob("judge_*.txt"))
+        raise FileNotFoundError(f"no rubric {path}; available: {', '.join(known) or 'none'}")
+    header, sep, template = path.read_text(encoding="utf-8").partition("\n---\n")
+    if not sep or not header.startswith("options:"):
+        raise ValueError(f"{path}:1: a rubric starts with 'options: Label=value | ...' and a "
+                         "line '---'")
+    options = []
+    for part in header[len("options:"):].split("|"):
+        label, eq, value = part.partition("=")
+        try:
+            options.append((label.strip(), float(value)))
+        except ValueError:
+            raise ValueError(f"{path}:1: option {part.strip()!r} is not Label=number") from None
+    if len(options) < 2 or not eq:
+        raise ValueError(f"{path}:1: a rubric needs at least two options")
+    return Rubric(name, template.strip("\n"), tuple(options))
+
+
+# The escapes Python reads in a string literal that BERGEN's prompts use; any other backslash
+# stays as it is, as Python keeps it ("Question:\\ {question}" keeps its backslash).
+_PY_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
+_PY_ESCAPE = re.compile(r"\\([nt\\\"'])")
+
+
+def rubric_from_config(path: Path) -> Rubric:
+    """A rubric from a YAML / JSON file shaped like BERGEN's config/evaluator/*.yaml:
+    `output_options` {label: value}, `prompt.system` and `prompt.user` (placeholders {question},
+    {answer} (the reference list, as BERGEN shows it), {references}, {prediction} and
+    {self.rubrik_section}: the labels joined by ", "), optionally `use_logits`. A value written
+    as a Python f-string literal (f"...", as BERGEN writes them) is read as Python would read it.
+    Other keys (an assistant prefill, user_without_system, pairwise prompts, max_new_tokens) are
+    not used."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML too
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"--rubric {path}: cannot read it: {err}") from None
+    options = config.get("output_options") if isinstance(config, dict) else None
+    prompt = config.get("prompt") if isinstance(config, dict) else None
+    if not isinstance(options, dict) or len(options) < 2 or not isinstance(prompt, dict) \
+            or not isinstance(prompt.get("user"), str):
+        raise ValueError(f"--rubric {path}: a rubric config needs output_options (two labels or "
+                         "more, each with a value) and prompt.user (and may have prompt.system)")
+    try:
+        pairs = tuple((str(label), float(value)) for label, value in options.items())
+    except (TypeError, ValueError):
+        raise ValueError(f"--rubric {path}: every output option needs a number") from None
+    section = ", ".join(label for label, _ in pairs)
+
+    def text(key: str) -> str:
+        value = str(prompt.get(key) or "")
+        if value[:2] in ('f"', "f'") and value[-1:] == value[1]:  # a Python f-string literal
+            value = _PY_ESCAPE.sub(lambda m: _PY_ESCAPES[m.group(1)], value[2:-1])
+        for name in ("{self.rubrik_section}", "{rubrik_section}"):
+            value = value.replace(name, section)
+        return value
+
+    fields = {name for _, name, _, _ in string.Formatter().parse(text("user")) if name}
+    if not fields <= {"question", "answer", "references", "prediction"}:
+        raise ValueError(f"--rubric {path}: prompt.user has unknown placeholders "
+                         f"{sorted(fields - {'question', 'answer', 'references', 'prediction'})}")
+    mode = {True: "logits", False: "text"}.get(config.get("use_logits"))
+    return Rubric(check_name(path.stem, "--rubric"), text("user"), pairs, text("system"), mode)
