@@ -1,15 +1,11 @@
 """OpenAI-compatible API adapter (--backend api): vLLM, `transformers serve`, or any server speaking
-/v1/chat/completions and /v1/completions.
+/v1/chat/completions and /v1/completions. Prompts are built on a LOCAL tokenizer as the HF adapter
+builds them; chat prompts go as messages, completion prompts as text; greedy. A request that fails
+for good, or a reply that cannot be used, becomes a Generation with finish_reason "error" (a rerun
+redoes it). The key and the base URL's credentials are sent, never shown or stored.
 
 Usage:
     python inference.py --backend api --model MODEL -M base_url=http://127.0.0.1:8000/v1
-    model = APIModel(APIOptions(base_url="http://127.0.0.1:8000/v1", api_model="MODEL"))
-
-Prompts are built as the HF adapter builds them, on a LOCAL tokenizer; chat prompts go as messages
-(the server applies its template), completion prompts as text; greedy. The `openai` client does the
-HTTP and its retries; api_http.py bounds each attempt. A request that still fails, or a reply that
-cannot be used, becomes a Generation with finish_reason "error" saying why (a rerun redoes those).
-The key and the base URL's credentials are sent, never shown or stored.
 """
 from __future__ import annotations
 

@@ -212,8 +212,17 @@ def reply_text(reply, chat: bool, think_tags: tuple[str, str]) -> tuple[str, obj
         expect(reasoning, "choices[0].message.reasoning_content", str, "a string")
     field = "choices[0].message.content"
     if content is None:
-        raise MalformedReply(f"{field} is null: no answer text ({_why_null(message, choice)})",
-                             "no answer")
+        why = ("a tool call, a refusal, or a reasoning model that spent max_tokens thinking "
+               "sends none")
+        if message.tool_calls:
+            why = "the model called a tool instead of answering"
+        elif isinstance(message.refusal, str):
+            why = f"the model refused: {message.refusal[:200]!r}"
+        elif reasoning:
+            why = (f"only reasoning_content came back, {len(reasoning):,} characters, "
+                   f"finish_reason {choice.finish_reason!r}: a reasoning model that spent "
+                   "max_tokens thinking; raise --max-new-tokens")
+        raise MalformedReply(f"{field} is null: no answer text ({why})", "no answer")
     if isinstance(content, list):  # content parts: the text ones are what the model wrote
         parts = [expect(p, f"{field}[{i}]", dict, "a content part object")
                  for i, p in enumerate(content)]
@@ -222,19 +231,6 @@ def reply_text(reply, chat: bool, think_tags: tuple[str, str]) -> tuple[str, obj
     content = expect(content, field, str, "a string, a list of content parts or null")
     answer = f"{think_tags[0]}{reasoning}{think_tags[1]}{content}" if reasoning else content
     return answer, choice.finish_reason
-
-
-def _why_null(message: openai.BaseModel, choice: openai.BaseModel) -> str:
-    reasoning = getattr(message, "reasoning_content", None)
-    if message.tool_calls:
-        return "the model called a tool instead of answering"
-    if isinstance(message.refusal, str):
-        return f"the model refused: {message.refusal[:200]!r}"
-    if reasoning:
-        return (f"only reasoning_content came back, {len(reasoning):,} characters, finish_reason "
-                f"{choice.finish_reason!r}: a reasoning model that spent max_tokens thinking; "
-                "raise --max-new-tokens")
-    return "a tool call, a refusal, or a reasoning model that spent max_tokens thinking sends none"
 
 
 def check_usage(usage, max_tokens: int) -> tuple[dict[str, int], dict]:

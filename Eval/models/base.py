@@ -1,9 +1,6 @@
-"""The model adapter interface (batch in, list out, plain strings) and the shared prompt path.
-
-An adapter implements the tokenizer hooks and, as lm-eval's LM does, generate(prompts, ...)
--> [Generation] (greedy) and score(pairs) -> [TokenScores]. The rest is shared and torch-free:
-truncation, chat wrapping, batching, output clean-up, where a thinking block lies. Model families
-differ by AdapterOptions fields, never by the model's name.
+"""The model adapter interface (batch in, list out, plain strings) and the shared, torch-free
+prompt path: truncation, chat wrapping, batching, output clean-up, thinking blocks. An adapter
+supplies the tokenizer hooks and, as lm-eval's LM does, generate() (greedy) and score().
 
 Usage:
     model = from_args(args)                   # Eval/models/factory.py; or HFModel(path, options)
@@ -100,9 +97,9 @@ def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | No
 
 
 class BaseLLM:
-    """Shared prompt building and output clean-up. `capabilities`: the calls an adapter has beyond
-    the tokenizer hooks (`model.can(...)`): generate, score, score_ids (the lm-eval bridge),
-    token_stats, gradients (grad_norms), label_encoding (encode_pair), thinking_budget."""
+    """`capabilities`: the calls beyond the tokenizer hooks (`model.can(...)`): generate, score,
+    score_ids, token_stats, gradients (grad_norms), label_encoding (encode_pair),
+    thinking_budget."""
 
     name: str = "base"
     capabilities: frozenset[str] = frozenset({"generate", "score"})
@@ -119,14 +116,13 @@ class BaseLLM:
 
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """The adapter for `model` (factory.py); by default one that loads nothing."""
         adapter = cls(options)
         adapter.backend_options = backend_options
         return adapter
 
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """The same prompts without weights or model calls (`inference.py dry-run`)."""
+        """The same prompts without weights or model calls (dry-run)."""
         if cls.holds_weights:
             raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only "
                              "mode")
@@ -134,7 +130,7 @@ class BaseLLM:
         adapter.capabilities = frozenset()
         return adapter
 
-    # --- tokenizer hooks (defaults for a transformers tokenizer in `self.tokenizer`) -------------
+    # tokenizer hooks (defaults for a transformers tokenizer in `self.tokenizer`)
     def tokenize(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -182,7 +178,6 @@ class BaseLLM:
     def context_window(self) -> int | None:
         return None
 
-    # --- model calls ----------------------------------------------------------------------------
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
                  stop: tuple[str, ...] = ()) -> list[Generation]:
         raise NotImplementedError
@@ -191,13 +186,11 @@ class BaseLLM:
         raise NotImplementedError
 
     def identity(self) -> dict:
-        """What identifies the model in a run's sidecar (path, hashes, ...)."""
         return {"adapter": self.name}
 
     def fingerprint(self) -> dict:
-        """What determines the outputs (records of another model are redone): file hashes, dtype,
-        chat template; the path only where there is nothing to hash (a hub name), so a moved
-        checkpoint keeps resuming and one changed in place is run again."""
+        """What determines the outputs (records of another model are redone): the path only where
+        there are no files to hash, so a moved checkpoint resumes and one changed in place not."""
         identity = self.identity()
         files, peft = identity.get("files") or {}, identity.get("peft_files") or {}
         return {"adapter": identity.get("adapter"), "dtype": identity.get("dtype"),
@@ -206,7 +199,6 @@ class BaseLLM:
                 "chat_template_sha256": identity.get("chat_template_sha256"),
                 "path": None if files else identity.get("path")}
 
-    # --- the shared prompt path -----------------------------------------------------------------
     def prompt_overhead(self, chat: bool) -> int:
         """Tokens around the text: the empty chat template, or a BOS in completion mode."""
         if chat and not hasattr(self, "_chat_overhead"):
@@ -260,9 +252,8 @@ class BaseLLM:
 
     def finish_output(self, text: str, opened_in_prompt: bool,
                       budget_hit: bool = False) -> tuple[str, dict | None]:
-        """(saved output, Generation.thinking) of an output cut at its stops. The thinking facts
-        describe the raw output; a block strip_think removed is marked "stripped" (scoring must not
-        look for its closing tag)."""
+        """(saved output, Generation.thinking) of an output cut at its stops. A block strip_think
+        removed is marked "stripped" (scoring must not look for its closing tag)."""
         thinking = thinking_record(text, self.options.think_tags, opened_in_prompt, budget_hit)
         saved = self.post_process(text, opened_in_prompt)
         if thinking and thinking["closed"] and self.options.strip_think and saved != text:
@@ -270,7 +261,6 @@ class BaseLLM:
         return saved, thinking
 
     def thinking_budget(self) -> int | None:
-        """-M thinking_budget; a ValueError for a backend that cannot force the closing tag."""
         return check_thinking_budget(self, self.options.thinking_budget)
 
 
@@ -282,7 +272,6 @@ def check_thinking_budget(backend, budget: int | None) -> int | None:
     return budget
 
 
-# --- reasoning outputs: where the thinking block is, and stop strings outside it ---------------
 def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool:
     """Whether the prompt leaves a thinking block open (some templates write the opening tag)."""
     return prompt_text.rstrip().endswith(think_tags[0])

@@ -1,8 +1,7 @@
-"""Local transformers checkpoints, the base of the causal (hf.py) and masked (masked.py) adapters:
-the device, the tokenizer, safe weight loading and what identifies the checkpoint in a sidecar.
+"""Local transformers checkpoints, the base of the hf and masked adapters: device, tokenizer, safe
+weight loading and what identifies the checkpoint.
 
 Usage:
-    class HFModel(CheckpointModel): auto_class = AutoModelForCausalLM ...
     HFModel(path, AdapterOptions(), dtype="bfloat16")   # or HFModel.from_options(path, ...)
 """
 from __future__ import annotations

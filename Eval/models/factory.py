@@ -1,13 +1,10 @@
-"""The one way to build a model adapter from the command line: inference.py, the judge and the
-lm-eval bridge all take `--model`, `--backend` and `-M key=value` here and build with `from_args`.
-A backend declares its -M options as a dataclass in its `Options` attribute.
+"""The one way to build a model adapter from the command line (inference.py, the judge, the lm-eval
+bridge): `--model`, `--backend` and `-M key=value`, checked against the backend's `Options`.
 
 Usage:
     add_model_arguments(parser, default_model)       # --model, --backend, -M key=value
-    resolve_model_args(args)                         # -M checked against the backend: ValueError
     model = from_args(args)                          # MODELS[args.backend].from_options(...)
     renderer = from_args(args, tokenizer_only=True)  # prompts only, no weights (dry-run)
-    print(backend_help("api"))                       # what `--backend api --help` adds
 """
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A lean greedy decoding loop for a batch of left-padded prompts, dropping rows as they finish.
-
-`model.generate` computes finished rows until the longest one ends, which on a CPU cancels most of
-what batching gains. Here finished rows leave the batch and the KV cache, and the prefill projects
-only the last position onto the vocabulary. `StopWatch` checks stop strings outside a thinking block
-without re-decoding the whole output each step (docs/speed.md has the measurements).
+"""A lean greedy decoding loop for a batch of left-padded prompts. `model.generate` computes
+finished rows until the longest one ends, which on a CPU cancels most of what batching gains: here
+finished rows leave the batch and the KV cache (docs/speed.md has the measurements).
 
 Usage:
     results = greedy_decode(model, input_ids, attention_mask, max_new_tokens=64, stop_ids={2},

@@ -1,12 +1,10 @@
 """Hugging Face transformers adapter: any causal LM from a local path (or a reachable hub name).
+`token_stats(pairs)` is the teacher-forced pass behind the probability / unlearning metrics,
+`grad_norms(pairs)` the GradNorm membership attack.
 
 Usage:
     model = HFModel("/path/to/Qwen2.5-7B-Instruct", dtype="auto", device="auto")
     model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16)
-
-Loading: checkpoint.py. Generation stops on the EOS ids and on the end-of-turn tokens the chat
-template writes after an assistant message. `token_stats(pairs)` is the teacher-forced pass behind
-the probability / unlearning metrics; `grad_norms(pairs)` the GradNorm membership attack.
 """
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ PARALLEL_DECODE_WORK = 1.2e9
 
 
 class TokenizerOnly(BaseLLM):
-    """The hf adapter's tokenizer half for `inference.py dry-run`: the same prompt path on the same
-    tokenizer (load_tokenizer), no weights and no model calls."""
+    """The hf adapter's tokenizer half for `inference.py dry-run`: no weights, no model calls."""
     name = "tokenizer-only"
     capabilities: frozenset[str] = frozenset()
 
@@ -75,10 +72,11 @@ class HFModel(CheckpointModel):
         self.forward_counts: Counter = Counter()  # token_stats' calls, tokens and padded tokens
 
     def _stop_token_ids(self) -> list[int]:
+        """The EOS ids and the end-of-turn tokens the chat template writes after a reply."""
         ids = {self.tokenizer.eos_token_id}
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         ids.update(eos if isinstance(eos, list) else [eos])
-        if self.tokenizer.chat_template:  # the special tokens the template writes after a reply
+        if self.tokenizer.chat_template:
             marker = "\x00END-OF-ANSWER\x00"
             messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": marker}]
             rendered = self.tokenizer.apply_chat_template(messages, tokenize=False)
@@ -90,7 +88,6 @@ class HFModel(CheckpointModel):
     def identity(self) -> dict:
         return {**super().identity(), "stop_token_ids": self.stop_ids}
 
-    # --- generation -----------------------------------------------------------------------------
     @property
     def max_pad_fraction(self) -> float:
         """plan_batches' limit: a padded prefill computes the padding; rows prefilled one by one pay
@@ -98,8 +95,7 @@ class HFModel(CheckpointModel):
         return 0.5 if self.prefill == "padded" else 1.0
 
     def decode_threads_for(self, rows: int) -> int | None:
-        """CPU threads for the one-token steps of `rows` rows (None: torch's setting, as on a
-        GPU)."""
+        """CPU threads for the one-token steps of `rows` rows (None: torch's own, as on a GPU)."""
         if self.decode_threads or self.device != "cpu":
             return self.decode_threads
         return None if rows * self.num_parameters >= PARALLEL_DECODE_WORK else 1
@@ -148,17 +144,15 @@ class HFModel(CheckpointModel):
                                       thinking=thinking))
         return outputs
 
-    # --- scoring --------------------------------------------------------------------------------
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
         """Per-token log-probabilities of each answer after its prompt, the two tokenized apart."""
         return self.score_ids([(self.tokenize(p), self.tokenize(a)) for p, a in pairs])
 
     @torch.inference_mode()
     def score_ids(self, pairs: list[tuple[list[int], list[int]]]) -> list[TokenScores]:
-        """score() on token ids as given, one forward pass per batch. Rows are right-padded and run
-        WITHOUT an attention mask: under causal attention no real token sees the padding after it,
-        so each row is computed exactly as alone, on the fast causal kernel (a mask forces the
-        slower path). The last answer token is not fed (as in lm-eval)."""
+        """score() on token ids, one forward pass. Rows are right-padded and run WITHOUT a mask:
+        under causal attention no real token sees the padding after it, so each row is computed
+        exactly as alone, on the fast causal kernel. The last answer token is not fed (lm-eval)."""
         prompts, answers = [list(p) for p, _ in pairs], [list(a) for _, a in pairs]
         if not all(prompts) or not all(answers):
             raise ValueError("scoring needs a non-empty prompt and answer for every pair (the "
@@ -179,7 +173,6 @@ class HFModel(CheckpointModel):
             results.append(TokenScores(picked.tolist(), (steps.argmax(-1) == target).tolist()))
         return results
 
-    # --- token statistics for probability and unlearning metrics --------------------------------
     def encode_pair(self, prompt: str | Prompt, answer: str, append_eos: bool = True,
                     max_length: int | None = None) -> tuple[list[int], list[int], bool]:
         """(prompt ids, labelled ids, whether an EOS was appended): open-unlearning's encoding."""
@@ -187,11 +180,10 @@ class HFModel(CheckpointModel):
 
     def encode_pairs(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
                      max_length: int | None = None) -> list[tuple[list[int], list[int], bool]]:
-        """encode_pair for many pairs. A prompt is the final text or a Prompt (whose
-        add_special_tokens adds the BOS). The labels are the tokens of prompt + answer after the
-        prompt's (as the reference slices them), or the answer's own where the two merge; then an
-        EOS unless the answer ends with one. With an empty prompt the first label becomes the
-        context. `max_length` cuts labels so that prompt + labels fit."""
+        """encode_pair for many pairs (a Prompt's add_special_tokens adds the BOS). The labels are
+        the tokens of prompt + answer after the prompt's (as the reference slices them), or the
+        answer's own where the two merge; then an EOS. With an empty prompt the first label becomes
+        the context. `max_length` cuts labels so that prompt + labels fit."""
         texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False)
                  for p, _ in pairs]
         unique_prompts = list(dict.fromkeys(t for t, _ in texts))
@@ -222,12 +214,11 @@ class HFModel(CheckpointModel):
     def token_stats(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True, *,
                     batch_size: int = 16, max_batch_tokens: int | None = 8192,
                     max_length: int | None = None, share_prompts: bool = True,
-                    max_pad_fraction: float = 0.1, pad_slack: int = 8,
                     max_logit_elements: int = 1 << 27) -> list[dict]:
         """One TokenStats dict per (prompt, answer) pair (Eval/records.py TOKEN_STATS_FIELDS).
-        Identical pairs run once; with `share_prompts` the answer options of one prompt continue its
-        KV cache (a prefix tree). Batches are planned by plan_batches' limits and split where the
-        logits held at once (batch x positions x vocabulary) would exceed `max_logit_elements`."""
+        Identical pairs run once; with `share_prompts` the answer options of one prompt continue
+        its KV cache (a prefix tree). A batch is split where its logits would exceed
+        `max_logit_elements`."""
         encoded = self.encode_pairs(pairs, append_eos, max_length)
         unique: dict[tuple, int] = {}
         for prompt_ids, labels, _ in encoded:
@@ -244,7 +235,7 @@ class HFModel(CheckpointModel):
                               {k: keys[k][1] for k in m}) for m in groups.values()]
         roots = [r for r in roots if r is not None]
         plan = dict(batch_size=batch_size, max_batch_tokens=max_batch_tokens,
-                    max_pad_fraction=max_pad_fraction, pad_slack=pad_slack)
+                    max_pad_fraction=0.1, pad_slack=8)
         vocab = self.model.config.get_text_config().vocab_size
         for batch in plan_batches([len(r.tokens) for r in roots], **plan):
             level, depth = [roots[i] for i in batch], 0
@@ -264,10 +255,9 @@ class HFModel(CheckpointModel):
         return out
 
     def _run_nodes(self, nodes: list[_Node], columns: dict) -> None:
-        """One forward over prefix-tree nodes of equal depth: fills the statistics of the labels
-        they predict, keeps the KV cache of nodes with children. Roots run right-padded without a
-        mask (as score_ids); deeper nodes continue their parent chain's cache, its padding masked
-        out."""
+        """One forward over prefix-tree nodes of equal depth: the statistics of the labels they
+        predict, and the KV cache of nodes with children. Roots run as in score_ids; deeper nodes
+        continue their parent chain's cache, its padding masked out."""
         ids, own_mask = _pad_right([n.tokens for n in nodes], self.tokenizer.pad_token_id,
                                    self.device)
         width = ids.shape[1]
@@ -312,10 +302,9 @@ class HFModel(CheckpointModel):
 
     def grad_norms(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
                    max_length: int | None = None) -> list[float | None]:
-        """GradNorm membership scores as open-unlearning computes them, one sample at a time, in
+        """GradNorm membership scores as open-unlearning computes them, one sample at a time in
         train mode: loss = -mean label log-probability over the labelled positions but the last;
-        score = the mean over parameter tensors of their gradient's L2 norm (None with fewer than
-        two labels). Eval mode and cleared gradients are restored afterwards, also on error."""
+        score = the mean over parameter tensors of their gradient's L2 norm (None: < 2 labels)."""
         scores: list[float | None] = []
         params = [p for p in self.model.parameters() if p.requires_grad]
         try:

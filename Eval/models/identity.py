@@ -1,16 +1,11 @@
-"""What identifies a model in a run: the sha256 of every file that can change its outputs (weights
-in full, configs, tokenizer files and chat template, the checkpoint's own code, a PEFT adapter's).
-Files are named relative to their folder: a copied checkpoint keeps its identity; a changed byte
-changes it.
-
-Each hash is cached by path, size, inode, modification and change times (as git's index does):
-an unchanged 16 GB checkpoint costs one stat per file. The cache is `$EVAL_HASH_CACHE` or
-`~/.cache/eval-toolkit/file-hashes.json` (under `$XDG_CACHE_HOME` when set); an unwritable one is
-ignored. No torch here: the identity is known before a model loads.
+"""What identifies a model in a run: the sha256 of every file that can change its outputs, named
+relative to their folder (a copied checkpoint keeps its identity). Each hash is cached by path,
+size, inode, modification and change times, as git's index does: an unchanged checkpoint costs one
+stat per file. The cache is `$EVAL_HASH_CACHE` or `~/.cache/eval-toolkit/file-hashes.json` (under
+`$XDG_CACHE_HOME` when set); an unwritable one is ignored. No torch here.
 
 Usage:
     folder_identity("/path/Qwen2.5-7B")   # {"files": {"config.json": "3f2a", ...}, "sha256": ...}
-    folder_identity("/path/m.Q4_1.gguf")  # a single file: {"files": {"m.Q4_1.gguf": ...}, ...}
 """
 from __future__ import annotations
 
@@ -23,8 +18,8 @@ from pathlib import Path
 OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja",
                    ".py", ".tiktoken")
 OUTPUT_NAMES = ("merges.txt", "vocab.txt")
-# What a trainer saves beside the weights that never reaches the model.
-TRAINING_STATE = ("optimizer", "scheduler", "rng_state", "training_args", "trainer_state")
+# Hidden files, and what a trainer saves beside the weights that never reaches the model.
+NOT_OUTPUT = (".", "optimizer", "scheduler", "rng_state", "training_args", "trainer_state")
 
 
 class HashCache:
@@ -68,25 +63,15 @@ class HashCache:
             tmp.unlink(missing_ok=True)
 
 
-def output_files(folder: Path) -> list[Path]:
-    """The files of a checkpoint (or adapter) folder that determine its outputs, sorted by name."""
-    found = []
-    for entry in sorted(folder.iterdir()):
-        name = entry.name
-        if not entry.is_file() or name.startswith(".") or name.startswith(TRAINING_STATE):
-            continue
-        if name.endswith(OUTPUT_SUFFIXES) or name in OUTPUT_NAMES:
-            found.append(entry)
-    return found
-
-
 def folder_identity(path: str | os.PathLike) -> dict:
     """{"files": {name: sha256}, "sha256": one hash over names and hashes} of a checkpoint folder or
     a single model file (GGUF); {} for a path that is not on disk (a hub name: nothing to hash)."""
     path = Path(path)
     if not path.exists():
         return {}
-    files = [path] if path.is_file() else output_files(path)
+    files = [path] if path.is_file() else [
+        f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith(NOT_OUTPUT)
+        and (f.name.endswith(OUTPUT_SUFFIXES) or f.name in OUTPUT_NAMES)]
     cache = HashCache()
     hashes = {f.name: cache.sha256(f) for f in files}
     cache.save()
@@ -107,5 +92,5 @@ def shown_path(path: str) -> str:
 
 def template_sha256(tokenizer) -> str | None:
     """16 hex digits of the sha256 of a tokenizer's chat template; None without one."""
-    template = tokenizer.chat_template or ""
+    template = tokenizer.chat_template
     return hashlib.sha256(template.encode()).hexdigest()[:16] if template else None

@@ -1,27 +1,20 @@
-"""Masked (bidirectional) language models that load with `AutoModelForMaskedLM`: BERT /
-ModernBERT-style encoders and masked-diffusion LLMs, from a local path.
+"""Masked (bidirectional) language models that load with `AutoModelForMaskedLM`: BERT-style
+encoders and masked-diffusion LLMs, from a local path.
+
+Scoring: ONE forward pass per batch, full context; the logit at position i predicts token i. By
+default the answer is VISIBLE: log p(y_t | x, y), the per-position confidence "in a single forward
+pass" the confidence-ordered handler (spec 1.5) sorts. `mask_answer=True` hides it behind mask
+tokens, the first step of a masked-diffusion decode (prefer it for LLaDA, MDLM: they are trained
+on masked positions only). Neither is a sequence likelihood. A row is the tokenizer's leading
+special tokens, prompt, answer and, when append_eos, the sep (else eos) token, labelled (spec 1.0).
+
+Generation: LLaDA-style low-confidence remasking (one block, greedy); a BERT-style model writes
+poor text, but generation tasks run.
 
 Usage:
     model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])
     stats = model.token_stats(pairs, mask_answer=True)    # answer hidden: the diffusion-LLM view
-
-Scoring: ONE forward pass per batch with full bidirectional context; the logit at position i
-predicts token i itself (no shift). By default the answer is VISIBLE: log p(y_t | x, y), the
-per-position confidence "in a single forward pass" that the confidence-ordered handler (spec 1.5)
-sorts, more reconstruction than prediction. `mask_answer=True` hides the answer behind mask tokens:
-log p(y_t | x, answer masked), the first step of a masked-diffusion decode (prefer it for LLaDA,
-MDLM: they are trained on masked positions only). Neither is a sequence likelihood: compare only
-like with like.
-
-A row: the tokenizer's leading special tokens ([CLS], <s>) unless the prompt starts with them,
-prompt, answer, then the sep (else eos) token, labelled, when append_eos (spec 1.0); right-padded
-WITH an attention mask (bidirectional attention would see the padding).
-
-Generation: LLaDA-style low-confidence remasking (one block, greedy): the prompt is followed by
-max_new_tokens mask tokens; each of `steps` forward passes (default: one per new token) fixes the
-most confident masked positions; the text ends at the first sep/eos. A BERT-style model writes poor
-text; it is there so generation tasks run at all.
 """
 from __future__ import annotations
 
@@ -88,7 +81,6 @@ class MaskedLMModel(CheckpointModel):
         return {**super().identity(), "mask_token_id": self.mask_id, "end_token_id": self.end_id,
                 "decode_steps": self.steps}
 
-    # --- scoring --------------------------------------------------------------------------------
     def _encode(self, prompt: str | Prompt, answer: str, append_eos: bool,
                 max_length: int | None = None) -> Row:
         text = prompt.text if isinstance(prompt, Prompt) else prompt
@@ -124,6 +116,7 @@ class MaskedLMModel(CheckpointModel):
         return [out[i] for i in range(len(rows))]
 
     def _stats_batch(self, rows: list[Row], mask_answer: bool) -> list[dict]:
+        # with a mask: bidirectional attention would see the padding
         ids, attention = _pad_right([r.ids for r in rows], self.pad_id, self.device)
         if mask_answer:
             for k, r in enumerate(rows):
@@ -143,12 +136,12 @@ class MaskedLMModel(CheckpointModel):
         return [TokenScores(s["logprobs"], s["greedy"])
                 for s in self.token_stats(pairs, append_eos=False)]
 
-    # --- generation -----------------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
                  stop: tuple[str, ...] = ()) -> list[Generation]:
-        """Masked-diffusion decoding (module docstring): step s of S fixes ceil(masked / (S - s))
-        positions per row, those whose argmax is most probable; the mask token is never chosen."""
+        """The prompt, then max_new_tokens mask tokens: step s of `steps` S (default: one per new
+        token) fixes the ceil(masked / (S - s)) positions whose argmax is most probable; the mask
+        token is never chosen, the text ends at the first end token."""
         if self.mask_id is None:
             raise NotImplementedError(f"{self.path}: the tokenizer has no mask token, so this "
                                       "model cannot decode by unmasking; use scoring mode")

@@ -1,13 +1,9 @@
-"""Model options on the command line: `-M key=value`, one pair per flag, declared by each backend.
-
-A backend's options are a frozen dataclass of `option(default, help)` fields; AdapterOptions below
-are every backend's. A value may hold commas, spaces and "="; a list option (stop, cut_at) grows by
-one value per pair. Values are read by the field's type (int, float, true/false, none for an
-optional one); an unknown key is an error naming the known ones and the closest.
+"""Model options on the command line: `-M key=value`, one pair per flag (a value may hold commas,
+spaces and "="; a list option grows by one value per pair), declared by each backend as a frozen
+dataclass of `option(default, help)` fields; AdapterOptions below are every backend's.
 
 Usage:
-    parse_model_args(["dtype=bfloat16"], [AdapterOptions, CheckpointOptions])
-        -> {AdapterOptions: AdapterOptions(...), CheckpointOptions: ...(dtype="bfloat16")}
+    parse_model_args(["dtype=bfloat16"], [AdapterOptions, CheckpointOptions])  # {class: options}
     options_help([AdapterOptions, APIOptions])   # the lines `--backend api --help` adds
 """
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """The token statistics behind the probability and unlearning metrics (Eval/records.py
-TOKEN_STATS_FIELDS): one kernel for every adapter (`position_stats`), the batching helpers, and the
-prefix tree of a question's answer options that HFModel.token_stats walks.
+TOKEN_STATS_FIELDS), their batching helpers and the prefix tree HFModel.token_stats walks.
 
 Usage:
     logprob, greedy, mean, var = position_stats(logits_rows.float(), labels)   # one value per row
