@@ -51,11 +51,8 @@ TRUNCATION_POLICIES = ("middle", "left", "right", "skip")
 def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[int]], int]:
     """(the pieces of `ids` a policy keeps within `budget`, decoded apart as LongBench does; how
     many it cut). middle: the first and last budget//2 (LongBench, TinyEval: instructions are at
-    both ends); left: the last `budget` (as chat UIs drop old turns); right: the first; skip: all.
-
-    >>> truncate_ids(list(range(10)), 4, "middle"), truncate_ids([1, 2, 3], 8, "middle")
-    (([[0, 1], [8, 9]], 6), ([[1, 2, 3]], 0))
-    """
+    both ends); left: the last `budget` (as chat UIs drop old turns); right: the first; skip:
+    all."""
     if policy not in TRUNCATION_POLICIES:
         raise ValueError(f"unknown truncation policy {policy!r}; "
                          f"choose one of {', '.join(TRUNCATION_POLICIES)}")
@@ -74,12 +71,8 @@ def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | No
                  max_pad_fraction: float = 0.1, pad_slack: int = 0) -> list[list[int]]:
     """Indices grouped longest first: at most `batch_size` items and `max_batch_tokens` padded
     tokens a batch, each at least (1 - max_pad_fraction) as long as the longest or at most
-    `pad_slack` shorter (on a CPU, padding a short prompt to a long one costs more than batching
-    saves).
-
-    >>> plan_batches([50, 1000, 70, 990, 60], batch_size=2, max_batch_tokens=None)
-    [[1, 3], [2], [4], [0]]
-    """
+    `pad_slack` shorter: on a CPU, padding a short prompt to a long one costs more than batching
+    saves."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     for i in order:
