@@ -81,12 +81,10 @@ class APIModel(BaseLLM):
         self.stats = dict.fromkeys(("requests", "retries", "rate_limited", "failed",
                                     "prompt_token_mismatch"), 0)
 
-        from transformers import AutoTokenizer  # a tokenizer only; no model weights are loaded
+        from Eval.models.checkpoint import load_tokenizer  # the tokenizer only: no weights
 
         self.tokenizer_path = settings.tokenizer or settings.api_model
-        self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_path,
-                                                       trust_remote_code=settings.trust_remote_code)
-        self.tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves
+        self.tokenizer = load_tokenizer(self.tokenizer_path, settings.trust_remote_code)
         # One event loop in a thread (anyio's portal): calls stay synchronous while requests run
         # concurrently, and the connections and the rate limiter live across batches.
         self._exit = contextlib.ExitStack()

@@ -67,10 +67,6 @@ def gguf_parts(path: str) -> tuple[str, str] | None:
     return str(found[0].parent), found[0].name
 
 
-def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
-
-
 def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left"):
     """The tokenizer of a checkpoint (the hf adapter and its dry-run twin both load it here)."""
     folder, gguf = gguf_parts(path) or (path, None)

@@ -17,7 +17,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 from Eval.models import register_model
 from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches,
                               prompt_opens_thinking)
-from Eval.models.checkpoint import (CheckpointModel, CheckpointOptions, checked_checkpoint, is_oom,
+from Eval.models.checkpoint import (CheckpointModel, CheckpointOptions, checked_checkpoint,
                                     load_tokenizer)
 from Eval.models.greedy import (StopWatch, cache_argument, greedy_decode, pad_positions,
                                 plain_cache)
@@ -107,7 +107,8 @@ class HFModel(CheckpointModel):
         try:
             return self._generate_batch(prompts, max_new_tokens, stop)
         except RuntimeError as err:  # torch.OutOfMemoryError is one
-            if not is_oom(err):
+            oom = isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+            if not oom:
                 raise
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
