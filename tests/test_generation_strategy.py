@@ -73,6 +73,13 @@ def test_decode_threads_follow_the_size_of_a_step(model):
         model.num_parameters, model.decode_threads = saved, None
 
 
+def test_plan_batches_limits():  # (moved here from Eval/models/base.py's docstring)
+    assert plan_batches([50, 1000, 70, 990, 60], batch_size=2, max_batch_tokens=None) == [[1, 3], [2], [4], [0]]
+    assert plan_batches([50, 1000, 70, 990, 60], batch_size=8, max_batch_tokens=1500, max_pad_fraction=0.5) == \
+        [[1], [3], [2, 4, 0]]
+    assert plan_batches([20, 12, 14], batch_size=8, max_batch_tokens=None, pad_slack=8) == [[0, 2, 1]]
+
+
 def test_prompts_prefilled_row_by_row_batch_across_lengths(model):
     """Row-by-row prefill computes no padding, so generation batches are not split by length (a 10% padding
     limit made the 100M model's decode-bound set run in 4 batches of 4 instead of one of 16: 2.5x slower)."""

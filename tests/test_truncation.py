@@ -57,6 +57,8 @@ def test_each_policy_keeps_exactly_its_tokens(tmp_path, policy):
 def test_truncate_ids_agrees_with_slicing():
     ids = list(range(11))
     assert truncate_ids(ids, 5, "middle") == ([[0, 1], [9, 10]], 7)  # an odd budget keeps 2 * (5 // 2)
+    assert truncate_ids(list(range(10)), 4, "middle") == ([[0, 1], [8, 9]], 6)
+    assert truncate_ids([1, 2, 3], 8, "middle") == ([[1, 2, 3]], 0)
     assert truncate_ids(ids, 5, "left") == ([[6, 7, 8, 9, 10]], 6)
     assert truncate_ids(ids, 5, "right") == ([[0, 1, 2, 3, 4]], 6)
     assert truncate_ids(ids, 5, "skip") == ([ids], 0)  # skip cuts nothing: the caller does not run it

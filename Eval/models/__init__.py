@@ -1,9 +1,9 @@
-"""Model adapters (the inference stage), one registry: MODELS[backend] is a BaseLLM subclass.
+"""Model adapters (the inference stage): MODELS[backend] is a BaseLLM subclass.
 
-A backend is a BaseLLM subclass decorated with `@register_model("name")` in any module of this package,
-with its -M options in `Options` and a `from_options` classmethod; nothing else lists it. The registry finds
-names by reading the modules and imports one only when its backend is used, so --help and importing this
-package stay cheap and the scoring stage never pulls in torch. Build an adapter with Eval/models/factory.py.
+A backend is a BaseLLM subclass decorated with `@register_model("name")` in a module of this
+package, with its -M options in `Options` and a `from_options` classmethod. The registry reads the
+modules for names and imports one only when its backend is used: --help and scoring need no torch.
+Build an adapter with Eval/models/factory.py.
 """
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """OpenAI-compatible API adapter (--backend api): vLLM, `transformers serve`, or any server speaking
-/v1/chat/completions and /v1/completions.
+/v1/chat/completions and /v1/completions. Prompts are built on a LOCAL tokenizer as the HF adapter
+builds them; chat prompts go as messages, completion prompts as text; greedy. A request that fails
+for good, or a reply that cannot be used, becomes a Generation with finish_reason "error" (a rerun
+redoes it). The key and the base URL's credentials are sent, never shown or stored.
 
 Usage:
     python inference.py --backend api --model MODEL -M base_url=http://127.0.0.1:8000/v1
-    model = APIModel(APIOptions(base_url="http://127.0.0.1:8000/v1", api_model="MODEL"))
-
-Prompts are built as the HF adapter builds them, on a LOCAL tokenizer (cuts, token counts); chat
-prompts go as messages (the server applies its template), completion prompts as text; greedy. The
-`openai` client does the HTTP (pooling, retries with back-off and Retry-After); api_http.py bounds
-each attempt. A request that still fails, or a reply that cannot be used, becomes a Generation with
-finish_reason "error" naming why (a rerun redoes those). The key (from the variable -M api_key_env
-names) and the base URL's credentials are sent, never shown or stored.
 """
 from __future__ import annotations
 
@@ -81,17 +76,15 @@ class APIModel(BaseLLM):
         if key is None and settings.api_key_env != DEFAULT_KEY_ENV:
             raise ValueError(f"environment variable {settings.api_key_env} (named by -M "
                              "api_key_env) is not set")
-        self._scrub = Scrubber(key, settings.base_url)  # the key: sent as a header, never written
+        self._scrub = Scrubber(key, settings.base_url)
         self.limiter = RateLimiter(settings.rpm, rpm_window) if settings.rpm else None
         self.stats = dict.fromkeys(("requests", "retries", "rate_limited", "failed",
                                     "prompt_token_mismatch"), 0)
 
-        from transformers import AutoTokenizer  # a tokenizer only; no model weights are loaded
+        from Eval.models.checkpoint import load_tokenizer  # the tokenizer only: no weights
 
         self.tokenizer_path = settings.tokenizer or settings.api_model
-        self.tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_path,
-                                                       trust_remote_code=settings.trust_remote_code)
-        self.tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves
+        self.tokenizer = load_tokenizer(self.tokenizer_path, settings.trust_remote_code)
         # One event loop in a thread (anyio's portal): calls stay synchronous while requests run
         # concurrently, and the connections and the rate limiter live across batches.
         self._exit = contextlib.ExitStack()
@@ -208,10 +201,11 @@ class APIModel(BaseLLM):
             reply = await self._create(path, body, reply_limit(max_new_tokens))
             raw, finish_reason = reply_text(reply, chat, tags)
             counts, server_usage = check_usage(reply.usage, max_new_tokens)
-        except APIError as err:
-            return self._failed(str(err), batch_size)
-        except MalformedReply as err:
-            return self._failed(f"POST {self._shown(path)}: {err.kind}: {err}", batch_size)
+        except (APIError, MalformedReply) as err:
+            self.stats["failed"] += 1
+            error = f"POST {self._shown(path)}: {err.kind}: {err}" \
+                if isinstance(err, MalformedReply) else str(err)
+            return Generation("", 0, "error", error=self._scrub(error), batch_size=batch_size)
         self._check_prompt_tokens(prompt, counts.get("prompt_tokens"))
         # OpenAI and vLLM drop a matched stop string, `transformers serve` returns it: cutting here
         # makes both the same, and is the only cut when the stops were held back.
@@ -223,10 +217,6 @@ class APIModel(BaseLLM):
         saved, thinking = self.finish_output(text, opened)
         return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking,
                           server_usage=server_usage or None)
-
-    def _failed(self, error: str, batch_size: int) -> Generation:
-        self.stats["failed"] += 1
-        return Generation("", 0, "error", error=self._scrub(error), batch_size=batch_size)
 
     def _check_prompt_tokens(self, prompt: Prompt, server_count: int | None) -> None:
         if server_count is None or server_count == prompt.n_tokens:

@@ -176,18 +176,16 @@ def json_kind(value) -> str:
 
 
 def expect(value, field: str, kind: type, what: str):
-    """`value` when it is a `kind`, else a MalformedReply naming the field and what it holds."""
+    """`value` when it is a `kind` (a string: one a UTF-8 file can hold), else a MalformedReply
+    naming the field and what it holds."""
     if not isinstance(value, kind):
         raise MalformedReply(f"{field} is {json_kind(value)}, not {what}")
-    return value
-
-
-def text_field(value, field: str, what: str = "a string") -> str:
-    try:  # JSON's "\ud800" escapes decode to lone surrogates, which no UTF-8 file can hold
-        expect(value, field, str, what).encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise MalformedReply(f"reply is not valid Unicode: lone surrogate at character "
-                             f"{err.start} of {field}") from None
+    if isinstance(value, str):  # JSON's "\ud800" decodes to a lone surrogate, no UTF-8 file's
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise MalformedReply(f"reply is not valid Unicode: lone surrogate at character "
+                                 f"{err.start} of {field}") from None
     return value
 
 
@@ -207,36 +205,32 @@ def reply_text(reply, chat: bool, think_tags: tuple[str, str]) -> tuple[str, obj
     raw output whole, as the HF adapter saves it."""
     choice = first_choice(reply)
     if not chat:
-        return text_field(choice.text, "choices[0].text"), choice.finish_reason
+        return expect(choice.text, "choices[0].text", str, "a string"), choice.finish_reason
     message = expect(choice.message, "choices[0].message", openai.BaseModel, "an object")
     reasoning, content = getattr(message, "reasoning_content", None), message.content
     if reasoning is not None:
-        text_field(reasoning, "choices[0].message.reasoning_content")
+        expect(reasoning, "choices[0].message.reasoning_content", str, "a string")
     field = "choices[0].message.content"
     if content is None:
-        raise MalformedReply(f"{field} is null: no answer text ({_why_null(message, choice)})",
-                             "no answer")
+        why = ("a tool call, a refusal, or a reasoning model that spent max_tokens thinking "
+               "sends none")
+        if message.tool_calls:
+            why = "the model called a tool instead of answering"
+        elif isinstance(message.refusal, str):
+            why = f"the model refused: {message.refusal[:200]!r}"
+        elif reasoning:
+            why = (f"only reasoning_content came back, {len(reasoning):,} characters, "
+                   f"finish_reason {choice.finish_reason!r}: a reasoning model that spent "
+                   "max_tokens thinking; raise --max-new-tokens")
+        raise MalformedReply(f"{field} is null: no answer text ({why})", "no answer")
     if isinstance(content, list):  # content parts: the text ones are what the model wrote
         parts = [expect(p, f"{field}[{i}]", dict, "a content part object")
                  for i, p in enumerate(content)]
         content = "".join(expect(p.get("text"), f"{field}[{i}].text", str, "a string")
                           for i, p in enumerate(parts) if p.get("type") == "text")
-    content = text_field(content, field, "a string, a list of content parts or null")
+    content = expect(content, field, str, "a string, a list of content parts or null")
     answer = f"{think_tags[0]}{reasoning}{think_tags[1]}{content}" if reasoning else content
     return answer, choice.finish_reason
-
-
-def _why_null(message: openai.BaseModel, choice: openai.BaseModel) -> str:
-    reasoning = getattr(message, "reasoning_content", None)
-    if message.tool_calls:
-        return "the model called a tool instead of answering"
-    if isinstance(message.refusal, str):
-        return f"the model refused: {message.refusal[:200]!r}"
-    if reasoning:
-        return (f"only reasoning_content came back, {len(reasoning):,} characters, finish_reason "
-                f"{choice.finish_reason!r}: a reasoning model that spent max_tokens thinking; "
-                "raise --max-new-tokens")
-    return "a tool call, a refusal, or a reasoning model that spent max_tokens thinking sends none"
 
 
 def check_usage(usage, max_tokens: int) -> tuple[dict[str, int], dict]:

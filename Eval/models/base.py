@@ -1,13 +1,9 @@
-"""The model adapter interface (batch in, list out, plain strings) and the prompt path every backend shares.
-
-An adapter implements the tokenizer hooks (tokenize, detokenize, apply_chat, count_tokens) and two model
-calls, as lm-eval's LM does: generate(prompts, max_new_tokens, stop) -> [Generation] (greedy) and
-score(pairs) -> [TokenScores]. The rest is shared and torch-free: truncation on token ids, chat wrapping,
-batching by a token budget, output clean-up, and where a reasoning model's thinking block lies (stop strings
-act only outside it). Model families differ by AdapterOptions fields, never by checks on the model's name.
+"""The model adapter interface (batch in, list out, plain strings) and the shared, torch-free
+prompt path: truncation, chat wrapping, batching, output clean-up, thinking blocks. An adapter
+supplies the tokenizer hooks and, as lm-eval's LM does, generate() (greedy) and score().
 
 Usage:
-    model = from_args(args)                             # Eval/models/factory.py; or HFModel(path, options)
+    model = from_args(args)                   # Eval/models/factory.py; or HFModel(path, options)
     prompts = model.build_prompts(texts, chat=True, max_new_tokens=64, max_length=4096)
     outputs = model.generate(prompts, max_new_tokens=64, stop=())
 """
@@ -22,12 +18,12 @@ from Eval.models.options import AdapterOptions
 @dataclasses.dataclass
 class Prompt:
     text: str  # exactly what the model receives (chat template applied unless completion mode)
-    n_tokens: int  # tokens of `text`
-    truncated_tokens: int  # tokens cut from the middle of the filled template (0: none)
-    add_special_tokens: bool  # completion mode lets the tokenizer add BOS; a chat template carries its own
-    user_text: str | None = None  # chat mode: the (cut) text inside the template; servers get it as the message
+    n_tokens: int
+    truncated_tokens: int  # tokens cut from the filled template (0: none)
+    add_special_tokens: bool  # completion mode lets the tokenizer add BOS; a template has its own
+    user_text: str | None = None  # chat mode: the (cut) text in the template (a server's message)
     truncation: str = "middle"  # the policy that made it (TRUNCATION_POLICIES)
-    skipped: str | None = None  # --truncation skip: why this prompt is not run (it does not fit); None: it is run
+    skipped: str | None = None  # --truncation skip: why this prompt does not fit, so is not run
 
 
 @dataclasses.dataclass
@@ -36,35 +32,27 @@ class Generation:
     n_tokens: int
     finish_reason: str  # "stop" (EOS or a stop string), "length" (max_new_tokens) or "error"
     error: str | None = None
-    batch_size: int | None = None  # the batch size this output was generated in (after any OOM halving)
-    # Reasoning outputs: {"tags": [open, close], "opened_in_prompt": bool, "closed": bool, "budget_hit": bool}
-    # when the output has (or the prompt opened) a thinking block; saved as the record's "thinking" field.
+    batch_size: int | None = None  # the batch it was generated in (after any OOM halving)
+    # {"tags", "opened_in_prompt", "closed", "budget_hit"} of a thinking block (thinking_record)
     thinking: dict | None = None
-    # The API server's own token counts for this output (numeric fields of its `usage`), when it sent them;
-    # saved as the record's "server_usage" beside our counts, which stay the ones every backend reports.
+    # the numeric fields of an API server's `usage`, saved beside our own counts
     server_usage: dict | None = None
 
 
 @dataclasses.dataclass
 class TokenScores:
-    logprobs: list[float]  # log p(answer token t | prompt, answer tokens < t), one per answer token
-    greedy: list[bool]  # whether each answer token is the model's argmax at its position
+    logprobs: list[float]  # log p(answer token t | prompt, answer tokens < t)
+    greedy: list[bool]  # whether each answer token is the argmax at its position
 
 
 TRUNCATION_POLICIES = ("middle", "left", "right", "skip")
 
 
 def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[int]], int]:
-    """The pieces of `ids` a policy keeps within `budget` tokens (decoded apart, then joined: no token
-    pair spans a middle cut, LongBench's way) and how many it cut. middle: the first and last budget//2
-    (LongBench, TinyEval: the instructions live at both ends); left: the last `budget` (as chat UIs drop
-    old turns); right: the first `budget`; skip: nothing (the caller does not run the example).
-
-    >>> truncate_ids(list(range(10)), 4, "middle"), truncate_ids([1, 2, 3], 8, "middle")
-    (([[0, 1], [8, 9]], 6), ([[1, 2, 3]], 0))
-    >>> truncate_ids(list(range(10)), 4, "left"), truncate_ids(list(range(10)), 4, "right")
-    (([[6, 7, 8, 9]], 6), ([[0, 1, 2, 3]], 6))
-    """
+    """(the pieces of `ids` a policy keeps within `budget`, decoded apart as LongBench does; how
+    many it cut). middle: the first and last budget//2 (LongBench, TinyEval: instructions are at
+    both ends); left: the last `budget` (as chat UIs drop old turns); right: the first; skip:
+    all."""
     if policy not in TRUNCATION_POLICIES:
         raise ValueError(f"unknown truncation policy {policy!r}; "
                          f"choose one of {', '.join(TRUNCATION_POLICIES)}")
@@ -81,18 +69,10 @@ def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[in
 
 def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None,
                  max_pad_fraction: float = 0.1, pad_slack: int = 0) -> list[list[int]]:
-    """Group indices longest first: at most `batch_size` items and `max_batch_tokens` padded tokens
-    (longest x count) a batch, and only items at least (1 - max_pad_fraction) as long as its longest, or
-    at most `pad_slack` tokens shorter: on a CPU work grows with padded tokens, so padding a short prompt
-    to a long one costs more than batching saves (a few padded tokens cost less than another forward call).
-
-    >>> plan_batches([50, 1000, 70, 990, 60], batch_size=2, max_batch_tokens=None)
-    [[1, 3], [2], [4], [0]]
-    >>> plan_batches([50, 1000, 70, 990, 60], batch_size=8, max_batch_tokens=1500, max_pad_fraction=0.5)
-    [[1], [3], [2, 4, 0]]
-    >>> plan_batches([20, 12, 14], batch_size=8, max_batch_tokens=None, pad_slack=8)
-    [[0, 2, 1]]
-    """
+    """Indices grouped longest first: at most `batch_size` items and `max_batch_tokens` padded
+    tokens a batch, each at least (1 - max_pad_fraction) as long as the longest or at most
+    `pad_slack` shorter: on a CPU, padding a short prompt to a long one costs more than batching
+    saves."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     for i in order:
@@ -100,7 +80,8 @@ def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | No
         fits = current is not None and len(current) < batch_size \
             and (lengths[i] >= (1 - max_pad_fraction) * lengths[current[0]] or
                  lengths[current[0]] - lengths[i] <= pad_slack) \
-            and (max_batch_tokens is None or lengths[current[0]] * (len(current) + 1) <= max_batch_tokens)
+            and (max_batch_tokens is None or
+                 lengths[current[0]] * (len(current) + 1) <= max_batch_tokens)
         if fits:
             current.append(i)
         else:
@@ -109,20 +90,16 @@ def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | No
 
 
 class BaseLLM:
-    """Shared prompt building and output clean-up; subclasses supply the tokenizer hooks and model calls.
-
-    `capabilities` declares the calls an adapter implements beyond the tokenizer hooks (a caller asks
-    `model.can("token_stats")`): generate, score, score_ids (token-id pairs: the lm-eval bridge),
-    token_stats (unlearning metrics), gradients (grad_norms), label_encoding (encode_pair), thinking_budget.
-    """
+    """`capabilities`: the calls beyond the tokenizer hooks (`model.can(...)`): generate, score,
+    score_ids, token_stats, gradients (grad_norms), label_encoding (encode_pair),
+    thinking_budget."""
 
     name: str = "base"
     capabilities: frozenset[str] = frozenset({"generate", "score"})
     bidirectional = False  # label probabilities from full context (masked / diffusion LMs)
-    max_pad_fraction = 0.1  # plan_batches' padding limit: a local model computes the padding, a server does not
-
-    holds_weights = True  # False: building the adapter loads no model (a server's client, the echo model)
-    Options = None  # the backend's -M options: a dataclass of Eval/models/options.py option() fields
+    max_pad_fraction = 0.1  # plan_batches' limit: a local model computes the padding, a server not
+    holds_weights = True  # False: building the adapter loads no model (a server's client, echo)
+    Options = None  # the backend's -M options: a dataclass of options.py option() fields
 
     def can(self, what: str) -> bool:
         return what in self.capabilities
@@ -132,23 +109,21 @@ class BaseLLM:
 
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """The adapter for `model` (Eval/models/factory.py); by default one that loads nothing and keeps
-        its backend's options as `self.backend_options`."""
         adapter = cls(options)
         adapter.backend_options = backend_options
         return adapter
 
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """This backend's prompts without weights or model calls (`inference.py dry-run`): an adapter that
-        holds no weights is its own twin; hf overrides this; any other backend cannot dry-run."""
+        """The same prompts without weights or model calls (dry-run)."""
         if cls.holds_weights:
-            raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only mode")
+            raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only "
+                             "mode")
         adapter = cls.from_options(model, options, backend_options)
-        adapter.capabilities = frozenset()  # the same prompts; it only declares no model calls
+        adapter.capabilities = frozenset()
         return adapter
 
-    # --- tokenizer hooks (defaults for a transformers tokenizer in `self.tokenizer`) ---------------------
+    # tokenizer hooks (defaults for a transformers tokenizer in `self.tokenizer`)
     def tokenize(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -156,62 +131,59 @@ class BaseLLM:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def chat_messages(self, text: str) -> list[dict]:
-        """`text` as the user turn, after the system prompt when one is set (every chat adapter sends these)."""
         messages = [{"role": "user", "content": text}]
         if self.options.system_prompt:
             messages.insert(0, {"role": "system", "content": self.options.system_prompt})
         return messages
 
     def apply_chat(self, text: str) -> str:
-        """`text` as the user turn of the tokenizer's own chat template, with the generation prompt."""
+        """`text` as the user turn of the tokenizer's chat template, with the generation prompt."""
         if not self.tokenizer.chat_template:
             return self.without_chat_template(text)
         return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False,
                                                   add_generation_prompt=True)
 
     def rendered_reply(self, text: str, answer: str) -> str:
-        """What the chat template writes after apply_chat(text) for the assistant turn `answer`: the answer
-        and what the template opens or closes the turn with (ChatML's "<|im_end|>\\n", an empty think
-        block). Open-unlearning labels all of it."""
+        """What the template writes after apply_chat(text) for the assistant turn `answer`, with
+        what opens or closes the turn (ChatML's "<|im_end|>\\n"): open-unlearning labels it all."""
         prompt = self.apply_chat(text)
         messages = self.chat_messages(text) + [{"role": "assistant", "content": answer}]
-        full = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
-        if not full.startswith(prompt):  # the template rewrites the conversation once a reply is added
-            raise ValueError(f"{self.identity().get('path')}: the chat template renders the prompt differently once "
-                             "the answer is added, so the answer's labels cannot be cut after the prompt; use "
-                             "--answer-encoding answer-eos")
+        full = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=False)
+        if not full.startswith(prompt):
+            raise ValueError(f"{self.identity().get('path')}: the chat template renders the "
+                             "prompt differently once the answer is added, so the answer's labels "
+                             "cannot be cut after the prompt; use --answer-encoding answer-eos")
         return full[len(prompt):]
 
     def without_chat_template(self, text: str) -> str:
-        raise ValueError(f"{self.identity().get('path')}: the tokenizer has no chat template; run the task in "
-                         "completion mode or use a chat model")
+        raise ValueError(f"{self.identity().get('path')}: the tokenizer has no chat template; "
+                         "run the task in completion mode or use a chat model")
 
     def count_tokens(self, text: str, add_special_tokens: bool) -> int:
         return len(self.tokenize(text)) + (1 if add_special_tokens and self.adds_bos() else 0)
 
     def adds_bos(self) -> bool:
         tokenizer = getattr(self, "tokenizer", None)
-        return tokenizer is not None and len(tokenizer("a", add_special_tokens=True)["input_ids"]) > \
-            len(self.tokenize("a"))
+        return tokenizer is not None and \
+            len(tokenizer("a", add_special_tokens=True)["input_ids"]) > len(self.tokenize("a"))
 
     def context_window(self) -> int | None:
         return None
 
-    # --- model calls ---------------------------------------------------------------------------------
-    def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
+    def generate(self, prompts: list[Prompt], max_new_tokens: int,
+                 stop: tuple[str, ...] = ()) -> list[Generation]:
         raise NotImplementedError
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
         raise NotImplementedError
 
     def identity(self) -> dict:
-        """What identifies the model in a run's sidecar (path, hashes, ...)."""
         return {"adapter": self.name}
 
     def fingerprint(self) -> dict:
-        """What determines the outputs, so records of another model are redone: the hashes of the files
-        (Eval/models/identity.py), dtype and chat template; the path only where there is nothing to hash
-        (a hub name), so a moved checkpoint keeps resuming and one changed in place is run again."""
+        """What determines the outputs (records of another model are redone): the path only where
+        there are no files to hash, so a moved checkpoint resumes and one changed in place not."""
         identity = self.identity()
         files, peft = identity.get("files") or {}, identity.get("peft_files") or {}
         return {"adapter": identity.get("adapter"), "dtype": identity.get("dtype"),
@@ -220,60 +192,61 @@ class BaseLLM:
                 "chat_template_sha256": identity.get("chat_template_sha256"),
                 "path": None if files else identity.get("path")}
 
-    # --- the shared prompt path -----------------------------------------------------------------------
-    def chat_overhead(self) -> int:
-        if not hasattr(self, "_chat_overhead"):
+    def prompt_overhead(self, chat: bool) -> int:
+        """Tokens around the text: the empty chat template, or a BOS in completion mode."""
+        if chat and not hasattr(self, "_chat_overhead"):
             self._chat_overhead = self.count_tokens(self.apply_chat(""), add_special_tokens=False)
-        return self._chat_overhead
+        return self._chat_overhead if chat else 1
 
     def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None,
                      truncation: str = "middle") -> Prompt:
-        """Fill-in text -> what the model sees: cut to fit by the `truncation` policy, then the chat
+        """Fill-in text -> what the model sees: cut by the `truncation` policy, then the chat
         template. Under "skip" a prompt that does not fit comes back uncut, `skipped` saying why."""
         cut, skipped = 0, None
         if max_length is not None:
-            budget = max_length - max_new_tokens - (self.chat_overhead() if chat else 1)
+            budget = max_length - max_new_tokens - self.prompt_overhead(chat)
             ids = self.tokenize(text)
             pieces, cut = truncate_ids(ids, budget, truncation)
             if cut:
                 text = "".join(self.detokenize(piece) for piece in pieces)
             elif truncation == "skip" and len(ids) > budget:
-                skipped = (f"the prompt does not fit: {budget} tokens are left for it under --max-length "
-                           f"{max_length} (--truncation skip)")
+                skipped = (f"the prompt does not fit: {budget} tokens are left for it under "
+                           f"--max-length {max_length} (--truncation skip)")
         final = self.apply_chat(text) if chat else text
         return Prompt(final, self.count_tokens(final, add_special_tokens=not chat), cut, not chat,
                       user_text=text if chat else None, truncation=truncation, skipped=skipped)
 
-    def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int, max_length: int | None,
-                      truncation: str = "middle") -> list[Prompt]:
+    def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int,
+                      max_length: int | None, truncation: str = "middle") -> list[Prompt]:
         self.check_budget(chat, max_new_tokens, max_length)
         return [self.build_prompt(t, chat, max_new_tokens, max_length, truncation) for t in texts]
 
     def check_budget(self, chat: bool, max_new_tokens: int, max_length: int | None) -> None:
-        """ValueError when `max_length` cannot hold the chat template, the answer and a few prompt tokens."""
+        """ValueError when `max_length` cannot hold the template, the answer and a few tokens."""
         if max_length is None:
             return
-        overhead = self.chat_overhead() if chat else 1
-        if max_length - max_new_tokens - overhead < 2:
-            template = f"the chat template takes {overhead} tokens and " if chat else ""
-            raise ValueError(f"--max-length {max_length} leaves no room for the prompt: {template}the answer "
-                             f"max_new_tokens {max_new_tokens}; raise --max-length to at least "
-                             f"{max_new_tokens + overhead + 2}, or lower --max-new-tokens")
+        overhead = self.prompt_overhead(chat)
+        if max_length - max_new_tokens - overhead >= 2:
+            return
+        template = f"the chat template takes {overhead} tokens and " if chat else ""
+        raise ValueError(f"--max-length {max_length} leaves no room for the prompt: {template}the "
+                         f"answer max_new_tokens {max_new_tokens}; raise --max-length to at least "
+                         f"{max_new_tokens + overhead + 2}, or lower --max-new-tokens")
 
     def post_process(self, text: str, opened_in_prompt: bool = False) -> str:
-        """The adapter's output clean-up options (off by default: raw outputs are saved as generated)."""
+        """The -M clean-up options (off by default: raw outputs are saved as generated)."""
         for marker in self.options.cut_at:
             text = text.split(marker, 1)[0]
-        if self.options.strip_think:  # an unclosed block stays raw: scoring then finds no answer in it
+        if self.options.strip_think:  # an unclosed block stays raw: scoring then finds no answer
             answer = strip_think(text, {"thinking": {"tags": list(self.options.think_tags),
                                                      "opened_in_prompt": opened_in_prompt}})
             text = text if answer is None else answer
         return text
 
-    def finish_output(self, text: str, opened_in_prompt: bool, budget_hit: bool = False) -> tuple[str, dict | None]:
-        """(saved output, Generation.thinking) of an output cut at its stop strings. The thinking facts
-        describe the raw output; a block -M strip_think removed is marked "stripped" (scoring must not
-        look for its closing tag)."""
+    def finish_output(self, text: str, opened_in_prompt: bool,
+                      budget_hit: bool = False) -> tuple[str, dict | None]:
+        """(saved output, Generation.thinking) of an output cut at its stops. A block strip_think
+        removed is marked "stripped" (scoring must not look for its closing tag)."""
         thinking = thinking_record(text, self.options.think_tags, opened_in_prompt, budget_hit)
         saved = self.post_process(text, opened_in_prompt)
         if thinking and thinking["closed"] and self.options.strip_think and saved != text:
@@ -281,34 +254,32 @@ class BaseLLM:
         return saved, thinking
 
     def thinking_budget(self) -> int | None:
-        """-M thinking_budget; a ValueError for a backend without the "thinking_budget" capability."""
-        budget = self.options.thinking_budget
-        if budget is not None and not self.can("thinking_budget"):
-            raise ValueError(f"-M thinking_budget: the {self.name} backend cannot force the end of a thinking block "
-                             "(it does not drive decoding token by token); use --backend hf")
-        return budget
+        return check_thinking_budget(self, self.options.thinking_budget)
 
 
-# --- reasoning outputs: where the thinking block is, and stop strings outside it ------------------------------
+def check_thinking_budget(backend, budget: int | None) -> int | None:
+    """`budget`, or a ValueError when `backend` (an adapter or its class) cannot enforce one."""
+    if budget is not None and "thinking_budget" not in backend.capabilities:
+        raise ValueError(f"-M thinking_budget: the {backend.name} backend cannot force the end of "
+                         "a thinking block (it does not decode token by token); use --backend hf")
+    return budget
+
+
 def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool:
-    """Whether the prompt leaves a thinking block open (some reasoning models' chat templates write the
-    opening tag, so the output holds only the closing one).
-
-    >>> prompt_opens_thinking("<|im_start|>assistant\\n<think>\\n", ("<think>", "</think>"))
-    True
-    """
+    """Whether the prompt leaves a thinking block open (some templates write the opening tag)."""
     return prompt_text.rstrip().endswith(think_tags[0])
 
 
-def thinking_bounds(text: str, think_tags: tuple[str, str] | None, opened_in_prompt: bool) -> tuple[int, int | None]:
-    """(where the thinking block opens, where the text after its closing tag begins) in an output. With no block
-    (the prompt opened none and the output does not start, after whitespace, with the opening tag): (len, len);
-    a block that never closes: (open, None). An opening tag later in the text is not a block: it is answer text.
+def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
+                    opened_in_prompt: bool) -> tuple[int, int | None]:
+    """(where the thinking block opens, where the text after its closing tag begins): (len, len)
+    without a block (the prompt opened none and the output does not start, after whitespace, with
+    the opening tag); (open, None) for a block that never closes.
 
     >>> thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False)
     (0, 18)
-    >>> thinking_bounds("a\\nb</think>c", ("<think>", "</think>"), True), thinking_bounds("c", None, False)
-    ((0, 11), (1, 1))
+    >>> thinking_bounds("a\\nb</think>c", ("<think>", "</think>"), True)
+    (0, 11)
     """
     if think_tags is None:
         return len(text), len(text)
@@ -326,29 +297,27 @@ def thinking_bounds(text: str, think_tags: tuple[str, str] | None, opened_in_pro
 
 def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | None = None,
                 opened_in_prompt: bool = False) -> tuple[str, bool]:
-    """Text before the earliest stop string outside the thinking block, and whether one was found. Stops count
-    before the block opens and in the answer after it closes, never inside (a task's "\\n" must not end a
-    reasoning model's thinking), nor in the whitespace right after the closing tag (templates write
-    "</think>\\n\\n" before the answer, which would otherwise always be cut to nothing).
+    """Text before the earliest stop string outside the thinking block, and whether one was found.
+    Never inside the block (a task's "\\n" must not end the thinking), nor in the whitespace right
+    after its closing tag (templates write "</think>\\n\\n": the answer would always be empty).
 
-    >>> cut_at_stop("Dialogue summary\\nPerson A: hi", ("\\n",))
-    ('Dialogue summary', True)
     >>> cut_at_stop("<think>a\\nb</think>\\n\\nc\\nd", ("\\n",), ("<think>", "</think>"))
     ('<think>a\\nb</think>\\n\\nc', True)
     """
     opens, answer_from = thinking_bounds(text, think_tags, opened_in_prompt)
     positions = [p for p in (text.find(s, 0, opens) for s in stop if s) if p >= 0]
     if not positions and answer_from is not None and answer_from < len(text):
-        answer = len(text) - len(text[answer_from:].lstrip())  # a match must reach past the leading whitespace
-        positions = [p for p in (text.find(s, max(answer_from, answer - len(s) + 1)) for s in stop if s) if p >= 0]
+        answer = len(text) - len(text[answer_from:].lstrip())  # a stop must reach past it
+        found = (text.find(s, max(answer_from, answer - len(s) + 1)) for s in stop if s)
+        positions = [p for p in found if p >= 0]
     return (text[:min(positions)], True) if positions else (text, False)
 
 
 def thinking_record(text: str, think_tags: tuple[str, str], opened_in_prompt: bool,
                     budget_hit: bool = False) -> dict | None:
-    """Generation.thinking for an output: None when it has no thinking block and the prompt opened none."""
+    """Generation.thinking; None without a thinking block in the output or opened by the prompt."""
     opens, answer_from = thinking_bounds(text, think_tags, opened_in_prompt)
     if opens == len(text) and answer_from == len(text) and not opened_in_prompt:
         return None
-    return {"tags": list(think_tags), "opened_in_prompt": opened_in_prompt, "closed": answer_from is not None,
-            "budget_hit": budget_hit}
+    return {"tags": list(think_tags), "opened_in_prompt": opened_in_prompt,
+            "closed": answer_from is not None, "budget_hit": budget_hit}

@@ -1,9 +1,8 @@
-"""Local transformers checkpoints, the base of the causal (hf.py) and masked (masked.py) adapters: the
-device, the tokenizer, safe weight loading and what identifies the checkpoint in a sidecar.
+"""Local transformers checkpoints, the base of the hf and masked adapters: device, tokenizer, safe
+weight loading and what identifies the checkpoint.
 
 Usage:
-    class HFModel(CheckpointModel): auto_class = AutoModelForCausalLM ...
-    HFModel(path, AdapterOptions(), dtype="bfloat16")   # or HFModel.from_options(path, options, CheckpointOptions)
+    HFModel(path, AdapterOptions(), dtype="bfloat16")   # or HFModel.from_options(path, ...)
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointOptions:
-    """-M options of the Hugging Face backends (hf, masked). Safe by default: safetensors only, no remote code."""
+    """-M options of the hf and masked backends. Safe by default: safetensors, no remote code."""
     dtype: str = option("auto", "auto: float32 on CPU, the checkpoint's dtype on GPU",
                         choices=("auto", "float32", "bfloat16", "float16"))
     device: str = option("auto", "auto, cpu, cuda, cuda:1, ...")
@@ -34,27 +33,30 @@ class CheckpointOptions:
 
 
 def checked_checkpoint(path: str) -> str:
-    """`path` when it can be a checkpoint: a folder with a config.json, a GGUF file (or a folder holding
-    one), or a hub name like org/model."""
+    """`path` when it can be a checkpoint: a folder with a config.json, a GGUF file (or a folder
+    holding one), or a hub name like org/model."""
     if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
-        raise FileNotFoundError(f"model {path!r}: no such file or folder (and not a hub name like org/model)")
-    if gguf_parts(path) is None and Path(path).exists() and not (Path(path) / "config.json").is_file():
-        raise FileNotFoundError(f"model {path}: neither a folder with a config.json nor a .gguf file, "
-                                "so not a transformers checkpoint")
+        raise FileNotFoundError(f"model {path!r}: no such file or folder (and not a hub name like "
+                                "org/model)")
+    if gguf_parts(path) is None and Path(path).exists() and \
+            not (Path(path) / "config.json").is_file():
+        raise FileNotFoundError(f"model {path}: neither a folder with a config.json nor a .gguf "
+                                "file, so not a transformers checkpoint")
     return path
 
 
 def gguf_parts(path: str) -> tuple[str, str] | None:
     """(folder, file name) of a GGUF checkpoint: `path` is the .gguf file, or a folder without a
-    config.json that holds exactly one; None for anything else. transformers dequantizes it on load."""
+    config.json that holds exactly one; None for anything else. transformers dequantizes it on
+    load."""
     where = Path(path)
     if where.is_file() and where.suffix == ".gguf":
         found = [where]
     elif where.is_dir() and not (where / "config.json").is_file():
         found = sorted(where.glob("*.gguf"))
         if len(found) > 1:
-            raise FileNotFoundError(f"model folder {path} holds {len(found)} .gguf files; name one with "
-                                    f"--model {found[0]}")
+            raise FileNotFoundError(f"model folder {path} holds {len(found)} .gguf files; name "
+                                    f"one with --model {found[0]}")
     else:
         return None
     if not found:
@@ -65,16 +67,12 @@ def gguf_parts(path: str) -> tuple[str, str] | None:
     return str(found[0].parent), found[0].name
 
 
-def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
-
-
 def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left"):
-    """The tokenizer of a checkpoint (the hf adapter and its dry-run twin load it here, so they agree)."""
+    """The tokenizer of a checkpoint (the hf adapter and its dry-run twin both load it here)."""
     folder, gguf = gguf_parts(path) or (path, None)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, trust_remote_code=trust_remote_code,
-                                              padding_side=padding_side)
-    tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves; silence the length warning
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, padding_side=padding_side,
+                                              trust_remote_code=trust_remote_code)
+    tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves: no length warning
     if tokenizer.pad_token_id is None:  # padding needs a pad id; it is masked out anyway
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -100,19 +98,21 @@ class CheckpointModel(BaseLLM):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.path, self.peft, self.device = path, peft, device
         # The file identities (None: not on disk), taken before the weights load: what was loaded.
-        self.files = folder_identity(path) or None, (folder_identity(peft) or None) if peft else None
+        self.files = (folder_identity(path) or None,
+                      (folder_identity(peft) or None) if peft else None)
         self.tokenizer = load_tokenizer(path, trust_remote_code, self.padding_side)
         self.model = self._load_weights(dtype, trust_remote_code, allow_pickle)
+        self.num_parameters = sum(p.numel() for p in self.model.parameters())
 
     def _load_weights(self, dtype: str, trust_remote_code: bool, allow_pickle: bool):
-        """Weights from safetensors (pickle only if allowed) or a GGUF file (dequantized), in the dtype
-        asked (auto: float32 on CPU, the checkpoint's own on GPU), with the PEFT adapter if any, on the
-        device, in eval mode."""
+        """Weights from safetensors (pickle only if allowed) or a GGUF file (dequantized), in the
+        dtype asked (auto: float32 on CPU, the checkpoint's own on GPU), with the PEFT adapter if
+        any, on the device, in eval mode."""
         torch_dtype = DTYPES.get(dtype, torch.float32 if self.device == "cpu" else "auto")
         folder, gguf = gguf_parts(self.path) or (self.path, None)
         safe = {"gguf_file": gguf} if gguf else {"use_safetensors": not allow_pickle}
-        model = self.auto_class.from_pretrained(folder, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-                                                **safe)
+        model = self.auto_class.from_pretrained(folder, dtype=torch_dtype,
+                                                trust_remote_code=trust_remote_code, **safe)
         if self.peft:
             from peft import PeftModel  # optional dependency, needed only for adapters
 
@@ -123,11 +123,11 @@ class CheckpointModel(BaseLLM):
         return getattr(self.model.config, "max_position_embeddings", None)
 
     def identity(self) -> dict:
-        """Path, dtype, type, size, the hashes of the files that determine the outputs (identity.py) and of
-        the PEFT adapter's, and the chat template's hash."""
+        """Path, dtype, type, size, the hashes of the files that determine the outputs (identity.py)
+        and of the PEFT adapter's, and the chat template's hash."""
         return {"path": shown_path(self.path), "dtype": str(self.model.dtype),
                 "model_type": getattr(self.model.config, "model_type", None),
-                "num_parameters": sum(p.numel() for p in self.model.parameters()),
+                "num_parameters": self.num_parameters,
                 "files": self.files[0], "peft_files": self.files[1],
                 "chat_template_sha256": template_sha256(self.tokenizer),
                 "adapter": self.name, "peft": self.peft, "device": self.device}

@@ -1,13 +1,14 @@
 """A model-free adapter for tests and dry runs (lm-eval's dummy-model idea): characters are tokens.
 
-`generate` answers with the prompt's last line reversed word by word (deterministic, input-dependent);
-`score` gives each answer character log-probability -1. Stops and thinking blocks are handled as in every
-backend, so a last line reading "answer </think> thinking <think>" exercises the reasoning path.
+`generate` answers with the prompt's last line reversed word by word; `score` gives each answer
+character log-probability -1. Stops and thinking blocks are handled as in every backend, so a last
+line reading "answer </think> thinking <think>" exercises the reasoning path.
 """
 from __future__ import annotations
 
 from Eval.models import register_model
-from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, prompt_opens_thinking
+from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
+                              prompt_opens_thinking)
 
 
 @register_model("echo")
@@ -28,8 +29,9 @@ class EchoModel(BaseLLM):
     def context_window(self) -> int | None:
         return 4096
 
-    def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
-        self.thinking_budget()  # a ValueError when one is set: the echo model does not decode token by token
+    def generate(self, prompts: list[Prompt], max_new_tokens: int,
+                 stop: tuple[str, ...] = ()) -> list[Generation]:
+        self.thinking_budget()  # a ValueError when one is set
         outputs, tags = [], self.options.think_tags
         for p in prompts:
             last = p.text.rstrip().rsplit("\n", 1)[-1]
@@ -38,7 +40,8 @@ class EchoModel(BaseLLM):
             text, stopped = cut_at_stop(text, tuple(stop) + self.options.stop, tags, opened)
             reason = "stop" if stopped or len(text) < max_new_tokens else "length"
             saved, thinking = self.finish_output(text, opened)
-            outputs.append(Generation(saved, len(text), reason, batch_size=len(prompts), thinking=thinking))
+            outputs.append(Generation(saved, len(text), reason, batch_size=len(prompts),
+                                      thinking=thinking))
         return outputs
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:

@@ -1,32 +1,30 @@
-"""The one way to build a model adapter from the command line: inference.py, the judge (eval.py judge, compare)
-and the lm-eval bridge all take `--model`, `--backend` and `-M key=value` here, and build with `from_args`.
+"""The one way to build a model adapter from the command line (inference.py, the judge, the lm-eval
+bridge): `--model`, `--backend` and `-M key=value`, checked against the backend's `Options`.
 
 Usage:
-    add_model_arguments(parser, default_model)      # --model, --backend, -M key=value (repeatable)
-    args = parser.parse_args(argv); resolve_model_args(args)   # -M checked against the backend: ValueError
-    model = from_args(args)                          # MODELS[args.backend].from_options(model, adapter, options)
-    renderer = from_args(args, tokenizer_only=True)  # prompts only, no weights (inference.py dry-run)
-    print(backend_help("api"))                       # what `python inference.py --backend api --help` adds
-
-A backend (Eval/models/__init__.py) declares its -M options as a dataclass in its `Options` attribute.
+    add_model_arguments(parser, default_model)       # --model, --backend, -M key=value
+    model = from_args(args)                          # MODELS[args.backend].from_options(...)
+    renderer = from_args(args, tokenizer_only=True)  # prompts only, no weights (dry-run)
 """
 from __future__ import annotations
 
 import argparse
 
 from Eval.models import MODELS
-from Eval.models.base import BaseLLM
+from Eval.models.base import BaseLLM, check_thinking_budget
 from Eval.models.options import AdapterOptions, options_help, parse_model_args
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, default_model: str, backend: str = "hf") -> None:
+def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> None:
     """--model, --backend and -M, with their defaults visible in --help."""
-    parser.add_argument("--model", default=default_model, help="model path, hub name, or served model name")
-    parser.add_argument("--backend", default=backend, choices=MODELS.names(),
+    parser.add_argument("--model", default=default_model,
+                        help="model path, hub name, or served model name")
+    parser.add_argument("--backend", default="hf", choices=MODELS.names(),
                         help="model adapter; `--backend NAME --help` lists its -M options")
-    parser.add_argument("-M", "--model-arg", dest="model_args", action="append", default=[], metavar="KEY=VALUE",
-                        help="a model option, one pair per -M (repeatable): e.g. -M dtype=bfloat16 -M "
-                             "system_prompt='Be brief.' (default: none)")
+    parser.add_argument("-M", "--model-arg", dest="model_args", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="a model option, one pair per -M (repeatable): e.g. -M dtype=bfloat16 "
+                             "-M system_prompt='Be brief.' (default: none)")
 
 
 def option_classes(backend: str) -> list[type]:
@@ -45,13 +43,11 @@ def resolve_model_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def from_args(args: argparse.Namespace, tokenizer_only: bool = False) -> BaseLLM:
-    """The adapter `args` describe; with `tokenizer_only`, the backend's weight-free twin (dry run)."""
+    """The adapter `args` describe; with `tokenizer_only`, its weight-free twin (dry run)."""
     if not hasattr(args, "adapter_options"):
         resolve_model_args(args)
     backend = MODELS[args.backend]
-    if args.adapter_options.thinking_budget is not None and "thinking_budget" not in backend.capabilities:
-        raise ValueError(f"-M thinking_budget: the {args.backend} backend cannot force the end of a thinking "
-                         "block (only a backend that decodes token by token can: --backend hf)")
+    check_thinking_budget(backend, args.adapter_options.thinking_budget)  # before any loading
     build = backend.tokenizer_only if tokenizer_only else backend.from_options
     return build(args.model, args.adapter_options, args.backend_options)
 
@@ -68,11 +64,12 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     """How prompts are batched and budgeted: shared by inference.py and the lm-eval bridge."""
     from Eval.args import positive_int
 
-    parser.add_argument("--batch-size", type=positive_int, default=16, help="most examples per batch (halved on OOM)")
+    parser.add_argument("--batch-size", type=positive_int, default=16,
+                        help="most examples per batch (halved on OOM)")
     parser.add_argument("--max-batch-tokens", type=positive_int, default=16384,
                         help="most padded prompt tokens per batch")
     parser.add_argument("--max-length", type=positive_int, default=None,
-                        help="prompt + answer token budget; longer prompts are cut in the middle (default: the "
-                             "model's context window)")
+                        help="prompt + answer token budget; longer prompts are cut in the middle "
+                             "(default: the model's context window)")
     parser.add_argument("--max-new-tokens", type=positive_int, default=None,
                         help="override every task's generation length (default: the task's)")

@@ -1,14 +1,10 @@
-"""A lean greedy decoding loop for a batch of left-padded prompts, dropping rows as they finish.
-
-`model.generate` computes finished rows until the longest one ends, which on a CPU cancels most of what
-batching gains. Here finished rows leave the batch (and the KV cache), the prefill projects only the last
-position onto the vocabulary, and each step is a forward pass and an argmax. A row can be made to take given
-tokens instead (`forced_next`: a thinking budget closes the block so). `StopWatch` checks stop strings
-outside a thinking block without re-decoding the whole output each step.
+"""A lean greedy decoding loop for a batch of left-padded prompts. `model.generate` computes
+finished rows until the longest one ends, which on a CPU cancels most of what batching gains: here
+finished rows leave the batch and the KV cache (docs/speed.md has the measurements).
 
 Usage:
     results = greedy_decode(model, input_ids, attention_mask, max_new_tokens=64, stop_ids={2},
-                            stops_here=lambda row, ids: False)   # -> [(new token ids, "stop" | "length"), ...]
+                            stops_here=lambda row, ids: False)  # [(new ids, "stop" | "length")]
 """
 from __future__ import annotations
 
@@ -23,15 +19,29 @@ from Eval.models.base import cut_at_stop, thinking_bounds
 
 
 def cache_argument(model, cache) -> dict:
-    """The keyword that hands `cache` to `model`'s forward: `cache` since transformers 5.24, which warns
-    on the older `past_key_values` (still the only name before 5.24). A PEFT wrapper forwards **kwargs, so
-    the wrapped model's signature decides."""
+    """The keyword that hands `cache` to `model`'s forward: `cache` since transformers 5.24, which
+    warns on the older `past_key_values` (still the only name before 5.24). A PEFT wrapper forwards
+    **kwargs, so the wrapped model's signature decides."""
     forward = getattr(model, "get_base_model", lambda: model)().forward
     takes_cache = "cache" in inspect.signature(forward).parameters
     return {"cache" if takes_cache else "past_key_values": cache}
 
 
-SHORT_PROMPT = 256  # "auto" prefill: batches whose longest prompt is at most this many tokens run padded
+def plain_cache(config) -> bool:
+    """Whether the model's cache has only plain dynamic layers (no sliding windows, ...), whose
+    rows can be computed apart and stacked."""
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
+
+
+def pad_positions(states: torch.Tensor, width: int, left: bool = False) -> torch.Tensor:
+    """KV states (..., length, dim) -> (..., width, dim), zeros after (or before): masked out."""
+    missing = width - states.shape[-2]
+    if missing <= 0:
+        return states
+    return torch.nn.functional.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
+
+
+SHORT_PROMPT = 256  # "auto" prefill: batches whose prompts are all at most this long run padded
 
 
 @torch.inference_mode()
@@ -41,13 +51,11 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
                   forced_next: Callable[[int], list[int]] | None = None,
                   prefill: str = "rows") -> list[tuple[list[int], str]]:
     """Greedy continuation of each row. A row ends on a stop id (kept as its last token), when
-    `stops_here(row, its new ids)` is true (a stop string), or after `max_new_tokens` tokens; after each
-    token, `forced_next(row)` may give tokens the row takes next instead of its argmax.
-
-    `decode_threads(rows still in the batch)`: CPU threads for the one-token steps (None: as they are):
-    small steps lose more to OpenMP synchronisation than a second core gives. `prefill`: see _prefill.
-    """
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # left padding must not shift positions
+    `stops_here(row, its new ids)` is true (a stop string), or after `max_new_tokens` tokens; after
+    each token, `forced_next(row)` may give tokens it takes next instead of its argmax (a thinking
+    budget closes the block so). `decode_threads(rows left)`: CPU threads for the one-token steps
+    (None: as they are): small steps lose more to OpenMP synchronisation than a core gives."""
+    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts no position
     cache, logits = _prefill(model, input_ids, attention_mask, positions, prefill)
     threads = torch.get_num_threads()
 
@@ -56,26 +64,27 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
 
     try:
         use_threads(input_ids.shape[0])
-        return _decode(model, cache, logits, attention_mask, positions[:, -1] + 1, max_new_tokens, stop_ids,
-                       stops_here, forced_next, use_threads)
+        return _decode(model, cache, logits, attention_mask, positions[:, -1] + 1, max_new_tokens,
+                       stop_ids, stops_here, forced_next, use_threads)
     finally:
         torch.set_num_threads(threads)
 
 
-def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids, stops_here, forced_next,
-            use_threads):
+def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids, stops_here,
+            forced_next, use_threads):
     n = mask.shape[0]
     live = list(range(n))  # original row of each row still in the batch
     generated: list[list[int]] = [[] for _ in range(n)]
     reasons: list[str] = ["length"] * n
     queued: dict[int, list[int]] = {}  # row -> tokens it takes next instead of its argmax
-    if forced_next is not None:  # a row may be forced from its first token on (a thinking budget of 0)
+    if forced_next is not None:  # a row may be forced from its first token (a thinking budget of 0)
         queued = {row: q for row in live if (q := forced_next(row))}
     for _ in range(max_new_tokens):
         tokens = logits.argmax(-1)
         values = tokens.tolist()
-        if queued:  # only rows with forced tokens pay for building a new input tensor
-            values = [queued[row].pop(0) if queued.get(row) else v for row, v in zip(live, values)]
+        if queued:  # only a batch with forced tokens pays for building a new input tensor
+            values = [queued[row].pop(0) if queued.get(row) else v
+                      for row, v in zip(live, values)]
             tokens = torch.tensor(values, device=tokens.device)
         keep = []
         for k, (row, token) in enumerate(zip(live, values)):
@@ -96,27 +105,25 @@ def _decode(model, cache, logits, mask, next_position, max_new_tokens, stop_ids,
             live = [live[k] for k in keep]
             use_threads(len(live))
         mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
-        logits = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                       use_cache=True, **cache_argument(model, cache)).logits[:, -1]
+        logits = model(input_ids=tokens[:, None], attention_mask=mask,
+                       position_ids=next_position[:, None], use_cache=True,
+                       **cache_argument(model, cache)).logits[:, -1]
         next_position = next_position + 1
     return list(zip(generated, reasons))
 
 
-def _prefill(model, input_ids, attention_mask, positions, how: str) -> tuple[DynamicCache, torch.Tensor]:
-    """KV cache and last-position logits of the prompts.
-
-    "rows": each prompt alone, the caches stacked with left padding: no padding is computed and each row
-    keeps the unmasked causal kernel (on a CPU long prompts cost the same per token at any batch size).
-    "padded": one forward over the left-padded batch, what a GPU wants, and short prompts on a CPU too (a
-    call of a few dozen tokens is bound by reading the weights). "auto": padded up to SHORT_PROMPT tokens,
-    rows above (bench/bench_scale.py --strategies, 100M model: 1.1k-4.2k-token prompts 45 s by rows vs
-    66-77 s padded; 33-58-token prompts 11.5 s padded vs 12.4 s by rows). Caches with other than plain
-    dynamic layers (sliding windows, ...) always take the padded batch.
-    """
+def _prefill(model, input_ids, attention_mask, positions,
+             how: str) -> tuple[DynamicCache, torch.Tensor]:
+    """KV cache and last-position logits of the prompts. "rows": each prompt alone, the caches
+    stacked with left padding: no padding is computed and each row keeps the unmasked causal kernel
+    (on a CPU a long prompt costs the same per token at any batch size). "padded": one forward over
+    the batch, what a GPU wants, and short prompts on a CPU (a call of a few dozen tokens is bound
+    by reading the weights). "auto": padded up to SHORT_PROMPT tokens, rows above (docs/speed.md).
+    Caches with other than plain dynamic layers always take the padded batch."""
     lengths = attention_mask.sum(-1).tolist()
     cache = DynamicCache(config=model.config)
-    plain = all(type(layer) is DynamicLayer for layer in cache.layers)
-    if how == "padded" or how == "auto" and max(lengths) <= SHORT_PROMPT or len(set(lengths)) == 1 or not plain:
+    short = how == "auto" and max(lengths) <= SHORT_PROMPT
+    if how == "padded" or short or len(set(lengths)) == 1 or not plain_cache(model.config):
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                     use_cache=True, logits_to_keep=1, **cache_argument(model, cache))
         return cache, out.logits[:, -1]
@@ -128,35 +135,29 @@ def _prefill(model, input_ids, attention_mask, positions, how: str) -> tuple[Dyn
         rows.append(row_cache)
         logits.append(out.logits[:, -1])
     for index in range(len(rows[0].layers)):
-        keys = torch.cat([_left_pad(c.layers[index].keys, width) for c in rows])
-        values = torch.cat([_left_pad(c.layers[index].values, width) for c in rows])
+        keys = torch.cat([pad_positions(c.layers[index].keys, width, left=True) for c in rows])
+        values = torch.cat([pad_positions(c.layers[index].values, width, left=True) for c in rows])
         cache.update(keys, values, index)
     return cache, torch.cat(logits)
 
 
-def _left_pad(states: torch.Tensor, width: int) -> torch.Tensor:
-    """(1, heads, length, dim) -> (1, heads, width, dim) with zeros in front (masked out at attention)."""
-    missing = width - states.shape[2]
-    return torch.nn.functional.pad(states, (0, 0, missing, 0)) if missing else states
-
-
 class StopWatch:
     """`stops_here` for one row: whether its output holds a stop string outside its thinking block
-    (cut_at_stop's rule, on a few decoded tokens per step), and the closing tag's tokens once the block
-    has taken `budget` tokens. Without a block the last `tail` tokens are checked; inside one, the last
-    few for the closing tag; then the window from the tag on, until the last `tail` tokens lie wholly in
-    the answer. The tags must survive decoding (not special tokens that skip_special_tokens drops).
-    """
+    (cut_at_stop's rule, on a few decoded tokens per step), and the closing tag's tokens once the
+    block has taken `budget` tokens. Without a block the last `tail` tokens are checked; inside one,
+    the last few for the closing tag; then the window from the tag on, until the last `tail` tokens
+    lie wholly in the answer. The tags must survive decoding (not special tokens)."""
 
     def __init__(self, stop: tuple[str, ...], think_tags: tuple[str, str], opened_in_prompt: bool,
-                 decode: Callable[[list[int]], str], tokenize: Callable[[str], list[int]], budget: int | None = None):
+                 decode: Callable[[list[int]], str], tokenize: Callable[[str], list[int]],
+                 budget: int | None = None):
         self.stop, self.tags, self.decode, self.budget = stop, think_tags, decode, budget
-        self.tail = max((len(tokenize(s)) for s in stop), default=0) + 2  # tokens that can hold a stop string
+        self.tail = max((len(tokenize(s)) for s in stop), default=0) + 2  # can hold a stop string
         self.close_ids = tokenize(think_tags[1])
-        self.mode = "think" if opened_in_prompt else "start"  # start: the output may still open a block
+        self.mode = "think" if opened_in_prompt else "start"  # start: a block may still open
         self.think_from = 0  # first token inside the block
         self.anchor = 0  # first token of the window that showed the closing tag
-        self.after: int | None = None  # tokens from here on are answer text (past the tag and its whitespace)
+        self.after: int | None = None  # answer text from here on (past the tag and whitespace)
         self.forced: list[int] = []
         self.budget_hit = False
         if opened_in_prompt:
@@ -166,7 +167,7 @@ class StopWatch:
         if self.mode == "start":
             text = self.decode(ids)
             if not text.lstrip().startswith(self.tags[0]):
-                if not self.tags[0].startswith(text.lstrip()):  # not a block: the plain tail check from now on
+                if not self.tags[0].startswith(text.lstrip()):  # no block: the plain tail check
                     self.mode = "plain"
                 return cut_at_stop(text, self.stop)[1]
             self.mode, self.think_from = "think", len(ids)
@@ -182,16 +183,17 @@ class StopWatch:
             return False
         if self.mode == "plain" or self.after is not None and len(ids) - self.tail >= self.after:
             return cut_at_stop(self.decode(ids[-self.tail:]), self.stop)[1]
-        text = self.decode(ids[self.anchor:])  # the window that holds the closing tag, and the answer so far
+        text = self.decode(ids[self.anchor:])  # the closing tag's window and the answer so far
         opened = self.anchor > 0 or self.think_from == 0
-        if self.after is None:  # no stop counts in the whitespace after the tag: wait for the answer's first text
+        if self.after is None:  # no stop counts in the whitespace after the tag: wait for text
             if not text[thinking_bounds(text, self.tags, opened)[1]:].strip():
                 return False
             self.after = len(ids)  # later tail windows lie wholly in the answer's text
         return cut_at_stop(text, self.stop, self.tags, opened)[1]
 
     def _budget(self, ids: list[int]) -> bool:
-        if self.budget is not None and not self.budget_hit and len(ids) - self.think_from >= self.budget:
+        thought = len(ids) - self.think_from
+        if self.budget is not None and not self.budget_hit and thought >= self.budget:
             self.forced, self.budget_hit = list(self.close_ids), True
         return False
 

@@ -1,16 +1,11 @@
-"""What identifies a model in a run: the sha256 of every file that can change its outputs (all weight files
-in full, configs, tokenizer files and chat template, the checkpoint's own code, a PEFT adapter's files).
-Files are named relative to their folder, so a copied checkpoint keeps its identity; a changed byte changes it.
-
-Each file's hash is cached by path, size, inode and modification and change times (as git's index does), so
-an unchanged 16 GB checkpoint costs one stat per file. The cache is one JSON file, `$EVAL_HASH_CACHE` or
-`~/.cache/eval-toolkit/file-hashes.json` (under `$XDG_CACHE_HOME` when set); an unwritable one is ignored.
-No torch here: the identity is known before a model loads.
+"""What identifies a model in a run: the sha256 of every file that can change its outputs, named
+relative to their folder (a copied checkpoint keeps its identity). Each hash is cached by path,
+size, inode, modification and change times, as git's index does: an unchanged checkpoint costs one
+stat per file. The cache is `$EVAL_HASH_CACHE` or `~/.cache/eval-toolkit/file-hashes.json` (under
+`$XDG_CACHE_HOME` when set); an unwritable one is ignored. No torch here.
 
 Usage:
-    folder_identity("/path/Qwen2.5-7B")        # {"files": {"config.json": "3f2a...", ...}, "sha256": "9c1d..."}
-    folder_identity("/path/model.Q4_1.gguf")   # a single file: {"files": {"model.Q4_1.gguf": ...}, "sha256": ...}
-    file_sha256(Path("model.safetensors"))     # one file, through the cache
+    folder_identity("/path/Qwen2.5-7B")   # {"files": {"config.json": "3f2a", ...}, "sha256": ...}
 """
 from __future__ import annotations
 
@@ -19,27 +14,21 @@ import json
 import os
 from pathlib import Path
 
-# Files of a checkpoint folder that determine its outputs, by suffix; and by name for the few without one.
-OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja", ".py",
-                   ".tiktoken")
+# Files of a checkpoint folder that determine its outputs, by suffix, and by name.
+OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja",
+                   ".py", ".tiktoken")
 OUTPUT_NAMES = ("merges.txt", "vocab.txt")
-# What a trainer saves beside the weights that never reaches the model: its optimizer, scheduler and RNG state.
-TRAINING_STATE = ("optimizer", "scheduler", "rng_state", "training_args", "trainer_state")
-
-
-def cache_path() -> Path:
-    explicit = os.environ.get("EVAL_HASH_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "eval-toolkit" / "file-hashes.json"
+# Hidden files, and what a trainer saves beside the weights that never reaches the model.
+NOT_OUTPUT = (".", "optimizer", "scheduler", "rng_state", "training_args", "trainer_state")
 
 
 class HashCache:
     """path -> [size, inode, mtime_ns, ctime_ns, sha256], read once, written back when it grew."""
 
-    def __init__(self, path: Path | None = None):
-        self.path = path or cache_path()
+    def __init__(self):
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        self.path = Path(os.environ.get("EVAL_HASH_CACHE") or
+                         Path(base) / "eval-toolkit" / "file-hashes.json")
         self.changed = False
         try:
             entries = json.loads(self.path.read_text(encoding="utf-8"))
@@ -61,7 +50,7 @@ class HashCache:
         return digest
 
     def save(self) -> None:
-        """Write the cache back (atomically, one temporary per process); a failure only costs time later."""
+        """Write the cache back atomically; a failure costs only time later."""
         if not self.changed:
             return
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
@@ -74,32 +63,15 @@ class HashCache:
             tmp.unlink(missing_ok=True)
 
 
-def file_sha256(file: Path) -> str:
-    cache = HashCache()
-    digest = cache.sha256(file)
-    cache.save()
-    return digest
-
-
-def output_files(folder: Path) -> list[Path]:
-    """The files of a checkpoint (or adapter) folder that determine its outputs, sorted by name."""
-    found = []
-    for entry in sorted(folder.iterdir()):
-        name = entry.name
-        if not entry.is_file() or name.startswith(".") or name.startswith(TRAINING_STATE):
-            continue
-        if name.endswith(OUTPUT_SUFFIXES) or name in OUTPUT_NAMES:
-            found.append(entry)
-    return found
-
-
 def folder_identity(path: str | os.PathLike) -> dict:
-    """{"files": {name: sha256}, "sha256": one hash over the names and hashes} of a checkpoint folder, or of
+    """{"files": {name: sha256}, "sha256": one hash over names and hashes} of a checkpoint folder or
     a single model file (GGUF); {} for a path that is not on disk (a hub name: nothing to hash)."""
     path = Path(path)
     if not path.exists():
         return {}
-    files = [path] if path.is_file() else output_files(path)
+    files = [path] if path.is_file() else [
+        f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith(NOT_OUTPUT)
+        and (f.name.endswith(OUTPUT_SUFFIXES) or f.name in OUTPUT_NAMES)]
     cache = HashCache()
     hashes = {f.name: cache.sha256(f) for f in files}
     cache.save()
@@ -108,7 +80,7 @@ def folder_identity(path: str | os.PathLike) -> dict:
 
 
 def changed_files(before: dict, after: dict) -> list[str]:
-    """Names whose hash differs between two {"files": ...} identities (added and removed ones too)."""
+    """Names whose hash differs between two {"files": ...} identities (added and removed too)."""
     old, new = before.get("files") or {}, after.get("files") or {}
     return sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))
 
@@ -120,5 +92,5 @@ def shown_path(path: str) -> str:
 
 def template_sha256(tokenizer) -> str | None:
     """16 hex digits of the sha256 of a tokenizer's chat template; None without one."""
-    template = tokenizer.chat_template or ""
+    template = tokenizer.chat_template
     return hashlib.sha256(template.encode()).hexdigest()[:16] if template else None

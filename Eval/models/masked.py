@@ -1,28 +1,20 @@
-"""Masked (bidirectional) language models that load with `AutoModelForMaskedLM`: BERT / ModernBERT-style
+"""Masked (bidirectional) language models that load with `AutoModelForMaskedLM`: BERT-style
 encoders and masked-diffusion LLMs, from a local path.
 
+Scoring: ONE forward pass per batch, full context; the logit at position i predicts token i. By
+default the answer is VISIBLE: log p(y_t | x, y), the per-position confidence "in a single forward
+pass" the confidence-ordered handler (spec 1.5) sorts. `mask_answer=True` hides it behind mask
+tokens, the first step of a masked-diffusion decode (prefer it for LLaDA, MDLM: they are trained
+on masked positions only). Neither is a sequence likelihood. A row is the tokenizer's leading
+special tokens, prompt, answer and, when append_eos, the sep (else eos) token, labelled (spec 1.0).
+
+Generation: LLaDA-style low-confidence remasking (one block, greedy); a BERT-style model writes
+poor text, but generation tasks run.
+
 Usage:
-    model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")   # or factory.from_args(args)
-    stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])  # TokenStats dicts
+    model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")
+    stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])
     stats = model.token_stats(pairs, mask_answer=True)    # answer hidden: the diffusion-LLM view
-    outputs = model.generate(model.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None), 16)
-
-Scoring: ONE forward pass per batch with full bidirectional context; the logit at position i predicts token
-i itself (no shift). By default the answer is VISIBLE, so each logprob is log p(y_t | x, y): the per-position
-confidence in the true label "in a single forward pass" that the confidence-ordered handler (spec 1.5)
-sorts; it measures reconstruction more than prediction. `mask_answer=True` hides every answer token behind
-the mask token instead: log p(y_t | x, answer masked), the first step of a masked-diffusion decode. Masked-
-diffusion LLMs (LLaDA, MDLM) are trained on masked positions only: prefer mask_answer=True for them. Neither
-view is a sequence likelihood: compare such numbers only between models scored the same way.
-
-A row: the tokenizer's leading special tokens ([CLS], <s>) unless the prompt starts with them, prompt,
-answer, then the sep (else eos) token, labelled, when append_eos (spec 1.0); right-padded WITH an attention
-mask (bidirectional attention would otherwise see the padding).
-
-Generation: masked-diffusion decoding (LLaDA-style low-confidence remasking, one block, greedy): the prompt
-is followed by max_new_tokens mask tokens; each of `steps` full forward passes (default: one per new token)
-fixes the most confident masked positions; the text ends at the first sep/eos. A BERT-style model writes
-poor text; it is there so generation tasks run at all. Chat template when the tokenizer has one, else text.
 """
 from __future__ import annotations
 
@@ -36,7 +28,7 @@ from Eval.models import register_model
 from Eval.models.base import Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.checkpoint import CheckpointModel
 from Eval.models.options import AdapterOptions
-from Eval.models.token_stats import position_stats
+from Eval.models.token_stats import _logit_batches, _pad_right, position_stats
 
 
 class Row(NamedTuple):
@@ -48,7 +40,7 @@ class Row(NamedTuple):
 
 @register_model("masked")
 class MaskedLMModel(CheckpointModel):
-    bidirectional = True  # label probabilities come from full context; records keep their confidence order
+    bidirectional = True  # label probabilities from full context: records keep the confidence order
     name = "masked"
     auto_class = AutoModelForMaskedLM
     padding_side = "right"
@@ -57,17 +49,16 @@ class MaskedLMModel(CheckpointModel):
     steps: int | None = None  # unmasking steps of generate (None: one per new token)
 
     def __init__(self, path: str, options: AdapterOptions | None = None, **checkpoint_options):
-        """`checkpoint_options`: the CheckpointOptions fields (dtype, device, peft, ...)."""
         super().__init__(path, options, **checkpoint_options)
         tok = self.tokenizer
         # BERT-style tokenizers end a text with sep ([SEP], </s>); decoder-style ones with eos.
         self.end_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
         self.mask_id = tok.mask_token_id
-        self.pad_id = next(i for i in (tok.pad_token_id, self.end_id, 0) if i is not None)  # masked out anyway
+        self.pad_id = next(i for i in (tok.pad_token_id, self.end_id, 0) if i is not None)
         self.prefix = self._prefix_ids()
 
     def _prefix_ids(self) -> list[int]:
-        # The special tokens the tokenizer puts before a text; encoders are trained with them at position 0.
+        # The special tokens the tokenizer puts before a text: encoders are trained with them.
         full, plain = self.tokenizer("a", add_special_tokens=True)["input_ids"], self.tokenize("a")
         for i in range(len(full) - len(plain) + 1):
             if full[i:i + len(plain)] == plain:
@@ -81,8 +72,7 @@ class MaskedLMModel(CheckpointModel):
         return bool(self.prefix)
 
     def count_tokens(self, text: str, add_special_tokens: bool) -> int:
-        # Every row gets the prefix, chat or not, so count it either way.
-        return len(self._with_prefix(self.tokenize(text)))
+        return len(self._with_prefix(self.tokenize(text)))  # every row gets the prefix
 
     def without_chat_template(self, text: str) -> str:
         return text  # most encoders have no chat template: the text goes in as it is
@@ -91,56 +81,44 @@ class MaskedLMModel(CheckpointModel):
         return {**super().identity(), "mask_token_id": self.mask_id, "end_token_id": self.end_id,
                 "decode_steps": self.steps}
 
-    # --- scoring -------------------------------------------------------------------------------------
-    def _encode(self, prompt: str | Prompt, answer: str, append_eos: bool, max_length: int | None = None) -> Row:
-        # A Prompt's add_special_tokens does not matter here: every row gets the prefix (see _with_prefix).
-        ids = self._with_prefix(self.tokenize(prompt.text if isinstance(prompt, Prompt) else prompt))
+    def _encode(self, prompt: str | Prompt, answer: str, append_eos: bool,
+                max_length: int | None = None) -> Row:
+        text = prompt.text if isinstance(prompt, Prompt) else prompt
+        ids = self._with_prefix(self.tokenize(text))
         labels = self.tokenize(answer)
         eos = append_eos and self.end_id is not None and (not labels or labels[-1] != self.end_id)
         if eos:  # spec 1.0: appended (and labelled) unless the answer already ends with it
             labels.append(self.end_id)
-        if max_length is not None and len(ids) + len(labels) > max_length:  # as HFModel.encode_pair: cut labels
+        if max_length is not None and len(ids) + len(labels) > max_length:  # as HFModel: cut labels
             labels = labels[:max(0, max_length - len(ids))]
             eos = eos and bool(labels) and labels[-1] == self.end_id
         return Row(ids + labels, len(ids), labels, eos)
 
-    def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(r) for r in rows)
-        ids = torch.tensor([r + [self.pad_id] * (width - len(r)) for r in rows], device=self.device)
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=self.device)
-        return ids, mask
-
     @torch.inference_mode()
-    def token_stats(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True, mask_answer: bool = False,
-                    *, batch_size: int | None = None, max_batch_tokens: int | None = None,
-                    max_length: int | None = None, share_prompts: bool = False,
-                    max_logit_elements: int = 1 << 27) -> list[dict]:
-        """One TokenStats dict (Eval/records.py TOKEN_STATS_FIELDS) per (prompt, answer) pair, in input order.
-
-        Called like HFModel.token_stats; a batch is one forward pass, halved while batch x width x vocabulary
-        logits would exceed `max_logit_elements`. `share_prompts` is ignored: under bidirectional attention
-        a prompt's hidden states depend on the answer after it.
-        """
+    def token_stats(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
+                    mask_answer: bool = False, *, batch_size: int | None = None,
+                    max_batch_tokens: int | None = None, max_length: int | None = None,
+                    share_prompts: bool = False, max_logit_elements: int = 1 << 27) -> list[dict]:
+        """One TokenStats dict (Eval/records.py TOKEN_STATS_FIELDS) per pair, as HFModel's.
+        `share_prompts` is ignored: under bidirectional attention a prompt depends on its answer."""
         if mask_answer and self.mask_id is None:
-            raise ValueError(f"{self.path}: the tokenizer has no mask token; score with mask_answer=False")
+            raise ValueError(f"{self.path}: the tokenizer has no mask token; score with "
+                             "mask_answer=False")
         rows = [self._encode(p, a, append_eos, max_length) for p, a in pairs]
-        out: list[dict] = [{}] * len(rows)
-        for batch in plan_batches([len(r.ids) for r in rows], batch_size or self.batch_size,
+        lengths = [len(r.ids) for r in rows]
+        vocab = self.model.config.get_text_config().vocab_size
+        out: dict[int, dict] = {}
+        for batch in plan_batches(lengths, batch_size or self.batch_size,
                                   max_batch_tokens or self.max_batch_tokens):
-            stats = self._stats_batch([rows[i] for i in batch], mask_answer, max_logit_elements)
-            for i, st in zip(batch, stats):
-                out[i] = st
-        return out
+            for piece in _logit_batches(batch, lengths, vocab, max_logit_elements):
+                stats = self._stats_batch([rows[i] for i in piece], mask_answer)
+                out.update(zip(piece, stats))
+        return [out[i] for i in range(len(rows))]
 
-    def _stats_batch(self, rows: list[Row], mask_answer: bool, max_logit_elements: int = 1 << 27) -> list[dict]:
-        width = max(len(r.ids) for r in rows)
-        if len(rows) > 1 and len(rows) * width * self.model.config.get_text_config().vocab_size > max_logit_elements:
-            half = len(rows) // 2  # the head projects every position, so bound the logits held at once
-            return self._stats_batch(rows[:half], mask_answer, max_logit_elements) + \
-                self._stats_batch(rows[half:], mask_answer, max_logit_elements)
-        ids, attention = self._pad([r.ids for r in rows])
+    def _stats_batch(self, rows: list[Row], mask_answer: bool) -> list[dict]:
+        # with a mask: bidirectional attention would see the padding
+        ids, attention = _pad_right([r.ids for r in rows], self.pad_id, self.device)
         if mask_answer:
-            ids = ids.clone()
             for k, r in enumerate(rows):
                 ids[k, r.start:r.start + len(r.answer)] = self.mask_id
         logits = self.model(input_ids=ids, attention_mask=attention).logits
@@ -148,25 +126,29 @@ class MaskedLMModel(CheckpointModel):
         for k, r in enumerate(rows):
             target = torch.tensor(r.answer, device=self.device, dtype=torch.long)
             stats = position_stats(logits[k, r.start:r.start + len(r.answer)].float(), target)
-            results.append({**dict(zip(("logprobs", "greedy", "mean", "var"), (v.tolist() for v in stats))),
+            results.append({**dict(zip(("logprobs", "greedy", "mean", "var"),
+                                       (v.tolist() for v in stats))),
                             "text": self.detokenize(r.answer), "eos": r.eos})
         return results
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
-        """BaseLLM's scoring call: the default (answer visible) token_stats, no end token appended."""
-        return [TokenScores(s["logprobs"], s["greedy"]) for s in self.token_stats(pairs, append_eos=False)]
+        """The default (answer visible) token_stats, no end token appended."""
+        return [TokenScores(s["logprobs"], s["greedy"])
+                for s in self.token_stats(pairs, append_eos=False)]
 
-    # --- generation ----------------------------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, prompts: list[Prompt], max_new_tokens: int, stop: tuple[str, ...] = ()) -> list[Generation]:
-        """Masked-diffusion decoding of one batch (module docstring). Step s of S fixes ceil(masked / (S - s))
-        positions per row, the ones whose argmax is most probable; the mask token is never chosen."""
+    def generate(self, prompts: list[Prompt], max_new_tokens: int,
+                 stop: tuple[str, ...] = ()) -> list[Generation]:
+        """The prompt, then max_new_tokens mask tokens: step s of `steps` S (default: one per new
+        token) fixes the ceil(masked / (S - s)) positions whose argmax is most probable; the mask
+        token is never chosen, the text ends at the first end token."""
         if self.mask_id is None:
-            raise NotImplementedError(f"{self.path}: the tokenizer has no mask token, so this model cannot decode "
-                                      "by unmasking; use token_stats / scoring mode instead")
+            raise NotImplementedError(f"{self.path}: the tokenizer has no mask token, so this "
+                                      "model cannot decode by unmasking; use scoring mode")
         stop = tuple(stop) + self.options.stop
         heads = [self._with_prefix(self.tokenize(p.text)) for p in prompts]
-        ids, attention = self._pad([h + [self.mask_id] * max_new_tokens for h in heads])
+        ids, attention = _pad_right([h + [self.mask_id] * max_new_tokens for h in heads],
+                                    self.pad_id, self.device)
         todo = torch.zeros_like(ids, dtype=torch.bool)
         for k, h in enumerate(heads):
             todo[k, len(h):len(h) + max_new_tokens] = True
@@ -175,16 +157,17 @@ class MaskedLMModel(CheckpointModel):
             logits = self.model(input_ids=ids, attention_mask=attention).logits.float()
             logits[..., self.mask_id] = -math.inf
             confidence, pred = logits.softmax(-1).max(-1)
-            confidence = confidence.masked_fill(~todo, -1.0)  # only still-masked answer positions compete
+            confidence = confidence.masked_fill(~todo, -1.0)  # only masked answer positions compete
             for k in range(len(heads)):
                 pick = confidence[k].topk(math.ceil(int(todo[k].sum()) / (steps - step))).indices
                 ids[k, pick], todo[k, pick] = pred[k, pick], False
-        return [self._finish(ids[k, len(h):len(h) + max_new_tokens].tolist(), stop, len(prompts))
-                for k, h in enumerate(heads)]
-
-    def _finish(self, ids: list[int], stop: tuple[str, ...], batch_size: int) -> Generation:
-        ended = self.end_id in ids
-        kept = ids[:ids.index(self.end_id)] if ended else ids
-        text, stopped = cut_at_stop(self.detokenize(kept), stop)
-        return Generation(self.post_process(text), len(kept) + ended, "stop" if ended or stopped else "length",
-                          batch_size=batch_size)
+        outputs = []
+        for k, h in enumerate(heads):
+            new = ids[k, len(h):len(h) + max_new_tokens].tolist()
+            ended = self.end_id in new
+            kept = new[:new.index(self.end_id)] if ended else new
+            text, stopped = cut_at_stop(self.detokenize(kept), stop)
+            outputs.append(Generation(self.post_process(text), len(kept) + ended,
+                                      "stop" if ended or stopped else "length",
+                                      batch_size=len(prompts)))
+        return outputs

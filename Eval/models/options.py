@@ -1,14 +1,10 @@
-"""Model options on the command line: `-M key=value`, one pair per flag, declared next to each backend.
-
-A backend's options are a frozen dataclass of `option(default, help)` fields (CheckpointOptions, APIOptions);
-AdapterOptions below are every backend's. One pair per -M, so a value may hold commas, spaces and "="; a
-list option (stop, cut_at) grows by one value per pair. Values are read by the field's type (int, float,
-true/false, none for an optional one); an unknown key is an error naming the known ones and the closest.
+"""Model options on the command line: `-M key=value`, one pair per flag (a value may hold commas,
+spaces and "="; a list option grows by one value per pair), declared by each backend as a frozen
+dataclass of `option(default, help)` fields; AdapterOptions below are every backend's.
 
 Usage:
-    parse_model_args(["dtype=bfloat16", "system_prompt=Be brief."], [AdapterOptions, CheckpointOptions])
-        -> {AdapterOptions: AdapterOptions(system_prompt="Be brief.", ...), CheckpointOptions: ...(dtype=...)}
-    options_help([AdapterOptions, APIOptions])   # the lines `python inference.py --backend api --help` adds
+    parse_model_args(["dtype=bfloat16"], [AdapterOptions, CheckpointOptions])  # {class: options}
+    options_help([AdapterOptions, APIOptions])   # the lines `--backend api --help` adds
 """
 from __future__ import annotations
 
@@ -24,25 +20,27 @@ def option(default, help: str, choices: tuple | None = None):  # noqa: A002 - ar
 
 @dataclasses.dataclass(frozen=True)
 class AdapterOptions:
-    """Options every backend takes: differences between model families, never checks of the model's name."""
+    """Options every backend takes: differences between model families, never name checks."""
     system_prompt: str | None = option(None, "system message for chat templates")
-    stop: tuple[str, ...] = option((), "an extra stop string (one per pair; repeat the pair for more)")
-    cut_at: tuple[str, ...] = option((), "cut the output at this marker, e.g. <eoa> (TinyEval's internlm)")
-    strip_think: bool = option(False, "save only the text after the thinking block; an unclosed one stays")
-    think_tags: tuple[str, ...] = option(("<think>", "</think>"), "the thinking block's opening and closing "
-                                                                  "tag: two pairs, think_tags=OPEN think_tags=CLOSE")
-    thinking_budget: int | None = option(None, "hf: at most N new tokens inside a thinking block, then the "
-                                               "closing tag is forced")
-    reasoning: bool = option(False, "the model may think without its prompt opening the block (api: stop "
-                                    "strings are applied here, after the closing tag)")
+    stop: tuple[str, ...] = option((), "an extra stop string (one per pair; repeat for more)")
+    cut_at: tuple[str, ...] = option((), "cut the output at this marker, e.g. <eoa> (TinyEval)")
+    strip_think: bool = option(False, "save only the text after the thinking block (if closed)")
+    think_tags: tuple[str, ...] = option(("<think>", "</think>"),
+                                         "the thinking block's opening and closing tag: two pairs, "
+                                         "think_tags=OPEN think_tags=CLOSE")
+    thinking_budget: int | None = option(None, "hf: at most N new tokens inside a thinking block, "
+                                               "then the closing tag is forced")
+    reasoning: bool = option(False, "the model may think without its prompt opening the block "
+                                    "(api: stop strings are applied here, after the closing tag)")
 
     def __post_init__(self):
-        if len(self.think_tags) != 2 or not all(self.think_tags):  # an empty tag would match every text
-            raise ValueError(f"think_tags must be two non-empty strings (open, close), not {self.think_tags!r}")
+        if len(self.think_tags) != 2 or not all(self.think_tags):  # "" would match every text
+            raise ValueError("think_tags must be two non-empty strings (open, close), not "
+                             f"{self.think_tags!r}")
         if self.thinking_budget is not None and self.thinking_budget < 0:
             raise ValueError(f"thinking_budget must be at least 0, not {self.thinking_budget}")
         for name in ("stop", "cut_at"):
-            if any(not text for text in getattr(self, name)):  # an empty marker would match everywhere
+            if any(not text for text in getattr(self, name)):  # "" would match everywhere
                 raise ValueError(f"-M {name}= is empty: give the text to look for")
 
 
@@ -69,12 +67,13 @@ def _value(kind: type, optional: bool, text: str, key: str):
     try:
         return kind(text)
     except ValueError:
-        raise ValueError(f"-M {key}={text}: not {'an integer' if kind is int else 'a number'}") from None
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"-M {key}={text}: not {what}") from None
 
 
 def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object]:
-    """Each options class built from the `key=value` pairs that name its fields; ValueError for a pair without
-    "=", an unknown key (naming the known ones), a value of the wrong type or outside the field's choices."""
+    """Each options class built from the `key=value` pairs that name its fields; ValueError for a
+    pair without "=", an unknown key, a value of the wrong type or outside the field's choices."""
     fields = {f.name: (cls, f) for cls in classes for f in dataclasses.fields(cls)}
     values: dict[type, dict] = {cls: {} for cls in classes}
     for pair in pairs:
@@ -85,12 +84,14 @@ def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f" Did you mean {close[0]}?" if close else ""
-            raise ValueError(f"-M {key}: no such option.{hint} Options: {', '.join(sorted(fields))}")
+            known = ", ".join(sorted(fields))
+            raise ValueError(f"-M {key}: no such option.{hint} Options: {known}")
         cls, field = fields[key]
         kind, optional, many = _kind(typing.get_type_hints(cls)[key])
         value = _value(kind, optional, text, key)
-        if field.metadata.get("choices") and value not in field.metadata["choices"]:
-            raise ValueError(f"-M {key}={text}: choose one of {', '.join(map(str, field.metadata['choices']))}")
+        choices = field.metadata.get("choices")
+        if choices and value not in choices:
+            raise ValueError(f"-M {key}={text}: choose one of {', '.join(map(str, choices))}")
         if many:
             value = (*values[cls].get(key, ()), value)
         values[cls][key] = value

@@ -1,6 +1,5 @@
-"""The token statistics behind the probability and unlearning metrics (Eval/records.py TOKEN_STATS_FIELDS):
-one kernel for every adapter (`position_stats`; causal models through `_stats_rows`), and the prefix tree of
-a question's answer options that HFModel.token_stats walks.
+"""The token statistics behind the probability and unlearning metrics (Eval/records.py
+TOKEN_STATS_FIELDS), their batching helpers and the prefix tree HFModel.token_stats walks.
 
 Usage:
     logprob, greedy, mean, var = position_stats(logits_rows.float(), labels)   # one value per row
@@ -9,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-_FLOAT_MIN = torch.finfo(torch.float32).min  # JSON has no -inf: a label of probability 0 is clamped to this
+_FLOAT_MIN = torch.finfo(torch.float32).min  # JSON has no -inf: a probability of 0 is clamped here
 
 
 class _Node:
@@ -19,13 +18,15 @@ class _Node:
     def __init__(self, tokens: list[int], start: int):
         self.tokens, self.start = tokens, start  # start: the absolute position of tokens[0]
         self.children: list[_Node] = []
-        self.entries: list[tuple[int, int, int, int]] = []  # (offset in tokens, label, option key, label index)
-        self.parent_chain = None  # (keys per layer, values per layer, mask) of prompt + ancestors, while needed
+        # (offset in tokens, label, option key, label index)
+        self.entries: list[tuple[int, int, int, int]] = []
+        self.parent_chain = None  # (keys, values per layer, mask) of the ancestors, while needed
 
 
-def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]], labels: dict[int, tuple]) -> _Node | None:
-    """The radix tree of the inputs prompt + labels[:-1] of one prompt's options (the last label is predicted,
-    never fed). Each label lands in the entries of the node holding the position that predicts it.
+def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]],
+                 labels: dict[int, tuple]) -> _Node | None:
+    """The radix tree of the inputs prompt + labels[:-1] of one prompt's options (the last label is
+    predicted, never fed). A label lands in the entries of the node whose position predicts it.
 
     >>> root = _prefix_tree(2, {0: [5, 6, 7, 8], 1: [5, 6, 7, 9]}, {0: (7, 8, 2), 1: (7, 9, 2)})
     >>> root.tokens, [c.tokens for c in root.children], root.entries
@@ -35,7 +36,7 @@ def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]], labels: dict[int
         return None
 
     def build(keys: list[int], depth: int) -> _Node:
-        first, end = inputs[keys[0]], depth + 1  # every key has a token at `depth`, and they agree on it
+        first, end = inputs[keys[0]], depth + 1  # every key has the same token at `depth`
         while all(len(inputs[k]) > end and inputs[k][end] == first[end] for k in keys):
             end += 1
         node = _Node(first[depth:end], depth)
@@ -52,26 +53,42 @@ def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]], labels: dict[int
         for t, label in enumerate(labels[key]):
             position = prompt_len - 1 + t  # position p predicts the token at p + 1
             while position >= node.start + len(node.tokens):
-                node = next(c for c in node.children if c.tokens[0] == seq[node.start + len(node.tokens)])
+                after = seq[node.start + len(node.tokens)]
+                node = next(c for c in node.children if c.tokens[0] == after)
             node.entries.append((position - node.start, label, key, t))
     return root
 
 
-def _pad_seq(states: torch.Tensor, span: int) -> torch.Tensor:
-    """(heads, length, dim) -> (heads, span, dim), zeros after (masked out at attention)."""
-    return torch.nn.functional.pad(states, (0, 0, 0, span - states.shape[1])) if span > states.shape[1] else states
+def _pad_right(rows: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows right-padded into one tensor, and their attention mask."""
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
+    mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=device)
+    return ids, mask
+
+
+def _logit_batches(members: list[int], lengths: list[int], vocab: int,
+                   max_logit_elements: int) -> list[list[int]]:
+    """`members` halved until each piece's logits (count x longest x vocab) fit, or one is left."""
+    if len(members) > 1 and len(members) * max(lengths[i] for i in members) * vocab > \
+            max_logit_elements:
+        half = len(members) // 2
+        return _logit_batches(members[:half], lengths, vocab, max_logit_elements) + \
+            _logit_batches(members[half:], lengths, vocab, max_logit_elements)
+    return [members]
 
 
 def _stats_rows(logits: torch.Tensor, labels: list[int],
-                where: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[list, list, list, list]:
-    """(label log-prob, label is argmax, E_p[log p], Var_p[log p]) for each label and its row of logits: row i
-    of a (rows, vocab) tensor, or logits[where[0][i], where[1][i]] of a (batch, positions, vocab) one. Rows are
-    taken in chunks of about a million logits, so the vocabulary-sized temporaries stay small and in cache."""
+                where: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[list, ...]:
+    """position_stats for each label and its row of logits: row i of a (rows, vocab) tensor, or
+    logits[where[0][i], where[1][i]] of a (batch, positions, vocab) one. Rows go in chunks of about
+    a million logits, so the vocabulary-sized temporaries stay small and in cache."""
     target = torch.tensor(labels, device=logits.device)
     step = max(1, (1 << 20) // logits.shape[-1])
     columns: tuple[list, list, list, list] = ([], [], [], [])
     for at in range(0, len(labels), step):
-        rows = logits[at:at + step] if where is None else logits[where[0][at:at + step], where[1][at:at + step]]
+        part = slice(at, at + step)
+        rows = logits[part] if where is None else logits[where[0][part], where[1][part]]
         for column, values in zip(columns, position_stats(rows.float(), target[at:at + step])):
             column.extend(values.tolist())
     return columns
@@ -91,9 +108,10 @@ def position_stats(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Te
     greedy = logits.argmax(-1) == target
     p = logp.exp()
     mean = torch.linalg.vecdot(p, logp)
-    var = torch.linalg.vecdot(p, logp.sub_(mean[:, None]).square_())  # sum p (log p - mean)^2: no cancellation
+    # sum p (log p - mean)^2: no cancellation
+    var = torch.linalg.vecdot(p, logp.sub_(mean[:, None]).square_())
     if not (torch.isfinite(mean).all() and torch.isfinite(var).all()):
-        # A logit of -inf (a masked vocabulary entry) makes 0 * log 0 a NaN. Clamping the logits at -1e4 gives
-        # such entries probability exactly 0 in float32 and changes nothing else.
+        # A logit of -inf (a masked vocabulary entry) makes 0 * log 0 a NaN. Logits clamped at -1e4
+        # give such entries probability exactly 0 in float32 and change nothing else.
         _, _, mean, var = position_stats(logits.clamp(min=-1e4), target)
     return picked.clamp(min=_FLOAT_MIN), greedy, mean, var
