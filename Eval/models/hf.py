@@ -195,7 +195,8 @@ class HFModel(CheckpointModel):
         are tokenized together and the labels are the tokens after the prompt's (as the reference slices
         them), or the answer alone where the two merge across the boundary. An EOS is appended unless
         `append_eos` is false or the answer ends with one. With an empty prompt the first token is the
-        unlabelled context. `max_length` cuts labels so that prompt + labels fit."""
+        unlabelled context. A Prompt's `max_labels` cuts the labels first (open-unlearning's completion
+        cut, before the shift), then `max_length` so that prompt + labels fit."""
         texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False) for p, _ in pairs]
         unique_prompts = list(dict.fromkeys(t for t, _ in texts))
         prompt_ids = dict(zip(unique_prompts, self._tokenize_many(unique_prompts)))
@@ -203,10 +204,12 @@ class HFModel(CheckpointModel):
         bos = self.tokenizer.bos_token_id if self.adds_bos() else None
         eos = self.tokenizer.eos_token_id
         out = []
-        for (text, special), (_, answer), full in zip(texts, pairs, fulls):
+        for (text, special), (prompt, answer), full in zip(texts, pairs, fulls):
             head = [bos] if special and bos is not None else []
             ids, full = head + prompt_ids[text], head + full
             labels = full[len(ids):] if full[:len(ids)] == ids else self.tokenize(answer)
+            cap = prompt.max_labels if isinstance(prompt, Prompt) else None
+            labels = labels if cap is None else labels[:cap]
             eos_added = append_eos and eos is not None and (not labels or labels[-1] != eos)
             if eos_added:
                 labels = labels + [eos]

@@ -95,7 +95,7 @@ class MaskedLMModel(CheckpointModel):
     def _encode(self, prompt: str | Prompt, answer: str, append_eos: bool, max_length: int | None = None) -> Row:
         # A Prompt's add_special_tokens does not matter here: every row gets the prefix (see _with_prefix).
         ids = self._with_prefix(self.tokenize(prompt.text if isinstance(prompt, Prompt) else prompt))
-        labels = self.tokenize(answer)
+        labels = self.tokenize(answer)[:getattr(prompt, "max_labels", None)]  # a completion text's cut
         eos = append_eos and self.end_id is not None and (not labels or labels[-1] != self.end_id)
         if eos:  # spec 1.0: appended (and labelled) unless the answer already ends with it
             labels.append(self.end_id)
