@@ -114,9 +114,11 @@ def dataset_warnings(result: dict) -> list[str]:
         lines.append(f"warning: {name}: {sum(unwritten.values())} records are out of n and of "
                      "every score as LongBench v2 leaves them out: "
                      + "; ".join(f"{n} {why}" for why, n in unwritten.items()))
-    if thinking and thinking["unclosed"]:
+    if thinking and thinking["unclosed"]:  # LongBench v2 reads its answer from the whole output
+        effect = ("scored 0, unparsed" if "strip_think" in result["extraction"]["steps"] else
+                  "the answer read from the whole output, block included")
         lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning "
-                     "outputs never closed their thinking block (scored 0, unparsed); "
+                     f"outputs never closed their thinking block ({effect}); "
                      f"{thinking['length_in_thinking']} hit the length limit inside it, "
                      f"{thinking['budget_hit']} the thinking budget")
     orphans = (result.get("robustness") or {}).get("copies_without_original")

@@ -345,6 +345,10 @@ def test_the_warning_names_what_was_left_out(folders, runs, capsys):
             "LongBench v2 leaves them out") in out
     assert f"{empty} empty output: LongBench v2's pred.py writes no record" in out
     assert f"{failed} failed output: LongBench v2's pred.py writes no record" in out
+    thinking = [text for _, text in outputs(False) if text and "<think>" in text]
+    unclosed = [text for text in thinking if "</think>" not in text]
+    assert (f"{len(unclosed)} of {len(thinking)} reasoning outputs never closed their thinking "
+            "block (the answer read from the whole output, block included)") in out
 
 
 def test_the_figures_docs_scoring_md_gives_for_this_file(folders, runs):
