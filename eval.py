@@ -17,9 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from Eval.args import HelpFormatter, positive_float, run_main
+from Eval.args import HelpFormatter, names_from, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
 from Eval.pricing import PriceError, price_for
+from Eval.scoring.breakdowns import NOT_WRITTEN, V2_VARIANTS
 from Eval.scoring.folders import (add_folder_arguments, add_metric_arguments, find_pred_dirs,
                                   score_and_write)
 from Eval.scoring.report import write_models_table
@@ -44,6 +45,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help='JSON of US dollars per million tokens by model folder name, {"MODEL": '
                         '{"input": 0.15, "output": 0.6}, "*": {...}}: adds each dataset\'s cost '
                         '(default: no cost)')
+    p.add_argument("--v2-variant", type=names_from(V2_VARIANTS), default=(), metavar="NAME,...",
+                   help="LongBench v2 the project's way instead of as its pred.py + result.py "
+                        "score it: " + "; ".join(f"{k}: {v}" for k, v in V2_VARIANTS.items())
+                        + " (default: none, as published)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
     return p.parse_args(argv)
 
@@ -60,7 +65,7 @@ def score(argv: list[str]) -> int:
         print(f"error: {'--price: ' if isinstance(err, PriceError) else ''}{err}", file=sys.stderr)
         return 2
     outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes,
-                              tuple(args.metrics), tuple(args.metric_args))
+                              tuple(args.metrics), tuple(args.metric_args), args.v2_variant)
     if outputs is None:
         return 2
     for pred_dir, (results, built, seconds) in outputs.items():
@@ -107,12 +112,20 @@ def dataset_warnings(result: dict) -> list[str]:
         lines.append(f"note: {name}: {max(unranked.values())} of {result['n']} queries have no "
                      f"run or no judged document; {', '.join(unranked)} leave them out of the mean "
                      "(trec_eval's rule)")
-    if skipped_count(result):
-        lines.append(f"warning: {name}: {skipped_count(result)} records were not run (--truncation "
-                     "skip) and are out of n and of every score")
-    if thinking and thinking["unclosed"]:
+    unwritten = {why: n for why, n in (result["skipped"].get("reasons") or {}).items()
+                 if NOT_WRITTEN in why}
+    if skipped_count(result) > sum(unwritten.values()):
+        lines.append(f"warning: {name}: {skipped_count(result) - sum(unwritten.values())} records "
+                     "were not run (--truncation skip) and are out of n and of every score")
+    if unwritten:
+        lines.append(f"warning: {name}: {sum(unwritten.values())} records are out of n and of "
+                     "every score as LongBench v2 leaves them out: "
+                     + "; ".join(f"{n} {why}" for why, n in unwritten.items()))
+    if thinking and thinking["unclosed"]:  # LongBench v2 reads its answer from the whole output
+        effect = ("scored 0, unparsed" if "strip_think" in result["extraction"]["steps"] else
+                  "the answer read from the whole output, block included")
         lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning "
-                     "outputs never closed their thinking block (scored 0, unparsed); "
+                     f"outputs never closed their thinking block ({effect}); "
                      f"{thinking['length_in_thinking']} hit the length limit inside it, "
                      f"{thinking['budget_hit']} the thinking budget")
     orphans = (result.get("robustness") or {}).get("copies_without_original")

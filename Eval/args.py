@@ -58,6 +58,18 @@ def name_list(text: str) -> list[str]:
     return names
 
 
+def names_from(choices) -> Callable[[str], tuple[str, ...]]:
+    """argparse type: a comma-separated list of names, each one of `choices`."""
+    def parse(text: str) -> tuple[str, ...]:
+        names = name_list(text)
+        unknown = [n for n in names if n not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {unknown[0]!r}: choose from "
+                                             f"{', '.join(choices)}")
+        return tuple(names)
+    return parse
+
+
 def one_line(err: BaseException) -> str:
     """An exception's message on one line, with its direct cause (datasets' "error while generating
     the dataset" says nothing specific alone)."""

@@ -31,6 +31,9 @@ class Task:
     cot_max_new_tokens: int = 0  # --cot: the reasoning pass's length (0: the task has no chain-of-thought mode)
     # Keyword arguments of the metrics, as given (eval.py -S key=value): each metric takes the ones it declares.
     metric_args: tuple[tuple[str, str], ...] = ()
+    # LongBench v2's pred.py writes no record for an empty or failed output, so its figures
+    # leave those out: out of n, counted apart (eval.py --v2-variant count-failures counts them).
+    leave_out_empty: bool = False
 
 
 _THINK = "strip_think"  # no-op on outputs without <think> tags, so parity with LongBench is kept
@@ -46,6 +49,8 @@ def _rows(*tasks: Task, published_prompt: str = "") -> None:
 
 
 _V2_GROUPS = ("difficulty", "length", "domain", "sub_domain")  # LongBench v2's breakdown fields
+_V2_PICK = ("longbench_v2_answer",)
+_V2 = {"group_by": _V2_GROUPS, "breakdown": "longbench_v2", "leave_out_empty": True}
 
 
 _rows(
@@ -72,10 +77,11 @@ _rows(
     Task("passage_retrieval_zh", ("retrieval_zh",), 32, language="zh", description="find the paragraph (zh)"),
     Task("lcc", ("code_sim",), 64, chat=False, description="code completion"),
     Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion"),
-    # LongBench v2: multiple choice A-D over long documents; its pred.py lengths (answer 128, CoT 1024).
-    Task("longbench_v2", ("choice_match",), 128, (_THINK, "longbench_v2_answer"),
-         group_by=_V2_GROUPS, breakdown="longbench_v2", cot_max_new_tokens=1024,
-         description="long-context multiple choice"),
+    # LongBench v2: multiple choice A-D over long documents; its pred.py lengths (answer 128,
+    # CoT 1024). Its answer pick reads the whole output, thinking block included (eval.py
+    # --v2-variant strip-thinking).
+    Task("longbench_v2", ("choice_match",), 128, _V2_PICK, **_V2,
+         cot_max_new_tokens=1024, description="long-context multiple choice"),
     published_prompt="LongBench",  # scores compare with published figures only under its prompts
 )
 _rows(
@@ -91,8 +97,8 @@ _rows(
     Task("demo_trec", ("classification",), 64, _FIRST, chat=False, description="demo question classification"),
     Task("demo_gaokao", ("gaokao_choice",), 64, (_THINK, "choice_letters"), language="zh",
          description="demo math single / multiple choice (zh)"),
-    Task("demo_longbench_v2", ("choice_match",), 128, (_THINK, "longbench_v2_answer"), group_by=_V2_GROUPS,
-         breakdown="longbench_v2", cot_max_new_tokens=256, description="demo long-context multiple choice (v2 form)"),
+    Task("demo_longbench_v2", ("choice_match",), 128, _V2_PICK, **_V2, cot_max_new_tokens=256,
+         description="demo long-context multiple choice (v2 form)"),
 )
 
 
@@ -113,7 +119,8 @@ def task_from_dict(data: object, name: str) -> Task:
         raise ValueError(f"task.extract must list extraction steps of Eval/extract.py "
                          f"({', '.join(sorted(EXTRACTORS))}), found {extract!r}")
     checks = {"max_new_tokens": int, "chat": bool, "language": str, "description": str, "breakdown": str,
-              "published_prompt": str, "cot_max_new_tokens": int}
+              "published_prompt": str, "cot_max_new_tokens": int,
+              "leave_out_empty": bool}
     for key, kind in checks.items():
         if key in data and (not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool))):
             raise ValueError(f"task.{key} must be {kind.__name__}, found {data[key]!r}")

@@ -79,7 +79,24 @@ def _read(repo, path):
     return json.loads((repo / path).read_text(encoding="utf-8"))
 
 
+MUSE_DEMO = "python inference.py unlearning muse && python eval.py unlearning muse --pred-dir pred/unlearn-target"
+MUSE_TOP = {"forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROUGE", "privleak", "extraction_strength",
+            "exact_memorization", "mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus"}
+
+
+def _muse_holds(repo, out, retain_log=None):
+    """The MUSE demo's summary: its figures, and privleak from the Min-K% AUCs by MUSE's formula (retain AUC 0.5
+    without the retain model's log)."""
+    summary, log = _read(repo, "pred/unlearn-target/MUSE_SUMMARY.json"), _read(repo, "pred/unlearn-target/MUSE_EVAL.json")
+    auc, ref = log["mia_min_k"]["auc"], 0.5 if retain_log is None else _read(repo, retain_log)["mia_min_k"]["auc"]
+    return set(summary) == MUSE_TOP and "answer labels" not in out and summary["privleak"] == pytest.approx(
+        100 * ((1 - auc) - (1 - ref)) / ((1 - ref) + 1e-10), rel=1e-9)
+
+
 CHECKS = {  # a command -> what must hold after it ran (in the copy `repo`, with its output `out`)
+    MUSE_DEMO: _muse_holds,
+    "python eval.py unlearning muse --pred-dir pred/unlearn-target --retain-logs pred/unlearn-retain/MUSE_EVAL.json":
+        lambda repo, out: _muse_holds(repo, out, "pred/unlearn-retain/MUSE_EVAL.json"),
     MAIN_JOB: lambda repo, out: "custom_en: 25 new, 0 already done" in out
     and _read(repo, "pred/tiny-qwen2/result.json") == DEMO_FIGURES,
     "python inference.py validate --datasets custom_en": lambda repo, out: "ok: custom_en: 25 examples" in out,

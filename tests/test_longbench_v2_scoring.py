@@ -120,7 +120,7 @@ def test_breakdown_numbers_skips_and_counts():
     assert table["counts"] == {"Overall": 7, "Easy": 3, "Hard": 4, "Short": 3, "Medium": 2, "Long": 2}
     assert table["domains"] == {"Code": {"accuracy": 50.0, "n": 2}, "Dialogue": {"accuracy": 50.0, "n": 2},
                                 "QA": {"accuracy": 33.3, "n": 3}}
-    assert table["sub_domains"]["QA/x"] == {"accuracy": 33.3, "n": 3}
+    assert table["sub_domains"]["QA"]["QA/x"] == {"accuracy": 33.3, "n": 3}  # keyed by (domain, sub-domain)
     lines = result["per_example"]
     assert len(lines) == 8 and lines[6] == {"line": 7, "id": "q7", "skipped": "prompt too long"}
     assert lines[0]["scores"] == {"choice_match": 1.0} and lines[0]["extracted"] == "B"

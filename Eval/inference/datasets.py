@@ -28,8 +28,8 @@ import math
 import re
 from pathlib import Path
 
-from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, fill_template,
-                                      resolve_template, template_fields)
+from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, fill_dollar_markers,
+                                      fill_template, resolve_template, template_fields)
 from Eval.names import check_name
 from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.storage import regular_file_problem
@@ -42,9 +42,9 @@ _ANSWER_FIELD = {"longbench": "answers", "instruction": "output", "longbench_v2"
 # The task of a dataset that has no row in TASKS, by (form, language).
 _CHOICE_TASK = {"metrics": ("gaokao_choice",), "extract": ("strip_think", "choice_letters"),
                 "max_new_tokens": 512}
-_V2_TASK = {"metrics": ("choice_match",), "extract": ("strip_think", "longbench_v2_answer"),
+_V2_TASK = {"metrics": ("choice_match",), "extract": ("longbench_v2_answer",),
             "max_new_tokens": 128, "group_by": ("difficulty", "length", "domain", "sub_domain"),
-            "breakdown": "longbench_v2", "cot_max_new_tokens": 1024}
+            "breakdown": "longbench_v2", "cot_max_new_tokens": 1024, "leave_out_empty": True}
 DEFAULT_TASKS = {("longbench", "en"): {"metrics": ("qa_f1",), "max_new_tokens": 128},
                  ("longbench", "zh"): {"metrics": ("qa_f1_zh",), "max_new_tokens": 128},
                  ("instruction", "en"): {"metrics": ("rouge", "bleu"), "max_new_tokens": 512},
@@ -58,8 +58,10 @@ DEFAULT_TASKS = {("longbench", "en"): {"metrics": ("qa_f1",), "max_new_tokens": 
 class Sources:
     """A benchmark's published config files (templates.py load_prompt_config / _maxlen_config)."""
     prompt_config: PromptConfig | None = None
-    maxlen: dict | None = None  # dataset name -> max new tokens (dataset2maxlen.json)
-    maxlen_path: Path | None = None
+    maxlen: dict | None = None  # dataset name -> max new tokens (dataset2maxlen.json), or model
+    maxlen_path: Path | None = None  # name -> prompt tokens (LongBench v2's model2maxlen.json)
+    model_name: str | None = None  # the run's output folder name: its model2maxlen entry
+    fill_once: bool = False  # --v2-variant fill-once: each $MARKER$ of a v2 prompt filled once
 
 
 @dataclasses.dataclass
@@ -87,6 +89,7 @@ class Dataset:
     file_sha256: str = ""  # of the file's bytes: eval.py tells whether the data changed since
     copies: int = 0  # --perturb: perturbed copies after each original example
     cot: bool = False  # --cot: reasoning, then the answer quoting it; records go to NAME_cot.jsonl
+    prompt_limit: int | None = None  # model2maxlen: the filled prompt's tokens, cut as pred.py cuts
 
     @property
     def perturbed(self) -> bool:
@@ -121,6 +124,8 @@ class Dataset:
         if self.form == "longbench_v2":
             fields = {k: v.strip() if isinstance(v, str) else v for k, v in fields.items()}
         fields = {**fields, **extra}
+        if chosen.dollar_text is not None:
+            return fill_dollar_markers(chosen.dollar_text, fields, kind)
         no_input = chosen.no_input is not None and not str(fields.get("input") or "").strip()
         return fill_template(chosen.no_input if no_input else chosen.template, fields)
 
@@ -304,6 +309,8 @@ def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sour
     if missing:  # a task with a chain-of-thought mode needs both of its templates
         raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
                          f"for it: write {' and '.join(missing)}")
+    if sources.fill_once:
+        chosen = {kind: dataclasses.replace(t, dollar_text=None) for kind, t in chosen.items()}
     return chosen
 
 
@@ -323,6 +330,10 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         task = dataclasses.replace(task, max_new_tokens=sources.maxlen[name])
     templates = _templates(name, prompt_dir, form, task, sources)
     notes += [t.note for t in templates.values() if t.note]
+    limit = (sources.maxlen or {}).get(sources.model_name) if form == "longbench_v2" else 0
+    if limit:
+        notes.append(f"{name}: each filled prompt is cut to {limit} tokens as LongBench v2's "
+                     f"pred.py cuts it ({sources.maxlen_path} [{sources.model_name}])")
     needed = [(t.source, sorted(template_fields(t.template) - {"cot"})) for t in templates.values()]
     examples = []
     for index, (line, record) in enumerate(items):
@@ -344,4 +355,5 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will "
                      "score 0")
     file_sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return Dataset(name, path, form, task, templates, examples, notes, file_sha)
+    return Dataset(name, path, form, task, templates, examples, notes, file_sha,
+                   prompt_limit=limit or None)

@@ -81,6 +81,7 @@ def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_to
                    "max_length": max_length, "max_new_tokens": max_new_tokens, "options": options}
     if truncation != "middle":  # the default adds nothing: files from before policies resume
         fingerprint["truncation"] = truncation
+    fingerprint.update(_v2_settings(ds))
     if ds.cot:
         fingerprint["cot"] = {kind: t.sha256 for kind, t in ds.templates.items()} | {
             "max_new_tokens": ds.task.cot_max_new_tokens}
@@ -118,21 +119,38 @@ def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, i
     return good, len(required)
 
 
+def _v2_settings(ds: Dataset) -> dict:
+    """What changes LongBench v2 prompts beyond the template text (none: nothing, so files from
+    before these settings resume): pred.py's chained fill and its model2maxlen cut."""
+    settings = {"prompt_limit": ds.prompt_limit} if ds.prompt_limit else {}
+    if any(t.dollar_text is not None for t in ds.templates.values()):
+        settings["fill"] = "pred.py"
+    return settings
+
+
 def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_new: int,
                     max_length: int | None, truncation: str = "middle", kind: str = "answer",
                     extras: list[dict] | None = None) -> list[Prompt]:
     """What the model sees for each example: the template of `kind` filled with its fields and
-    `extras`, cut to fit by the truncation policy, chat-wrapped if the task is."""
+    `extras`, cut to a model2maxlen limit as LongBench v2's pred.py cuts, then to fit by the
+    truncation policy, chat-wrapped if the task is."""
     extras = extras or [{}] * len(examples)
     texts = [ds.fill(e, kind, **extra) for e, extra in zip(examples, extras)]
-    return model.build_prompts(texts, ds.task.chat, max_new, max_length, truncation)
+    cuts = [model.cut_as_pred_py(t, ds.prompt_limit) if ds.prompt_limit else (t, 0) for t in texts]
+    prompts = model.build_prompts([t for t, _ in cuts], ds.task.chat, max_new, max_length,
+                                  truncation)
+    for prompt, (_, cut) in zip(prompts, cuts):
+        prompt.truncated_tokens += cut
+    return prompts
 
 
 def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],
               truncation: str, max_new: int, max_length: int | None) -> list[tuple]:
-    """--cot: the reasoning pass, then the answer prompt quoting it (stripped, as LongBench v2)."""
+    """--cot: the reasoning pass, then the answer prompt quoting it (stripped, as LongBench v2);
+    as its pred.py, no answer pass after a failed or empty reasoning."""
     reasoning = _generate(model, firsts, ds.task.cot_max_new_tokens, ())
-    ok = [k for k, out in enumerate(reasoning) if not out.error and out.finish_reason != "skipped"]
+    ok = [k for k, out in enumerate(reasoning)
+          if not out.error and out.finish_reason != "skipped" and out.text != ""]
     seconds = dataset_prompts(model, ds, [examples[k] for k in ok], max_new, max_length, truncation,
                               "cot_answer", [{"cot": reasoning[k].text.strip()} for k in ok])
     answers = dict(zip(ok, zip(seconds, _generate(model, seconds, max_new, ds.task.stop))))
@@ -157,7 +175,8 @@ def request_fingerprint(request: dict, ds: Dataset) -> dict:
     files = [folder_identity(p).get("sha256") for p in paths if p and os.path.exists(p)]
     kept = {k: v for k, v in request.items() if k != "model_args"}  # values may be secret
     return {**kept, "files": files, "templates": {k: t.sha256 for k, t in ds.templates.items()},
-            "task_max_new_tokens": ds.task.max_new_tokens, "chat": ds.task.chat}
+            "task_max_new_tokens": ds.task.max_new_tokens, "chat": ds.task.chat,
+            **_v2_settings(ds)}
 
 
 def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings,

@@ -36,6 +36,7 @@ from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_
 from Eval.records import RecordError
 
 ROOT = Path(__file__).resolve().parents[2]
+FILL_ONCE = ":fill-once"  # --prompt-config DIR:fill-once, the project's fill of v2 prompts
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
 
 
@@ -49,9 +50,13 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                    help="where NAME.txt templates live (default: prompts, in the current folder)")
     p.add_argument("--prompt-config", type=Path, default=None,
                    help="a benchmark's prompts: LongBench's / TinyEval's dataset2prompt.json or "
-                        "LongBench v2's prompts/ folder (prompts/NAME.txt wins; default: none)")
+                        "LongBench v2's prompts/ folder, filled as its pred.py fills them (DIR"
+                        f"{FILL_ONCE}: each $MARKER$ filled once from the record, never inside "
+                        "another field's text); prompts/NAME.txt wins (default: none)")
     p.add_argument("--maxlen-config", type=Path, default=None,
-                   help="their dataset2maxlen.json (default: the task table's lengths)")
+                   help="their dataset2maxlen.json (generation lengths by dataset; default: the "
+                        "task table's), or LongBench v2's model2maxlen.json: the entry of the "
+                        "output folder's name cuts each filled v2 prompt as its pred.py does")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="only the first N examples of each dataset (default: all)")
     p.add_argument("--cot", action="store_true",
@@ -119,12 +124,22 @@ def model_options(args) -> int | None:
     return None
 
 
-def load_datasets(args) -> list:
+def load_datasets(args, model_name: str | None = None) -> list:
+    """The datasets asked for; `model_name` (the output folder's name) picks a model2maxlen.json
+    entry."""
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl or *.json datasets")
-    sources = Sources(load_prompt_config(args.prompt_config),
-                      load_maxlen_config(args.maxlen_config), args.maxlen_config)
+    maxlen = load_maxlen_config(args.maxlen_config)
+    if maxlen and model_name and model_name not in maxlen and not set(maxlen) & set(names):
+        raise ValueError(f"--maxlen-config {args.maxlen_config} names neither a dataset of this "
+                         f"run nor the model {model_name!r} (a model2maxlen.json is keyed by the "
+                         "output folder's name: set --model-name to its entry)")
+    prompt_config, fill_once = args.prompt_config, str(args.prompt_config).endswith(FILL_ONCE)
+    if fill_once:
+        prompt_config = Path(str(prompt_config).removesuffix(FILL_ONCE))
+    sources = Sources(load_prompt_config(prompt_config), maxlen, args.maxlen_config, model_name,
+                      fill_once)
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
@@ -139,10 +154,10 @@ def load_datasets(args) -> list:
 def prepare(args):
     """(datasets, out_dir) with names, output folder and price checked, or an exit code."""
     try:
-        datasets = load_datasets(args)
         out_dir = None
         if hasattr(args, "out_dir"):  # validate has none
             out_dir = output_folder(args.out_dir, args.model_name, args.model)
+        datasets = load_datasets(args, out_dir and out_dir.name)
         price = getattr(args, "price", None)
         args.price_entry = price_for(price, out_dir.name) if price else None
     except PriceError as err:

@@ -3,7 +3,8 @@
 Usage:
     python inference.py unlearning tofu                     # the demo data and demo target model
     python inference.py unlearning tofu --model M --tofu-dir PATH [--gradnorm] [--reference-model R]
-    python inference.py unlearning muse --model M --data-dir PATH
+    python inference.py unlearning muse                     # the MUSE-form demo data, demo target
+    python inference.py unlearning muse --model M --data-dir PATH [--completion-max-tokens 2048]
 
 Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
 are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A record:
@@ -37,8 +38,14 @@ from Eval.unlearning.stats import confidence_ordered_probs
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
+MUSE_DEMO_DATA = ROOT / "dataset" / "muse_demo"
 DEMO_TARGET = ROOT / "demo" / "unlearn-target"
 FORMAT = 2  # bump when the record layout or the sample encoding changes (in the resume fingerprint)
+VERBMEM_REFERENCES = {  # the text verbmem generations are scored against (ROUGE)
+    "open-unlearning": "the labels' text with every copy of the prefix's text removed, stripped "
+                       "(open-unlearning's .replace: a continuation repeating its prefix loses it)",
+    "continuation": "the labels' text as it is, stripped",
+}
 ANSWER_ENCODINGS = {
     "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end "
                  "in one (open-unlearning's default)",
@@ -57,13 +64,16 @@ class Settings:
     generate: bool = True
     gradnorm: bool = False
     answer_encoding: str = "full-turn"  # ANSWER_ENCODINGS
+    completion_max_tokens: int = 2048   # verbmem / privleak: labels after the prefix at most
+    verbmem_reference: str = "open-unlearning"  # VERBMEM_REFERENCES
     chunk: int = 64                     # items per appended block (resume granularity)
 
 
 def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], max_new: int,
-                 max_length: int | None) -> Prompt:
+                 max_length: int | None, max_labels: int | None = None) -> Prompt:
     """QA: the question (chat-templated if the model has a template); knowmem: MUSE's few-shot
-    Question / Answer template; verbmem: the prefix as it is; privleak: nothing."""
+    Question / Answer template; verbmem: the prefix as it is; privleak: nothing. A completion
+    text's labels stop `max_labels` tokens after the prefix (open-unlearning's max_length)."""
     if split.kind == "qa":
         chat = bool(getattr(getattr(model, "tokenizer", None), "chat_template", True))
         text = item["question"] if chat else f"Question: {item['question']}\nAnswer:"
@@ -73,7 +83,8 @@ def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], ma
         return model.build_prompt(text + f"Question: {item['question']}\nAnswer: ", chat=False,
                                   max_new_tokens=max_new, max_length=max_length)
     text = item["prompt"] if split.kind == "verbmem" else ""
-    return Prompt(text, model.count_tokens(text, add_special_tokens=True), 0, True)
+    return Prompt(text, model.count_tokens(text, add_special_tokens=True), 0, True,
+                  max_labels=max_labels)
 
 
 def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str) -> str:
@@ -92,7 +103,8 @@ def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> 
 def _texts(model, split: Split, items: list[dict], shots, settings: Settings, max_new: int,
            max_length):
     """Each item's prompt, encoding and {answer key: [labelled texts]} for `model`."""
-    prompts = [build_prompt(model, split, item, shots, max_new, max_length) for item in items]
+    prompts = [build_prompt(model, split, item, shots, max_new, max_length,
+                            settings.completion_max_tokens) for item in items]
     encodings = [effective_encoding(model, split, p, settings.answer_encoding) for p in prompts]
     options = [{key: [labelled_text(model, item.get("question", ""), text, enc) for text in texts]
                 for key, texts in options_of(item, split.kind).items()}
@@ -100,7 +112,11 @@ def _texts(model, split: Split, items: list[dict], shots, settings: Settings, ma
     return prompts, encodings, options
 
 
-def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
+def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
+                  reference: str | None = None) -> str:
+    """The decoded labels after the decoded prompt, stripped; a completion text's `reference`
+    (VERBMEM_REFERENCES): the labels' own text, open-unlearning's with every copy of the prompt's
+    text removed (its decode(labels).replace(decode(prompt), ""))."""
     if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
@@ -110,6 +126,9 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool) -> str:
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
 
     full, text = decode(prompt_ids + labels), decode(prompt_ids)
+    if reference is not None:
+        own = decode(labels)
+        return (own.replace(text, "") if reference == "open-unlearning" else own).strip()
     return (full[len(text):] if full.startswith(text) else full.replace(text, "")).strip()
 
 
@@ -127,6 +146,10 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
                    "append_eos": split.kind in ("qa", "knowmem"),
                    "answer_encoding": settings.answer_encoding,
                    "gradnorm": settings.gradnorm and split.mia, "options": asdict(model.options)}
+    if split.kind in ("verbmem", "text"):  # TOFU's files keep their fingerprint: they resume
+        fingerprint["completion_max_tokens"] = settings.completion_max_tokens
+    if split.kind == "verbmem":
+        fingerprint["verbmem_reference"] = settings.verbmem_reference
     sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path),
                "source": {"path": str(data_file), "items": len(items),
                           "sha256": hashlib.sha256(data_file.read_bytes()).hexdigest()[:16]},
@@ -166,8 +189,9 @@ def score_chunk(model, split: Split, items: list[dict], indices: list[int], shot
                   "answer_encoding": enc, **{f: item[f] for f in ("question", "prompt")
                                              if f in item}}
         answer = opts["answer"][0] if "answer" in opts else item["answer"]  # knowmem: no options
+        rule = settings.verbmem_reference if split.kind == "verbmem" else None
         truth = item["text"] if split.kind == "text" else _ground_truth(model, prompt, answer,
-                                                                         append_eos)
+                                                                         append_eos, rule)
         record.update(input=prompt.text, pred="", answers=[truth],
                       logprobs={key: [next(flat) for _ in texts] for key, texts in opts.items()})
         if model.bidirectional:  # diffusion / masked LMs: keep the confidence ordering
@@ -214,7 +238,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the first N items of each split (default: all)")
     parser.add_argument("--overwrite", action="store_true", help="start afresh, not resuming")
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help=f"split files' folder (tofu default: {DEMO_DATA.relative_to(ROOT)})")
+                        help=f"split files' folder (default: {DEMO_DATA.relative_to(ROOT)} for "
+                             f"tofu, {MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
     parser.add_argument("--tofu-dir", type=Path, default=None,
                         help="a TOFU folder (forget10_perturbed.json, ...), which also makes "
                              "forget10 / holdout10 the split names (default: none)")
@@ -231,15 +256,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--answer-encoding", choices=tuple(ANSWER_ENCODINGS), default="full-turn",
                         help="which tokens of a chat-templated answer are labelled: " + "; ".join(
                             f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
+    parser.add_argument("--completion-max-tokens", type=positive_int, default=2048, metavar="N",
+                        help="MUSE verbmem / privleak texts: tokens labelled after the prefix at "
+                             "most, open-unlearning's max_length (the context window still cuts)")
+    parser.add_argument("--verbmem-reference", choices=tuple(VERBMEM_REFERENCES),
+                        default="open-unlearning", help="what MUSE verbmem generations are "
+                        "scored against: " + "; ".join(f"{k}: {v}"
+                                                       for k, v in VERBMEM_REFERENCES.items()))
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
     """Each split with a data file, and its few-shot examples, checked before a model loads."""
     if args.suite == "muse":
-        if args.data_dir is None:
-            raise FileNotFoundError("unlearning muse needs --data-dir, a folder with knowmem/, "
-                                    "verbmem/, privleak/")
-        splits, data_dir = muse_splits(), args.data_dir
+        splits, data_dir = muse_splits(), args.data_dir or MUSE_DEMO_DATA
     else:
         tofu = args.tofu_dir is not None
         data_dir = args.tofu_dir or args.data_dir or DEMO_DATA
@@ -283,7 +312,9 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length,
                         args.max_new_tokens, args.limit, args.overwrite,
                         generate=not args.no_generate, gradnorm=args.gradnorm,
-                        answer_encoding=args.answer_encoding)
+                        answer_encoding=args.answer_encoding,
+                        completion_max_tokens=args.completion_max_tokens,
+                        verbmem_reference=args.verbmem_reference)
     start, failed = time.perf_counter(), 0
     try:
         for split, path, shots in found:

@@ -8,7 +8,8 @@ Where a template comes from, first found wins (resolve_template):
   1. prompts/NAME.txt (NAME.cot.txt, NAME.cot_answer.txt for --cot's two passes);
   2. --prompt-config: LongBench's / TinyEval's `dataset2prompt.json` (name -> template), or
      LongBench v2's `prompts/` folder (0shot.txt, 0shot_cot.txt, 0shot_cot_ans.txt; $DOC$, $Q$,
-     $C_A$..$C_D$, $COT$ become {context}, {question}, {choice_A}..{choice_D}, {cot});
+     $C_A$..$C_D$, $COT$ read as {context}, {question}, {choice_A}..{choice_D}, {cot} for the
+     checks, and filled as its pred.py fills them: fill_dollar_markers);
   3. a task naming a published prompt (Eval/tasks.py) stops here with an error: a generic prompt
      would change the task (multi_news would be asked a question);
   4. the record form's default; a record with an empty `input` gets the variant asking nothing.
@@ -60,9 +61,10 @@ DEFAULT_TEMPLATES = {
         + "Your reasoning so far:\n{cot}\n\nBased on it, reply with " + _V2_FORMAT,
 }
 _V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot_cot_ans.txt"}
-_V2_MARKERS = {"$DOC$": "{context}", "$Q$": "{question}", "$C_A$": "{choice_A}",
-               "$C_B$": "{choice_B}", "$C_C$": "{choice_C}", "$C_D$": "{choice_D}",
-               "$COT$": "{cot}"}
+# pred.py's order of replacement: each marker in the text filled so far, so a "$Q$" inside the
+# document is replaced by the question too; $COT$ last, only in the answer pass after reasoning.
+_V2_MARKERS = {"$DOC$": "context", "$Q$": "question", "$C_A$": "choice_A",
+               "$C_B$": "choice_B", "$C_C$": "choice_C", "$C_D$": "choice_D", "$COT$": "cot"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +72,7 @@ class PromptConfig:
     """A benchmark's published prompts, read as they are (load_prompt_config)."""
     path: Path
     by_dataset: dict  # dataset2prompt.json: dataset name -> template
-    by_kind: dict  # LongBench v2's prompts folder: template kind -> template
+    by_kind: dict  # LongBench v2's prompts folder: template kind -> (template, the file's text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +81,7 @@ class ChosenTemplate:
     source: str  # the file, "PATH [name]" for a config entry, or "default (form, language)"
     no_input: str | None = None  # the default's variant for records with an empty `input`
     note: str | None = None  # said to the user when a default was chosen
+    dollar_text: str | None = None  # LongBench v2's $MARKER$ file as read: filled as pred.py fills
 
     @property
     def sha256(self) -> str:
@@ -132,8 +135,9 @@ def load_prompt_config(path: Path | None) -> PromptConfig | None:
             raise RecordError(path, None, "a prompt folder must hold LongBench v2's "
                                           f"{', '.join(_V2_FILES.values())}; for LongBench / "
                                           "TinyEval pass their dataset2prompt.json")
-        return PromptConfig(path, {}, {kind: _from_dollar_markers(read_text_file(f), f)
-                                       for kind, f in found.items()})
+        texts = {kind: read_text_file(f) for kind, f in found.items()}
+        return PromptConfig(path, {}, {kind: (_from_dollar_markers(text, found[kind]), text)
+                                       for kind, text in texts.items()})
     data = _read_json(path)
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise RecordError(path, None, "a prompt config must be one JSON object mapping dataset "
@@ -164,7 +168,7 @@ def _from_dollar_markers(text: str, source: Path) -> str:
     # LongBench v2 fills its prompts with str.replace on $MARKERS$; braces in them are literal text.
     template = text.replace("{", "{{").replace("}", "}}")
     for marker, field in _V2_MARKERS.items():
-        template = template.replace(marker, field)
+        template = template.replace(marker, "{" + field + "}")
     check_template(template, str(source))
     return template
 
@@ -174,14 +178,19 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
     """The template of one kind for a dataset (the order above); None when the kind has none (a
     --cot template for a form without a default); ValueError for a published-prompt dataset."""
     path = prompt_dir / f"{name}{KINDS[kind]}"
+    in_config = config is not None and (kind == "answer" and name in config.by_dataset
+                                        or form == "longbench_v2" and kind in config.by_kind)
     if path.exists() or path.is_symlink():
         template = read_text_file(path)
         check_template(template, str(path))
-        return ChosenTemplate(template, str(path))
-    if config is not None and kind == "answer" and name in config.by_dataset:
+        note = (f"{name}: {path} wins over --prompt-config {config.path} (move it away to use "
+                "the config's)") if in_config else None
+        return ChosenTemplate(template, str(path), note=note)
+    if in_config and kind == "answer" and name in config.by_dataset:
         return ChosenTemplate(config.by_dataset[name], f"{config.path} [{name}]")
-    if config is not None and form == "longbench_v2" and kind in config.by_kind:
-        return ChosenTemplate(config.by_kind[kind], str(config.path / _V2_FILES[kind]))
+    if in_config:
+        template, text = config.by_kind[kind]
+        return ChosenTemplate(template, str(config.path / _V2_FILES[kind]), dollar_text=text)
     if published_prompt:
         where = "no --prompt-config was given"
         if config is not None:
@@ -204,3 +213,18 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
 def fill_template(template: str, fields: dict) -> str:
     """The template with each {field} replaced by the record's value (checked templates only)."""
     return template.format(**fields)
+
+
+def fill_dollar_markers(text: str, fields: dict, kind: str) -> str:
+    """LongBench v2's pred.py fill: a chain of str.replace in _V2_MARKERS' order over the text
+    filled so far; $COT$ only in the answer pass that quotes the reasoning (cot_answer).
+
+    >>> fields = {"context": "see $Q$", "question": "why $C_A$?", "choice_A": "a", "choice_B": "b",
+    ...           "choice_C": "c", "choice_D": "d"}
+    >>> fill_dollar_markers("<$DOC$> Q: $Q$ A) $C_A$", fields, "answer")
+    '<see why a?> Q: why a? A) a'
+    """
+    for marker, field in _V2_MARKERS.items():
+        if field != "cot" or kind == "cot_answer":
+            text = text.replace(marker, fields[field])
+    return text

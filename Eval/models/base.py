@@ -24,6 +24,7 @@ class Prompt:
     user_text: str | None = None  # chat mode: the (cut) text in the template (a server's message)
     truncation: str = "middle"  # the policy that made it (TRUNCATION_POLICIES)
     skipped: str | None = None  # --truncation skip: why this prompt does not fit, so is not run
+    max_labels: int | None = None  # completion texts: at most this many labels (open-unlearning)
 
 
 @dataclasses.dataclass
@@ -215,6 +216,18 @@ class BaseLLM:
         final = self.apply_chat(text) if chat else text
         return Prompt(final, self.count_tokens(final, add_special_tokens=not chat), cut, not chat,
                       user_text=text if chat else None, truncation=truncation, skipped=skipped)
+
+    def cut_as_pred_py(self, text: str, limit: int) -> tuple[str, int]:
+        """LongBench v2's pred.py cut of a filled prompt over `limit` tokens (its model2maxlen
+        entry), before the chat template: the tokens as the tokenizer encodes them, its BOS
+        included; the first limit // 2 and the last limit - limit // 2 decoded as one text, special
+        tokens skipped. (the text, tokens cut)"""
+        ids, bos = self.tokenize(text), int(self.adds_bos())
+        over = len(ids) + bos - limit
+        if over <= 0:
+            return text, 0
+        head = max(0, limit // 2 - bos)
+        return self.detokenize(ids[:head] + ids[len(ids) - (limit - limit // 2):]), over
 
     def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int,
                       max_length: int | None, truncation: str = "middle") -> list[Prompt]:

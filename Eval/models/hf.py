@@ -184,7 +184,8 @@ class HFModel(CheckpointModel):
         """encode_pair for many pairs (a Prompt's add_special_tokens adds the BOS). The labels are
         the tokens of prompt + answer after the prompt's (as the reference slices them), or the
         answer's own where the two merge; then an EOS. With an empty prompt the first label becomes
-        the context. `max_length` cuts labels so that prompt + labels fit."""
+        the context. A Prompt's `max_labels` cuts the labels first (open-unlearning's
+        completion cut, before the shift), then `max_length` so that prompt + labels fit."""
         texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False)
                  for p, _ in pairs]
         unique_prompts = list(dict.fromkeys(t for t, _ in texts))
@@ -193,10 +194,12 @@ class HFModel(CheckpointModel):
         bos = self.tokenizer.bos_token_id if self.adds_bos() else None
         eos = self.tokenizer.eos_token_id
         out = []
-        for (text, special), (_, answer), full in zip(texts, pairs, fulls):
+        for (text, special), (prompt, answer), full in zip(texts, pairs, fulls):
             head = [bos] if special and bos is not None else []
             ids, full = head + prompt_ids[text], head + full
             labels = full[len(ids):] if full[:len(ids)] == ids else self.tokenize(answer)
+            cap = prompt.max_labels if isinstance(prompt, Prompt) else None
+            labels = labels if cap is None else labels[:cap]
             eos_added = append_eos and eos is not None and (not labels or labels[-1] != eos)
             if eos_added:
                 labels = labels + [eos]

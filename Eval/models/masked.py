@@ -85,7 +85,7 @@ class MaskedLMModel(CheckpointModel):
                 max_length: int | None = None) -> Row:
         text = prompt.text if isinstance(prompt, Prompt) else prompt
         ids = self._with_prefix(self.tokenize(text))
-        labels = self.tokenize(answer)
+        labels = self.tokenize(answer)[:getattr(prompt, "max_labels", None)]  # completion cut
         eos = append_eos and self.end_id is not None and (not labels or labels[-1] != self.end_id)
         if eos:  # spec 1.0: appended (and labelled) unless the answer already ends with it
             labels.append(self.end_id)

@@ -9,9 +9,11 @@ Usage:
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from Eval.registry import Registry
+from Eval.tasks import Task
 
 # (record, score of the headline metric, whether an answer was extracted) per scored record
 Scored = list[tuple[dict, float, bool]]
@@ -58,11 +60,39 @@ def _v2_row(scored: Scored, compensated: bool) -> tuple[dict, dict]:
     return figures, {"Overall": len(scored), **counts}
 
 
+# eval.py --v2-variant: the project's ways of scoring LongBench v2, each a change from its own code
+V2_VARIANTS = {"count-failures": "empty and failed outputs stay in n (0; compensated 0.25)",
+               "strip-thinking": "the answer is picked after the output's thinking block"}
+NOT_WRITTEN = "LongBench v2's pred.py writes no record (--v2-variant count-failures counts it)"
+
+
+def with_v2_variants(task: Task, variants) -> Task:
+    """A LongBench v2 task (its breakdown) scored with the named V2_VARIANTS; others unchanged."""
+    if task.breakdown != "longbench_v2":
+        return task
+    if "count-failures" in variants:
+        task = dataclasses.replace(task, leave_out_empty=False)
+    if "strip-thinking" in variants and "strip_think" not in task.extract:
+        task = dataclasses.replace(task, extract=("strip_think", *task.extract))
+    return task
+
+
+def not_written(record: dict) -> str | None:
+    """Why LongBench v2's pred.py would have written no record for this output (its `if output ==
+    ''`: a failed request returns '' after its tries; under --cot, either pass), or None."""
+    if record.get("error") is not None:
+        return f"failed output: {NOT_WRITTEN}"
+    if record.get("cot") == "" or record.get("pred") == "":
+        return f"empty {'reasoning' if record.get('cot') == '' else 'output'}: {NOT_WRITTEN}"
+    return None
+
+
 @breakdown("longbench_v2")
 def longbench_v2(scored: Scored) -> dict:
     """LongBench v2's result.py table (Overall, Easy, Hard, Short, Medium, Long; each round(100 *
     sum / count, 1), an empty column None), the same row "compensated" (an output with no
-    extracted answer counts 0.25 instead of 0), and accuracy by domain and by sub-domain.
+    extracted answer counts 0.25 instead of 0), and accuracy by domain and by (domain,
+    sub-domain): sub-domains of the same name in two domains are two rows.
 
     >>> rows = [({"groups": {"difficulty": "easy", "length": "short", "domain": "QA"}}, 1.0, True),
     ...         ({"groups": {"difficulty": "hard", "length": "long", "domain": "QA"}}, 0.0, False)]
@@ -78,16 +108,23 @@ def longbench_v2(scored: Scored) -> dict:
             "note": "compensated: an output with no extracted answer counts 0.25",
             "columns": list(V2_COLUMNS), "accuracy": accuracy, "compensated": compensated,
             "counts": counts, "domains": _by_group(scored, "domain"),
-            "sub_domains": _by_group(scored, "sub_domain")}
+            "sub_domains": _by_group(scored, "domain", "sub_domain")}
 
 
-def _by_group(scored: Scored, key: str) -> dict:
-    """{value: {"accuracy": round(100 * sum / n, 1), "n": n}}, sorted; a missing value "unknown"."""
+def _by_group(scored: Scored, *keys: str) -> dict:
+    """{value: {"accuracy": round(100 * sum / n, 1), "n": n}}, sorted; a missing value "unknown".
+    With two keys, nested: {domain: {sub-domain: {...}}}."""
     sums, counts = {}, {}
     for record, score, _ in scored:
-        value = group_value(record, key)
-        value = "unknown" if value is None else str(value)
-        sums[value] = sums.get(value, 0.0) + score
-        counts[value] = counts.get(value, 0) + 1
-    return {value: {"accuracy": _percent_1(sums[value], counts[value]), "n": counts[value]}
-            for value in sorted(sums)}
+        path = tuple("unknown" if v is None else str(v) for v in
+                     (group_value(record, key) for key in keys))
+        sums[path] = sums.get(path, 0.0) + score
+        counts[path] = counts.get(path, 0) + 1
+    table: dict = {}
+    for path in sorted(sums):
+        *outer, last = path
+        node = table
+        for value in outer:
+            node = node.setdefault(value, {})
+        node[last] = {"accuracy": _percent_1(sums[path], counts[path]), "n": counts[path]}
+    return table

@@ -25,7 +25,7 @@ from Eval.records import RecordError, is_dry_run_output, is_prediction_file
 from Eval.records import sidecar_path
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
 from Eval.scoring.bergen import read_predictions, split_of
-from Eval.scoring.breakdowns import get_breakdown
+from Eval.scoring.breakdowns import get_breakdown, with_v2_variants
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
@@ -138,9 +138,10 @@ def task_for_file(path: Path, notes: list[str]):
     return task
 
 
-def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_args: tuple):
+def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_args: tuple,
+                variants: tuple = ()):
     """The file's task, its metrics replaced by --metrics when given (a dataset with no task row
-    included) and the -S key=value arguments attached."""
+    included), the -S key=value arguments attached and the --v2-variant ways applied."""
     try:
         task = bergen_task(path) if split_of(path) else task_for_file(path, notes)
     except KeyError:
@@ -149,11 +150,12 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
         task = Task(path.stem, metrics, 0)  # no row, no sidecar: the metrics asked for are the task
     if metrics or metric_args:
         task = dataclasses.replace(task, metrics=metrics or task.metrics, metric_args=metric_args)
-    return task
+    return with_v2_variants(task, variants)
 
 
 def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str],
-                metrics: tuple[str, ...] = (), metric_args: tuple = ()) -> list[tuple]:
+                metrics: tuple[str, ...] = (), metric_args: tuple = (),
+                variants: tuple = ()) -> list[tuple]:
     """(task, records, sources) for each prediction file; every problem goes to `problems`."""
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
@@ -181,7 +183,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
             problem = name_problem(dataset_of(path)) or regular_file_problem(path)
             if problem:
                 raise RecordError(path, None, problem)
-            task = chosen_task(path, notes, metrics, metric_args)
+            task = chosen_task(path, notes, metrics, metric_args, variants)
             for name in task.metrics:
                 get_metric(name)  # an unknown one is a KeyError naming the close ones
             if task.breakdown:
@@ -202,7 +204,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
 
 def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None,
                     prices: dict, notes: list[str], metrics: tuple[str, ...] = (),
-                    metric_args: tuple = ()) -> dict | None:
+                    metric_args: tuple = (), variants: tuple = ()) -> dict | None:
     """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)}
     after writing, or None after printing every problem (nothing written). `prices`: folder -> its
     --price entry."""
@@ -211,7 +213,8 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
               if metrics and not any(get_metric(m).takes(k) for m in metrics)]
     if unused:
         problems.append(f"-S {unused[0]}: none of the metrics {', '.join(metrics)} takes it")
-    loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args) for d in pred_dirs}
+    loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args, variants)
+              for d in pred_dirs}
     outputs = {}
     for pred_dir, items in loaded.items() if not problems else ():
         start = time.perf_counter()

@@ -3,7 +3,8 @@
 The LongBench loop, kept exactly: per record, score = max(0, max over `answers` of
 metric(extracted, answer, all_classes=...)); dataset score = round(100 * sum / n, 2) over EVERY line
 (duplicates counted, as the published figures count them). A record with an `error` scores 0; one
-with `skipped` (never run) is out of n and of every figure.
+with `skipped` (never run) is out of n and of every figure, and so, for LongBench v2, is an empty or
+failed output (its pred.py writes no record for one: Task.leave_out_empty).
 
 Usage:
     result = score_dataset(get_task("trec"), read_records("pred/internlm/trec.jsonl"))
@@ -17,7 +18,7 @@ from collections import Counter
 from Eval.extract import run_extraction, think_state
 from Eval.metrics.registry import Zeroed, get_metric
 from Eval.metrics.retrieval import ranking_values
-from Eval.scoring.breakdowns import get_breakdown
+from Eval.scoring.breakdowns import get_breakdown, not_written
 from Eval.scoring.explain import explain_one, explanation_fields, unscored_explanation
 from Eval.scoring.intervals import score_interval
 from Eval.tasks import Task
@@ -105,10 +106,11 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     ranked_records = {name: [] for name in ranked}
     text_metrics = [m for m in metrics if not m.per_query]
     for line_no, record in enumerate(records, 1):
-        if record.get("skipped"):
-            skipped[str(record["skipped"])] += 1
+        left_out = record.get("skipped") or (task.leave_out_empty and not_written(record))
+        if left_out:  # never run (--truncation skip), or a record LongBench v2 never writes
+            skipped[str(left_out)] += 1
             per_example.append({"line": line_no, "id": record.get("id", record.get("_id")),
-                                "skipped": record["skipped"]})
+                                "skipped": left_out})
             continue
         classes = record.get("all_classes") or fallback_classes
         entry, extracted = _score_record(task, text_metrics, record, line_no,

@@ -73,7 +73,8 @@ NOTES = {
                "or data changed since): see the warnings of eval.py and `data_check` in "
                "result_detail.json.",
     "skipped": "n counts the records scored; \"k skipped\": records inference.py did not run "
-               "(--truncation skip, the prompt did not fit), left out of n and of the score."}
+               "(--truncation skip, the prompt did not fit), or LongBench v2 outputs its pred.py "
+               "writes no record of (empty or failed), left out of n and of the score."}
 
 
 @section("scores", order=10)
