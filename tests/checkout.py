@@ -23,11 +23,18 @@ from conftest import MAIN_JOB_COMMAND as MAIN_JOB, ROOT, SHARED  # MAIN_JOB: the
 
 # What a clone does not have: caches, the git folder, and the outputs of runs (the top-level pred/ only:
 # tests/data/pred/ is shipped data).
-_CACHES = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", "*.tmp", ".locks")
+# Also the benchmarks' built checkpoints (bench/.models: gigabytes) and eval.py's files beside demo/bergen.
+_CACHES = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", "*.tmp", ".locks",
+                                 ".models")
+_GENERATED = {"result.json", "result_detail.json", "result_usage.json", "per_example", "judge",
+              "judge_result.json", "results.md", "results.csv", "report.html"}
 
 
 def _skip(folder: str, names: list[str]) -> set[str]:
-    return set(_CACHES(folder, names)) | ({"pred"} if Path(folder) == ROOT else set())
+    skipped = set(_CACHES(folder, names)) | ({"pred"} if Path(folder) == ROOT else set())
+    if ROOT / "demo" / "bergen" in (Path(folder), Path(folder).parent):
+        skipped |= _GENERATED & set(names)
+    return skipped
 
 
 def copy_checkout(tmp_path: Path) -> Path:
