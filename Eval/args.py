@@ -1,5 +1,5 @@
-"""Command-line helpers shared by the scripts: argument types that refuse nonsense at parse time, a
-help formatter that shows each default once, and `run_main` (a full disk is one line, not a trace).
+"""Command-line helpers shared by the scripts: argument types that refuse nonsense at parse time,
+a help formatter that shows each default once, and `run_main` (a full disk is one line).
 
 Usage:
     p = argparse.ArgumentParser(formatter_class=HelpFormatter)
@@ -28,26 +28,24 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
+def _number(text: str, kind: type, what: str, limit: str) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not 0 < value < math.inf:  # nan and inf fail too
+        raise argparse.ArgumentTypeError(f"must be {limit}, not {text}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (a batch size, a limit, a token count)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text}")
-    return value
+    return _number(text, int, "an integer", "an integer >= 1")
 
 
 def positive_float(text: str) -> float:
     """A finite number > 0 (a timeout in seconds)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
-    return value
+    return _number(text, float, "a number", "positive")
 
 
 def name_list(text: str) -> list[str]:
@@ -71,8 +69,8 @@ def names_from(choices) -> Callable[[str], tuple[str, ...]]:
 
 
 def one_line(err: BaseException) -> str:
-    """An exception's message on one line, with its direct cause (datasets' "error while generating
-    the dataset" says nothing specific alone)."""
+    """An exception's message on one line, with its direct cause (datasets' "error while
+    generating the dataset" says nothing specific alone)."""
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err.__cause__, Exception) and str(err.__cause__).strip():
         text += f" ({' '.join(str(err.__cause__).split())})"
@@ -80,13 +78,14 @@ def one_line(err: BaseException) -> str:
 
 
 # What the machine refuses (not a bug of ours): said in one line naming the path, exit code 2.
-_HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the same command (what was saved "
-                        "is kept)",
+_HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the same command "
+                        "(what was saved is kept)",
           errno.EDQUOT: "disk quota exceeded: free some space and rerun the same command",
-          errno.EACCES: "permission denied: choose a folder you can write (--out-dir, --pred-root) or fix the "
-                        "permissions",
+          errno.EACCES: "permission denied: choose a folder you can write (--out-dir, --pred-root) "
+                        "or fix the permissions",
           errno.EPERM: "operation not permitted",
-          errno.EROFS: "the file system is read-only: choose another folder (--out-dir, --pred-root)"}
+          errno.EROFS: "the file system is read-only: choose another folder "
+                       "(--out-dir, --pred-root)"}
 
 
 def run_main(main: Callable[[], int | None]) -> None:

@@ -1,9 +1,7 @@
-"""Subcommands of the two scripts: every mode other than the main job is `python SCRIPT NAME ...`,
-with its own --help, defined in one module and registered there; nothing lists them by hand.
-
+"""Subcommands of the two scripts: every mode other than the main job is `python SCRIPT NAME ...`.
 A subcommand module has a usage docstring, `add_arguments(parser)` and a `run(args) -> int`
-decorated with `@eval_command("name", help="...")` or `@inference_command(...)`. The registries read
-names and help lines from the source (Eval/registry.py), so --help imports no subcommand.
+decorated with `@eval_command("name", help="...")` or `@inference_command(...)`; the registries
+read names and help lines from the source (Eval/registry.py), so --help imports no subcommand.
 
 Usage (in a script):
     return main_or_command(EVAL_COMMANDS, "eval.py", main, argv)
@@ -19,8 +17,10 @@ from Eval.args import HelpFormatter
 from Eval.registry import Registry
 
 EVAL_COMMANDS = Registry("eval.py subcommand", discover=("Eval.scoring", "Eval.unlearning"),
-                         marker="eval_command", hint="Add one: @eval_command in a module of Eval/scoring/.")
-INFERENCE_COMMANDS = Registry("inference.py subcommand", discover=("Eval.inference",), marker="inference_command",
+                         marker="eval_command",
+                         hint="Add one: @eval_command in a module of Eval/scoring/.")
+INFERENCE_COMMANDS = Registry("inference.py subcommand", discover=("Eval.inference",),
+                              marker="inference_command",
                               hint="Add one: @inference_command in a module of Eval/inference/.")
 
 
@@ -46,7 +46,7 @@ def main_or_command(registry: Registry, prog: str, main, argv: list[str] | None)
         return main(argv)
     run = registry[argv[0]]
     module = importlib.import_module(run.__module__)
-    parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description=module.__doc__.split("\n\n")[0],
-                                     formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", formatter_class=HelpFormatter,
+                                     description=module.__doc__.split("\n\n")[0])
     module.add_arguments(parser)
     return run(parser.parse_args(argv[1:]))

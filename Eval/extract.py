@@ -1,6 +1,5 @@
 """Answer extraction: the named steps a task lists (Eval/tasks.py), run at scoring time so the raw
-output can always be rescored. A step returns None when it finds no answer: the record scores 0
-(`extraction_failed`).
+output can always be rescored. A step returns None when it finds no answer: the record scores 0.
 
 Usage:
     text = run_extraction(("strip_think", "first_line"), record["pred"], record)
@@ -12,7 +11,8 @@ from typing import Optional
 
 from Eval.registry import Registry
 
-EXTRACTORS = Registry("extraction step", hint="Add one: a function decorated with @extractor in Eval/extract.py.")
+EXTRACTORS = Registry("extraction step",
+                      hint="Add one: a function decorated with @extractor in Eval/extract.py.")
 extractor = EXTRACTORS.register
 
 
@@ -32,7 +32,8 @@ def think_tags(record: dict) -> tuple[str, str]:
     with their own), else <think> </think>."""
     thinking = record.get("thinking")
     tags = thinking.get("tags") if isinstance(thinking, dict) else None
-    if isinstance(tags, (list, tuple)) and len(tags) == 2 and all(isinstance(t, str) and t for t in tags):
+    if isinstance(tags, (list, tuple)) and len(tags) == 2 and \
+            all(isinstance(t, str) and t for t in tags):
         return tags[0], tags[1]
     return "<think>", "</think>"
 
@@ -44,7 +45,7 @@ def opened_in_prompt(record: dict) -> bool:
 
 def think_state(pred: str, record: dict) -> str | None:
     """The output's thinking block: "closed" (a closing tag anywhere, or stripped at inference),
-    "unclosed" (opened in the output or by the prompt, never closed), or None when there is none."""
+    "unclosed" (opened in the output or by the prompt, never closed), or None."""
     open_tag, close_tag = think_tags(record)
     thinking = record.get("thinking")
     if close_tag in pred or (isinstance(thinking, dict) and thinking.get("stripped") is True):
@@ -129,9 +130,12 @@ def longbench_v2_answer(pred: str, record: dict) -> Optional[str]:
     return match.group(1) if match else None
 
 
-# choice_answer: cues after which the chosen letters are written. English ones ignore case, letters never do.
-_CUES = re.compile(r"答案是|答案为|答案：|答案:|故选|应选|选项|(?i:the answer is|answer:)")
-# Between a cue and the letters: spaces, punctuation, brackets, markdown, "是" / "为", "option", "\boxed{".
+# choice_answer: cues after which the chosen letters are written; English ones ignore case,
+# letters never do.
+_CUES = re.compile(r"答案是|答案为|答案：|答案:|故选|应选|选项"
+                   r"|(?i:the answer is|answer:)")
+# Between a cue and the letters: spaces, punctuation, brackets, markdown, "是" / "为",
+# "option", "\boxed{".
 _FILL = r"""[\s:：,，*_"'“”‘’(（\[【{$]*"""
 _LETTERS_AFTER_CUE = re.compile(
     _FILL + r"(?:(?:是|为|(?i:options?)|\\boxed\{)" + _FILL + r")?"

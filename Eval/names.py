@@ -1,6 +1,6 @@
-"""Names that become file names (a dataset, a model folder, a rubric) are names, never paths: one
-read from the command line or from data is joined to an output folder, so a separator, `..` or an
-absolute path in it would reach outside it. `check_name` refuses them, naming where it came from.
+"""Names that become file names (a dataset, a model folder, a rubric) are joined to an output
+folder, so a separator, `..` or an absolute path in one would reach outside it: `check_name`
+refuses them, naming where the name came from.
 
 Usage:
     out = out_dir / check_name(args.model_name, "--model-name")  # ValueError: --model-name '../x'
@@ -31,10 +31,11 @@ def name_problem(name: object) -> str | None:
 
 
 def check_name(name: object, source: str) -> str:
-    """`name` itself when it is a safe file name; else ValueError naming `source` (an option or a file)."""
+    """`name` when it is a safe file name, else ValueError naming `source` (an option, a file)."""
     problem = name_problem(name)
     if problem:
-        raise ValueError(f"{source} {name!r}: {problem}; give a plain name (letters, digits, '_', '-', '.')")
+        raise ValueError(f"{source} {name!r}: {problem}; give a plain name (letters, digits, '_', "
+                         "'-', '.')")
     return name  # type: ignore[return-value]
 
 

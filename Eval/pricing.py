@@ -32,7 +32,7 @@ class Price:
     file: str
 
     def cost(self, prompt_tokens: int, gen_tokens: int) -> float:
-        # rounded to a millionth of a cent: float products like 1234 * 0.15 carry noise in the last digits
+        # rounded to a millionth of a cent: float products like 1234 * 0.15 carry noise
         return round((prompt_tokens * self.input + gen_tokens * self.output) / 1_000_000, 8)
 
     def describe(self) -> dict:
@@ -49,19 +49,20 @@ def price_for(path: Path, model: str) -> Price:
     except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
         raise PriceError(f"{path}: not JSON ({str(err)[:80]})") from None
     if not isinstance(data, dict) or not data:
-        raise PriceError(f'{path}: must be a JSON object of model name -> {{"input": USD, "output": USD}} per '
-                         'million tokens')
+        raise PriceError(f'{path}: must be a JSON object of model name -> {{"input": USD, '
+                         '"output": USD}} per million tokens')
     for key, entry in data.items():  # every entry is checked, not only the one used
         if not isinstance(entry, dict):
-            raise PriceError(f'{path}: entry {key!r} must be an object like {{"input": 0.15, "output": 0.6}}')
+            raise PriceError(f"{path}: entry {key!r} must be an object like "
+                             '{"input": 0.15, "output": 0.6}')
         missing = [field for field in ("input", "output") if field not in entry]
         if missing:
             raise PriceError(f"{path}: entry {key!r} has no {missing[0]!r} price (US dollars per "
                              "million tokens)")
-        for field, value in (("input", entry["input"]), ("output", entry["output"])):
-            if not _number(value) or not math.isfinite(value) or value < 0:
+        for field in ("input", "output"):
+            if not _number(entry[field]) or not math.isfinite(entry[field]) or entry[field] < 0:
                 raise PriceError(f"{path}: entry {key!r}: {field!r} must be a number >= 0 (US "
-                                 f"dollars per million tokens), not {value!r}")
+                                 f"dollars per million tokens), not {entry[field]!r}")
     key = model if model in data else "*"
     if key not in data:
         raise PriceError(f"{path}: no entry for model {model!r} and no \"*\" default (entries: "
@@ -87,10 +88,10 @@ def batch_counts(records: list[dict]) -> dict:
     """Token totals of some records (both --cot passes, none for a skipped record), and the totals
     of `server_usage` (and how many records had it) when any did."""
     totals = dict.fromkeys(COUNTS, 0)
-    for record in records:
+    for record in (r for r in records if not r.get("skipped")):
         for name in COUNTS:
             for value in (record.get(name), record.get(f"cot_{name}")):
-                if isinstance(value, int) and _number(value) and not record.get("skipped"):
+                if isinstance(value, int) and not isinstance(value, bool):
                     totals[name] += value
         server = record.get("server_usage")
         if isinstance(server, dict):
@@ -107,8 +108,8 @@ def tokens_per_s(gen_tokens: int, seconds: float | None) -> float | None:
 def usage_of(records: list[dict]) -> dict:
     """The usage object of one prediction file (`counted`: the records carrying token counts),
     seconds = the sum of latency_s (each the batch's time / its size)."""
-    usage = {"examples": len(records), "counted": sum(1 for r in records if "prompt_tokens" in r or "gen_tokens" in r),
-             **batch_counts(records)}
+    counted = sum(1 for r in records if "prompt_tokens" in r or "gen_tokens" in r)
+    usage = {"examples": len(records), "counted": counted, **batch_counts(records)}
     seconds = 0.0
     for record in records:  # left to right, so a rerun sums to the same float
         if _number(record.get("latency_s")) and not record.get("skipped"):
@@ -123,7 +124,8 @@ def total_usage(usages: list[dict]) -> dict:
     one that counted tokens has a cost."""
     total: dict = {}
     for usage in usages:
-        add_counts(total, {k: v for k, v in usage.items() if k not in ("tokens_per_s", "cost_usd", "price")})
+        add_counts(total, {k: v for k, v in usage.items()
+                           if k not in ("tokens_per_s", "cost_usd", "price")})
     total = {"examples": 0, "counted": 0, **dict.fromkeys(COUNTS, 0), "seconds": 0.0, **total}
     total["seconds"] = round(total["seconds"], 4)
     total["tokens_per_s"] = tokens_per_s(total["gen_tokens"], total["seconds"])
@@ -138,7 +140,8 @@ def with_cost(usage: dict, price: Price | None) -> dict:
     plain = {k: v for k, v in usage.items() if k not in ("cost_usd", "price")}
     if price is None or not plain.get("counted", 1):
         return plain
-    return {**plain, "cost_usd": price.cost(plain["prompt_tokens"], plain["gen_tokens"]), "price": price.describe()}
+    cost = price.cost(plain["prompt_tokens"], plain["gen_tokens"])
+    return {**plain, "cost_usd": cost, "price": price.describe()}
 
 
 def cost_text(usd: float) -> str:
@@ -150,7 +153,7 @@ def cost_text(usd: float) -> str:
 
 
 def usage_text(usage: dict, cost: float | None = None) -> str:
-    """'1234 prompt + 96 generated tokens, 0 cut, 2.1 s, 45.7 gen tok/s' (+ ', $0.0002' with a cost)."""
+    """'1234 prompt + 96 generated tokens, 0 cut, 2.1 s, 45.7 gen tok/s[, $0.0002]'."""
     rate = usage.get("tokens_per_s")
     text = (f"{usage['prompt_tokens']} prompt + {usage['gen_tokens']} generated tokens, "
             f"{usage['truncated_tokens']} cut, {usage['seconds']:.1f} s, "

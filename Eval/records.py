@@ -54,14 +54,14 @@ __doc__ += "\n".join(f"    {k:18} {'/'.join(t.__name__ for t in v[0]):18} "
                      f"{'required' if v[1] else 'optional':8} {v[2]}" for k, v in FIELDS.items())
 
 
-# What the probability / unlearning metrics need, per answer option in a record's `logprobs` field:
+# What the probability / unlearning metrics need, in a record's `logprobs` field:
 #   "logprobs": {<answer key, e.g. "paraphrased_answer">: [TokenStats, ...one per option...]}
 # A TokenStats dict holds one entry per LABELLED answer token (an EOS appended to QA answers too):
 TOKEN_STATS_FIELDS = {
-    "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probabilities",
-    "greedy": "list[bool]: whether the label is the argmax at its position (exact memorisation, extraction)",
-    "mean": "list[float]: E_p[log p] over the full vocabulary at each position (Min-K%++)",
-    "var": "list[float]: Var_p[log p] over the full vocabulary at each position (Min-K%++)",
+    "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probs",
+    "greedy": "list[bool]: whether the label is the argmax at its position (memorisation)",
+    "mean": "list[float]: E_p[log p] over the vocabulary at each position (Min-K%++)",
+    "var": "list[float]: Var_p[log p] over the vocabulary at each position (Min-K%++)",
     "text": "str: the label tokens decoded with special tokens skipped (ZLib)",
     "eos": "bool: whether an EOS token was appended to the answer and labelled",
 }
@@ -77,8 +77,8 @@ class RecordError(ValueError):
 
 
 def read_text_file(path: Path) -> str:
-    """A regular UTF-8 text file (a BOM is dropped); RecordError naming the file (and the line of a bad byte)
-    for anything else: a folder, a FIFO, a broken link, bytes that are not UTF-8."""
+    """A regular UTF-8 text file (a BOM is dropped); else RecordError naming the file (and the
+    line of a bad byte): a folder, a FIFO, a broken link, bytes that are not UTF-8."""
     try:
         raw = read_regular_bytes(path)
     except StorageError as err:
@@ -87,27 +87,29 @@ def read_text_file(path: Path) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
-        raise RecordError(path, line, f"byte 0x{raw[err.start]:02x} is not valid UTF-8; re-save the file "
-                                      "as UTF-8") from None
+        problem = f"byte 0x{raw[err.start]:02x} is not valid UTF-8; re-save the file as UTF-8"
+        raise RecordError(path, line, problem) from None
 
 
-def _raw_decode(decoder: json.JSONDecoder, text: str, pos: int, path: Path, line: int) -> tuple[object, int]:
-    """One JSON value at `pos`; every way the parser can fail becomes a RecordError naming the line."""
+def _raw_decode(decoder: json.JSONDecoder, text: str, pos: int, path: Path,
+                line: int) -> tuple[object, int]:
+    """One JSON value at `pos`; every parser failure is a RecordError naming the line."""
     try:
         return decoder.raw_decode(text, pos)
     except json.JSONDecodeError as err:
-        # Name the line where the broken value starts (a torn JSONL line fails only at the next one).
+        # the line where the broken value starts: a torn JSONL line fails only at the next one
         where = "" if err.lineno == line else f" at line {err.lineno}"
-        raise RecordError(path, line, f"not valid JSON ({err.msg}{where}, column {err.colno})") from None
+        problem = f"not valid JSON ({err.msg}{where}, column {err.colno})"
+        raise RecordError(path, line, problem) from None
     except RecursionError:
-        raise RecordError(path, line, "a value is nested too deeply (hundreds of levels of [ or {) to be a "
-                                      "record") from None
+        problem = "a value is nested too deeply (hundreds of levels of [ or {) to be a record"
+        raise RecordError(path, line, problem) from None
     except ValueError as err:  # e.g. an integer of more than 4300 digits
         raise RecordError(path, line, f"a value cannot be read: {str(err).split(';')[0]}") from None
 
 
-# A record holding a lone surrogate can be parsed but never written back as UTF-8; such text can only come
-# from a \uD800-\uDFFF escape, so only values whose text has one are walked.
+# A lone surrogate can be parsed but never written back as UTF-8; it can only come from a
+# \uD800-\uDFFF escape, so only values whose text has one are walked.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
@@ -153,9 +155,9 @@ def _scan(text: str, pos: int, skip: str, path: Path, line: int, limit: int | No
 
 def iter_json_objects(path: os.PathLike | str) -> Iterable[tuple[int, object]]:
     """(line number, parsed value) of each JSON value in the file: JSON Lines, and the two shapes
-    TinyEval ships as .jsonl, pretty-printed objects one after another and one JSON array of objects
-    (each element with its line). Refuses, naming file and line: anything but a regular UTF-8 file,
-    broken JSON, values nested too deeply or too long to read, strings holding a lone surrogate."""
+    TinyEval ships as .jsonl, pretty-printed objects one after another and one JSON array of
+    objects (each element with its line). Refuses, naming file and line: anything but a regular
+    UTF-8 file, broken JSON, values nested too deeply or too long, lone surrogates."""
     path = Path(path)
     text = read_text_file(path)
     values = _scan(text, 0, " \t\r\n", path, 1)
@@ -167,12 +169,12 @@ def iter_json_objects(path: os.PathLike | str) -> Iterable[tuple[int, object]]:
 
 
 def normalize_answers(answers: object) -> list[str]:
-    """`answers` as a list of strings: a bare string is one answer (never iterated character by character)."""
+    """A bare string is one answer, never iterated character by character."""
     return [answers] if isinstance(answers, str) else list(answers)  # type: ignore[arg-type]
 
 
 def validate_record(obj: object, path: os.PathLike | str, line: int) -> dict:
-    """Check one parsed value against FIELDS; return it with `answers` normalised to a list of strings."""
+    """Check one parsed value against FIELDS; return it with `answers` a list of strings."""
     if not isinstance(obj, dict):
         raise RecordError(path, line, f"expected a JSON object, found {type(obj).__name__}")
     for name, (types, required, _) in FIELDS.items():
@@ -192,13 +194,13 @@ def validate_record(obj: object, path: os.PathLike | str, line: int) -> dict:
         raise RecordError(path, line, "field 'all_classes' must hold only strings")
     length = obj.get("length")
     if length is not None and not (math.isfinite(length) and length >= 0):
-        raise RecordError(path, line, f"field 'length' must be a finite number >= 0 (LongBench's word or "
-                                      f"character count), found {length!r}")
+        raise RecordError(path, line, "field 'length' must be a finite number >= 0 (LongBench's "
+                                      f"word or character count), found {length!r}")
     return {**obj, "answers": answers}
 
 
 def read_records(path: os.PathLike | str) -> list[dict]:
-    """Read and validate a whole prediction file; any problem raises RecordError naming file and line."""
+    """A whole prediction file, validated; a problem raises RecordError naming file and line."""
     records = [validate_record(obj, path, line) for line, obj in iter_json_objects(path)]
     if not records:
         raise RecordError(path, None, "file is empty: no prediction records")
@@ -212,7 +214,7 @@ def content_hash(record: dict) -> str:
 
 
 def examples_digest(pairs) -> str:
-    """One hash over a sequence of (id, content hash): which examples, with which content, in which order."""
+    """One hash over (id, content hash) pairs: which examples, with which content, in order."""
     digest = hashlib.sha256()
     for rid, sha in pairs:
         digest.update(json.dumps([str(rid), sha or ""], ensure_ascii=False).encode("utf-8"))
@@ -220,16 +222,16 @@ def examples_digest(pairs) -> str:
 
 
 def sidecar_path(pred_path: os.PathLike | str) -> Path:
-    """The run sidecar beside a record file: <stem>.run.json (the resolved configuration, written by inference)."""
+    """<stem>.run.json beside a record file: the resolved configuration inference wrote."""
     return Path(pred_path).with_name(Path(pred_path).stem + ".run.json")
 
 
-DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py dry-run's rendered prompts (Eval/inference/dry_run.py)
+DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py dry-run's rendered prompts
 
 
 def is_dry_run_output(path: os.PathLike | str) -> bool:
-    """Whether a *.jsonl is `inference.py dry-run`'s <dataset>.prompts.jsonl: the suffix and no run sidecar
-    (a real run of a dataset named "x.prompts" writes one)."""
+    """Whether a *.jsonl is `inference.py dry-run`'s output: the suffix and no run sidecar (a real
+    run of a dataset named "x.prompts" writes one)."""
     sidecar = sidecar_path(path)
     return str(path).endswith(DRY_RUN_SUFFIX) and not (sidecar.exists() or sidecar.is_symlink())
 

@@ -1,14 +1,13 @@
-"""One registry helper behind every named concept (models, tasks, metrics, extraction steps,
+"""One registry behind every named concept (models, tasks, metrics, extraction steps,
 perturbations, report sections, subcommands), filled where each thing is defined. A second
 registration of a name raises; an unknown name is a KeyError suggesting the closest known ones.
-The package the things live in is searched by itself:
     - `discover="Eval.metrics"`: the first lookup imports every module of that package (not `_x`);
     - `discover="Eval.models", marker="register_model"`: the modules are only READ (their
-      `@register_model("x")` decorators found by parsing), and a module is imported when one of its
-      names is asked for, so listing the backends for --help imports no torch.
+      `@register_model("x")` decorators parsed), and one is imported when one of its names is
+      asked for, so listing the backends for --help imports no torch.
 
 Usage:
-    METRICS = Registry("metric", discover="Eval.metrics", hint="add one with @metric in any module")
+    METRICS = Registry("metric", discover="Eval.metrics", hint="add one with @metric")
     METRICS.register("qa_f1", Metric(...))        # or as a decorator: @METRICS.register("qa_f1")
     METRICS["qa_f1"]; "qa_f1" in METRICS; sorted(METRICS); METRICS.get("nope")  # -> None
 """
@@ -25,17 +24,17 @@ from typing import Any, Iterator
 
 
 class Registry(Mapping):
-    def __init__(self, kind: str, *, discover: str | tuple[str, ...] | None = None, marker: str | None = None,
-                 hint: str = ""):
+    def __init__(self, kind: str, *, discover: str | tuple[str, ...] = (),
+                 marker: str | None = None, hint: str = ""):
         self.kind, self.hint, self._marker = kind, hint, marker
-        self._packages = (discover,) if isinstance(discover, str) else tuple(discover or ())
+        self._packages = (discover,) if isinstance(discover, str) else discover
         self._items: dict[str, Any] = {}
         self._marked: dict[str, tuple[str, str]] = {}  # marker mode: name -> (module, help)
         self._discovered = not self._packages
         self.fallback = None  # name -> value or None: names built, not listed (ranking cutoffs)
 
     def register(self, name: str, value: Any = None):
-        """Register `value` under `name`; without a value, a decorator that registers what it decorates."""
+        """Register `value` under `name`; with no value, return a decorator that does."""
         if value is None:
             return lambda thing: self.register(name, thing)
         if name in self._items:
@@ -82,8 +81,8 @@ class Registry(Mapping):
         known = self.names()
         close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        return f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(known) or 'none'}." + \
-            (f" {self.hint}" if self.hint else "")
+        text = f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(known) or 'none'}."
+        return text + (f" {self.hint}" if self.hint else "")
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
@@ -98,16 +97,16 @@ class Registry(Mapping):
 
 
 def _marked_names(module: str, marker: str) -> list[tuple[str, str]]:
-    """(name, help) of what a module registers with `@marker("name", help="...")`, read from its source without
-    importing it (help is "" when the marker has none)."""
+    """(name, help) of what a module registers with `@marker("name", help="...")`, read from its
+    source without importing it (help is "" when the marker has none)."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         return []
     names = []
     for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
         for decorator in getattr(node, "decorator_list", []):
-            if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == marker and \
-                    decorator.args and isinstance(decorator.args[0], ast.Constant):
+            if (isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == marker
+                    and decorator.args and isinstance(decorator.args[0], ast.Constant)):
                 help_text = next((k.value.value for k in decorator.keywords
                                   if k.arg == "help" and isinstance(k.value, ast.Constant)), "")
                 names.append((decorator.args[0].value, help_text))

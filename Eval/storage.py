@@ -5,10 +5,10 @@ a journal, so a killed process leaves the old set or a journal the next `recover
 JSONL lines are appended whole and fsynced; one writer per output file (flock, `OutputLock`).
 
 Usage:
-    data = read_regular_bytes(path)                        # StorageError for a FIFO, folder, broken link
+    data = read_regular_bytes(path)              # StorageError for a FIFO, folder, broken link
     write_json_atomic(path, obj)
-    commit_files(folder, {"result.json": b"...", "per_example/a.scores.jsonl": b"..."}, delete=["old.txt"])
-    with OutputLock(path, what="inference.py"): ...        # StorageError when another process holds it
+    commit_files(folder, {"result.json": b"...", "per_example/a.jsonl": b"..."}, delete=["old"])
+    with OutputLock(path, what="inference.py"): ...   # StorageError while another holds it
 """
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ import stat
 from pathlib import Path
 from typing import Iterable
 
+StrPath = os.PathLike | str
 JOURNAL = ".eval_commit.json"
 TMP_SUFFIX = ".tmp"
 
 
 class StorageError(ValueError):
-    """A path that cannot be read or written as asked; the message names the path and the problem."""
+    """A path that cannot be read or written as asked; the message names the path and why."""
 
 
 def regular_file_problem(path: Path) -> str | None:
@@ -46,13 +47,13 @@ def regular_file_problem(path: Path) -> str | None:
     return None
 
 
-def read_regular_bytes(path: os.PathLike | str) -> bytes:
+def read_regular_bytes(path: StrPath) -> bytes:
     """The bytes of a regular file; StorageError (naming the path) for anything else."""
     path = Path(path)
     problem = regular_file_problem(path)
     if problem:
         raise StorageError(f"{path}: {problem}")
-    # O_NONBLOCK: should the path be swapped for a FIFO after the check, open() still returns at once
+    # O_NONBLOCK: were the path swapped for a FIFO after the check, open() still returns at once
     with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise StorageError(f"{path}: is not a regular file")
@@ -61,7 +62,7 @@ def read_regular_bytes(path: os.PathLike | str) -> bytes:
 
 @contextlib.contextmanager
 def _named(path: Path):
-    """An OSError of a write (a full disk fails the write, not the open) names the file it was writing."""
+    """An OSError of a write (a full disk fails the write, not the open) names the file."""
     try:
         yield
     except OSError as err:
@@ -87,7 +88,7 @@ def _remove_quietly(paths: Iterable[Path]) -> None:
             path.unlink(missing_ok=True)
 
 
-def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> None:
+def write_bytes_atomic(path: StrPath, data: bytes) -> None:
     """Write via NAME.tmp and rename; a failed write removes the temporary, NAME stays as it was."""
     tmp = _tmp(Path(path))
     try:
@@ -99,23 +100,24 @@ def write_bytes_atomic(path: os.PathLike | str, data: bytes) -> None:
 
 
 def json_bytes(obj: object) -> bytes:
-    """Pretty JSON as every result file is written (TinyEval's json.dump(indent=4) layout), UTF-8."""
+    """Pretty JSON as every result file is written (TinyEval's json.dump(indent=4)), UTF-8."""
     return (json.dumps(obj, ensure_ascii=False, indent=4, allow_nan=False) + "\n").encode("utf-8")
 
 
 def jsonl_bytes(rows: Iterable[dict]) -> bytes:
-    return "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows).encode("utf-8")
+    text = "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
+    return text.encode("utf-8")
 
 
-def write_json_atomic(path: os.PathLike | str, obj: object) -> None:
+def write_json_atomic(path: StrPath, obj: object) -> None:
     write_bytes_atomic(path, json_bytes(obj))
 
 
-def write_jsonl_atomic(path: os.PathLike | str, rows: Iterable[dict]) -> None:
+def write_jsonl_atomic(path: StrPath, rows: Iterable[dict]) -> None:
     write_bytes_atomic(path, jsonl_bytes(rows))
 
 
-def append_lines(path: os.PathLike | str, lines: list[str]) -> None:
+def append_lines(path: StrPath, lines: list[str]) -> None:
     """Append complete lines (each ending in a newline) and fsync: a crash loses at most these."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +127,7 @@ def append_lines(path: os.PathLike | str, lines: list[str]) -> None:
         os.fsync(f.fileno())
 
 
-def read_complete_lines(path: os.PathLike | str, repair: bool) -> tuple[list[tuple[int, bytes]], bool]:
+def read_complete_lines(path: StrPath, repair: bool) -> tuple[list[tuple[int, bytes]], bool]:
     """(line number, bytes) of every complete line, and whether a torn last line (no newline: a
     crash mid-write) was there; with `repair` (the file this process appends to) it is cut off."""
     raw = Path(path).read_bytes()
@@ -142,7 +144,7 @@ def _inside(folder: Path, relative: str) -> Path:
     return folder / relative
 
 
-def commit_files(folder: os.PathLike | str, files: dict[str, bytes], delete: Iterable[str] = ()) -> None:
+def commit_files(folder: StrPath, files: dict[str, bytes], delete: Iterable[str] = ()) -> None:
     """Replace `files` (paths relative to `folder`) and remove `delete`, all or nothing: the
     temporaries are written first, then the journal listing the renames, then the renames run."""
     folder = Path(folder)
@@ -161,8 +163,8 @@ def commit_files(folder: os.PathLike | str, files: dict[str, bytes], delete: Ite
     except BaseException:
         _remove_quietly(written)
         raise
-    write_bytes_atomic(folder / JOURNAL, json.dumps({"replace": sorted(files), "delete": sorted(delete)},
-                                                    ensure_ascii=False).encode("utf-8"))
+    journal = {"replace": sorted(files), "delete": sorted(delete)}
+    write_bytes_atomic(folder / JOURNAL, json.dumps(journal, ensure_ascii=False).encode("utf-8"))
     _roll_forward(folder)
 
 
@@ -177,15 +179,15 @@ def _roll_forward(folder: Path) -> None:
     (folder / JOURNAL).unlink()
 
 
-def recover(folder: os.PathLike | str, owned: Iterable[str] = (), owned_folders: Iterable[str] = ()) -> list[str]:
-    """Finish a commit a killed process left half done, then remove stale temporaries of the files this caller
-    owns (`owned` names in `folder`, every file in `owned_folders`); returns what was done, for a note."""
+def recover(folder: StrPath, owned: Iterable[str], owned_folders: Iterable[str]) -> list[str]:
+    """Finish a commit a killed process left half done, then remove stale temporaries of the files
+    this caller owns (`owned` names in `folder`, every file in `owned_folders`); returns notes."""
     folder, done = Path(folder), []
     if (folder / JOURNAL).is_file():
         try:
             _roll_forward(folder)
             done.append(f"{folder}: finished an interrupted write of results (journal {JOURNAL})")
-        except (ValueError, KeyError, TypeError):  # unreadable journal: its renames cannot be trusted
+        except (ValueError, KeyError, TypeError):  # unreadable: its renames cannot be trusted
             (folder / JOURNAL).unlink()
     stale = [_tmp(folder / name) for name in (JOURNAL, *owned)]
     for sub in owned_folders:
@@ -201,7 +203,7 @@ class OutputLock:
     """`with OutputLock(path, what):` an exclusive, non-blocking flock on .locks/NAME.lock beside
     `path`, holding `what` and the pid for another writer's message; no lock without fcntl."""
 
-    def __init__(self, path: os.PathLike | str, what: str):
+    def __init__(self, path: StrPath, what: str):
         self.path, self.what, self._file = Path(path), what, None
 
     def __enter__(self) -> "OutputLock":
@@ -218,8 +220,8 @@ class OutputLock:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()
-            raise StorageError(f"{self.path}: {holder} is writing this file now; wait for it to finish, or "
-                               "write elsewhere (--out-dir / --model-name)") from None
+            raise StorageError(f"{self.path}: {holder} is writing this file now; wait for it to "
+                               "finish, or write elsewhere (--out-dir / --model-name)") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{self.what} (pid {os.getpid()})")

@@ -1,10 +1,8 @@
-"""Tasks: what each dataset is scored with and how it is prompted. One literal table, one row per dataset.
-
-Adding a dataset = `dataset/NAME.jsonl` + `prompts/NAME.txt` + one row in TASKS below.
+"""Tasks: what each dataset is scored with and how it is prompted, one row per dataset. Adding a
+dataset = `dataset/NAME.jsonl` + `prompts/NAME.txt` + one row in TASKS below.
 
 Usage:
-    from Eval.tasks import get_task
-    task = get_task("trec")   # Task(name='trec', metrics=('classification',), extract=(..., 'first_line'), ...)
+    task = get_task("trec")   # Task(name='trec', metrics=('classification',), ...)
 """
 from __future__ import annotations
 
@@ -23,13 +21,13 @@ class Task:
     language: str = "en"  # "zh" datasets count `length` in characters, others in words
     stop: tuple[str, ...] = ()  # extra stop strings at generation time
     description: str = ""
-    group_by: tuple[str, ...] = ()  # record fields copied to each prediction's "groups" (per-group breakdowns)
-    breakdown: str = ""  # a named breakdown of the scores by those groups (Eval/scoring), e.g. "longbench_v2"
-    # The benchmark whose published prompt the dataset needs: with no prompts/NAME.txt and no --prompt-config
-    # entry, inference stops (a generic template would change the task) instead of falling back.
+    group_by: tuple[str, ...] = ()  # record fields copied to each prediction's "groups"
+    breakdown: str = ""  # a named breakdown of the scores by those groups, e.g. "longbench_v2"
+    # The benchmark whose published prompt the dataset needs: with no prompts/NAME.txt and no
+    # --prompt-config entry, inference stops (a generic template would change the task).
     published_prompt: str = ""
-    cot_max_new_tokens: int = 0  # --cot: the reasoning pass's length (0: the task has no chain-of-thought mode)
-    # Keyword arguments of the metrics, as given (eval.py -S key=value): each metric takes the ones it declares.
+    cot_max_new_tokens: int = 0  # --cot: the reasoning pass's length (0: no chain-of-thought mode)
+    # the metrics' keyword arguments (eval.py -S key=value); each metric takes those it declares
     metric_args: tuple[tuple[str, str], ...] = ()
     # LongBench v2's pred.py writes no record for an empty or failed output, so its figures
     # leave those out: out of n, counted apart (eval.py --v2-variant count-failures counts them).
@@ -40,7 +38,8 @@ _THINK = "strip_think"  # no-op on outputs without <think> tags, so parity with 
 _FIRST = (_THINK, "first_line")
 
 
-TASKS = Registry("dataset", hint="To add one: dataset/NAME.jsonl, prompts/NAME.txt and a row in TASKS in Eval/tasks.py.")
+TASKS = Registry("dataset", hint="To add one: dataset/NAME.jsonl, prompts/NAME.txt and a row in "
+                                 "TASKS in Eval/tasks.py.")
 
 
 def _rows(*tasks: Task, published_prompt: str = "") -> None:
@@ -58,7 +57,8 @@ _rows(
     Task("narrativeqa", ("qa_f1",), 128, description="story QA"),
     Task("qasper", ("qa_f1",), 128, description="paper QA"),
     Task("multifieldqa_en", ("qa_f1",), 64, description="single-document QA"),
-    Task("multifieldqa_zh", ("qa_f1_zh",), 64, language="zh", description="single-document QA (zh)"),
+    Task("multifieldqa_zh", ("qa_f1_zh",), 64, language="zh",
+         description="single-document QA (zh)"),
     Task("hotpotqa", ("qa_f1",), 32, description="multi-document QA"),
     Task("2wikimqa", ("qa_f1",), 32, description="multi-document QA"),
     Task("musique", ("qa_f1",), 32, description="multi-document QA"),
@@ -67,14 +67,17 @@ _rows(
     Task("qmsum", ("rouge",), 512, description="query-based summarisation"),
     Task("multi_news", ("rouge",), 512, description="multi-document summarisation"),
     Task("vcsum", ("rouge_zh",), 512, language="zh", description="meeting summarisation (zh)"),
-    Task("trec", ("classification",), 64, _FIRST, chat=False, description="question classification"),
+    Task("trec", ("classification",), 64, _FIRST, chat=False,
+         description="question classification"),
     Task("triviaqa", ("qa_f1",), 32, _FIRST, chat=False, description="few-shot QA"),
-    Task("samsum", ("rouge",), 128, _FIRST, chat=False, stop=("\n",), description="dialogue summarisation"),
+    Task("samsum", ("rouge",), 128, _FIRST, chat=False, stop=("\n",),
+         description="dialogue summarisation"),
     Task("lsht", ("classification",), 64, _FIRST, chat=False, language="zh",
          description="news classification (zh)"),
     Task("passage_count", ("count",), 32, description="count distinct passages"),
     Task("passage_retrieval_en", ("retrieval",), 32, description="find the paragraph"),
-    Task("passage_retrieval_zh", ("retrieval_zh",), 32, language="zh", description="find the paragraph (zh)"),
+    Task("passage_retrieval_zh", ("retrieval_zh",), 32, language="zh",
+         description="find the paragraph (zh)"),
     Task("lcc", ("code_sim",), 64, chat=False, description="code completion"),
     Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion"),
     # LongBench v2: multiple choice A-D over long documents; its pred.py lengths (answer 128,
@@ -88,13 +91,16 @@ _rows(
     # TinyEval's own datasets.
     Task("GAOKAO_math", ("gaokao_choice",), 512, (_THINK, "choice_letters"), language="zh",
          description="gaokao math single / multiple choice"),
-    Task("custom_zh", ("rouge_zh", "bleu_zh"), 512, language="zh", description="your own SFT-style data (zh)"),
+    Task("custom_zh", ("rouge_zh", "bleu_zh"), 512, language="zh",
+         description="your own SFT-style data (zh)"),
     Task("custom_en", ("rouge", "bleu"), 512, description="your own SFT-style data (en)"),
     # The project's demo datasets (dataset/demo_*.jsonl), written for the shipped demo model.
-    Task("demo_qa_zh", ("qa_f1_zh",), 64, language="zh", description="demo reading QA (zh, LongBench form)"),
+    Task("demo_qa_zh", ("qa_f1_zh",), 64, language="zh",
+         description="demo reading QA (zh, LongBench form)"),
     Task("demo_qa_en", ("qa_f1",), 64, description="demo reading QA (en, LongBench form)"),
     Task("demo_summ_en", ("rouge",), 256, description="demo multi-passage summarisation (en)"),
-    Task("demo_trec", ("classification",), 64, _FIRST, chat=False, description="demo question classification"),
+    Task("demo_trec", ("classification",), 64, _FIRST, chat=False,
+         description="demo question classification"),
     Task("demo_gaokao", ("gaokao_choice",), 64, (_THINK, "choice_letters"), language="zh",
          description="demo math single / multiple choice (zh)"),
     Task("demo_longbench_v2", ("choice_match",), 128, _V2_PICK, **_V2, cot_max_new_tokens=256,
@@ -109,20 +115,22 @@ def task_from_dict(data: object, name: str) -> Task:
     from Eval.metrics.registry import METRICS
 
     if not isinstance(data, dict):
-        raise ValueError(f"'task' must be an object with the dataset's metrics, found {type(data).__name__}")
+        raise ValueError("'task' must be an object with the dataset's metrics, found "
+                         f"{type(data).__name__}")
     metrics, extract = data.get("metrics"), data.get("extract", ["strip_think"])
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
-        raise ValueError(f"task.metrics must be a non-empty list of metric names, found {metrics!r}")
+        raise ValueError("task.metrics must be a non-empty list of metric names, found "
+                         f"{metrics!r}")
     for metric_name in metrics:
         METRICS[metric_name]  # KeyError with close names
     if not isinstance(extract, list) or any(step not in EXTRACTORS for step in extract):
-        raise ValueError(f"task.extract must list extraction steps of Eval/extract.py "
+        raise ValueError("task.extract must list extraction steps of Eval/extract.py "
                          f"({', '.join(sorted(EXTRACTORS))}), found {extract!r}")
-    checks = {"max_new_tokens": int, "chat": bool, "language": str, "description": str, "breakdown": str,
-              "published_prompt": str, "cot_max_new_tokens": int,
+    checks = {"max_new_tokens": int, "chat": bool, "language": str, "description": str,
+              "breakdown": str, "published_prompt": str, "cot_max_new_tokens": int,
               "leave_out_empty": bool}
     for key, kind in checks.items():
-        if key in data and (not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool))):
+        if key in data and type(data[key]) is not kind:  # parsed JSON: a bool is no int here
             raise ValueError(f"task.{key} must be {kind.__name__}, found {data[key]!r}")
     for key in ("stop", "group_by"):
         value = data.get(key, [])
@@ -134,5 +142,5 @@ def task_from_dict(data: object, name: str) -> Task:
 
 
 def get_task(name: str) -> Task:
-    """The task for a dataset name; an unknown name is a KeyError that suggests the closest known names."""
+    """An unknown name is a KeyError that suggests the closest known names."""
     return TASKS[name]

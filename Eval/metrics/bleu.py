@@ -1,6 +1,5 @@
-"""Sentence BLEU-4 with nltk's smoothing method 1, on whitespace words, and on jieba words for Chinese.
-
-The score is nltk's ``sentence_bleu([reference], prediction, smoothing_function=...method1)``, nltk
+"""Sentence BLEU-4 with nltk's smoothing method 1, on whitespace words, and on jieba words for
+Chinese: nltk's ``sentence_bleu([reference], prediction, smoothing_function=...method1)``, nltk
 imported on first use (it imports scipy.stats, 1.8 s). The explainers use nltk's own pieces:
 clipped n-gram matches (modified_precision), method1's smoothing and the brevity penalty.
 """
@@ -33,24 +32,28 @@ def _zh_words(text: str) -> list[str]:
     return [t for t in cut(text) if t.strip()]
 
 
-def _explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
-    """The numbers of sentence_bleu4: modified precisions, method1 (epsilon 0.1 on a zero count), BP, score."""
+@explains("bleu", tokens=str.split)
+def explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
+    """sentence_bleu4's numbers: modified precisions, method1 (0.1 on a zero count), BP, score."""
     out = {"prediction_tokens": len(prediction), "reference_tokens": len(reference)}
     if not prediction or not reference:
         return {**out, "score": 0.0, "text": "an empty side scores 0"}
     nltk_bleu = _nltk()
     fractions = [nltk_bleu.modified_precision([reference], prediction, n) for n in range(1, 5)]
     counts = [(f.numerator, f.denominator) for f in fractions]  # unnormalised: matches / n-grams
-    bp = nltk_bleu.brevity_penalty(nltk_bleu.closest_ref_length([reference], len(prediction)), len(prediction))
+    closest = nltk_bleu.closest_ref_length([reference], len(prediction))
+    bp = nltk_bleu.brevity_penalty(closest, len(prediction))
     out = {**out, "ngram_matches": [list(c) for c in counts], "brevity_penalty": float(bp)}
     if counts[0][0] == 0:  # sentence_bleu returns 0 before smoothing then
         return {**out, "precisions": [0.0] * 4, "score": 0.0,
                 "text": "no word of the prediction is in the reference: 0"}
     smoothed = nltk_bleu.SmoothingFunction().method1(fractions)
-    score = float(bp * math.exp(math.fsum(0.25 * math.log(p) for p in smoothed)))  # as corpus_bleu sums them
+    # fsum, as corpus_bleu sums them
+    score = float(bp * math.exp(math.fsum(0.25 * math.log(p) for p in smoothed)))
     shown = ", ".join(f"{n}-grams {m}/{t}" + (" (0.1 smoothing)" if m == 0 else "")
                       for n, (m, t) in enumerate(counts, 1))
-    penalty = "1 (prediction not shorter)" if bp == 1 else f"exp(1 - {len(reference)}/{len(prediction)}) = {bp:.4g}"
+    penalty = ("1 (prediction not shorter)" if bp == 1 else
+               f"exp(1 - {len(reference)}/{len(prediction)}) = {bp:.4g}")
     text = f"{shown}; brevity penalty {penalty}; BLEU = BP x geometric mean = {score:.4g}"
     return {**out, "precisions": [float(p) for p in smoothed], "score": score, "text": text}
 
@@ -66,11 +69,6 @@ def bleu(prediction: str, reference: str, **record) -> float:
     return sentence_bleu4(prediction.split(), reference.split())
 
 
-@explains("bleu")
-def explain_bleu(prediction: str, reference: str, **record) -> dict:
-    return _explain_bleu4(prediction.split(), reference.split())
-
-
 @metric("bleu_zh", version="nltk-sentence-bleu4-method1-jieba")
 def bleu_zh(prediction: str, reference: str, **record) -> float:
     """`bleu` on jieba words (whitespace tokens dropped), for Chinese.
@@ -81,6 +79,4 @@ def bleu_zh(prediction: str, reference: str, **record) -> float:
     return sentence_bleu4(_zh_words(prediction), _zh_words(reference))
 
 
-@explains("bleu_zh")
-def explain_bleu_zh(prediction: str, reference: str, **record) -> dict:
-    return _explain_bleu4(_zh_words(prediction), _zh_words(reference))
+explains("bleu_zh", tokens=_zh_words)(explain_bleu4)

@@ -14,12 +14,13 @@ from Eval.metrics.registry import explains, metric
 def _fuzz():
     import difflib
 
-    with warnings.catch_warnings():  # fuzzywuzzy warns that difflib is slow: it is the backend we pin
+    with warnings.catch_warnings():  # "difflib is slow": it is the backend we pin
         warnings.filterwarnings("ignore", message="Using slow pure-python SequenceMatcher")
         from fuzzywuzzy import fuzz
     if fuzz.SequenceMatcher is not difflib.SequenceMatcher:
-        warnings.warn("fuzzywuzzy uses python-Levenshtein here: code_sim values differ from the difflib-based "
-                      "ones its version (longbench-fuzzywuzzy-0.18) names; uninstall python-Levenshtein")
+        warnings.warn("fuzzywuzzy uses python-Levenshtein here: code_sim values differ from the "
+                      "difflib-based ones its version (longbench-fuzzywuzzy-0.18) names; uninstall "
+                      "python-Levenshtein")
     return fuzz
 
 
@@ -33,8 +34,8 @@ def first_code_line(prediction: str) -> str:
 
 @metric("code_sim", version="longbench-fuzzywuzzy-0.18")
 def code_sim(prediction: str, reference: str, **record) -> float:
-    """LongBench code_sim_score: fuzz.ratio of the first real code line and the reference, / 100 (so
-    quantised to 0.01; 0 if one side is empty).
+    """LongBench code_sim_score: fuzz.ratio of the first real code line and the reference, / 100
+    (so quantised to 0.01; 0 if one side is empty).
 
     >>> code_sim("```\\nreturn x + 1", "return x+1")
     0.91
@@ -44,8 +45,8 @@ def code_sim(prediction: str, reference: str, **record) -> float:
 
 @explains("code_sim")
 def explain_code_sim(prediction: str, reference: str, **record) -> dict:
-    """code_sim's numbers: the code line it picked and fuzz.ratio against the reference."""
     line = first_code_line(prediction)
     similarity = _fuzz().ratio(line, reference)
-    text = f"first code line {line!r} against {reference!r}: fuzz.ratio {similarity} / 100 = {similarity / 100:g}"
+    text = (f"first code line {line!r} against {reference!r}: fuzz.ratio {similarity} / 100 = "
+            f"{similarity / 100:g}")
     return {"code_line": line, "ratio": similarity, "score": similarity / 100, "text": text}

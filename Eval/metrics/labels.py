@@ -3,6 +3,7 @@ choice match; the explainers show the classes matched and dropped, the numbers, 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from Eval.metrics.registry import explains, metric
 
@@ -28,12 +29,10 @@ def _counted(prediction: str, reference: str, all_classes, quirk: bool) -> tuple
 
 @metric("classification", version="longbench-1")
 def classification(prediction: str, reference: str, *, all_classes=None, **record) -> float:
-    """LongBench classification_score (trec, lsht), quirk included.
-
-    Matches are the classes that occur (case-sensitive) in the prediction; those that are a proper
-    substring of the reference are dropped, but LongBench removes them while iterating over the
-    list, so the element after each removal is skipped. Score = 1/len(matches) if the reference is
-    one.
+    """LongBench classification_score (trec, lsht), quirk included: the classes that occur
+    (case-sensitive) in the prediction, minus those that are a proper substring of the reference,
+    but LongBench removes them while iterating over the list, so the element after each removal is
+    skipped. Score = 1/len(matches) if the reference is one.
 
     >>> classes = ["Other location", "location", "Other"]
     >>> classification("Other location", "Other location", all_classes=classes)
@@ -45,14 +44,16 @@ def classification(prediction: str, reference: str, *, all_classes=None, **recor
     return 1.0 / len(counted) if reference in counted else 0.0
 
 
-def _explain_classes(prediction: str, reference: str, all_classes, quirk: bool) -> dict:
+def _explain_classes(prediction: str, reference: str, *, all_classes=None, quirk: bool,
+                     **record) -> dict:
     matched, kept = _counted(prediction, reference, all_classes, quirk)
     dropped = list(matched)
     for c in kept:  # the matches minus the kept ones, as a multiset, in order
         dropped.remove(c)
-    spared = [c for c in kept if c in reference and c != reference]  # left in by the remove-while-iterating skip
+    spared = [c for c in kept if c in reference and c != reference]  # left in by the skip
     score = 1.0 / len(kept) if reference in kept else 0.0
-    out = {"matched": matched, "dropped": dropped, "kept_by_quirk": spared, "counted": kept, "score": score}
+    out = {"matched": matched, "dropped": dropped, "kept_by_quirk": spared, "counted": kept,
+           "score": score}
     if not all_classes:
         return {**out, "text": "no class list (all_classes): 0"}
     words = [f"classes found in the prediction: {matched or 'none'}"]
@@ -60,20 +61,15 @@ def _explain_classes(prediction: str, reference: str, all_classes, quirk: bool) 
         words.append(f"dropped as part of the reference: {dropped}")
     if spared:
         words.append(f"kept by LongBench's remove-while-iterating skip: {spared}")
-    words.append(f"{reference!r} is one of {len(kept)} matches: 1/{len(kept)} = {score:.4g}" if score else
-                 f"{reference!r} is not among them: 0")
+    words.append(f"{reference!r} is one of {len(kept)} matches: 1/{len(kept)} = {score:.4g}"
+                 if score else f"{reference!r} is not among them: 0")
     return {**out, "text": "; ".join(words)}
-
-
-@explains("classification")
-def explain_classification(prediction: str, reference: str, *, all_classes=None, **record) -> dict:
-    return _explain_classes(prediction, reference, all_classes, quirk=True)
 
 
 @metric("classification_strict", version="1")
 def classification_strict(prediction: str, reference: str, *, all_classes=None, **record) -> float:
-    """classification without the remove-while-iterating quirk: every match that is a proper substring
-    of the reference is dropped.
+    """classification without the remove-while-iterating quirk: every match that is a proper
+    substring of the reference is dropped.
 
     >>> classification_strict("Other location", "Other location",
     ...                       all_classes=["Other location", "location", "Other"])
@@ -81,11 +77,6 @@ def classification_strict(prediction: str, reference: str, *, all_classes=None, 
     """
     counted = _counted(prediction, reference, all_classes, quirk=False)[1]
     return 1.0 / len(counted) if reference in counted else 0.0
-
-
-@explains("classification_strict")
-def explain_classification_strict(prediction: str, reference: str, *, all_classes=None, **record) -> dict:
-    return _explain_classes(prediction, reference, all_classes, quirk=False)
 
 
 def _paragraph(pattern: re.Pattern, reference: str) -> str | None:
@@ -100,32 +91,32 @@ def _share_equal(prediction: str, target: str | None) -> float:
     return 1.0 * sum(1 for n in numbers if n == target) / len(numbers)
 
 
-def _explain_share(prediction: str, target: str | None, what: str) -> dict:
+def _explain_share(prediction: str, reference: str, *, what: str, pattern: re.Pattern | None = None,
+                   **record) -> dict:
+    """The numbers in the prediction and the one they are compared with: the reference, or the id
+    `pattern` finds in it."""
+    target = reference if pattern is None else _paragraph(pattern, reference)
     numbers = _NUMBER.findall(prediction)
     if target is None:
-        return {"numbers": numbers, "target": None, "score": 0.0, "text": f"the reference has no {what}: 0"}
+        return {"numbers": numbers, "target": None, "score": 0.0,
+                "text": f"the reference has no {what}: 0"}
     equal = sum(1 for n in numbers if n == target)
     score = _share_equal(prediction, target)
     text = (f"the prediction has no number (looking for {target}): 0" if not numbers else
-            f"{equal} of the prediction's {len(numbers)} numbers {numbers[:12]} equal {target}: {score:.4g}")
+            f"{equal} of the prediction's {len(numbers)} numbers {numbers[:12]} equal {target}: "
+            f"{score:.4g}")
     return {"numbers": numbers, "target": target, "equal": equal, "score": score, "text": text}
 
 
 @metric("retrieval", version="longbench-1")
 def retrieval(prediction: str, reference: str, **record) -> float:
-    """LongBench retrieval_score (passage_retrieval_en): the id in the reference's first "Paragraph N",
-    scored as the share of numbers in the prediction equal to it (as strings).
+    """LongBench retrieval_score (passage_retrieval_en): the id in the reference's first
+    "Paragraph N", scored as the share of numbers in the prediction equal to it (as strings).
 
     >>> retrieval("Paragraph 3, or maybe 12", "Paragraph 3")
     0.5
     """
     return _share_equal(prediction, _paragraph(_PARAGRAPH_EN, reference))
-
-
-@explains("retrieval")
-def explain_retrieval(prediction: str, reference: str, **record) -> dict:
-    """retrieval's numbers: those in the prediction and the paragraph id they are compared with."""
-    return _explain_share(prediction, _paragraph(_PARAGRAPH_EN, reference), '"Paragraph N"')
 
 
 @metric("retrieval_zh", version="longbench-1")
@@ -138,15 +129,10 @@ def retrieval_zh(prediction: str, reference: str, **record) -> float:
     return _share_equal(prediction, _paragraph(_PARAGRAPH_ZH, reference))
 
 
-@explains("retrieval_zh")
-def explain_retrieval_zh(prediction: str, reference: str, **record) -> dict:
-    return _explain_share(prediction, _paragraph(_PARAGRAPH_ZH, reference), '"段落N"')
-
-
 @metric("count", version="longbench-1")
 def count(prediction: str, reference: str, **record) -> float:
-    """LongBench count_score (passage_count): share of numbers in the prediction equal to the reference,
-    compared as strings, so "07" is not "7".
+    """LongBench count_score (passage_count): share of numbers in the prediction equal to the
+    reference, compared as strings, so "07" is not "7".
 
     >>> count("There are 7 unique paragraphs", "7"), count("07", "7")
     (1.0, 0.0)
@@ -154,38 +140,32 @@ def count(prediction: str, reference: str, **record) -> float:
     return _share_equal(prediction, reference)
 
 
-@explains("count")
-def explain_count(prediction: str, reference: str, **record) -> dict:
-    return _explain_share(prediction, reference, "count")
-
-
 @metric("gaokao_choice", version="tinyeval-1")
 def gaokao_choice(prediction: str, reference: str, **record) -> float:
-    """TinyEval's GAOKAO_math rule on letters already picked by the `choice_letters` extraction.
-
-    Single choice (one-letter reference): 1 if equal. Multiple choice: 1 if the letter sets are equal,
-    0.5 if the prediction is a proper subset of the reference (including the empty string, which TinyEval's
-    picker returns when it finds exactly one letter), else 0.
+    """TinyEval's GAOKAO_math rule on the letters `choice_letters` picked. Single choice: 1 if
+    equal. Multiple choice: 1 if the letter sets are equal, 0.5 if the prediction is a proper subset
+    of the reference (the empty string too, which TinyEval's picker returns for exactly one
+    letter), else 0.
 
     >>> gaokao_choice("C", "C"), gaokao_choice("AB", "ABD"), gaokao_choice("AE", "ABD")
     (1.0, 0.5, 0.0)
     """
     if prediction == reference:
         return 1.0
-    if len(reference) > 1 and len(prediction) < len(reference) and all(c in reference for c in prediction):
+    if (len(reference) > 1 and len(prediction) < len(reference)
+            and all(c in reference for c in prediction)):
         return 0.5
     return 0.0
 
 
 @explains("gaokao_choice")
 def explain_gaokao_choice(prediction: str, reference: str, **record) -> dict:
-    """gaokao_choice's letters and the rule that decided."""
-    score = gaokao_choice(prediction, reference)  # three plain comparisons: the rule is named, not re-derived
+    score = gaokao_choice(prediction, reference)  # the rule is named, not re-derived
     if score == 1.0:
         rule = "the same letters"
     elif score == 0.5:
         rule = "a proper subset of a multiple-choice answer, half credit"
-        if not prediction:  # TinyEval's picker returns "" for a lone letter, and "" is a subset of anything
+        if not prediction:  # "" (a lone letter, for TinyEval's picker) is a subset of anything
             rule += " (no letters: the choice_letters step gives '' when exactly one letter occurs)"
     elif len(reference) > 1:
         rule = "a letter the answer lacks, or not fewer letters than it"
@@ -212,3 +192,10 @@ def explain_choice_match(prediction: str, reference: str, **record) -> dict:
     verb = "equal" if score else "differ from"
     return {"letters": prediction, "reference": reference, "rule": "exact match", "score": score,
             "text": f"extracted {prediction!r} {verb} the answer {reference!r}: {score:g}"}
+
+
+explains("classification")(partial(_explain_classes, quirk=True))
+explains("classification_strict")(partial(_explain_classes, quirk=False))
+explains("retrieval")(partial(_explain_share, what='"Paragraph N"', pattern=_PARAGRAPH_EN))
+explains("retrieval_zh")(partial(_explain_share, what='"段落N"', pattern=_PARAGRAPH_ZH))
+explains("count")(partial(_explain_share, what="count"))

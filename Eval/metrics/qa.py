@@ -17,14 +17,15 @@ from Eval.metrics.zh import cut
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCT = str.maketrans("", "", string.punctuation)
 # LongBench's Chinese punctuation set, character for character (note: it has "》" but not "《").
-_ZH_PUNCT = ("！？｡。＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､、〃》「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿"
-             "–—‘’‛“”„‟…‧﹏.")
+_ZH_PUNCT = ("！？｡。＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿"
+             "｀｛｜｝～｟｠｢｣､、〃》「」『』【】〔〕〖〗〘〙〚〛〜"
+             "〝〞〟〰〾〿–—‘’‛“”„‟…‧﹏.")
 _ALL_PUNCT = str.maketrans("", "", string.punctuation + _ZH_PUNCT)
 
 
-def normalize_en(text: str) -> str:
+def normalize_en(text: str, articles: re.Pattern = _ARTICLES) -> str:
     """SQuAD normalisation: lowercase, drop ASCII punctuation and a/an/the, collapse whitespace."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_ASCII_PUNCT)).split())
+    return " ".join(articles.sub(" ", text.lower().translate(_ASCII_PUNCT)).split())
 
 
 @functools.cache
@@ -36,12 +37,25 @@ def _bergen_articles():
 
 def normalize_bergen(text: str) -> str:
     """BERGEN's normalize(): normalize_en with the `regex` package's word boundary."""
-    return " ".join(_bergen_articles().sub(" ", text.lower().translate(_ASCII_PUNCT)).split())
+    return normalize_en(text, _bergen_articles())
+
+
+def bergen_words(text: str) -> list[str]:
+    return normalize_bergen(text).split()
+
+
+def en_words(text: str) -> list[str]:
+    return normalize_en(text).split()
 
 
 def normalize_zh_token(token: str) -> str:
     """LongBench's zh token normalisation: lowercase, no ASCII / CJK punctuation, no whitespace."""
     return "".join(token.lower().translate(_ALL_PUNCT).split())
+
+
+def zh_tokens(text: str) -> list[str]:
+    tokens = (normalize_zh_token(t) for t in cut(text))
+    return [t for t in tokens if t]
 
 
 def _shared_count(prediction: list[str], reference: list[str]) -> int:
@@ -60,9 +74,11 @@ def token_f1(prediction: list[str], reference: list[str]) -> float:
     return _f1(same, prediction, reference)[2] if same else 0.0
 
 
-def _recall(prediction: list[str], reference: list[str]) -> float:
-    same = _shared_count(prediction, reference)
-    return 0.0 if same == 0 else 1.0 * same / len(reference)
+def _share_found(tokens: list[str], other: list[str]) -> float:
+    """The share of `tokens` also in `other` (multisets): a reference's recall, a prediction's
+    precision."""
+    same = _shared_count(tokens, other)
+    return 0.0 if same == 0 else 1.0 * same / len(tokens)
 
 
 def ratio(part: int, whole: int) -> str:
@@ -71,19 +87,20 @@ def ratio(part: int, whole: int) -> str:
 
 
 def explain_overlap(prediction: list[str], reference: list[str], recall_of: str = "") -> dict:
-    """token_f1's numbers, or _recall's (`recall_of` names the unit): both token lists, the shared
-    tokens with their counts, P, R and F1 with the metric's own float operations."""
+    """token_f1's numbers, or the recall's (`recall_of` names the unit): both token lists, the
+    shared tokens with their counts, P, R and F1 with the metric's own float operations."""
     common = Counter(prediction) & Counter(reference)
     shared = {t: common[t] for t in dict.fromkeys(prediction) if t in common}
     same = sum(shared.values())
     words = [f"{t} ×{c}" for t, c in shared.items()]
     listed = ", ".join(words[:12]) + (f", … ({len(words) - 12} more)" if len(words) > 12 else "")
-    out = {"prediction_tokens": prediction, "reference_tokens": reference, "shared": shared, "shared_count": same}
+    out = {"prediction_tokens": prediction, "reference_tokens": reference, "shared": shared,
+           "shared_count": same}
     if recall_of:
-        score = 0.0 if same == 0 else 1.0 * same / len(reference)
-        found = f"{same} of the reference's {recall_of}s found ({listed})"
+        score = _share_found(reference, prediction)
         text = (f"no {recall_of} of the reference in the prediction: R = 0" if same == 0 else
-                f"{found}: R = {ratio(same, len(reference))}")
+                f"{same} of the reference's {recall_of}s found ({listed}): "
+                f"R = {ratio(same, len(reference))}")
         return {**out, "recall": score, "score": score, "text": text}
     if same == 0:
         side = "the prediction has no words" if not prediction else "no word in common"
@@ -101,35 +118,18 @@ def qa_f1(prediction: str, reference: str, **record) -> float:
     >>> qa_f1("The Eiffel Tower, Paris", "Paris")
     0.5
     """
-    return token_f1(normalize_en(prediction).split(), normalize_en(reference).split())
-
-
-@explains("qa_f1")
-def explain_qa_f1(prediction: str, reference: str, **record) -> dict:
-    return explain_overlap(normalize_en(prediction).split(), normalize_en(reference).split())
-
-
-def zh_tokens(text: str) -> list[str]:
-    tokens = (normalize_zh_token(t) for t in cut(text))
-    return [t for t in tokens if t]
+    return token_f1(en_words(prediction), en_words(reference))
 
 
 @metric("qa_f1_zh", version="longbench-1")
 def qa_f1_zh(prediction: str, reference: str, **record) -> float:
-    """LongBench qa_f1_zh_score: F1 over jieba words, punctuation removed per word after the cut.
-
-    So "57081.86" becomes the token "5708186": the prediction gives ['5708186', '元'], the
-    reference ['人民币', '5708186', '元'], so P = 1, R = 2/3.
+    """LongBench qa_f1_zh_score: F1 over jieba words, punctuation removed per word after the cut,
+    so "57081.86" is the token "5708186": P = 1, R = 2/3 here.
 
     >>> round(qa_f1_zh("57081.86元", "人民币57081.86元。"), 4)
     0.8
     """
     return token_f1(zh_tokens(prediction), zh_tokens(reference))
-
-
-@explains("qa_f1_zh")
-def explain_qa_f1_zh(prediction: str, reference: str, **record) -> dict:
-    return explain_overlap(zh_tokens(prediction), zh_tokens(reference))
 
 
 @metric("exact_match", version="bergen-1")
@@ -140,16 +140,6 @@ def exact_match(prediction: str, reference: str, **record) -> float:
     (1.0, 0.0)
     """
     return float(normalize_bergen(prediction) == normalize_bergen(reference))
-
-
-@explains("exact_match")
-def explain_exact_match(prediction: str, reference: str, **record) -> dict:
-    """exact_match's numbers: both normalised texts."""
-    pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
-    score = float(pred == ref)
-    verb = "equals" if score else "differs from"
-    return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
-            "text": f"normalised {pred!r} {verb} {ref!r}: {score:g}"}
 
 
 @metric("match", version="bergen-1")
@@ -163,9 +153,17 @@ def match(prediction: str, reference: str, **record) -> float:
     return float(normalize_bergen(reference) in normalize_bergen(prediction))
 
 
+@explains("exact_match")
+def explain_exact_match(prediction: str, reference: str, **record) -> dict:
+    pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
+    score = float(pred == ref)
+    verb = "equals" if score else "differs from"
+    return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
+            "text": f"normalised {pred!r} {verb} {ref!r}: {score:g}"}
+
+
 @explains("match")
 def explain_match(prediction: str, reference: str, **record) -> dict:
-    """match's numbers: both normalised texts."""
     pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
     score = float(ref in pred)
     where = "is inside" if score else "is not inside"
@@ -175,18 +173,13 @@ def explain_match(prediction: str, reference: str, **record) -> dict:
 
 @metric("recall", version="bergen-1")
 def recall(prediction: str, reference: str, **record) -> float:
-    """Share of the reference's normalised words found in the prediction (multiset overlap; BERGEN's Recall).
+    """Share of the reference's normalised words found in the prediction (multiset overlap;
+    BERGEN's Recall).
 
     >>> recall("Paris is the capital", "capital of France")
     0.3333333333333333
     """
-    return _recall(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
-
-
-@explains("recall")
-def explain_recall_words(prediction: str, reference: str, **record) -> dict:
-    words = normalize_bergen(prediction).split(), normalize_bergen(reference).split()
-    return explain_overlap(*words, recall_of="word")
+    return _share_found(bergen_words(reference), bergen_words(prediction))
 
 
 @metric("f1", version="bergen-1")
@@ -196,12 +189,7 @@ def f1(prediction: str, reference: str, **record) -> float:
     >>> f1("The Eiffel Tower, Paris", "Paris")
     0.5
     """
-    return token_f1(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
-
-
-@explains("f1")
-def explain_f1(prediction: str, reference: str, **record) -> dict:
-    return explain_overlap(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
+    return token_f1(bergen_words(prediction), bergen_words(reference))
 
 
 @metric("precision", version="bergen-1")
@@ -211,19 +199,16 @@ def precision(prediction: str, reference: str, **record) -> float:
     >>> precision("Paris is the capital", "capital of France")
     0.3333333333333333
     """
-    words = normalize_bergen(prediction).split()
-    same = _shared_count(words, normalize_bergen(reference).split())
-    return 0.0 if same == 0 else 1.0 * same / len(words)
+    return _share_found(bergen_words(prediction), bergen_words(reference))
 
 
-@explains("precision")
-def explain_precision(prediction: str, reference: str, **record) -> dict:
-    """precision's numbers: the overlap, then P alone."""
-    out = explain_overlap(normalize_bergen(prediction).split(), normalize_bergen(reference).split())
-    same, words = out["shared_count"], len(out["prediction_tokens"])
-    score = 0.0 if same == 0 else 1.0 * same / words
+@explains("precision", tokens=bergen_words)
+def explain_precision(prediction: list[str], reference: list[str]) -> dict:
+    """The overlap, then P alone."""
+    out = explain_overlap(prediction, reference)
+    same, words = out["shared_count"], len(prediction)
     text = f"{same} of the prediction's words are in the reference: P = {ratio(same, words)}"
-    return {**out, "score": score, "text": text}
+    return {**out, "score": _share_found(prediction, reference), "text": text}
 
 
 def char3grams(text: str) -> list[str]:
@@ -234,17 +219,23 @@ def char3grams(text: str) -> list[str]:
     return grams
 
 
+def bergen_char3grams(text: str) -> list[str]:
+    return char3grams(normalize_bergen(text))
+
+
 @metric("recall_char3gram", version="bergen-1")
 def recall_char3gram(prediction: str, reference: str, **record) -> float:
-    """Recall over character 3-grams of the normalised words: partial credit for near-miss spellings.
+    """Recall over character 3-grams of the normalised words: partial credit for near-misses.
 
     >>> recall_char3gram("Pariss", "Paris")
     1.0
     """
-    return _recall(char3grams(normalize_bergen(prediction)), char3grams(normalize_bergen(reference)))
+    return _share_found(bergen_char3grams(reference), bergen_char3grams(prediction))
 
 
-@explains("recall_char3gram")
-def explain_recall_char3gram(prediction: str, reference: str, **record) -> dict:
-    grams = char3grams(normalize_bergen(prediction)), char3grams(normalize_bergen(reference))
-    return explain_overlap(*grams, recall_of="3-gram")
+explains("qa_f1", tokens=en_words)(explain_overlap)
+explains("qa_f1_zh", tokens=zh_tokens)(explain_overlap)
+explains("f1", tokens=bergen_words)(explain_overlap)
+explains("recall", tokens=bergen_words)(functools.partial(explain_overlap, recall_of="word"))
+explains("recall_char3gram", tokens=bergen_char3grams)(
+    functools.partial(explain_overlap, recall_of="3-gram"))

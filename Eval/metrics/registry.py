@@ -6,9 +6,9 @@
 
 A metric takes one prediction and ONE reference (the scorer takes the max over references, floored
 at 0, then the mean over records, as LongBench does); other record fields (``all_classes``) arrive
-as keyword arguments. An explainer, registered beside it with ``@explains("qa_f1")``, takes the same
-arguments and returns the numbers behind the score, the "score" recomputed with the metric's own
-float operations, and a one-line "text"; the scorer never takes a score from it.
+as keyword arguments. An explainer (``@explains("qa_f1")``) takes the same arguments and returns the
+numbers behind the score, the "score" recomputed with the metric's own float operations, and a
+one-line "text"; the scorer never takes a score from it.
 """
 from __future__ import annotations
 
@@ -21,16 +21,17 @@ from typing import Callable
 from Eval.registry import Registry
 
 METRICS = Registry("metric", discover="Eval.metrics",
-                   hint="Add one: a function decorated with @metric in any module of Eval/metrics/.")
+                   hint="Add one: a function decorated with @metric in any module "
+                        "of Eval/metrics/.")
 
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
     name: str
     fn: Callable[..., float]
-    version: str  # bump when the per-sample values change, so stored results say what produced them
-    best: float = 1.0  # the value of a perfect answer ("full marks"); ROUGE's 1e-8 makes it 0.999999995
-    per_query: bool = False  # a ranking metric: fn(records) -> a value (or None) per record (retrieval.py)
+    version: str  # bump when the per-sample values change: stored results say what produced them
+    best: float = 1.0  # a perfect answer's value; ROUGE's 1e-8 makes it 0.999999995
+    per_query: bool = False  # a ranking metric: fn(records) -> a value or None per record
 
     def bind(self, args: dict[str, str]) -> "Metric":
         """The metric with those of `args` (eval.py -S key=value) its function takes, each converted
@@ -40,7 +41,7 @@ class Metric:
         for key, text in args.items():
             if self.takes(key):
                 default = params[key].default
-                kind = type(default) if default is not inspect.Parameter.empty and default is not None else str
+                kind = str if default in (None, inspect.Parameter.empty) else type(default)
                 kept[key] = (text.lower() in ("1", "true", "yes")) if kind is bool else kind(text)
         if not kept:
             return self
@@ -49,30 +50,27 @@ class Metric:
         return dataclasses.replace(self, fn=fn, version=version)
 
     def takes(self, key: str) -> bool:
-        """Whether the metric's function takes `key` as a keyword-only argument (an -S option)."""
+        """Whether the function takes `key` as a keyword-only argument (an -S option)."""
         param = inspect.signature(self.fn).parameters.get(key)
         return param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY
 
-    def full_marks(self, value: float) -> bool:
-        """Whether `value` is this metric's best, up to float noise."""
+    def full_marks(self, value: float) -> bool:  # the best, up to float noise
         return math.isclose(value, self.best, rel_tol=1e-9) or value > self.best
 
     def __call__(self, prediction: str, reference: str, **record) -> float:
         return self.fn(prediction, reference, **record)
 
     def explain(self, prediction: str, reference: str, **record) -> dict | None:
-        """The registered explainer's dict for this pair, or None when the metric has none yet."""
         explainer = EXPLAINERS.get(self.name)
         return None if explainer is None else explainer(prediction, reference, **record)
 
 
-# metric name -> explainer; filled by @explains in the metric's module (imported by METRICS).
 EXPLAINERS: dict[str, Callable[..., dict]] = {}
 
 
 class Zeroed(float):
-    """A 0.0 that remembers why: the reference scores some failures (the `rouge` package on an empty
-    text) 0.0 silently; this keeps the value while the scorer reports what was zeroed and why."""
+    """A 0.0 that remembers why: the reference scores some failures (the `rouge` package on an
+    empty text) 0.0 silently; the scorer reports what was zeroed and why."""
 
     reason: str
 
@@ -86,23 +84,27 @@ class Zeroed(float):
 
 
 def metric(name: str, *, version: str = "1", best: float = 1.0):
-    """Register ``fn`` under ``name`` (twice raises); ``best``: a perfect answer's value."""
     def register(fn: Callable[..., float]) -> Callable[..., float]:
         METRICS.register(name, Metric(name, fn, version, best))
         return fn
     return register
 
 
-def explains(name: str):
-    """Register ``fn`` as the explainer of metric ``name``; a second explainer for one metric raises."""
+def explains(name: str, tokens: Callable[[str], object] | None = None):
+    """Register the explainer of metric `name`; with `tokens`, it is given both texts' tokens
+    (and no other field): `explains("f1", tokens=words)(explain_overlap)`."""
     def register(fn: Callable[..., dict]) -> Callable[..., dict]:
         if name in EXPLAINERS:
             raise ValueError(f"metric {name!r} has two explainers")
-        EXPLAINERS[name] = fn
+        if tokens is None:
+            EXPLAINERS[name] = fn
+        else:
+            EXPLAINERS[name] = lambda prediction, reference, **record: fn(tokens(prediction),
+                                                                            tokens(reference))
         return fn
     return register
 
 
 def get_metric(name: str) -> Metric:
-    """Look a metric up by name; an unknown name is a KeyError that names the closest known ones."""
+    """An unknown name is a KeyError that names the closest known ones."""
     return METRICS[name]

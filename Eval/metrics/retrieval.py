@@ -40,7 +40,7 @@ def ranking_metric(name: str) -> Metric | None:
         return None
 
     def values(records: list[dict], *, run: str = "", qrels: str = "", pages: str = "") -> list:
-        return per_query(records, name, run, qrels, pages)
+        return evaluate(records, [name], run, qrels, pages)[name]
 
     family = name if name == "recip_rank" else name.rsplit("_", 1)[0]
     values.__doc__ = f"{FAMILIES[family]}, per query"
@@ -48,11 +48,6 @@ def ranking_metric(name: str) -> Metric | None:
 
 
 METRICS.fallback = ranking_metric  # any cutoff: the measure names are built, not listed
-
-
-def per_query(records: list[dict], measure: str, run: str = "", qrels: str = "",
-              pages: str = "") -> list[float | None]:
-    return evaluate(records, [measure], run, qrels, pages)[measure]
 
 
 def ranking_values(metrics: list[Metric], records: list[dict]) -> dict[str, list]:

@@ -1,6 +1,6 @@
 """ROUGE: LongBench's ``rouge`` / ``rouge_zh``, a fast replacement of the pltrdy ``rouge`` 1.0.1
 package's ROUGE-L, bit for bit (tests/test_rouge.py uses the package as oracle); ``rouge_chinese``
-(which calls the ``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the package itself).
+(the ``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the ``rouge`` package itself).
 
 What the package computes, not textbook ROUGE-L:
 * the text is cut on every "." (empty pieces dropped); words are whitespace tokens ("  " is "");
@@ -25,14 +25,14 @@ from Eval.metrics.zh import cut
 
 
 def _sentences(text: str) -> list[list[str]]:
-    """The package's split: "."-pieces of len > 0, whitespace collapsed; "   " becomes the word ""."""
+    """The package's split: non-empty "."-pieces, whitespace collapsed; "   " is the word ""."""
     if not isinstance(text, str):
         raise TypeError(f"ROUGE needs a str, got {type(text).__name__}")
     return [piece.split() or [""] for piece in text.split(".") if piece]
 
 
 def _lcs_words(ref: list[str], hyp: list[str]) -> set[str]:
-    """The distinct words of the one LCS the package rebuilds for this pair, by replaying its walk."""
+    """The distinct words of the one LCS the package rebuilds for this pair (its walk replayed)."""
     masks: dict[str, int] = {}
     for pos, word in enumerate(ref):
         masks[word] = masks.get(word, 0) | (1 << pos)
@@ -62,7 +62,7 @@ def _lcs_words(ref: list[str], hyp: list[str]) -> set[str]:
 
 @functools.lru_cache(maxsize=32)
 def _rouge_counts(hypothesis: str, reference: str) -> tuple[int, int, frozenset]:
-    """(m, n, the LCS union) of a pair; cached because the explainer asks again for the best reference."""
+    """(m, n, the LCS union) of a pair; cached: the explainer asks again for the best reference."""
     hyps, refs = _sentences(hypothesis), _sentences(reference)
     if not hyps:  # the package checks the hypothesis first (in rouge-1, before rouge-l runs)
         raise ValueError("Hypothesis is empty.")
@@ -75,31 +75,31 @@ def _rouge_counts(hypothesis: str, reference: str) -> tuple[int, int, frozenset]
     for ref in refs:
         ref_set = set(ref)
         for hyp, hyp_set in zip(hyps, hyp_sets):
-            # A walk yields shared words only: a pair whose shared words are all in the union
-            # cannot change it.
+            # a walk yields shared words only: a pair whose shared words are all in the union
+            # cannot change it
             if not (ref_set & hyp_set) <= union:
                 union |= _lcs_words(ref, hyp)
     return m, n, frozenset(union)
 
 
 def _f_measure(llcs: int, m: int, n: int) -> tuple[float, float, float]:
-    """(P, R, F) with the packages' exact float operations: F is their beta = 1 form, 1e-8 in the denominator."""
+    """(P, R, F) with the packages' exact float operations: beta = 1, 1e-8 in the denominator."""
     recall = llcs / m
     precision = llcs / n
     return precision, recall, 2.0 * ((precision * recall) / (precision + recall + 1e-8))
 
 
 def rouge_l_f(hypothesis: str, reference: str) -> float:
-    """pltrdy ``rouge`` 1.0.1 summary-level ROUGE-L F, bit for bit; ValueError / TypeError where it raises.
+    """pltrdy ``rouge`` 1.0.1's summary-level ROUGE-L F, bit for bit; raises where the package does.
 
-    >>> rouge_l_f("the cat sat. on the mat", "the cat sat on the mat")  # union over sentences, 1e-8 in F
+    >>> rouge_l_f("the cat sat. on the mat", "the cat sat on the mat")  # LCS union; 1e-8 in F
     0.999999995
     """
     m, n, union = _rouge_counts(hypothesis, reference)
     return _f_measure(len(union), m, n)[2]
 
 
-ROUGE_BEST = 2.0 * ((1.0 * 1.0) / (1.0 + 1.0 + 1e-8))  # identical texts: 0.999999995, the packages' F
+ROUGE_BEST = 2.0 * ((1.0 * 1.0) / (1.0 + 1.0 + 1e-8))  # identical texts: 0.999999995
 
 
 def _zeroed(exc: Exception) -> Zeroed:
@@ -129,7 +129,7 @@ def rouge(prediction: str, reference: str, **record) -> float:
 
 @explains("rouge")
 def explain_rouge(prediction: str, reference: str, **record) -> dict:
-    """The numbers behind ROUGE-L F: the distinct words on the LCSs (in the prediction's order), m, n, P, R, F."""
+    """The distinct words on the LCSs (in the prediction's order), m, n, P, R, F."""
     try:
         m, n, union = _rouge_counts(prediction, reference)
     except Exception as exc:  # the same failures the metric zeroes
@@ -142,8 +142,9 @@ def explain_rouge(prediction: str, reference: str, **record) -> dict:
     precision, recall, score = _f_measure(len(union), m, n)
     shown = " ".join(words[:20]) + (f" … ({len(words) - 20} more)" if len(words) > 20 else "")
     text = (f"{len(union)} distinct word{'s' * (len(union) != 1)} on the LCSs ({shown or 'none'}): "
-            f"P = {ratio(len(union), n)} of the prediction's distinct words, R = {ratio(len(union), m)} of the "
-            f"reference's, F = 2PR/(P+R+1e-8) = {score:.4g} (beta 1, as the rouge package computes it)")
+            f"P = {ratio(len(union), n)} of the prediction's distinct words, "
+            f"R = {ratio(len(union), m)} of the reference's, F = 2PR/(P+R+1e-8) = {score:.4g} "
+            "(beta 1, as the rouge package computes it)")
     return {"prediction_tokens": distinct_hyp, "reference_tokens": distinct_ref, "lcs_words": words,
             "llcs": len(union), "prediction_distinct": n, "reference_distinct": m,
             "precision": precision, "recall": recall, "score": score, "text": text}
@@ -160,14 +161,12 @@ def rouge_zh(prediction: str, reference: str, **record) -> float:
     return rouge(_jieba_text(prediction), _jieba_text(reference))
 
 
-@explains("rouge_zh")
-def explain_rouge_zh(prediction: str, reference: str, **record) -> dict:
-    return explain_rouge(_jieba_text(prediction), _jieba_text(reference))
+explains("rouge_zh", tokens=_jieba_text)(explain_rouge)
 
 
 @functools.lru_cache(maxsize=2)
 def _chinese_rouge(raw: bool = False):
-    from rouge_chinese import Rouge  # imported on first use: only this metric needs it
+    from rouge_chinese import Rouge  # only this metric needs it
 
     return Rouge(metrics=["rouge-l"], raw_results=True) if raw else Rouge()
 
@@ -176,9 +175,10 @@ def _chinese_rouge(raw: bool = False):
 def rouge_chinese(prediction: str, reference: str, **record) -> float:
     """ROUGE-L F of the ``rouge-chinese`` package on jieba words: not LongBench's figure (it splits
     on Chinese end punctuation and takes one LCS over all words), for comparing with work that used
-    it. Quadratic (see ``--sample-time-limit``); any exception scores 0.0 (``Zeroed``).
+    it (rouge_zh gives 0.615 here). Quadratic (see ``--sample-time-limit``); any exception scores
+    0.0 (``Zeroed``).
 
-    >>> rouge_chinese("我爱我的家，我的家很大", "我的家很大，我爱它")  # rouge_zh gives 0.615...
+    >>> rouge_chinese("我爱我的家，我的家很大", "我的家很大，我爱它")
     0.555555550617284
     """
     try:
@@ -188,14 +188,13 @@ def rouge_chinese(prediction: str, reference: str, **record) -> float:
 
 
 @functools.lru_cache(maxsize=32)
-def _chinese_f(hypothesis: str, gold: str) -> float:
-    """The package's F; cached because the explainer asks again for the best reference."""
+def _chinese_f(hypothesis: str, gold: str) -> float:  # cached: the explainer asks again
     return _chinese_rouge().get_scores(hypothesis, gold, avg=True)["rouge-l"]["f"]
 
 
 @explains("rouge_chinese")
 def explain_rouge_chinese(prediction: str, reference: str, **record) -> dict:
-    """rouge_chinese's numbers, as the package counts them: the length of one LCS over all words."""
+    """The package's own counts: the length of one LCS over all words."""
     value = rouge_chinese(prediction, reference)  # the package's F (cached), or why it failed
     if isinstance(value, Zeroed):
         return {"score": 0.0, "zeroed": value.reason, "text": f"scored 0: {value.reason}"}
@@ -225,10 +224,11 @@ def _package_f(prediction: str, reference: str, which: str) -> float:
         return _zeroed(exc)
 
 
-def _explain_package(prediction: str, reference: str, which: str) -> dict:
+def _explain_package(prediction: str, reference: str, *, which: str, **record) -> dict:
     value = _package_f(prediction, reference, which)
     if isinstance(value, Zeroed):
-        return {"score": 0.0, "zeroed": value.reason, "text": f"scored 0, as BERGEN does: {value.reason}"}
+        return {"score": 0.0, "zeroed": value.reason,
+                "text": f"scored 0, as BERGEN does: {value.reason}"}
     scores = _package_rouge().get_scores(prediction, reference, avg=True)[which]
     text = (f"{which} of the rouge package: P = {scores['p']:.4g}, R = {scores['r']:.4g}, "
             f"F = 2PR/(P+R+1e-8) = {value:.4g}")
@@ -255,11 +255,5 @@ def rouge_2(prediction: str, reference: str, **record) -> float:
     return _package_f(prediction, reference, "rouge-2")
 
 
-@explains("rouge_1")
-def explain_rouge_1(prediction: str, reference: str, **record) -> dict:
-    return _explain_package(prediction, reference, "rouge-1")
-
-
-@explains("rouge_2")
-def explain_rouge_2(prediction: str, reference: str, **record) -> dict:
-    return _explain_package(prediction, reference, "rouge-2")
+explains("rouge_1")(functools.partial(_explain_package, which="rouge-1"))
+explains("rouge_2")(functools.partial(_explain_package, which="rouge-2"))

@@ -1,14 +1,11 @@
 """PERTURBATIONS: seeded rewrites of an example's input text (typos, extra spaces, full-width
 punctuation, ...), so a score can be read beside the score on slightly changed inputs (HELM's
-robustness figure; docs/robustness.md).
-
-A perturbation is a decorated pure function `fn(text, rng, *args) -> str` in the module of its
-language (a new module here is found by itself); its docstring is the card, with a >>> example the
-tests run. `Perturbation.apply` seeds the rng, so (text, seed_key, arguments) gives the same text
-anywhere.
+robustness figure; docs/robustness.md). A perturbation is a decorated pure function
+`fn(text, rng, *args) -> str` in the module of its language; its docstring is the card, with a >>>
+example the tests run. (text, seed_key, arguments) gives the same text anywhere.
 
 Usage:
-    specs = parse_perturbations("typo:0.05,extra_space")   # [("typo", (0.05,)), ("extra_space", ())]
+    parse_perturbations("typo:0.05,extra_space")   # [("typo", (0.05,)), ("extra_space", ())]
     PERTURBATIONS["typo"].label(())          # "typo:0.05" (missing arguments take their defaults)
     PERTURBATIONS["typo"].apply("Hello world", "ex-7|question", 0.05)
 """
@@ -24,9 +21,7 @@ from Eval.registry import Registry
 PERTURBATIONS = Registry("perturbation", discover="Eval.perturbations",
                          hint="Add one: a function decorated with @perturbation in any module of "
                               "Eval/perturbations/.")
-
-# The record fields an instance's input lives in; references only when the caller asks.
-INPUT_FIELDS = ("input", "question", "instruction", "context")
+INPUT_FIELDS = ("input", "question", "instruction", "context")  # where an example's input lives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +37,8 @@ class Perturbation:
         """`args` completed with the defaults, converted to their types, checked in bounds."""
         args = tuple(args)
         if len(args) > len(self.default_args):
-            raise ValueError(f"{self.name} takes at most {len(self.default_args)} argument(s), got {len(args)}")
+            raise ValueError(f"{self.name} takes at most {len(self.default_args)} argument(s), "
+                             f"got {len(args)}")
         resolved = []
         for i, default in enumerate(self.default_args):
             value = args[i] if i < len(args) else default
@@ -53,7 +49,8 @@ class Perturbation:
                                  f"got {value!r}") from None
             if i < len(self.bounds) and not self.bounds[i][0] <= value <= self.bounds[i][1]:
                 low, high = self.bounds[i]
-                raise ValueError(f"{self.name}: argument {i + 1} must be within [{low}, {high}], got {value}")
+                raise ValueError(f"{self.name}: argument {i + 1} must be within [{low}, {high}], "
+                                 f"got {value}")
             resolved.append(value)
         return tuple(resolved)
 
@@ -62,12 +59,12 @@ class Perturbation:
         return ":".join([self.name, *map(str, self.resolve(args))])
 
     def rng(self, seed_key: str, args: tuple) -> random.Random:
-        # sha256, not hash(): Python salts str hashes per process, and the copy must not depend on the process.
+        # sha256, not hash(): Python salts str hashes per process
         digest = hashlib.sha256(f"{self.name}|{args}|{seed_key}".encode("utf-8")).digest()
         return random.Random(int.from_bytes(digest[:8], "big"))
 
     def apply(self, text: str, seed_key: str, *args) -> str:
-        """`text` perturbed; the same (text, seed_key, args) always gives the same result, and "" stays ""."""
+        """`text` perturbed, the same for the same (text, seed_key, args); "" stays ""."""
         args = self.resolve(args)
         if not text:
             return text
@@ -76,25 +73,24 @@ class Perturbation:
 
 def perturbation(name: str, *, languages: tuple[str, ...], fields: tuple[str, ...] = INPUT_FIELDS,
                  default_args: tuple = (), bounds: tuple[tuple[float, float], ...] = ()):
-    """Register `fn(text, rng, *args) -> str` under `name`; a second registration of a name raises."""
+    """Register `fn(text, rng, *args) -> str` under `name`."""
     if not languages:
         raise ValueError(f"perturbation {name!r} must declare the languages it applies to")
 
     def register(fn: Callable[..., str]) -> Callable[..., str]:
-        PERTURBATIONS.register(name, Perturbation(name, fn, tuple(languages), tuple(fields), tuple(default_args),
-                                                  tuple(bounds)))
+        PERTURBATIONS.register(name, Perturbation(name, fn, tuple(languages), tuple(fields),
+                                                  tuple(default_args), tuple(bounds)))
         return fn
     return register
 
 
 def apply(name: str, text: str, seed_key: str, *args) -> str:
-    """PERTURBATIONS[name].apply(text, seed_key, *args): the short form the cards' examples use."""
+    """The short form of PERTURBATIONS[name].apply the cards' examples use."""
     return PERTURBATIONS[name].apply(text, seed_key, *args)
 
 
 def parse_perturbations(spec: str | None) -> list[tuple[str, tuple]]:
-    """NAME[:ARG...],... -> [(name, the arguments given, converted and checked)]; ValueError names
-    the bad part."""
+    """NAME[:ARG...],... -> [(name, the arguments given, converted and checked)]."""
     if spec is None or not spec.strip():
         return []
     specs, seen = [], {}

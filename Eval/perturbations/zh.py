@@ -1,28 +1,28 @@
 """Chinese perturbations: fullwidth (punctuation width), traditional, homophone.
 
-The tables are small ones of our own: about 270 simplified characters whose traditional form does
-not depend on the word, in Taiwan's forms (為, 眾; 后, 发, 里, 签, with two traditional forms, are
-left out on purpose), and groups of common characters sharing a pinyin syllable (tones ignored),
-the usual input-method typos.
+The tables are small ones of our own: about 270 simplified characters whose traditional form
+does not depend on the word, in Taiwan's forms (為, 眾; 后, 发, 里, 签, with two
+traditional forms, are left out on purpose), and groups of common characters sharing a pinyin
+syllable (tones ignored), the usual input-method typos.
 """
 from __future__ import annotations
 
 import random
 import re
 
-from Eval.perturbations import apply, perturbation  # noqa: F401  (apply: used by the cards' examples)
+from Eval.perturbations import apply, perturbation  # noqa: F401  (apply: the cards' examples)
 
 # Half-width punctuation and its full-width form; "." becomes 。, what Chinese text uses.
 _HALF, _FULL = ",.?!:;()", "，。？！：；（）"
 TO_FULL, TO_HALF = dict(zip(_HALF, _FULL)), dict(zip(_FULL, _HALF))
-# Between two digits the half-width mark is part of a number (3.14, 1,000, 10:30) and is left as it is.
+# Between two digits the half-width mark is part of a number (3.14, 1,000, 10:30): kept.
 _WIDTH_RE = re.compile(r"(?<![0-9])[,.:]|[,.:](?![0-9])|[?!;()" + _FULL + "]")
 
 
 @perturbation("fullwidth", languages=("zh",))
 def fullwidth(text: str, rng: random.Random) -> str:
-    """Punctuation width flipped: half-width , . ? ! : ; ( ) become ，。？！：；（） and those become half-width
-    (deterministic; a mark between two digits, as in 3.14 or 10:30, is kept).
+    """Punctuation width flipped: half-width , . ? ! : ; ( ) become ，。？！：；（）
+    and those become half-width (a mark between two digits, as in 3.14 or 10:30, is kept).
 
     >>> apply("fullwidth", "价格是3.5元,对吗?答：对。", "doc")
     '价格是3.5元，对吗？答:对.'
@@ -30,19 +30,28 @@ def fullwidth(text: str, rng: random.Random) -> str:
     return _WIDTH_RE.sub(lambda m: TO_FULL.get(m.group(0)) or TO_HALF[m.group(0)], text)
 
 
-_SIMPLIFIED = ("这个们来时会为说对过还国学动实现么问题间开关门长东车书见话语读写听买卖钱电脑机气经济两从进边样"
-               "种应该当无爱头点让认识记论设计区华归飞马鸟鱼龙风业产网络线结给级红绿蓝黄图体医药报纸乐欢觉视亲"
-               "观规员园圆团张万与专严丽乡亚众优伤传价办务劳势单卫压县变号叶吗启场块坚处备夺奋妈孙宝宽导层岁"
-               "师带帮广庆库异弃弹录态总恶战护拥择换据数断旧显晓术杂权条极构树桥检楼汉汤没沟灯热爷独猫环画疗"
-               "离积称穷竞笔简类纪约继续维罗职联肠胜脸节苏荣虽补装讨训议许证评诉词译试诗请谁调谈谢贝负财责"
-               "质购贵费资赛赶跃轻较辆运远连选递邮铁银错阳阴际陆险随难雾顺预领饭馆验鲜鸡齐")
-_TRADITIONAL = ("這個們來時會為說對過還國學動實現麼問題間開關門長東車書見話語讀寫聽買賣錢電腦機氣經濟兩從進邊樣"
-                "種應該當無愛頭點讓認識記論設計區華歸飛馬鳥魚龍風業產網絡線結給級紅綠藍黃圖體醫藥報紙樂歡覺視親"
-                "觀規員園圓團張萬與專嚴麗鄉亞眾優傷傳價辦務勞勢單衛壓縣變號葉嗎啟場塊堅處備奪奮媽孫寶寬導層歲"
-                "師帶幫廣慶庫異棄彈錄態總惡戰護擁擇換據數斷舊顯曉術雜權條極構樹橋檢樓漢湯沒溝燈熱爺獨貓環畫療"
-                "離積稱窮競筆簡類紀約繼續維羅職聯腸勝臉節蘇榮雖補裝討訓議許證評訴詞譯試詩請誰調談謝貝負財責"
-                "質購貴費資賽趕躍輕較輛運遠連選遞郵鐵銀錯陽陰際陸險隨難霧順預領飯館驗鮮雞齊")
-TRADITIONAL = str.maketrans(_SIMPLIFIED, _TRADITIONAL)
+# each simplified character followed by its traditional form
+_PAIRS = (
+    "这這个個们們来來时時会會为為说說对對过過还還国國学學动動实實"
+    "现現么麼问問题題间間开開关關门門长長东東车車书書见見话話语語"
+    "读讀写寫听聽买買卖賣钱錢电電脑腦机機气氣经經济濟两兩从從进進"
+    "边邊样樣种種应應该該当當无無爱愛头頭点點让讓认認识識记記论論"
+    "设設计計区區华華归歸飞飛马馬鸟鳥鱼魚龙龍风風业業产產网網络絡"
+    "线線结結给給级級红紅绿綠蓝藍黄黃图圖体體医醫药藥报報纸紙乐樂"
+    "欢歡觉覺视視亲親观觀规規员員园園圆圓团團张張万萬与與专專严嚴"
+    "丽麗乡鄉亚亞众眾优優伤傷传傳价價办辦务務劳勞势勢单單卫衛压壓"
+    "县縣变變号號叶葉吗嗎启啟场場块塊坚堅处處备備夺奪奋奮妈媽孙孫"
+    "宝寶宽寬导導层層岁歲师師带帶帮幫广廣庆慶库庫异異弃棄弹彈录錄"
+    "态態总總恶惡战戰护護拥擁择擇换換据據数數断斷旧舊显顯晓曉术術"
+    "杂雜权權条條极極构構树樹桥橋检檢楼樓汉漢汤湯没沒沟溝灯燈热熱"
+    "爷爺独獨猫貓环環画畫疗療离離积積称稱穷窮竞競笔筆简簡类類纪紀"
+    "约約继繼续續维維罗羅职職联聯肠腸胜勝脸臉节節苏蘇荣榮虽雖补補"
+    "装裝讨討训訓议議许許证證评評诉訴词詞译譯试試诗詩请請谁誰调調"
+    "谈談谢謝贝貝负負财財责責质質购購贵貴费費资資赛賽赶趕跃躍轻輕"
+    "较較辆輛运運远遠连連选選递遞邮郵铁鐵银銀错錯阳陽阴陰际際陆陸"
+    "险險随隨难難雾霧顺順预預领領饭飯馆館验驗鲜鮮鸡雞齐齊"
+)
+TRADITIONAL = str.maketrans(_PAIRS[0::2], _PAIRS[1::2])
 
 
 @perturbation("traditional", languages=("zh",))
@@ -55,15 +64,18 @@ def traditional(text: str, rng: random.Random) -> str:
     return text.translate(TRADITIONAL)
 
 
-# Groups of common characters read with the same syllable (tones ignored); no character is in two groups.
-_HOMOPHONES = ("的地得 在再 做作坐 他她它 是事市式 以已意 像向象 进近今 到道倒 和合河 其期奇 力立利 工公功 "
-               "知之支 机鸡几 为位未 新心信 上尚 于与语 手首受 明名 家加 天田 候后 请情清 过国果")
+# Groups of common characters read with the same syllable (tones ignored); none is in two groups.
+_HOMOPHONES = (
+    "的地得 在再 做作坐 他她它 是事市式 以已意 像向象 进近今 到道倒 "
+    "和合河 其期奇 力立利 工公功 知之支 机鸡几 为位未 新心信 上尚 "
+    "于与语 手首受 明名 家加 天田 候后 请情清 过国果"
+)
 HOMOPHONES = {ch: group.replace(ch, "") for group in _HOMOPHONES.split() for ch in group}
 
 
 @perturbation("homophone", languages=("zh",), default_args=(0.1,), bounds=((0.0, 1.0),))
 def homophone(text: str, rng: random.Random, rate: float) -> str:
-    """Each character of our homophone table, with probability `rate`, replaced by another character read
+    """Each character of our homophone table, with probability `rate`, replaced by another read
     the same way (的 -> 地, 在 -> 再, ...): the typo a pinyin input method makes.
 
     >>> apply("homophone", "他在家里做作业，明天再去公园", "doc")
