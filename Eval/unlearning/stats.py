@@ -116,7 +116,8 @@ def min_k_score(ts: dict, k: float = 0.4) -> float:
 
 
 def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K%++: minus the mean of the k·N smallest (log p(y_t) - mu_t) / sqrt(max(var_t, 1e-6))."""
+    """Min-K%++: minus the mean of the k·N smallest (log p(y_t) - mu_t) / sqrt(max(var_t,
+    1e-6))."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0

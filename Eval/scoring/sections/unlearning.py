@@ -1,6 +1,7 @@
-"""Unlearning (eval.py unlearning): every TOFU_SUMMARY.json / MUSE_SUMMARY.json one or two folders under the root,
-and, for masked / diffusion models, the mean label probability at each confidence rank (most confident first),
-from an EVAL log's confidence-ordered metric or from score records carrying confidence_ordered_probs."""
+"""Unlearning (eval.py unlearning): every TOFU_SUMMARY.json / MUSE_SUMMARY.json one or two folders
+under the root, and, for masked / diffusion models, the mean label probability at each confidence
+rank (most confident first), from an EVAL log's confidence-ordered metric or from score records
+carrying confidence_ordered_probs."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,9 @@ DEPTH = ("*", "*/*")  # ROOT/<model>/ (eval.py unlearning) and ROOT/open-unlearn
 
 
 def _figure(value) -> str:
-    return "null" if value is None else f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
+    if value is None:
+        return "null"
+    return f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
 
 
 @section("unlearning", order=80)
@@ -22,13 +25,16 @@ def unlearning(results: Results) -> list[Table]:
         for path in sorted(results.root.glob(f"{pattern}/*_SUMMARY.json")):
             doc = results.read_json(path)
             if isinstance(doc, dict):
-                found.append(Table(f"{path.parent.relative_to(results.root)}: {path.name.split('_')[0]} summary",
-                                   ["metric", "value"], [[k, _figure(v)] for k, v in sorted(doc.items())]))
+                kind = path.name.split("_")[0]
+                title = f"{path.parent.relative_to(results.root)}: {kind} summary"
+                rows = [[k, _figure(v)] for k, v in sorted(doc.items())]
+                found.append(Table(title, ["metric", "value"], rows))
     return found
 
 
 def prob_lists(value) -> list[list[float]]:
-    """The confidence-ordered lists of one sample: one option gives a list of floats, several a list of lists."""
+    """The confidence-ordered lists of one sample: one option gives a list of floats, several a
+    list of lists."""
     if not isinstance(value, list) or not value:
         return []
     if all(isinstance(p, (int, float)) for p in value):
@@ -41,7 +47,8 @@ def _from_log(results: Results, path: Path) -> list[tuple[str, list]]:
     curves = []
     for name, result in sorted(log.items()) if isinstance(log, dict) else []:
         if "confidence_ordered" in name and isinstance(result, dict):
-            lists = [lst for v in (result.get("value_by_index") or {}).values() if isinstance(v, dict)
+            samples = (result.get("value_by_index") or {}).values()
+            lists = [lst for v in samples if isinstance(v, dict)
                      for lst in prob_lists(v.get("confidence_ordered_probs"))]
             if lists:
                 curves.append((f"{path.parent.name}/{path.name}: {name}", lists))
@@ -55,7 +62,8 @@ def _from_records(path: Path) -> list[list[float]]:
             saved = json.loads(text).get("confidence_ordered_probs") if text.strip() else None
             if not isinstance(saved, dict):
                 return lists  # not a masked model's score records
-            lists += [lst for k in (["answer"] if "answer" in saved else sorted(saved)) for lst in prob_lists(saved[k])]
+            keys = ["answer"] if "answer" in saved else sorted(saved)
+            lists += [lst for k in keys for lst in prob_lists(saved[k])]
     except (OSError, ValueError, AttributeError):
         return []
     return lists
@@ -66,13 +74,15 @@ def confidence(results: Results) -> list[Table]:
     found = []
     for pattern in DEPTH if results.root else ():
         for folder in sorted(p for p in results.root.glob(pattern) if p.is_dir()):
-            curves = [c for log in sorted(folder.glob("*_EVAL.json")) for c in _from_log(results, log)]
-            curves = curves or [(f"{folder.name}/{f.name}", lists) for f in sorted(folder.glob("*.jsonl"))
-                                if (lists := _from_records(f))]
+            logs = sorted(folder.glob("*_EVAL.json"))
+            curves = [c for log in logs for c in _from_log(results, log)]
+            records = sorted(folder.glob("*.jsonl"))
+            curves = curves or [(f"{folder.name}/{f.name}", lists)
+                                for f in records if (lists := _from_records(f))]
             for label, lists in curves:
-                ranks = max(len(lst) for lst in lists)
-                means = [sum(at) / len(at) for at in ([lst[r] for lst in lists if len(lst) > r] for r in range(ranks))]
-                found.append(Table(f"{label}: mean label probability by confidence rank ({len(lists)} answers)",
-                                   ["rank", "mean probability"], [[str(r + 1), f"{m:.4f}"] for r, m in
-                                                                   enumerate(means)]))
+                at_rank = ([lst[r] for lst in lists if len(lst) > r]
+                           for r in range(max(len(lst) for lst in lists)))
+                rows = [[str(r + 1), f"{sum(at) / len(at):.4f}"] for r, at in enumerate(at_rank)]
+                found.append(Table(f"{label}: mean label probability by confidence rank "
+                                   f"({len(lists)} answers)", ["rank", "mean probability"], rows))
     return found
