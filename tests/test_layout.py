@@ -45,3 +45,20 @@ def test_no_python_file_is_over_the_line_limit_and_each_says_what_it_is():
         if path.startswith(("Eval/", "bench/")) and not path.endswith("__init__.py") or path in ("inference.py",
                                                                                                   "eval.py"):
             assert ast.get_docstring(ast.parse(source)), f"{path}: no module docstring"
+
+
+def test_the_core_path_marked_in_the_layout_is_as_long_as_the_readme_says():
+    """The README marks the core path's files with `*` and states their line count: both stay true."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Layout\n.*?```\n(.*?)```", text, re.S).group(1)
+    stated = int(re.search(r"`result.json`: ([\d,]+) lines", text).group(1).replace(",", ""))
+    core, folder = [], ""
+    for line in block.splitlines():
+        names, _, rest = line.strip().partition("  ")
+        if not line.startswith(" "):
+            folder = names if names.endswith("/") else ""
+        if rest.strip().startswith("* "):
+            core += [(folder if line.startswith(" ") else "") + name for name in names.split()]
+    assert len(core) == 25 and all((ROOT / path).is_file() for path in core), core
+    counted = sum((ROOT / path).read_text(encoding="utf-8").count("\n") for path in core)
+    assert counted == stated, f"the core path is {counted} lines; the README says {stated}"
