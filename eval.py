@@ -20,12 +20,11 @@ from pathlib import Path
 from Eval.args import HelpFormatter, names_from, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
 from Eval.pricing import PriceError, price_for
-from Eval.scoring.breakdowns import NOT_WRITTEN, V2_VARIANTS
+from Eval.scoring.breakdowns import V2_VARIANTS
 from Eval.scoring.folders import (add_folder_arguments, add_metric_arguments, find_pred_dirs,
                                   score_and_write)
-from Eval.scoring.report import write_models_table
-from Eval.scoring.sections import Results, aligned_lines, render_text, tables
-from Eval.scoring.sections.scores import ci_text, n_text, score_text, skipped_count
+from Eval.scoring.report import dataset_table, dataset_warnings, write_models_table
+from Eval.scoring.sections import Results, render_text, tables
 
 
 def main(argv=None) -> int:
@@ -79,60 +78,6 @@ def score(argv: list[str]) -> int:
                     print(line)
     write_table(args, pred_dirs, all_models, outputs)
     return 0
-
-
-def dataset_table(results: list[dict]) -> str:
-    """The table of one folder just scored: every metric of every dataset, with its counts."""
-    rows = [("dataset", "metric", "score", "ci95", "n", "dup", "unparsed", "failed", "zeroed",
-             "no_refs", "data")]
-    for r in results:
-        for name, m in r["metrics"].items():
-            n = f"{m['queries']} queries" if "queries" in m else n_text(r)  # ranking metrics
-            rows.append((r["dataset"], name, score_text(m["score"]), ci_text(m), n,
-                         str(r["duplicates"]), str(r["extraction"]["failed"]),
-                         str(r["failed_records"]), str(sum(m["zeroed_by_exception"].values())),
-                         str(r["no_references"]),
-                         r.get("data_check", {}).get("status", "unchecked")))
-    return "\n".join(aligned_lines(rows, left={0, 1, 10}))
-
-
-def dataset_warnings(result: dict) -> list[str]:
-    """What the terminal says about one dataset beyond its table."""
-    name, lines, thinking = result["dataset"], [], result.get("thinking")
-    if result["duplicates"]:
-        lines.append(f"warning: {name}: {result['duplicates']} lines repeat an earlier example "
-                     "(kept, as the published figures count every line)")
-    if result["no_references"] or result["no_classes"]:
-        lines.append(f"warning: {name}: {result['no_references']} records have no reference answer "
-                     f"and {result['no_classes']} no class list (all_classes); they score 0")
-    lines += [f"warning: {name}: {warning}" for warning in result["data_check"]["warnings"]]
-    unranked = {m: s["queries_unranked"] for m, s in result["metrics"].items()
-                if s.get("queries_unranked")}
-    if unranked:
-        lines.append(f"note: {name}: {max(unranked.values())} of {result['n']} queries have no "
-                     f"run or no judged document; {', '.join(unranked)} leave them out of the mean "
-                     "(trec_eval's rule)")
-    unwritten = {why: n for why, n in (result["skipped"].get("reasons") or {}).items()
-                 if NOT_WRITTEN in why}
-    if skipped_count(result) > sum(unwritten.values()):
-        lines.append(f"warning: {name}: {skipped_count(result) - sum(unwritten.values())} records "
-                     "were not run (--truncation skip) and are out of n and of every score")
-    if unwritten:
-        lines.append(f"warning: {name}: {sum(unwritten.values())} records are out of n and of "
-                     "every score as LongBench v2 leaves them out: "
-                     + "; ".join(f"{n} {why}" for why, n in unwritten.items()))
-    if thinking and thinking["unclosed"]:  # LongBench v2 reads its answer from the whole output
-        effect = ("scored 0, unparsed" if "strip_think" in result["extraction"]["steps"] else
-                  "the answer read from the whole output, block included")
-        lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning "
-                     f"outputs never closed their thinking block ({effect}); "
-                     f"{thinking['length_in_thinking']} hit the length limit inside it, "
-                     f"{thinking['budget_hit']} the thinking budget")
-    orphans = (result.get("robustness") or {}).get("copies_without_original")
-    if orphans:
-        lines.append(f"warning: {name}: {orphans} perturbed copies have no original record; they "
-                     "are left out of the worst case")
-    return lines
 
 
 def write_table(args, pred_dirs: list[Path], all_models: bool, outputs: dict) -> None:

@@ -22,10 +22,12 @@ from pathlib import Path
 from Eval.names import name_problem
 from Eval.pricing import Price, total_usage, with_cost
 from Eval.scoring.bergen import prediction_path
+from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import file_sha256
-from Eval.scoring.sections import Results, render_markdown, render_text, tables
+from Eval.scoring.sections import Results, aligned_lines, render_markdown, render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
-from Eval.scoring.sections.scores import CLEAN_STATUSES, column_sets, score_text, status_of
+from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
+from Eval.scoring.sections.scores import skipped_count, status_of
 from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
 
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
@@ -179,3 +181,57 @@ def write_models_table(root: Path) -> tuple[str, list[str]]:
     commit_files(root, {"results.md": markdown.encode("utf-8"),
                         "results.csv": tidy_csv(by_model).encode("utf-8")})
     return "\n\n".join(render_text(t) for t in found), notes
+
+
+def dataset_table(results: list[dict]) -> str:
+    """The table of one folder just scored: every metric of every dataset, with its counts."""
+    rows = [("dataset", "metric", "score", "ci95", "n", "dup", "unparsed", "failed", "zeroed",
+             "no_refs", "data")]
+    for r in results:
+        for name, m in r["metrics"].items():
+            n = f"{m['queries']} queries" if "queries" in m else n_text(r)  # ranking metrics
+            rows.append((r["dataset"], name, score_text(m["score"]), ci_text(m), n,
+                         str(r["duplicates"]), str(r["extraction"]["failed"]),
+                         str(r["failed_records"]), str(sum(m["zeroed_by_exception"].values())),
+                         str(r["no_references"]),
+                         r.get("data_check", {}).get("status", "unchecked")))
+    return "\n".join(aligned_lines(rows, left={0, 1, 10}))
+
+
+def dataset_warnings(result: dict) -> list[str]:
+    """What the terminal says about one dataset beyond its table."""
+    name, lines, thinking = result["dataset"], [], result.get("thinking")
+    if result["duplicates"]:
+        lines.append(f"warning: {name}: {result['duplicates']} lines repeat an earlier example "
+                     "(kept, as the published figures count every line)")
+    if result["no_references"] or result["no_classes"]:
+        lines.append(f"warning: {name}: {result['no_references']} records have no reference answer "
+                     f"and {result['no_classes']} no class list (all_classes); they score 0")
+    lines += [f"warning: {name}: {warning}" for warning in result["data_check"]["warnings"]]
+    unranked = {m: s["queries_unranked"] for m, s in result["metrics"].items()
+                if s.get("queries_unranked")}
+    if unranked:
+        lines.append(f"note: {name}: {max(unranked.values())} of {result['n']} queries have no "
+                     f"run or no judged document; {', '.join(unranked)} leave them out of the mean "
+                     "(trec_eval's rule)")
+    unwritten = {why: n for why, n in (result["skipped"].get("reasons") or {}).items()
+                 if NOT_WRITTEN in why}
+    if skipped_count(result) > sum(unwritten.values()):
+        lines.append(f"warning: {name}: {skipped_count(result) - sum(unwritten.values())} records "
+                     "were not run (--truncation skip) and are out of n and of every score")
+    if unwritten:
+        lines.append(f"warning: {name}: {sum(unwritten.values())} records are out of n and of "
+                     "every score as LongBench v2 leaves them out: "
+                     + "; ".join(f"{n} {why}" for why, n in unwritten.items()))
+    if thinking and thinking["unclosed"]:  # LongBench v2 reads its answer from the whole output
+        effect = ("scored 0, unparsed" if "strip_think" in result["extraction"]["steps"] else
+                  "the answer read from the whole output, block included")
+        lines.append(f"warning: {name}: {thinking['unclosed']} of {thinking['outputs']} reasoning "
+                     f"outputs never closed their thinking block ({effect}); "
+                     f"{thinking['length_in_thinking']} hit the length limit inside it, "
+                     f"{thinking['budget_hit']} the thinking budget")
+    orphans = (result.get("robustness") or {}).get("copies_without_original")
+    if orphans:
+        lines.append(f"warning: {name}: {orphans} perturbed copies have no original record; they "
+                     "are left out of the worst case")
+    return lines
