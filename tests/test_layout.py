@@ -62,3 +62,11 @@ def test_the_core_path_marked_in_the_layout_is_as_long_as_the_readme_says():
     assert len(core) == 25 and all((ROOT / path).is_file() for path in core), core
     counted = sum((ROOT / path).read_text(encoding="utf-8").count("\n") for path in core)
     assert counted == stated, f"the core path is {counted} lines; the README says {stated}"
+
+
+def test_the_chinese_front_page_lists_the_same_layout():
+    """README_zh.md's layout block is the same tree, described in Chinese: the same names in order."""
+    def names(page: str) -> list[str]:
+        block = re.search(r"```\n(inference\.py.*?)```", (ROOT / page).read_text(encoding="utf-8"), re.S)
+        return [re.split(r"\s{2,}", line.strip())[0] for line in block.group(1).splitlines()]
+    assert names("README_zh.md") == names("README.md")
