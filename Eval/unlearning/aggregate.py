@@ -26,7 +26,7 @@ def to_1d(values) -> np.ndarray:
 
 
 def mean(values) -> float:
-    """Mean over samples of `to_1d(values)`; NaN for no samples (np.mean's, without its warning)."""
+    """Mean over samples of `to_1d(values)`; NaN (without np.mean's warning) for none."""
     return float(np.mean(to_1d(values))) if len(values) else math.nan
 
 
@@ -81,7 +81,7 @@ def roc_auc(forget, holdout) -> float:
 
 def ks_pvalue(model_values, retain_values) -> float:
     """Two-sided two-sample KS p-value (scipy's default method): forget quality."""
-    from scipy.stats import ks_2samp  # about 0.3 s to import; only composites need it
+    from scipy.stats import ks_2samp
 
     return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
                           np.asarray(retain_values, dtype=np.float64)).pvalue)

@@ -3,11 +3,9 @@
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
     python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH]
-    reaggregate(Path("TOFU_EVAL.json"), Path("retain90/TOFU_EVAL.json")).summary["forget_quality"]
 
 Both recompute every aggregate from the per-sample values and write NAME_EVAL.json and
-NAME_SUMMARY.json. A metric whose inputs are absent is skipped and the reason noted; bad input
-raises RecordError before anything is written. numpy and scipy load only when a mode runs.
+NAME_SUMMARY.json; a metric whose inputs are absent is skipped and the reason noted.
 """
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ def computed(where, name: str, fn, *args, **params):
 
 
 class Run:
-    """One evaluation of a suite: `results` by metric, each computed once, `why` each other one
-    is not, and the notes for the user; finish() makes eval_log and summary."""
+    """One evaluation of a suite: `results` by metric, `why` each other one is not, the notes."""
 
     def __init__(self, suite: str, source, retain_logs: Path | None = None, warn=None):
         self.suite, self.source, self.retain = suite, str(source), None
@@ -51,8 +48,7 @@ class Run:
                                   f"this retain-model log is not a {suite.upper()} log")
 
     def read_leaves(self, values_of) -> None:
-        """Each leaf's result: values_of(name, split, kind, key) gives its per-sample values (a
-        (forget, holdout) pair for an attack) and where they are from, or raises Missing."""
+        """values_of(name, split, kind, key): (per-sample values, where from), or Missing."""
         from Eval.unlearning import samples
 
         for name, (split, kind, key) in self.bench.LEAVES.items():
@@ -65,8 +61,7 @@ class Run:
 
     def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None,
             **params) -> None:
-        """results[name] = fn(the inputs' results[, the retain log's entry]), or why it cannot be;
-        retain: (the retain log's metric, open-unlearning's fallback without it)."""
+        """results[name] = fn(the inputs' results[, the retain log's `retain[0]`]), or why not."""
         missing = [i for i in inputs if i not in self.results]
         if missing:
             self.why[name] = f"needs {missing[0]}: {self.why[missing[0]]}"
@@ -84,8 +79,7 @@ class Run:
         self.results[name] = computed(where, name, fn, *args, **params)
 
     def finish(self, required=()) -> None:
-        """The composites, then eval_log (the top-level metrics computed, and their inputs) and
-        summary (their agg_values). A metric of `required` that cannot be computed is an error."""
+        """The composites, then eval_log (top-level metrics and their inputs) and summary."""
         self.bench.composites(self)
         top_level = self.bench.TOP_LEVEL
         done = [n for n in top_level if n in self.results]
@@ -111,7 +105,6 @@ class Run:
                         if self.results[n]["agg_value"] is not None}
 
     def report(self, paths: tuple[Path, Path], seconds: float) -> str:
-        """The console report: each top-level figure, null ones explained, then the notes."""
         lines = [f"{self.suite.upper()} ({seconds:.2f} s) -> {paths[0]}, {paths[1]}"]
         top = [n for n in self.bench.TOP_LEVEL if n in self.eval_log]
         width = max(len(n) for n in top)
@@ -127,8 +120,7 @@ class Run:
 
 
 def _samples(name: str, kind: str, key: str, path: Path, rows: list | None) -> dict:
-    """{index: sample entry} of one split file; Missing if the file, or the field in every
-    record, is absent; RecordError for a record that lacks what others of the file have."""
+    """{index: sample entry} of one split file; Missing if absent from every record."""
     from Eval.unlearning.samples import KINDS, Missing
 
     if KINDS[kind][0] is None:
@@ -152,7 +144,7 @@ def _samples(name: str, kind: str, key: str, path: Path, rows: list | None) -> d
 
 
 def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
-    """Score our records DIR/<suite>_<split>.jsonl (Eval/inference/score_records.py writes them)."""
+    """Score our records DIR/<suite>_<split>.jsonl."""
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
     if not pred_dir.is_dir():
         raise RecordError(pred_dir, None, "no such folder")
@@ -190,7 +182,6 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
 
 
 def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> Run:
-    """Recompute every aggregate and composite of a published EVAL log from its sample values."""
     from Eval.unlearning.samples import KINDS, Missing
 
     log_path = files.find_log(log_path)
@@ -231,7 +222,6 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
 
 # --- the command line (eval.py) -------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """eval.py unlearning's options."""
     parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
                         help="score PRED_DIR/<suite>_<split>.jsonl, inference.py unlearning's")
     parser.add_argument("--pred-dir", type=Path, default=None,
@@ -250,7 +240,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @eval_command("unlearning", help="TOFU / MUSE: score our records, or re-aggregate a published log")
 def run(args: argparse.Namespace) -> int:
-    """Write NAME_EVAL.json and NAME_SUMMARY.json; exit code."""
     if bool(args.from_open_unlearning) == bool(args.suite) or (args.suite and not args.pred_dir):
         print("error: give tofu|muse --pred-dir DIR, or --from-open-unlearning EVAL_JSON",
               file=sys.stderr)

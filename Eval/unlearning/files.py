@@ -1,10 +1,8 @@
 """Reading score records and EVAL logs, writing the outputs; every problem raises RecordError.
 
 Usage:
-    from Eval.unlearning import files
     records = files.load_records(Path("pred/m/tofu_forget.jsonl"))  # [(line, record)] by index
     log = files.load_log(Path("TOFU_EVAL.json"))                     # {metric: result}
-    files.detect_suite(log, path)                                     # "tofu" or "muse"
     files.write_outputs(out_dir, "TOFU", eval_log, summary)  # TOFU_EVAL.json, TOFU_SUMMARY.json
 """
 from __future__ import annotations
@@ -68,7 +66,6 @@ def detect_suite(log: dict, path: Path) -> str:
 
 def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:
     """Write NAME_EVAL.json and NAME_SUMMARY.json in open-unlearning's layout; return both paths."""
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / f"{name}_EVAL.json", out_dir / f"{name}_SUMMARY.json"
     for path, content in zip(paths, (eval_log, summary)):

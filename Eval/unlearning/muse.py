@@ -36,5 +36,6 @@ def privleak(mia_min_k: dict, retain: dict | None, ref_value: float = 0.5) -> di
     >>> round(privleak({"agg_value": 0.9991}, {"agg_value": 0.5236})["agg_value"], 4)
     -99.8111
     """
+
     ref_auc = ref_value if retain is None else retain["agg_value"]
     return {"agg_value": aggregate.privleak(mia_min_k["agg_value"], ref_auc)}

@@ -2,10 +2,8 @@
 a leaf's result from its entries. A sample function raises Missing for a field the record lacks.
 
 Usage:
-    from Eval.unlearning.samples import KINDS, leaf_result
     sample, field, fields = KINDS["probability"]
-    entry = sample({"index": 0, "logprobs": {"answer": [{"logprobs": [-0.1, -0.2]}]}}, "answer")
-    leaf_result("probability", {"0": entry})   # {"agg_value": 0.86..., "value_by_index": {...}}
+    leaf_result("probability", {"0": sample(record, "answer")})   # {"agg_value": ..., ...}
 """
 from __future__ import annotations
 
@@ -28,7 +26,7 @@ def _field(record: dict, field: str, key: str):
 
 
 def options(record: dict, key: str) -> list[dict]:
-    """The record's TokenStats list for answer `key` (one per answer option), each checked."""
+    """The record's TokenStats for answer `key`, one per answer option."""
     saved = _field(record, "logprobs", key)  # outside the try: Missing is a ValueError
     try:
         return [stats.check_token_stats(ts) for ts in saved]
@@ -85,7 +83,7 @@ def rouge(record: dict, key: str) -> dict:
 
 
 def gradnorm(record: dict, key: str) -> dict:
-    """The saved GradNorm score (gradients are taken at inference); null (< 2 labels): left out."""
+    """The GradNorm score saved at inference; null (< 2 labels): left out."""
     score = _field(record, "gradnorm", key)
     return {"score": None if score is None else float(score)}
 

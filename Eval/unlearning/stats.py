@@ -3,11 +3,8 @@ Min-K%++, exact memorisation and extraction strength drop the last labelled posi
 reference does.
 
 Usage:
-    from Eval.unlearning import stats
     ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
-    stats.probability(ts)              # {"prob": exp(-avg_loss), "avg_loss": 0.7166...}
-    stats.min_k_score(ts, k=0.4)       # Min-K% membership score (higher = less likely a member)
-    stats.confidence_ordered_prob(ts)  # diffusion / masked LLMs (spec 1.5), also for the adapter
+    stats.probability(ts), stats.min_k_score(ts, k=0.4), stats.confidence_ordered_prob(ts)
 """
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ CONF_EPS = 1e-12  # confidence-ordered probability: the handler's log(p + eps), 
 
 
 def check_token_stats(ts: object) -> dict:
-    """Return `ts` if it is a usable TokenStats dict, else raise ValueError saying what is wrong."""
+    """`ts` if it is a usable TokenStats dict, else ValueError."""
     lp = ts.get("logprobs") if isinstance(ts, dict) else None
     if not isinstance(lp, list) or not all(type(x) in (int, float) for x in lp):  # not bool
         raise ValueError("TokenStats 'logprobs' must be a list of numbers")
@@ -46,7 +43,6 @@ def avg_loss(ts: dict) -> float:
 
 
 def probability(ts: dict) -> dict:
-    """{"prob": exp(-avg_loss), "avg_loss": avg_loss}: the length-normalised probability."""
     loss = avg_loss(ts)
     return {"prob": math.exp(-loss), "avg_loss": loss}
 
@@ -99,7 +95,8 @@ def extraction_strength(ts: dict) -> float:
     else:
         k = n
         while k > 0 and flags[k - 1]:
-            k -= 1  # extend the all-correct suffix backwards
+            k -= 1
+
     return 1 - (k / n)
 
 

@@ -12,23 +12,15 @@ from Eval.unlearning import aggregate
 from Eval.unlearning.muse import MIA_KINDS, RETAIN_AUC, privleak
 
 MIA = ("forget", "holdout")
+_QA_LEAVES = {"Prob": ("probability", "answer"), "ROUGE": ("rougeL_recall", "answer"),
+              "PARA_Prob": ("probability", "paraphrased_answer"),
+              "PERT_Prob": ("probability", "perturbed_answer")}
 LEAVES = {  # metric: (split, kind (Eval/unlearning/samples.py KINDS), answer key)
-    "forget_Q_A_Prob": ("forget", "probability", "answer"),
+    **{f"{split}_Q_A_{leaf}": (split, *_QA_LEAVES[leaf])
+       for split in ("forget", "retain", "ra", "wf") for leaf in _QA_LEAVES
+       if not (split in ("ra", "wf") and leaf == "PARA_Prob")},
     "forget_Q_A_Prob_confidence_ordered": ("forget", "confidence_ordered", "answer"),
-    "forget_Q_A_PARA_Prob": ("forget", "probability", "paraphrased_answer"),
-    "forget_Q_A_PERT_Prob": ("forget", "probability", "perturbed_answer"),
-    "forget_Q_A_ROUGE": ("forget", "rougeL_recall", "answer"),
     "forget_Q_A_gibberish": ("forget", "classifier_prob", "answer"),
-    "retain_Q_A_Prob": ("retain", "probability", "answer"),
-    "retain_Q_A_PARA_Prob": ("retain", "probability", "paraphrased_answer"),
-    "retain_Q_A_PERT_Prob": ("retain", "probability", "perturbed_answer"),
-    "retain_Q_A_ROUGE": ("retain", "rougeL_recall", "answer"),
-    "ra_Q_A_Prob": ("ra", "probability", "answer"),
-    "ra_Q_A_PERT_Prob": ("ra", "probability", "perturbed_answer"),
-    "ra_Q_A_ROUGE": ("ra", "rougeL_recall", "answer"),
-    "wf_Q_A_Prob": ("wf", "probability", "answer"),
-    "wf_Q_A_PERT_Prob": ("wf", "probability", "perturbed_answer"),
-    "wf_Q_A_ROUGE": ("wf", "rougeL_recall", "answer"),
     "extraction_strength": ("forget", "extraction_strength", "answer"),
     "exact_memorization": ("forget", "exact_memorization", "answer"),
     **{kind: (MIA, kind, "answer") for kind in MIA_KINDS},
@@ -110,7 +102,6 @@ def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
 
 
 def model_utility(*components: dict) -> dict:
-    """The harmonic mean of the components' agg_values (a zero component gives 0)."""
     return {"agg_value": aggregate.harmonic_mean([c["agg_value"] for c in components])}
 
 
