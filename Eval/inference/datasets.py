@@ -9,11 +9,9 @@ such as TinyEval's GAOKAO-new1-math.json) whose records have one of these forms:
     choice        {"question", "options", "answer", "question_type"}: a nested file's questions,
                   {"one-choice-question": [{"question", "options": [{"option": "A", "value": ..},
                   ..], "answer": "A"}, ..], ..}
-Its template: templates.py; its generation length: --maxlen-config or the task row. A dataset with
-no row in Eval/tasks.py gets a metric and length from its form and language, and a note says so.
-Each example has an id (`_id` / `id`, else `NAME-<position>`) and a hash of all its fields (resume
-redoes an example whose content changed). A line repeating an earlier one exactly is run once; an
-id repeated with different content is an error naming both lines.
+A dataset with no row in Eval/tasks.py gets a metric and length from its form and language. Each
+example has an id (`_id` / `id`, else `NAME-<position>`) and a hash of all its fields (resume
+redoes an example whose content changed).
 
 Usage:
     ds = load_dataset("demo_qa_en", Path("dataset"), Path("prompts"))
@@ -56,7 +54,7 @@ DEFAULT_TASKS = {("longbench", "en"): {"metrics": ("qa_f1",), "max_new_tokens": 
 
 @dataclasses.dataclass(frozen=True)
 class Sources:
-    """A benchmark's published config files (templates.py load_prompt_config / _maxlen_config)."""
+    """A benchmark's published config files."""
     prompt_config: PromptConfig | None = None
     maxlen: dict | None = None  # dataset name -> max new tokens (dataset2maxlen.json), or model
     maxlen_path: Path | None = None  # name -> prompt tokens (LongBench v2's model2maxlen.json)
@@ -117,11 +115,10 @@ class Dataset:
         return dataclasses.replace(self, name=name, task=task, cot=True)
 
     def fill(self, example: Example, kind: str = "answer", **extra: str) -> str:
-        """The prompt text before truncation and chat wrapping; a default template asks no question
-        of a record with no input. LongBench v2's pred.py strips the fields before filling."""
+        """The prompt text before truncation and chat wrapping."""
         chosen: ChosenTemplate = self.templates[kind]
         fields = example.fields
-        if self.form == "longbench_v2":
+        if self.form == "longbench_v2":  # pred.py strips the fields before filling
             fields = {k: v.strip() if isinstance(v, str) else v for k, v in fields.items()}
         fields = {**fields, **extra}
         if chosen.dollar_text is not None:
@@ -134,7 +131,7 @@ class Dataset:
 
 
 def record_form(record: dict, path: Path, line: int) -> str:
-    """Which of the forms above `record` has; RecordError naming the fields each form needs."""
+    """Which of the forms above `record` has."""
     if "answers" in record:
         return "longbench"
     if "output" in record:
@@ -162,8 +159,7 @@ def question_text(record: dict, form: str) -> str:
 
 
 def _nested_choices(value: object, path: Path, lines: list[int]) -> list[tuple[int, dict]] | None:
-    """The records of a nested choice-question file, or None when `value` is not one. `lines` are
-    those of each "question" key, in file order, so an error can name the line."""
+    """The records of a nested choice-question file, or None; `lines`: each "question" key's."""
     if not isinstance(value, dict) or not value:
         return None
     every = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
@@ -238,8 +234,7 @@ def _example(record: dict, form: str, index: int, name: str, language: str, path
 
 
 def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
-    """Examples with exact repeats dropped, and how many; an id repeated with different content is
-    an error naming both lines."""
+    """Examples with exact repeats dropped, and how many (an id reused for other content: error)."""
     first: dict[str, Example] = {}
     for e in examples:
         seen = first.setdefault(e.id, e)
@@ -251,7 +246,6 @@ def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
 
 
 def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]:
-    """The task row for `name`, or a default one for an unlisted dataset and a note saying so."""
     if name in TASKS:
         return TASKS[name], None
     fields = {"language": language, **DEFAULT_TASKS[(form, language)]}
@@ -262,7 +256,6 @@ def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]
 
 
 def dataset_names(dataset_dir: Path) -> list[str]:
-    """Every dataset in a folder: NAME.jsonl and NAME.json files, sorted."""
     return sorted({p.stem for pattern in ("*.jsonl", "*.json") for p in dataset_dir.glob(pattern)})
 
 
@@ -316,8 +309,7 @@ def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sour
 
 def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
                  sources: Sources = Sources()) -> Dataset:
-    """Read, validate and template-check one dataset; RecordError / FileNotFoundError / ValueError
-    say what and where."""
+    """Read, validate and template-check one dataset."""
     path = _dataset_path(name, dataset_dir)
     items = _read_items(path)
     form = record_form(items[0][1], path, items[0][0])

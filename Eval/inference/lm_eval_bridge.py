@@ -6,10 +6,8 @@ Usage:
     In Python:  lm = BridgeLM(HFModel(path));  lm_eval.simple_evaluate(model=lm, tasks=[...])
 
 BridgeLM is an lm-eval TemplateLM: lm-eval encodes requests as its HF model does, the adapter
-scores token ids (score_ids) and generates greedily (max_gen_toks 256 unless the task or
---max-new-tokens sets it), batched by inference.py's options. Writes OUT_DIR/lm_eval_results.json
-(default pred/<model-name>): lm-eval's results plus "bridge" (the adapter, its options, counts of
-convention events); --log-samples adds lm_eval_samples/<task>.jsonl. See docs/lm-eval.md.
+scores token ids (score_ids) and generates greedily. Writes OUT_DIR/lm_eval_results.json: lm-eval's
+results plus "bridge" (the adapter, its options, counts of convention events). See docs/lm-eval.md.
 """
 from __future__ import annotations
 
@@ -77,7 +75,7 @@ class BridgeLM(TemplateLM):
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None,
                    **kwargs) -> list[int]:
-        """HFLM's: the tokenizer's special tokens, none added to a text starting with the prefix."""
+        """HFLM's: no special tokens added to a text starting with the prefix."""
         if add_special_tokens is None:
             add_special_tokens = not (self.prefix_text and string.startswith(self.prefix_text))
         return (self.bos if add_special_tokens else []) + self.model.tokenize(string)
@@ -128,8 +126,7 @@ class BridgeLM(TemplateLM):
         return context, continuation, len(ctx) + len(cont)
 
     def _score(self, items: list[tuple]) -> list[tuple[float, bool]]:
-        """(log-likelihood summed in float64, all greedy) of (context, continuation, tokens) items:
-        id lists via score_ids, texts via score, in inference.py's batches."""
+        """(log-likelihood summed in float64, all greedy) of (context, continuation, n) items."""
         call = self.model.score_ids if self.ids else self.model.score
         out: list = [None] * len(items)
         for batch in plan_batches([n for _, _, n in items], self.batch_size, self.max_batch_tokens):
@@ -143,7 +140,7 @@ class BridgeLM(TemplateLM):
         return [sum(next(scores)[0] for _ in text) for text in windows]
 
     def rolling(self, text: str) -> list[tuple]:
-        """HFLM's disjoint rolling windows of `text` as (context, piece, tokens) items."""
+        """HFLM's disjoint rolling windows as (context, piece, tokens) items."""
         if not self.ids:
             return self._text_windows(text)
         ids = self.tok_encode(text)
@@ -256,9 +253,8 @@ class BridgeLM(TemplateLM):
 
 
 def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
-    """lm_eval_results.json (without per-sample records) and, if logged,
-    lm_eval_samples/<task>.jsonl in lm-eval's layout (EvaluationTracker.save_results_samples):
-    arguments as {"gen_args_<i>": {"arg_<j>": value}}, responses lists of strings."""
+    """lm_eval_results.json and, if logged, lm_eval_samples/<task>.jsonl in lm-eval's layout
+    (EvaluationTracker.save_results_samples)."""
     from lm_eval.utils import handle_non_serializable, sanitize_list
 
     def dump(obj, **kw) -> str:
@@ -319,8 +315,7 @@ OFFLINE_HINT = ("to run a local task instead, pass --include-path DIR --no-built
 
 
 def load_tasks(manager, names: list[str]) -> list:
-    """lm-eval's Task / Group objects for `names`, their data loaded before any model is (a
-    TaskError for one that cannot run); simple_evaluate uses them as they are."""
+    """lm-eval's Task / Group objects for `names`, their data loaded before any model is."""
     import httpx2
     from datasets.exceptions import DatasetsError
     from huggingface_hub.errors import LocalEntryNotFoundError

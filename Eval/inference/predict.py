@@ -4,9 +4,7 @@ model, one record per example (Eval/records.py), through the run loop (run_loop.
 Usage:
     summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings(...))
 
-`generation_budget`, `required_examples` and `dataset_prompts` are shared with `inference.py
-dry-run`, so that its prompts are the run's. --truncation skip: a prompt that does not fit is not
-run, its record has `skipped` (eval.py counts it out of n). --cot (LongBench v2's two passes): the
+`dry-run` builds its prompts with the same functions. --cot (LongBench v2's two passes): the
 reasoning prompt, then the answer prompt quoting it; `pred` is the answer, `cot` the reasoning.
 """
 from __future__ import annotations
@@ -62,7 +60,6 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
 
 
 def _generate(model: BaseLLM, prompts: list[Prompt], max_new: int, stop: tuple) -> list[Generation]:
-    """The model's outputs; a skipped prompt gets an empty "skipped" output."""
     run = [p for p in prompts if not p.skipped]
     outputs = iter(model.generate(run, max_new, stop) if run else [])
     return [Generation("", 0, "skipped") if p.skipped else next(outputs) for p in prompts]
@@ -89,15 +86,13 @@ def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_to
 
 
 def _count(records: list[dict]) -> dict:
-    """A batch's tally: tokens (Eval/pricing.py), records cut and records skipped."""
     cut = sum(1 for r in records if r["truncated_tokens"] or r.get("cot_truncated_tokens"))
     return {**batch_counts(records), "truncated": cut,
             "skipped": sum(1 for r in records if r.get("skipped"))}
 
 
 def generation_budget(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple:
-    """(max new tokens, max length, template kind and generation length of the prompts built before
-    any output exists: --cot's reasoning pass, else the answer)."""
+    """(max new tokens, max length, template kind and generation length of the first pass)."""
     max_new = settings.max_new_tokens or ds.task.max_new_tokens
     first = ("cot", ds.task.cot_max_new_tokens) if ds.cot else ("answer", max_new)
     return max_new, settings.max_length or model.context_window(), *first
@@ -109,8 +104,7 @@ def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
 
 
 def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, int]:
-    """(required examples with a good record of their current content, required examples) over
-    the main file and any shard files, those of the sidecar's model preferred; read only."""
+    """(required examples with a good record of their current content, required examples)."""
     path, required = out_dir / f"{ds.name}.jsonl", required_examples(ds, limit)
     expected = {e.id: e.sha256 for e in ds.examples}
     saved = best_records(path, expected=expected, model=sidecar_model(path))
@@ -131,9 +125,8 @@ def _v2_settings(ds: Dataset) -> dict:
 def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_new: int,
                     max_length: int | None, truncation: str = "middle", kind: str = "answer",
                     extras: list[dict] | None = None) -> list[Prompt]:
-    """What the model sees for each example: the template of `kind` filled with its fields and
-    `extras`, cut to a model2maxlen limit as LongBench v2's pred.py cuts, then to fit by the
-    truncation policy, chat-wrapped if the task is."""
+    """The template of `kind` filled, cut to a model2maxlen limit as LongBench v2's pred.py cuts,
+    then to fit by the truncation policy, chat-wrapped if the task is."""
     extras = extras or [{}] * len(examples)
     texts = [ds.fill(e, kind, **extra) for e, extra in zip(examples, extras)]
     cuts = [model.cut_as_pred_py(t, ds.prompt_limit) if ds.prompt_limit else (t, 0) for t in texts]
@@ -167,9 +160,8 @@ def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list
 
 
 def request_fingerprint(request: dict, ds: Dataset) -> dict:
-    """What a command asked for, from its arguments and the files alone (no model): the backend, a
-    hash of the -M pairs, the content of each file or folder --model or a -M value names, the
-    settings as given, the dataset's templates and generation length. The sidecar keeps it, so a
+    """What a command asked for, from its arguments and the files alone (no model), with the
+    content hash of each file or folder --model or a -M value names: the sidecar keeps it, so a
     rerun of the same request with nothing left to do stops before a model loads (runner.py)."""
     paths = [request["model"], *(pair.partition("=")[2] for pair in request.get("model_args", ()))]
     files = [folder_identity(p).get("sha256") for p in paths if p and os.path.exists(p)]
@@ -198,7 +190,6 @@ def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings,
 def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSettings,
                 on_saved: Callable[[int], None] | None = None, budget: TokenBudget | None = None,
                 request: dict | None = None) -> dict:
-    """Generate every example of `ds` that has no current record; returns the run summary."""
     path = out_dir / f"{ds.name}.jsonl"
     max_new, max_length, kind, first_max = generation_budget(model, ds, settings)
     examples = {e.id: e for e in ds.examples}
@@ -226,8 +217,7 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
                 for i, (prompt, out, extra) in zip(batch, done)]
 
     def bound(batch: list[str]) -> int:
-        """The most tokens a batch can spend: its prompts and rows x max new tokens; under --cot
-        the answer pass quotes outputs not made yet, so it counts the whole window a row."""
+        # under --cot the answer pass quotes outputs not made yet: the whole window a row
         run = [prompts[i] for i in batch if not prompts[i].skipped]
         return sum(p.n_tokens + first_max + ((max_length or 0) if ds.cot else 0) for p in run)
 

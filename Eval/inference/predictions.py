@@ -1,11 +1,9 @@
 """A prediction file being written: content-aware resume, torn lines, shards, merge, the sidecar.
 
-`pred/<model>/<dataset>.jsonl` is appended batch by batch; a sharded run (torchrun, `--shard I/K`)
-appends to `pred/<model>/shards/<dataset>.I-of-K.jsonl`. Reopening reads the main file and every
-shard file (any K) and repairs a torn last line of the file it writes. An example is done when a
-file holds a record of it without an `error` whose `example_sha256` is the example's current hash
-(and whose `model_sha256` is the run's model's). Finishing merges the files by id into the main
-file in dataset order; `<dataset>.run.json` (the sidecar) says how it was made and what it holds.
+`pred/<model>/<dataset>.jsonl` is appended batch by batch; a sharded run appends to
+`pred/<model>/shards/<dataset>.I-of-K.jsonl`. An example is done when a file holds a record of it
+without an `error` whose `example_sha256` is the example's current hash (and whose `model_sha256`
+is the run's model's). Finishing merges the files by id into the main file in dataset order.
 
 Usage:
     out = PredictionFile(path, expected={e.id: e.sha256 for e in dataset.examples})
@@ -41,7 +39,6 @@ def _read_records(path: Path, repair: bool) -> list[dict]:
 
 
 def write_path(path: Path, shard_id: int, num_shards: int) -> Path:
-    """The file one process appends to: the main file, or its shard's."""
     if num_shards == 1:
         return path
     return path.parent / "shards" / f"{path.stem}.{shard_id}-of-{num_shards}.jsonl"
@@ -58,14 +55,12 @@ def shard_paths(path: Path) -> list[Path]:
 
 
 def unselected_path(path: Path) -> Path:
-    """Where a finished run keeps the records it did not select (a --limit 10 run after a --limit 20
-    one): the main file holds exactly what the last run selected, and no record is lost."""
+    """Where a finished run keeps the records it did not select (--limit 10 after --limit 20)."""
     return path.parent / "shards" / f"{path.stem}.unselected.jsonl"
 
 
 def _rank(record: dict, expected: dict[str, str] | None, model: str | None = None) -> int:
-    """current and good (2) > current and failed (1) > of other data or another model (0);
-    `model` None accepts any model."""
+    """current and good (2) > current and failed (1) > of other data or another model (0)."""
     rid = str(record.get("id"))
     current = expected is None or record.get("example_sha256") == expected.get(rid)
     current = current and (model is None or record.get("model_sha256") == model)
@@ -143,11 +138,10 @@ def _serialise(record: dict) -> str:
 def merge_predictions(path: Path, order: list[str], required: list[str],
                       expected: dict[str, str] | None = None,
                       model: str | None = None) -> dict | None:
-    """Merge every file of the dataset into the main file, in `order`, keeping current records of
-    ids in `order` (by `model`, when given), when every `required` id has one; None otherwise. The
-    main file then holds exactly the `required` ids; other current records go to the unselected
-    file. Safe to run twice at once: the main file is replaced atomically before shard files are
-    removed. Returns {"records", "dropped", "unselected", "digest", "sha256" (of the file)}."""
+    """Merge every file of the dataset into the main file, in `order`, when every `required` id has
+    a current record (None otherwise): the main file then holds exactly the `required` ids, other
+    current records go to the unselected file. The main file is replaced atomically before shard
+    files are removed, so two merges at once are safe."""
     records, listed = best_records(path, expected=expected, model=model), set(order)
     current = {rid: r for rid, r in records.items() if rid in listed and _rank(r, expected, model)}
     if not all(i in current for i in required):
@@ -205,8 +199,7 @@ def read_sidecar(path: Path) -> dict:
 
 
 def sidecar_model(path: Path) -> str | None:
-    """The model_sha256 the sidecar's run stamps on its records (None: any model), for a merge done
-    apart from the run (inference.py merge, torchrun's rank 0)."""
+    """The model_sha256 the sidecar's run stamps on its records (None: any model)."""
     return read_sidecar(path).get("model_sha256")
 
 
@@ -216,8 +209,7 @@ def json_form(value):
 
 
 def output_entry(merged: dict) -> dict:
-    """The sidecar's `output`: the merged file's record count, (id, example) digest and byte hash,
-    so that any later edit of a line is seen (Eval/scoring/provenance.py)."""
+    """The sidecar's `output`: any later edit of a line is seen (Eval/scoring/provenance.py)."""
     return {key: merged[key] for key in ("records", "digest", "sha256")}
 
 

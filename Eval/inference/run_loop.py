@@ -1,12 +1,10 @@
 """The one run loop of the inference stage: predictions (predict.py) and TOFU / MUSE score records
 (score_records.py) both run through `run_job`.
 
-For one output file: take its lock, refuse to resume a file made with other settings, see which
-items have a current record (predictions.py), let the caller plan the rest into batches (before
-anything is written), write the sidecar, append batch after batch, merge the files in data order
-and record the summary. A `TokenBudget` (--max-total-tokens) is shared by an invocation's jobs: a
-batch whose bound does not fit in what is left is not run; what was saved stays unmerged, as an
-interrupted run leaves it, and the summary says `stopped: "token budget"`.
+For one output file: take its lock, refuse to resume a file made with other settings, let the
+caller plan the items without a current record into batches, write the sidecar, append batch after
+batch, merge the files in data order and record the summary. A `TokenBudget` (--max-total-tokens)
+is shared by an invocation's jobs: a batch whose bound does not fit is not run.
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
@@ -88,7 +86,6 @@ def _deferred_interrupt():
 
 
 def model_digest(fingerprint: dict) -> str:
-    """The 16-digit model_sha256 stamped on records."""
     text = json.dumps(fingerprint, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
@@ -103,8 +100,7 @@ def package_versions() -> dict:
 
 def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
             process: Callable[[list[str]], list[dict]]) -> dict:
-    """Run every required id of `job` that has no current record; returns the summary (also in the
-    sidecar)."""
+    """Run every required id of `job` that has no current record; returns the summary."""
     job.path.parent.mkdir(parents=True, exist_ok=True)
     with OutputLock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
         if not job.overwrite:

@@ -6,10 +6,6 @@ Usage (inference.py is the entry; the subcommands reuse the option groups and `p
     datasets, out_dir = prepare(args)           # refused before a model loads, or an exit code
     if all_done(args, datasets, out_dir): ...   # from the files alone, before torch is imported
     totals = run_all(model, datasets, args, shards, out_dir, saved)
-
-A rerun has nothing to do when every selected example has a good record of its current content by
-the model of the run that wrote the sidecar, and that run had the same request (model files,
-backend, -M options, every setting: predict.py request_fingerprint).
 """
 from __future__ import annotations
 
@@ -41,7 +37,6 @@ DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
-    """Which datasets, their templates and generation lengths, and which of their examples."""
     p.add_argument("--datasets", type=name_list, default=None,
                    help="comma-separated names (default: every DATASET_DIR/*.jsonl and *.json)")
     p.add_argument("--dataset-dir", type=Path, default=Path("dataset"),
@@ -70,8 +65,7 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
-    """The data, the model and its prompts' length budget, where records go: what the main job
-    shares with dry-run and merge."""
+    """What the main job shares with dry-run and merge."""
     add_data_arguments(p)
     add_model_arguments(p, DEFAULT_MODEL)
     add_batch_arguments(p)
@@ -106,7 +100,6 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
 
 
 def shard_spec(text: str) -> tuple[int, int]:
-    """--shard I/K: (I, K) with 0 <= I < K."""
     index, sep, count = text.partition("/")
     if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(count):
         raise argparse.ArgumentTypeError(f"{text!r} is not I/K with 0 <= I < K (e.g. 0/4)")
@@ -114,8 +107,7 @@ def shard_spec(text: str) -> tuple[int, int]:
 
 
 def model_options(args) -> int | None:
-    """-M checked against the backend (imports its module: after the nothing-to-do exit); exit code
-    2 naming the bad pair, or None."""
+    """-M checked against the backend (imports its module); exit code 2 or None."""
     try:
         resolve_model_args(args)
     except (KeyError, ValueError) as err:
@@ -125,8 +117,7 @@ def model_options(args) -> int | None:
 
 
 def load_datasets(args, model_name: str | None = None) -> list:
-    """The datasets asked for; `model_name` (the output folder's name) picks a model2maxlen.json
-    entry."""
+    """The datasets asked for; `model_name` (the output folder) picks a model2maxlen.json entry."""
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl or *.json datasets")
@@ -185,8 +176,8 @@ def all_done(args, datasets: list, out_dir: Path) -> bool:
 
 
 def finished_with(args, ds, out_dir: Path) -> bool:
-    """Whether the last run of `ds` was this very request and left nothing to do: its merged file
-    is unchanged since and holds every selected example's good record, made by that run's model."""
+    """Whether the last run of `ds` was this very request (predict.py request_fingerprint), its
+    merged file unchanged since, holding every selected example's good record."""
     path = out_dir / f"{ds.name}.jsonl"
     sidecar = read_sidecar(path)
     output, data = sidecar.get("output"), sidecar.get("data")
@@ -203,7 +194,6 @@ def finished_with(args, ds, out_dir: Path) -> bool:
 
 
 def request_of(args) -> dict:
-    """What the command asked for, before anything is resolved (predict.request_fingerprint)."""
     # -M values may hold secrets (a key inside base_url): the request keeps only a hash of them
     pairs = hashlib.sha256(json.dumps(sorted(args.model_args)).encode("utf-8")).hexdigest()[:16]
     return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
@@ -213,7 +203,7 @@ def request_of(args) -> dict:
 
 
 def check_budgets(model, datasets: list, args) -> None:
-    """Every dataset's token budget, before any dataset runs (ValueError naming the dataset)."""
+    """Every dataset's token budget, before any dataset runs."""
     for ds in datasets:
         window = args.max_length or model.context_window()
         answer = args.max_new_tokens or ds.task.max_new_tokens
@@ -234,8 +224,8 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
-    """Every dataset through the model; under torchrun, ranks meet after each dataset and rank 0
-    merges. `saved` collects each batch's saved records (for the Ctrl-C message). None on error."""
+    """Every dataset through the model (torchrun: rank 0 merges after each); `saved` collects each
+    batch's saved records (for the Ctrl-C message). None on error."""
     from Eval.inference.merge import merge_only
 
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
@@ -269,14 +259,12 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
 
 
 def cost_of(args, usage: dict) -> float | None:
-    """The dollars `usage` cost at the --price entry (None without --price)."""
     if not args.price_entry:
         return None
     return args.price_entry.cost(usage["prompt_tokens"], usage["gen_tokens"])
 
 
 def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
-    """The --max-total-tokens stop: what was spent and how far the datasets got; exit code 3."""
     counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
     done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
     nothing = "" if budget.spent else " (nothing generated: the first batch alone could exceed it)"

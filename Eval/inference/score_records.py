@@ -72,8 +72,7 @@ class Settings:
 def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], max_new: int,
                  max_length: int | None, max_labels: int | None = None) -> Prompt:
     """QA: the question (chat-templated if the model has a template); knowmem: MUSE's few-shot
-    Question / Answer template; verbmem: the prefix as it is; privleak: nothing. A completion
-    text's labels stop `max_labels` tokens after the prefix (open-unlearning's max_length)."""
+    Question / Answer template; verbmem: the prefix as it is; privleak: nothing."""
     if split.kind == "qa":
         chat = bool(getattr(getattr(model, "tokenizer", None), "chat_template", True))
         text = item["question"] if chat else f"Question: {item['question']}\nAnswer:"
@@ -96,13 +95,11 @@ def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str
 
 
 def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> str:
-    """The text whose tokens (after the prompt) are labelled for `answer` under `encoding`."""
     return model.rendered_reply(question, answer) if encoding == "full-turn" else answer
 
 
 def _texts(model, split: Split, items: list[dict], shots, settings: Settings, max_new: int,
            max_length):
-    """Each item's prompt, encoding and {answer key: [labelled texts]} for `model`."""
     prompts = [build_prompt(model, split, item, shots, max_new, max_length,
                             settings.completion_max_tokens) for item in items]
     encodings = [effective_encoding(model, split, p, settings.answer_encoding) for p in prompts]
@@ -114,9 +111,8 @@ def _texts(model, split: Split, items: list[dict], shots, settings: Settings, ma
 
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
                   reference: str | None = None) -> str:
-    """The decoded labels after the decoded prompt, stripped; a completion text's `reference`
-    (VERBMEM_REFERENCES): the labels' own text, open-unlearning's with every copy of the prompt's
-    text removed (its decode(labels).replace(decode(prompt), ""))."""
+    """The decoded labels after the decoded prompt, stripped; a completion text's `reference`:
+    VERBMEM_REFERENCES (open-unlearning's: decode(labels).replace(decode(prompt), ""))."""
     if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
@@ -134,7 +130,6 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
 
 def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Settings,
               reference=None, shots: list[dict] | None = None) -> dict:
-    """Score (and generate) each item of a split without a current record; the run's summary."""
     items, shots = read_items(data_file, split.kind), shots or []
     path = out_dir / f"{split.name}.jsonl"
     generates = split.generate and settings.generate
@@ -174,8 +169,8 @@ def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Set
 def score_chunk(model, split: Split, items: list[dict], indices: list[int], shots,
                 settings: Settings, max_new: int, max_length: int | None,
                 reference=None) -> list[dict]:
-    """The records of some items: one teacher-forced pass over every (prompt, option) text, then
-    the generations and, on MIA splits, GradNorm and the reference model's mean answer NLL."""
+    """One teacher-forced pass over every (prompt, option) text, then the generations and, on MIA
+    splits, GradNorm and the reference model's mean answer NLL."""
     prompts, encodings, options = _texts(model, split, items, shots, settings, max_new, max_length)
     append_eos = split.kind in ("qa", "knowmem")
     batching = {"batch_size": settings.batch_size, "max_batch_tokens": settings.max_batch_tokens,
@@ -293,7 +288,6 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
 @inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every "
                                       "split, for eval.py")
 def run(args: argparse.Namespace) -> int:
-    """Every split's score records; exit code 0, 1 (some failed) or 2 (refused)."""
     try:
         found = _found_splits(args)
         out_dir = output_folder(args.out_dir, args.model_name, args.model)

@@ -93,8 +93,7 @@ _PLACEHOLDER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_template(template: str, source: str) -> set[str]:
-    """The field names of a template; RecordError naming `source`, the line and the placeholder for
-    anything but plain {field} placeholders and {{ }} escapes."""
+    """The field names of a template; RecordError for anything but {field} and {{ }}."""
     fields = set()
     for match in _TOKEN.finditer(template):
         token, inner = match.group(0), match.group(1)
@@ -114,7 +113,6 @@ def check_template(template: str, source: str) -> set[str]:
 
 
 def template_fields(template: str) -> set[str]:
-    """The field names a template uses (`{context}` -> "context"; `{{` is a literal brace)."""
     return check_template(template, "template")
 
 
@@ -126,7 +124,7 @@ def _read_json(path: Path):
 
 
 def load_prompt_config(path: Path | None) -> PromptConfig | None:
-    """A dataset2prompt.json file or a LongBench v2 prompts folder; RecordError naming the entry."""
+    """A dataset2prompt.json file or a LongBench v2 prompts folder."""
     if path is None:
         return None
     if path.is_dir():
@@ -149,7 +147,6 @@ def load_prompt_config(path: Path | None) -> PromptConfig | None:
 
 
 def load_maxlen_config(path: Path | None) -> dict | None:
-    """A benchmark's dataset2maxlen.json (dataset name -> generation length) as published."""
     if path is None:
         return None
     data = _read_json(path)
@@ -175,8 +172,7 @@ def _from_dollar_markers(text: str, source: Path) -> str:
 
 def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language: str,
                      published_prompt: str, config: PromptConfig | None) -> ChosenTemplate | None:
-    """The template of one kind for a dataset (the order above); None when the kind has none (a
-    --cot template for a form without a default); ValueError for a published-prompt dataset."""
+    """The template of one kind for a dataset (the order above); None when the kind has none."""
     path = prompt_dir / f"{name}{KINDS[kind]}"
     in_config = config is not None and (kind == "answer" and name in config.by_dataset
                                         or form == "longbench_v2" and kind in config.by_kind)
@@ -211,7 +207,6 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
 
 
 def fill_template(template: str, fields: dict) -> str:
-    """The template with each {field} replaced by the record's value (checked templates only)."""
     return template.format(**fields)
 
 
