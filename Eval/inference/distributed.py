@@ -20,10 +20,6 @@ class Shards:
     num_shards: int = 1
     torchrun: bool = False  # launched by torchrun: ranks coordinate with barriers
 
-    @property
-    def is_first(self) -> bool:
-        return self.shard_id == 0
-
 
 def resolve_shards(shard: tuple[int, int] | None) -> Shards:
     """torchrun's WORLD_SIZE / RANK when present, else --shard (I, K), else a single process."""

@@ -112,9 +112,8 @@ def _estimate(summary: dict, price: Price | None) -> dict:
 def describe(summary: dict) -> str:
     """'3 examples, 412 prompt tokens (max 150), 1 truncated, at most 96 generated tokens'."""
     skipped = f", {summary['skipped']} skipped (do not fit)" if summary["skipped"] else ""
-    cost = ""
-    if "estimated_cost_usd" in summary:
-        cost = f", at most {cost_text(summary['estimated_cost_usd'])}"
+    cost = summary.get("estimated_cost_usd")
+    cost = "" if cost is None else f", at most {cost_text(cost)}"
     return (f"{summary['examples']} examples, {summary['prompt_tokens']} prompt tokens (max "
             f"{summary['max_prompt_tokens']}), {summary['truncated']} truncated{skipped}, at most "
             f"{summary['max_gen_tokens']} generated tokens{cost}")

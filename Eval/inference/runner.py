@@ -237,13 +237,13 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     for ds in datasets:
         try:
             if shards.torchrun and args.overwrite:  # rank 0 clears old files before any reads
-                if shards.is_first:
+                if shards.shard_id == 0:
                     PredictionFile(out_dir / f"{ds.name}.jsonl", overwrite=True)
                 barrier(shards)
             summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append,
                                   budget=budget, request=request_of(args))
             barrier(shards)
-            if shards.torchrun and shards.is_first:
+            if shards.torchrun and shards.shard_id == 0:
                 merge_only([ds], out_dir, args.limit)
         except (ValueError, RecordError) as err:  # StorageError (another writer) included
             print(f"error: {err}", file=sys.stderr)

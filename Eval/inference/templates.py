@@ -43,10 +43,8 @@ DEFAULT_TEMPLATES = {
     ("longbench", "en", "no_input"):
         "Read the text below and respond to it.\n\n{context}\n\nResponse:",
     ("longbench", "zh", "no_input"): "阅读下面的材料并作出回应。\n\n{context}\n\n回应：",
-    ("instruction", "en", "answer"): "{instruction}\n{input}",
-    ("instruction", "zh", "answer"): "{instruction}\n{input}",
-    ("instruction", "en", "no_input"): "{instruction}",
-    ("instruction", "zh", "no_input"): "{instruction}",
+    ("instruction", "*", "answer"): "{instruction}\n{input}",
+    ("instruction", "*", "no_input"): "{instruction}",
     ("choice", "en", "answer"):
         "Multiple-choice question ({question_type}). Give the letter(s) of the right option(s)."
         "\n\n{question}\nOptions: {options}\nAnswer:",
