@@ -90,10 +90,6 @@ class Dataset:
     prompt_limit: int | None = None  # model2maxlen: the filled prompt's tokens, cut as pred.py cuts
 
     @property
-    def perturbed(self) -> bool:
-        return self.copies > 0
-
-    @property
     def template(self) -> str:
         return self.templates["answer"].template
 

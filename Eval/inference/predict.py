@@ -47,7 +47,7 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
               "truncated_tokens": prompt.truncated_tokens, "truncation": prompt.truncation,
               "gen_tokens": out.n_tokens, "finish_reason": out.finish_reason,
               "latency_s": round(latency, 4), "batch_size": out.batch_size}
-    if ds.perturbed:  # --perturb: which copy this is (None: the original) and its original
+    if ds.copies:  # --perturb: which copy this is (None: the original) and its original
         record["perturbation"] = example.perturbation
         record["original_id"] = example.original_id or example.id
     if ds.task.group_by:
