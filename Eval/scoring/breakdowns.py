@@ -1,8 +1,7 @@
 """Named breakdowns of a dataset's per-example scores by the record's groups (Task.breakdown).
 
-A breakdown is the small table a benchmark publishes beside its headline score (its "breakdown").
 Group values come from the record's "groups" object (inference.py copies Task.group_by there), else
-from a top-level field of the same name (LongBench v2's own prediction files keep them there).
+a top-level field of the same name (LongBench v2's own prediction files).
 
 Usage:
     table = get_breakdown("longbench_v2")(scored)   # [(record, headline score, answered?), ...]
@@ -23,7 +22,6 @@ breakdown = BREAKDOWNS.register
 
 
 def get_breakdown(name: str) -> Callable[[Scored], dict]:
-    """A breakdown by name; an unknown name is a KeyError naming the close ones."""
     return BREAKDOWNS[name]
 
 
@@ -67,7 +65,6 @@ NOT_WRITTEN = "LongBench v2's pred.py writes no record (--v2-variant count-failu
 
 
 def with_v2_variants(task: Task, variants) -> Task:
-    """A LongBench v2 task (its breakdown) scored with the named V2_VARIANTS; others unchanged."""
     if task.breakdown != "longbench_v2":
         return task
     if "count-failures" in variants:

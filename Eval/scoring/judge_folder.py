@@ -4,10 +4,9 @@ Usage:
     python eval.py judge --judge PATH_OR_NAME [--model M | --pred-dir DIR] [--rubric graded]
     python eval.py judge --judge NAME --judge-backend api -M base_url=http://127.0.0.1:11434/v1
 
-Writes DIR/judge/<dataset>.<rubric>.jsonl (a verdict per record), DIR/judge_result.json (per
-dataset: the mean over parseable verdicts x 100, the outcome counts and what it was computed from)
-and the cache DIR/judge/cache.jsonl, only after every verdict is in. judge_result.json is merged
-per dataset; entries whose prediction file changed or is gone are dropped, with a note.
+Writes DIR/judge/<dataset>.<rubric>.jsonl (a verdict per record) and DIR/judge_result.json (per
+dataset: the mean over parseable verdicts x 100, the counts), merged per dataset, once every verdict
+is in; the cache is DIR/judge/cache.jsonl.
 """
 from __future__ import annotations
 
@@ -31,8 +30,6 @@ from Eval.storage import write_json_atomic, write_jsonl_atomic
 def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: BaseLLM,
                  rubric: Rubric, mode: str, max_length: int | None,
                  say: Callable[[str], None] = print) -> dict:
-    """Judge each (dataset, records) of pred_dir, then write the per-record files and merge
-    judge_result.json. Returns this run's entries."""
     judge_dir = pred_dir / "judge"
     judge = Judge(model, rubric, mode, open_cache(judge_dir / "cache.jsonl", say), max_length)
     rows, results = {}, {}
