@@ -4,25 +4,18 @@ Group values come from the record's "groups" object (inference.py copies Task.gr
 a top-level field of the same name (LongBench v2's own prediction files).
 
 Usage:
-    table = get_breakdown("longbench_v2")(scored)   # [(record, headline score, answered?), ...]
+    table = BREAKDOWNS["longbench_v2"](scored)   # [(record, headline score, answered?), ...]
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
-
 from Eval.registry import Registry
 from Eval.tasks import Task
 
 # (record, score of the headline metric, whether an answer was extracted) per scored record
 Scored = list[tuple[dict, float, bool]]
-BREAKDOWNS = Registry("breakdown", hint="Add one: a function decorated with @breakdown in "
-                                        "Eval/scoring/breakdowns.py.")
-breakdown = BREAKDOWNS.register
-
-
-def get_breakdown(name: str) -> Callable[[Scored], dict]:
-    return BREAKDOWNS[name]
+BREAKDOWNS = Registry("breakdown", hint="Add one: a function decorated with "
+                                        "@BREAKDOWNS.register in Eval/scoring/breakdowns.py.")
 
 
 def group_value(record: dict, key: str):
@@ -84,7 +77,7 @@ def not_written(record: dict) -> str | None:
     return None
 
 
-@breakdown("longbench_v2")
+@BREAKDOWNS.register("longbench_v2")
 def longbench_v2(scored: Scored) -> dict:
     """LongBench v2's result.py table (Overall, Easy, Hard, Short, Medium, Long; each round(100 *
     sum / count, 1), an empty column None), the same row "compensated" (an output with no

@@ -23,8 +23,8 @@ from Eval.names import check_name
 from Eval.records import RecordError, read_records
 from Eval.scoring.diff import pair_records, same_example
 from Eval.scoring.folders import prediction_files
-from Eval.scoring.judge import (NO_VERDICT, Judge, add_judge_model_arguments, counts_text,
-                                load_judge_model, merge_results, open_cache, pairwise_swaps,
+from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
+                                counts_text, load_judge_model, merge_results, pairwise_swaps,
                                 prediction, print_failed, question_of, rates, record_id,
                                 source_problem, tally)
 from Eval.scoring.provenance import file_sha256
@@ -152,7 +152,7 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     names = _compare_datasets(dir_a, dir_b, only)
     cache_path = out / "judge" / "cache.jsonl"
     _legacy_cache(out, cache_path, say)
-    judge = Judge(model, rubric, mode, open_cache(cache_path, say), max_length)
+    judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length)
     results = {name: _compare_one(judge, name, dir_a, dir_b, seed, both_orders) for name in names}
 
     def why_stale(name: str, entry: object) -> str | None:

@@ -35,11 +35,6 @@ def explain_one(metric, extracted: str, answers: list[str], best: int, classes) 
     return {**found, "best_reference": best, "text": which + found["text"]}
 
 
-def explanation_fields(record: dict, extracted: str | None, explanations: dict) -> dict:
-    return {"pred": head(record.get("pred")), "extracted": extracted,
-            "answers": record.get("answers"), "explanations": explanations}
-
-
 def unscored_explanation(record: dict, metric_names: list[str]) -> dict:
     if record.get("error") is not None:
         text = f"the generation failed ({head(str(record['error']), 80)}): 0"

@@ -23,7 +23,7 @@ from Eval.records import RecordError, is_dry_run_output, is_prediction_file
 from Eval.records import sidecar_path
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
 from Eval.scoring.bergen import read_predictions, split_of
-from Eval.scoring.breakdowns import get_breakdown, with_v2_variants
+from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
@@ -177,7 +177,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
             for name in task.metrics:
                 get_metric(name)  # an unknown one is a KeyError naming the close ones
             if task.breakdown:
-                get_breakdown(task.breakdown)  # so is an unknown breakdown (a sidecar's task)
+                BREAKDOWNS[task.breakdown]  # so is an unknown breakdown (a sidecar's task)
             records = read_predictions(path)
             sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
                        "examples_sha256": example_set(records),

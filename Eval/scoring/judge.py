@@ -82,14 +82,17 @@ def option_expectation(first_logprobs: list[float], values: list[float]) -> floa
 
 
 class VerdictCache:
-    """Append-only JSONL of good verdicts by key; a torn last line is cut off (`repaired`). Entries
+    """Append-only JSONL of good verdicts by key; a torn last line is cut off, said so. Entries
     with an `error` (older versions wrote them) are ignored, so those verdicts are asked again."""
 
-    def __init__(self, path: Path):
-        self.path, self.entries, self.repaired = path, {}, False
+    def __init__(self, path: Path, say: Callable[[str], None] = print):
+        self.path, self.entries = path, {}
         if not path.exists():
             return
-        lines, self.repaired = read_complete_lines(path, repair=True)
+        lines, repaired = read_complete_lines(path, repair=True)
+        if repaired:
+            say(f"note: {path}: cut off a torn last line (a run killed while writing); its "
+                "verdict is asked again")
         for number, line in lines:
             if not line.strip():
                 continue
@@ -111,14 +114,6 @@ class VerdictCache:
     def put(self, entries: list[dict]) -> None:
         append_lines(self.path, [json.dumps(e, ensure_ascii=False) + "\n" for e in entries])
         self.entries.update((entry["key"], entry) for entry in entries)
-
-
-def open_cache(path: Path, say: Callable[[str], None]) -> VerdictCache:
-    cache = VerdictCache(path)
-    if cache.repaired:
-        say(f"note: {path}: cut off a torn last line (a run killed while writing); its verdict is "
-            "asked again")
-    return cache
 
 
 def judge_identity(model: BaseLLM) -> str:

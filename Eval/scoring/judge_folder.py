@@ -19,8 +19,8 @@ from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
 from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
-from Eval.scoring.judge import (NO_VERDICT, Judge, add_judge_model_arguments, counts_text,
-                                load_judge_model, merge_results, open_cache, prediction,
+from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
+                                counts_text, load_judge_model, merge_results, prediction,
                                 print_failed, question_of, record_id, source_problem, tally)
 from Eval.scoring.provenance import file_sha256
 from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
@@ -31,7 +31,7 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
                  rubric: Rubric, mode: str, max_length: int | None,
                  say: Callable[[str], None] = print) -> dict:
     judge_dir = pred_dir / "judge"
-    judge = Judge(model, rubric, mode, open_cache(judge_dir / "cache.jsonl", say), max_length)
+    judge = Judge(model, rubric, mode, VerdictCache(judge_dir / "cache.jsonl", say), max_length)
     rows, results = {}, {}
     for name, records in datasets:
         check_name(name, f"dataset of {pred_dir}")

@@ -18,8 +18,8 @@ from collections import Counter
 from Eval.extract import run_extraction, think_state
 from Eval.metrics.registry import Zeroed, get_metric
 from Eval.metrics.retrieval import ranking_values
-from Eval.scoring.breakdowns import get_breakdown, not_written
-from Eval.scoring.explain import explain_one, explanation_fields, unscored_explanation
+from Eval.scoring.breakdowns import BREAKDOWNS, not_written
+from Eval.scoring.explain import explain_one, head, unscored_explanation
 from Eval.scoring.intervals import score_interval
 from Eval.tasks import Task
 
@@ -142,7 +142,7 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
         result["thinking"] = thinking
     if task.breakdown:
         headline = values[metrics[0].name]
-        result["breakdown"] = get_breakdown(task.breakdown)(list(zip(scored, headline, answered)))
+        result["breakdown"] = BREAKDOWNS[task.breakdown](list(zip(scored, headline, answered)))
     return {**result, "per_example": per_example}
 
 
@@ -175,7 +175,8 @@ def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_s
             entry.setdefault("zeroed", {})[m.name] = reason
         explanations[m.name] = ({"score": 0.0, "text": f"scored 0: {reason}"} if reason else
                                 explain_one(m, extracted, record["answers"], best, classes))
-    entry.update(explanation_fields(record, extracted, explanations))
+    entry.update(pred=head(record.get("pred")), extracted=extracted,
+                 answers=record.get("answers"), explanations=explanations)
     return entry, extracted
 
 
