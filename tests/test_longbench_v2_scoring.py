@@ -13,7 +13,7 @@ import eval as eval_cli
 from Eval.extract import longbench_v2_answer, run_extraction
 from Eval.metrics import get_metric
 from Eval.scoring import breakdowns
-from Eval.scoring.breakdowns import get_breakdown
+from Eval.scoring.breakdowns import BREAKDOWNS
 from Eval.scoring.report import tidy_csv
 from Eval.scoring.sections import Results, render_markdown, tables
 from Eval.scoring.scorer import score_dataset
@@ -130,12 +130,12 @@ def test_empty_columns_are_none_and_top_level_fields_are_read():
     # LongBench v2's own files keep difficulty / length at the top level; no medium and no hard question here.
     scored = [({"difficulty": "easy", "length": "short", "domain": "QA"}, 1.0, True),
               ({"difficulty": "easy", "length": "long"}, 0.0, False)]
-    table = get_breakdown("longbench_v2")(scored)
+    table = BREAKDOWNS["longbench_v2"](scored)
     assert table["accuracy"] == {"Overall": 50.0, "Easy": 50.0, "Hard": None, "Short": 100.0, "Medium": None,
                                  "Long": 0.0}
     assert table["compensated"]["Overall"] == 62.5 and table["compensated"]["Long"] == 25.0
     assert table["domains"] == {"QA": {"accuracy": 100.0, "n": 1}, "unknown": {"accuracy": 0.0, "n": 1}}
-    assert get_breakdown("longbench_v2")([])["accuracy"]["Overall"] is None
+    assert BREAKDOWNS["longbench_v2"]([])["accuracy"]["Overall"] is None
 
 
 def _result_py_row(rows, compensated):
@@ -161,7 +161,7 @@ def test_breakdown_equals_result_py_on_random_files():
             rows.append(({"difficulty": rng.choice(["easy", "hard", "Easy", None]),
                           "length": rng.choice(["short", "medium", "long", "", None])},
                          float(answered and rng.random() < 0.5), answered))
-        table = get_breakdown("longbench_v2")(rows)
+        table = BREAKDOWNS["longbench_v2"](rows)
         for row in ("accuracy", "compensated"):
             assert list(table[row].values()) == _result_py_row(rows, row == "compensated")
 

@@ -1,30 +1,21 @@
 """Named breakdowns of a dataset's per-example scores by the record's groups (Task.breakdown).
 
-A breakdown is the small table a benchmark publishes beside its headline score (its "breakdown").
 Group values come from the record's "groups" object (inference.py copies Task.group_by there), else
-from a top-level field of the same name (LongBench v2's own prediction files keep them there).
+a top-level field of the same name (LongBench v2's own prediction files).
 
 Usage:
-    table = get_breakdown("longbench_v2")(scored)   # [(record, headline score, answered?), ...]
+    table = BREAKDOWNS["longbench_v2"](scored)   # [(record, headline score, answered?), ...]
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
-
 from Eval.registry import Registry
 from Eval.tasks import Task
 
 # (record, score of the headline metric, whether an answer was extracted) per scored record
 Scored = list[tuple[dict, float, bool]]
-BREAKDOWNS = Registry("breakdown", hint="Add one: a function decorated with @breakdown in "
-                                        "Eval/scoring/breakdowns.py.")
-breakdown = BREAKDOWNS.register
-
-
-def get_breakdown(name: str) -> Callable[[Scored], dict]:
-    """A breakdown by name; an unknown name is a KeyError naming the close ones."""
-    return BREAKDOWNS[name]
+BREAKDOWNS = Registry("breakdown", hint="Add one: a function decorated with "
+                                        "@BREAKDOWNS.register in Eval/scoring/breakdowns.py.")
 
 
 def group_value(record: dict, key: str):
@@ -67,7 +58,6 @@ NOT_WRITTEN = "LongBench v2's pred.py writes no record (--v2-variant count-failu
 
 
 def with_v2_variants(task: Task, variants) -> Task:
-    """A LongBench v2 task (its breakdown) scored with the named V2_VARIANTS; others unchanged."""
     if task.breakdown != "longbench_v2":
         return task
     if "count-failures" in variants:
@@ -87,7 +77,7 @@ def not_written(record: dict) -> str | None:
     return None
 
 
-@breakdown("longbench_v2")
+@BREAKDOWNS.register("longbench_v2")
 def longbench_v2(scored: Scored) -> dict:
     """LongBench v2's result.py table (Overall, Easy, Hard, Short, Medium, Long; each round(100 *
     sum / count, 1), an empty column None), the same row "compensated" (an output with no

@@ -1,14 +1,14 @@
-"""`python eval.py compare A B`: which of two prediction folders answers better, pair by pair, as an
-LLM judge sees it.
+"""`python eval.py compare A B`: which of two prediction folders answers better, as an LLM judge
+sees it pair by pair.
 
 Usage:
     python eval.py compare pred/model_a pred/model_b --judge JUDGE [--datasets custom_en]
     python eval.py compare A B --judge JUDGE --both-orders      # every pair in both orders
 
-Writes OUT/compare_result.json (per dataset: A's win / tie / lose rates against B, the verdicts, the
-sha256 of both files), merged per dataset; the cache is OUT/judge/cache.jsonl. Records are paired as
-`eval.py diff` pairs them. A pair whose two answers are the same text is a tie without asking the
-judge (its verdict could only be position bias), counted as `identical`.
+Writes OUT/compare_result.json (per dataset: A's win / tie / lose rates against B, the verdicts),
+merged per dataset; the cache is OUT/judge/cache.jsonl. Records are paired as `eval.py diff` pairs
+them. Two answers of the same text are a tie without asking the judge (its verdict could only be
+position bias), counted as `identical`.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from Eval.names import check_name
 from Eval.records import RecordError, read_records
 from Eval.scoring.diff import pair_records, same_example
 from Eval.scoring.folders import prediction_files
-from Eval.scoring.judge import (NO_VERDICT, Judge, add_judge_model_arguments, counts_text,
-                                load_judge_model, merge_results, open_cache, pairwise_swaps,
+from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
+                                counts_text, load_judge_model, merge_results, pairwise_swaps,
                                 prediction, print_failed, question_of, rates, record_id,
                                 source_problem, tally)
 from Eval.scoring.provenance import file_sha256
@@ -33,8 +33,7 @@ from Eval.storage import write_json_atomic
 
 
 def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, dict]], dict]:
-    """Pairs of records of the same example, in A's order, as `eval.py diff` pairs them; and how
-    many of each side had no partner, and how many pairs were mismatched (other data, one id)."""
+    """Pairs of records of the same example, in A's order; the unpaired and mismatched counts."""
     found = pair_records(a, b)
     pairs = [(a[i], b[j]) for i, j in found if same_example(a[i], b[j])]
     if not pairs:
@@ -49,17 +48,14 @@ def _compare_datasets(dir_a: Path, dir_b: Path, only: set[str] | None) -> list[s
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no such folder")
         names[folder] = {p.stem for p in prediction_files(folder)}
-    if only is None:
-        common = sorted(names[dir_a] & names[dir_b])
-        if not common:
-            raise ValueError(f"{dir_a} and {dir_b} share no prediction file")
-        return common
-    for name in sorted(only):
+    if only is None and not names[dir_a] & names[dir_b]:
+        raise ValueError(f"{dir_a} and {dir_b} share no prediction file")
+    for name in sorted(only or ()):
         check_name(name, "--datasets")
         for folder, held in names.items():
             if name not in held:
                 raise ValueError(f"{folder}: no prediction file {name}.jsonl (named in --datasets)")
-    return sorted(only)
+    return sorted(names[dir_a] & names[dir_b] if only is None else only)
 
 
 def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> None:
@@ -75,8 +71,8 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
 
 
 def _ask(judge: Judge, pairs: list[tuple[dict, tuple[str, str]]], seed: int, both_orders: bool):
-    """Per pair given as (A's record, (A's answer, B's answer)): (A's score, error, raw verdict, A's
-    score with B shown first); the positions shown B first; the position bias or None."""
+    """Per (A's record, (A's answer, B's answer)): (A's score, error, raw verdict, A's score with B
+    shown first); the positions shown B first; the position bias or None."""
     m = len(pairs)
     swapped = set(range(m)) if both_orders else pairwise_swaps(m, seed)
     # (pair, shown B first?) per question: every pair twice with --both-orders, else once
@@ -102,9 +98,8 @@ def _ask(judge: Judge, pairs: list[tuple[dict, tuple[str, str]]], seed: int, bot
 
 
 def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_2: list[dict]):
-    """Each pair asked in both orders: A's score is the mean of the parseable orders (a pair fails
-    only when both failed); the position bias is how often the outcome (win / tie / lose) flips
-    with the order, over the pairs both orders judged, and how often the answer shown first won."""
+    """A's score: the mean of the parseable orders (failed only when both failed); the position
+    bias: how often the outcome flips with the order, and how often the answer shown first won."""
     scores, errors, flips, first_won, both = [], [], 0, 0, 0
     for s1, s2, v1, v2 in zip(a_first, b_first, verdicts_1, verdicts_2):
         parsed = [s for s in (s1, s2) if s is not None]
@@ -152,12 +147,12 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
                     max_length: int | None, only: set[str] | None = None,
                     say: Callable[[str], None] = print, both_orders: bool = False) -> dict:
     """Pairwise verdicts of A against B for their common datasets (or `only`), merged into
-    OUT/compare_result.json after all are computed. Returns this run's entries."""
+    OUT/compare_result.json once all are in; returns this run's entries."""
     rubric = load_rubric("pairwise", PROMPTS)
     names = _compare_datasets(dir_a, dir_b, only)
     cache_path = out / "judge" / "cache.jsonl"
     _legacy_cache(out, cache_path, say)
-    judge = Judge(model, rubric, mode, open_cache(cache_path, say), max_length)
+    judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length)
     results = {name: _compare_one(judge, name, dir_a, dir_b, seed, both_orders) for name in names}
 
     def why_stale(name: str, entry: object) -> str | None:

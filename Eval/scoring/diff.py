@@ -1,10 +1,8 @@
 """`python eval.py diff DIR_A DIR_B`: is B better than A on the same items, and why they differ.
 
-Records are paired by their `id`, else `example_sha256`, else (LongBench / TinyEval lines) their
-references, class list, length and `_id`; the k-th record of a key in A with the k-th in B, so a
-line inserted in B shifts nothing. A pair whose example_sha256 differ is two questions under one id
-(position ids shift when the data gains a line): counted as `mismatched`, never compared. Per
-metric, over the pairs neither side skipped: the means, B - A with a paired bootstrap interval, and
+Records are paired by key (pair_key), the k-th of a key in A with the k-th in B, so a line inserted
+in B shifts nothing. A pair whose example_sha256 differ is two questions under one id: counted as
+`mismatched`, never compared. Per metric: the means, B - A with a paired bootstrap interval, and
 McNemar's p for 0/1 metrics; each differing pair in one bucket (bucket_of), and the regressions.
 Writes <parent of DIR_B>/diff_<A>_vs_<B>.json and prints a table.
 
@@ -36,14 +34,13 @@ SHOWN = 5  # regressions and mismatched ids per dataset in the printed report; t
 
 
 def _failure(record: dict):
-    """Why a record has no real output (its error or skip reason), or None."""
     if record.get("skipped"):
         return f"skipped: {record['skipped']}"
     return None if record.get("error") is None else f"error: {record['error']}"
 
 
 def pair_key(record: dict) -> tuple[str, str]:
-    """What a record is paired by: its id; else the content of the example it answers."""
+    """Its id; else example_sha256; else (LongBench / TinyEval lines) the example's content."""
     if record.get("id") is not None:
         return ("id", str(record["id"]))
     if record.get("example_sha256"):
@@ -54,7 +51,6 @@ def pair_key(record: dict) -> tuple[str, str]:
 
 
 def _occurrences(records: list[dict]):
-    """(key, k) per record: it is the k-th record (from 0) of its file with that key."""
     seen: Counter = Counter()
     for record in records:
         key = pair_key(record)
@@ -63,20 +59,19 @@ def _occurrences(records: list[dict]):
 
 
 def pair_records(records_a: list[dict], records_b: list[dict]) -> list[tuple[int, int]]:
-    """(index in A, index in B) of every pair, in A's order (example hashes not checked here)."""
+    """(index in A, index in B) of every pair, in A's order."""
     in_b = {occurrence: j for j, occurrence in enumerate(_occurrences(records_b))}
     return [(i, in_b[occurrence]) for i, occurrence in enumerate(_occurrences(records_a))
             if occurrence in in_b]
 
 
 def same_example(rec_a: dict, rec_b: dict) -> bool:
-    """False only when both records name their example and the two differ (unknown is not other)."""
+    """False only when both records name their example and the two differ."""
     sha_a, sha_b = rec_a.get("example_sha256"), rec_b.get("example_sha256")
     return not (sha_a and sha_b and sha_a != sha_b)
 
 
 def _label(record: dict, index: int, first: bool) -> str:
-    """A pair's name: its id, or its `_id`, else "line N" (its record number in A)."""
     line = f"line {index + 1}"
     if record.get("id") is not None:
         return str(record["id"]) if first else f"{record['id']} ({line})"
@@ -84,9 +79,8 @@ def _label(record: dict, index: int, first: bool) -> str:
 
 
 def bucket_of(rec_a: dict, rec_b: dict, entry_a: dict, entry_b: dict, metrics: list[str]):
-    """The one bucket a pair falls in (the first that applies, in BUCKETS' order), or None when
-    nothing differs. A failure says nothing about the prompt; a prompt hash only one side has
-    (records from before prompt_sha256) is unknown, not changed."""
+    """The first of BUCKETS that applies to a pair, or None when nothing differs. A prompt hash
+    only one side has (older records) is unknown, not changed."""
     fail_a, fail_b = _failure(rec_a), _failure(rec_b)
     sha_a, sha_b = rec_a.get("prompt_sha256"), rec_b.get("prompt_sha256")
     prompt_differs = sha_a is not None and sha_b is not None and sha_a != sha_b
@@ -105,7 +99,6 @@ def bucket_of(rec_a: dict, rec_b: dict, entry_a: dict, entry_b: dict, metrics: l
 
 
 def metric_comparison(values_a: list[float], values_b: list[float]) -> dict:
-    """mean_a, mean_b, diff (0-100), its paired 95% interval, McNemar's test when both are 0/1."""
     mean_a, unrounded_a = percent(values_a)
     mean_b, unrounded_b = percent(values_b)
     mcnemar = None
@@ -125,7 +118,6 @@ def _view(record: dict, entry: dict, headline: str) -> dict:
 
 
 def compare_dataset(task_a, records_a: list[dict], task_b, records_b: list[dict]) -> dict:
-    """The dataset's entry of diff_<A>_vs_<B>.json (see the module docstring)."""
     result_a, result_b = score_dataset(task_a, records_a), score_dataset(task_b, records_b)
     entries_a, entries_b = result_a["per_example"], result_b["per_example"]
     seen, pairs, mismatched = set(), [], []
@@ -164,8 +156,6 @@ def compare_dataset(task_a, records_a: list[dict], task_b, records_b: list[dict]
 
 
 def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]) -> dict:
-    """The whole diff document, both sides read as eval.py reads them; raises RecordError /
-    StorageError / KeyError on bad input."""
     for folder in (dir_a, dir_b):
         if not folder.is_dir():
             raise RecordError(folder, None, "no such folder")
@@ -186,7 +176,6 @@ def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]
 
 
 def _dataset_lines(name: str, d: dict, a: str, b: str) -> list[str]:
-    """The printed report of one dataset below the table: pairing, buckets, first regressions."""
     counts = ", ".join(f"{bucket} {k}" for bucket, k in d["buckets"].items() if k) or "none"
     mismatched, ids = d["mismatched"], d["mismatched_ids"]
     lines = [f"{name}: {d['paired']} paired ({d['unmatched']['a_only']} only in {a}, "

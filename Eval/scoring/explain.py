@@ -1,8 +1,7 @@
 """Why a score is what it is: per-example explanation fields, and `python eval.py explain`.
 
-Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/); this module calls it
-on the reference that gave the record's score. Explanations never change a score. A TOFU / MUSE
-value is explained from the numbers its log holds (explain_sample).
+Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/) and is called on the
+reference that gave the score; explanations never change a score.
 
 Usage:
     python eval.py explain custom_zh:3 --model demo         # one example, in words
@@ -21,14 +20,12 @@ PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
 
 
 def head(text, limit: int = PRED_HEAD):
-    """The first `limit` characters, with "…" when the text was longer; a non-string as it is."""
     if not isinstance(text, str) or len(text) <= limit:
         return text
     return text[:limit] + "…"
 
 
 def explain_one(metric, extracted: str, answers: list[str], best: int, classes) -> dict:
-    """One metric's explanation of a scored record, over answers[best], saying which one it was."""
     if not answers:
         return {"text": "no reference answer: 0"}
     found = metric.explain(extracted, answers[best], all_classes=classes)
@@ -38,14 +35,7 @@ def explain_one(metric, extracted: str, answers: list[str], best: int, classes) 
     return {**found, "best_reference": best, "text": which + found["text"]}
 
 
-def explanation_fields(record: dict, extracted: str | None, explanations: dict) -> dict:
-    """The per-example fields beside "scores": pred (its head), extracted, answers, explanations."""
-    return {"pred": head(record.get("pred")), "extracted": extracted,
-            "answers": record.get("answers"), "explanations": explanations}
-
-
 def unscored_explanation(record: dict, metric_names: list[str]) -> dict:
-    """What every metric says about a record that scored 0 without being compared."""
     if record.get("error") is not None:
         text = f"the generation failed ({head(str(record['error']), 80)}): 0"
     else:
@@ -67,7 +57,6 @@ def _token_lines(found: dict) -> list[str]:
 
 
 def render_example(dataset: str, entry: dict, source: str) -> str:
-    """One example in words: what was said, what was scored, and each metric's reasoning."""
     name = entry["id"] if entry.get("id") is not None else f"#{entry['line']}"
     lines = [f"{dataset}:{name}  ({source} line {entry['line']})",
              f"  prediction: {entry.get('pred')!r}"]
@@ -83,9 +72,8 @@ def render_example(dataset: str, entry: dict, source: str) -> str:
 
 
 def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
-    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log: a truth ratio's
-    or normalised probability's inputs and arithmetic (Eval/unlearning/tofu.py explain), else the
-    leaf entry's own (Eval/unlearning/samples.py explain_leaf). A KeyError names what is missing."""
+    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log (tofu.explain, else
+    samples.explain_leaf); a KeyError names what is missing."""
     from Eval.unlearning import samples, tofu
 
     def sample_of(name: str):
@@ -128,7 +116,7 @@ def explain_logged(target: str, log_path: Path) -> int:
 
 
 def find_entry(per_example: list[dict], example: str) -> dict | None:
-    """The entry whose id is `example` (as text); "#N" names line N, for files without ids."""
+    """The entry whose id is `example`; "#N" names line N, for files without ids."""
     for entry in per_example:
         if entry.get("id") is not None and str(entry["id"]) == example:
             return entry
@@ -138,8 +126,7 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
 
 
 def run_explain(target: str, pred_dirs: list[Path]) -> int:
-    """Print DATASET:ID's explanation from each folder that has the dataset; exit 2 (the reason on
-    stderr) for a malformed target, an unknown dataset or an id no folder has."""
+    """Print DATASET:ID's explanation from each folder that has the dataset; else exit 2."""
     from Eval.scoring.bergen import prediction_path
     from Eval.scoring.folders import load_folder
     from Eval.scoring.scorer import score_dataset
@@ -176,7 +163,6 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
 
 
 def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
-    """Each dataset's n lowest-scored examples (ties in file order), explained; nothing written."""
     from Eval.scoring.bergen import prediction_path
     from Eval.scoring.folders import load_folder
     from Eval.scoring.robustness import score_with_perturbations

@@ -1,8 +1,6 @@
 """Prediction folders: which folders and files to score, the task of each file, and scoring them.
 
-A prediction folder holds `<dataset>.jsonl` files (the file stem names the dataset) or BERGEN's
-`eval_<split>_out.json` files (the split names it: Eval/scoring/bergen.py). Every command that
-reads predictions finds them here.
+A folder holds `<dataset>.jsonl` files or BERGEN's `eval_<split>_out.json` files (bergen.py).
 
 Usage:
     pred_dirs, all_models = find_pred_dirs(pred_dir, model, Path("pred"), notes)
@@ -25,7 +23,7 @@ from Eval.records import RecordError, is_dry_run_output, is_prediction_file
 from Eval.records import sidecar_path
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
 from Eval.scoring.bergen import read_predictions, split_of
-from Eval.scoring.breakdowns import get_breakdown, with_v2_variants
+from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
@@ -35,7 +33,6 @@ from Eval.tasks import TASKS, Task, get_task, task_from_dict
 
 
 def add_folder_arguments(p) -> None:
-    """Which prediction folders: shared with the subcommands that read them."""
     where = p.add_mutually_exclusive_group()
     where.add_argument("--pred-dir", type=Path, default=None,
                        help="score the *.jsonl files of this folder (default: every model folder "
@@ -50,7 +47,6 @@ def add_folder_arguments(p) -> None:
 
 
 def add_metric_arguments(p) -> None:
-    """Any metric on any dataset, chosen when scoring (inspect's --scorer / -S idea)."""
     p.add_argument("--metrics", type=name_list, default=[], metavar="NAME,...",
                    help="score with these registered metrics instead of the task's (the first is "
                         "the headline); a dataset with no task row needs them "
@@ -69,7 +65,6 @@ def key_value(text: str) -> tuple[str, str]:
 
 
 def model_folder(text: str) -> str:
-    """argparse type of --model: a folder name under PRED_ROOT, never a path."""
     try:
         return check_name(text, "")
     except ValueError as err:
@@ -77,7 +72,6 @@ def model_folder(text: str) -> str:
 
 
 def dataset_names(text: str) -> set[str]:
-    """argparse type of --datasets: names that are names, never paths."""
     try:
         return {check_name(name, "entry") for name in name_list(text)}
     except ValueError as err:
@@ -85,15 +79,13 @@ def dataset_names(text: str) -> set[str]:
 
 
 def prediction_files(folder: Path) -> list[Path]:
-    """*.jsonl at the folder's top, less TOFU / MUSE score records and dry-run prompts, and
-    BERGEN's eval_<split>_out.json files."""
+    """*.jsonl less TOFU / MUSE score records and dry-run prompts; BERGEN's out files."""
     return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f)) + out_files(folder)
 
 
 def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
                    notes: list[str]) -> tuple[list[Path], bool]:
-    """The folders to score, and whether this is the all-models mode (which writes the table);
-    folders with no prediction files (a compare output) are skipped, said so."""
+    """The folders to score, and whether this is the all-models mode (which writes the table)."""
     if pred_dir is not None:
         return [pred_dir], False
     if model is not None:
@@ -117,8 +109,7 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
 
 
 def task_for_file(path: Path, notes: list[str]):
-    """The table's task for the file stem; for a dataset the table lacks, the task inference.py
-    saved in the run sidecar (said out loud); otherwise a KeyError naming close names."""
+    """The table's task for the file stem, else the one saved in the run sidecar (said out loud)."""
     sidecar = sidecar_path(path)
     if path.stem in TASKS or not (sidecar.exists() or sidecar.is_symlink()):
         return get_task(path.stem)
@@ -140,8 +131,7 @@ def task_for_file(path: Path, notes: list[str]):
 
 def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_args: tuple,
                 variants: tuple = ()):
-    """The file's task, its metrics replaced by --metrics when given (a dataset with no task row
-    included), the -S key=value arguments attached and the --v2-variant ways applied."""
+    """The file's task with --metrics, -S arguments and --v2-variant ways applied."""
     try:
         task = bergen_task(path) if split_of(path) else task_for_file(path, notes)
     except KeyError:
@@ -187,7 +177,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
             for name in task.metrics:
                 get_metric(name)  # an unknown one is a KeyError naming the close ones
             if task.breakdown:
-                get_breakdown(task.breakdown)  # so is an unknown breakdown (a sidecar's task)
+                BREAKDOWNS[task.breakdown]  # so is an unknown breakdown (a sidecar's task)
             records = read_predictions(path)
             sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
                        "examples_sha256": example_set(records),
@@ -205,9 +195,8 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
 def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None,
                     prices: dict, notes: list[str], metrics: tuple[str, ...] = (),
                     metric_args: tuple = (), variants: tuple = ()) -> dict | None:
-    """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)}
-    after writing, or None after printing every problem (nothing written). `prices`: folder -> its
-    --price entry."""
+    """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)},
+    or None after printing every problem. `prices`: folder -> its --price entry."""
     problems: list[str] = []
     unused = [k for k, _ in metric_args
               if metrics and not any(get_metric(m).takes(k) for m in metrics)]

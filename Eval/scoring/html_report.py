@@ -25,8 +25,7 @@ TEXT_HEAD = 300  # characters of a prediction, extracted answer, reference or ex
 
 
 def _predictions(folder: Path, dataset: str) -> dict[int, dict]:
-    """line -> record of the prediction file, for per-example lines written before they carried
-    pred / answers."""
+    """line -> record, for per-example lines written before they carried pred / answers."""
     from Eval.scoring.bergen import prediction_path, read_predictions
 
     try:
@@ -77,13 +76,12 @@ def _sample(model: str, dataset: str, metric: str, line: dict, record: dict) -> 
 
 
 def script_json(value) -> str:
-    """JSON that can sit inside a <script> element: no text of the data can end it."""
+    # no text of the data can end the <script> element it sits in
     text = json.dumps(value, ensure_ascii=False)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
 def build_report(root: Path) -> tuple[str, list[str]]:
-    """(the page's HTML, notes on what was left out) for the pred root `root`; writes nothing."""
     import jinja2  # only this command needs it
     from markupsafe import Markup
 
@@ -101,7 +99,6 @@ def build_report(root: Path) -> tuple[str, list[str]]:
 
 
 def stale_folders(root: Path) -> list[Path]:
-    """The model folders under ROOT whose prediction files are not all scored as they are now."""
     from Eval.scoring.folders import prediction_files
 
     stale = []

@@ -1,9 +1,7 @@
 """95% intervals for a dataset score, and the paired statistics that `eval.py diff` reports.
 
-Metrics whose per-sample values are all 0 or 1 get the Wilson score interval (well-behaved near 0%
-and 100%, where the bootstrap collapses to a point); every other metric a percentile bootstrap over
-examples, seeded, so the same values always give the same interval. Both on the 0-100 scale.
-McNemar's exact test compares two runs on the same 0/1 items from their discordant pairs.
+0/1 metrics get the Wilson score interval (well-behaved near 0% and 100%, where the bootstrap
+collapses to a point); every other metric a seeded percentile bootstrap over examples.
 
 Usage:
     score_interval([1.0, 0.0, 1.0])        # {"ci95": [20.77, 93.85], "ci95_method": "wilson"}
@@ -20,7 +18,6 @@ _CHUNK_CELLS = 4_000_000  # index cells drawn at once: bounds memory (32 MB of i
 
 
 def is_binary(values) -> bool:
-    """Whether every per-sample value is exactly 0 or 1 (and there is at least one)."""
     return bool(values) and all(v == 0.0 or v == 1.0 for v in values)
 
 
@@ -35,9 +32,8 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 
 def bootstrap_means(values):
-    """Means of RESAMPLES resamples (with replacement, same size) of `values`, drawn in chunks so
-    10k values never hold the whole index matrix; each chunk continues the one generator, so the
-    draws are the same whatever the chunk size."""
+    """Means of RESAMPLES resamples of `values`, drawn in chunks from the one generator (bounded
+    memory, the same draws whatever the chunk size)."""
     import numpy as np  # only when an interval is asked for
 
     data = np.asarray(values, dtype=np.float64)
@@ -51,7 +47,6 @@ def bootstrap_means(values):
 
 
 def _percent_interval(values) -> list[float]:
-    """The percentile bootstrap 95% interval of the mean, on the 0-100 scale."""
     import numpy as np
 
     low, high = np.percentile(bootstrap_means(values), [2.5, 97.5])
@@ -59,8 +54,6 @@ def _percent_interval(values) -> list[float]:
 
 
 def score_interval(values: list[float]) -> dict:
-    """{"ci95": [low, high], "ci95_method": "wilson" | "bootstrap"} for a dataset's per-sample
-    values (0-1), on the 0-100 scale; both null when there are no values."""
     if not values:
         return {"ci95": None, "ci95_method": None}
     if is_binary(values):
@@ -70,14 +63,12 @@ def score_interval(values: list[float]) -> dict:
 
 
 def paired_difference_interval(a: list[float], b: list[float]) -> list[float] | None:
-    """Bootstrap 95% interval of mean(b - a) over paired items (resampling pairs, so what the two
-    runs share cancels), on the 0-100 scale; None for no pairs."""
+    """Bootstrap 95% interval of mean(b - a), resampling pairs (what the runs share cancels)."""
     return _percent_interval([y - x for x, y in zip(a, b)]) if a else None
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
-    """McNemar's exact test: two-sided binomial test on the discordant pairs, p = min(1, 2 P(X <=
-    min(b, c))) with X ~ Bin(b + c, 1/2), summed in exact integers and divided once."""
+    """McNemar's exact test: p = min(1, 2 P(X <= min(b, c))), X ~ Bin(b + c, 1/2), in integers."""
     n = a_only + b_only
     if n == 0:
         return 1.0

@@ -1,13 +1,9 @@
-"""LLM-as-judge: rubrics, verdict parsing, the verdict cache and the judge model, for `eval.py
-judge` (Eval/scoring/judge_folder.py) and `eval.py compare` (Eval/scoring/compare.py).
+"""LLM-as-judge: verdict parsing, the verdict cache and the judge model, shared by `eval.py judge`
+(judge_folder.py) and `eval.py compare` (compare.py); rubric files: rubrics.py.
 
-A rubric is prompts/judge_<name>.txt: a line `options: Label=value | ...`, a line `---`, then the
-prompt with {question}, {references}, {prediction} (pairwise: {answer_1}, {answer_2}); or a YAML /
-JSON file shaped like BERGEN's evaluator configs (rubric_from_config). A verdict is
-read from the generated text (parse_verdict), or in `logits` mode from the first answer token's
-probabilities over the options. Per example: scored, unparseable (no option, several, a negated
-one) or failed (the call failed): the last two are counted and listed, never scored 0. Good
-verdicts are cached (append-only JSONL), so a rerun asks only for the rest.
+A verdict is read from the generated text (parse_verdict), or in `logits` mode from the first answer
+token's probabilities over the options. Unparseable verdicts and failed calls are counted and
+listed, never scored 0; good verdicts are cached, so a rerun asks only for the rest.
 """
 from __future__ import annotations
 
@@ -46,12 +42,8 @@ _CLAUSE_END = re.compile(r"[.,;:!?\n]")
 def parse_verdict(text: str, rubric: Rubric) -> float | None:
     """The value of the one option the text names, or None (unparseable): never a guess.
 
-    Labels are found as whole words, case-insensitively, longest first, each found one blanked
-    before shorter ones are looked for ("Not" is not "No", "10" is not "1", "Partially correct" is
-    not also "Correct"). The text must name exactly one label. A mention is negated when a negator
-    occurs before it in its clause (since the last . , ; : ! ? or line break), however far ("I
-    would not say it is correct"); a negated mention makes the verdict unparseable, even beside
-    another label ("1 is not better than 2" is not read as 1).
+    Labels are whole words, matched case-insensitively, longest first ("Partially correct" is not
+    also "Correct"). A negator anywhere earlier in a mention's clause makes the verdict unparseable.
 
     >>> r = Rubric("binary", "", (("Yes", 1.0), ("No", 0.0)))
     >>> [parse_verdict(t, r) for t in ("Yes.", "No, it is not correct.", "Yes or No")]
@@ -90,15 +82,17 @@ def option_expectation(first_logprobs: list[float], values: list[float]) -> floa
 
 
 class VerdictCache:
-    """Append-only JSONL of good verdicts by key. A torn last line (a run killed mid-write) is cut
-    off (`repaired`); a broken complete line is an error naming file and line; entries with an
-    `error` (older versions wrote them) are ignored, so those verdicts are asked again."""
+    """Append-only JSONL of good verdicts by key; a torn last line is cut off, said so. Entries
+    with an `error` (older versions wrote them) are ignored, so those verdicts are asked again."""
 
-    def __init__(self, path: Path):
-        self.path, self.entries, self.repaired = path, {}, False
+    def __init__(self, path: Path, say: Callable[[str], None] = print):
+        self.path, self.entries = path, {}
         if not path.exists():
             return
-        lines, self.repaired = read_complete_lines(path, repair=True)
+        lines, repaired = read_complete_lines(path, repair=True)
+        if repaired:
+            say(f"note: {path}: cut off a torn last line (a run killed while writing); its "
+                "verdict is asked again")
         for number, line in lines:
             if not line.strip():
                 continue
@@ -120,14 +114,6 @@ class VerdictCache:
     def put(self, entries: list[dict]) -> None:
         append_lines(self.path, [json.dumps(e, ensure_ascii=False) + "\n" for e in entries])
         self.entries.update((entry["key"], entry) for entry in entries)
-
-
-def open_cache(path: Path, say: Callable[[str], None]) -> VerdictCache:
-    cache = VerdictCache(path)
-    if cache.repaired:
-        say(f"note: {path}: cut off a torn last line (a run killed while writing); its verdict is "
-            "asked again")
-    return cache
 
 
 def judge_identity(model: BaseLLM) -> str:
@@ -155,14 +141,13 @@ class Judge:
                                  "the options")
 
     def provenance(self) -> dict:
-        """What a verdict was computed from, as saved beside each result."""
         return {"rubric": self.rubric.name, "rubric_sha": self.rubric.sha, "mode": self.mode,
                 "judge": hashlib.sha256(self.identity.encode()).hexdigest()[:16],
                 "judge_adapter": self.model.name}
 
     def verdicts(self, fields: list[dict]) -> list[dict]:
-        """One {score, raw, error, cached} per dict of the rubric's fields; failed calls (`error`
-        set, score None) are returned but never cached."""
+        """One {score, raw, error, cached} per dict of the rubric's fields; failed calls are never
+        cached."""
         keys = [VerdictCache.key(self.identity, self.rubric.sha, self.mode, f) for f in fields]
         missing = [i for i, k in enumerate(keys) if k not in self.cache.entries]
         self.from_cache += len(fields) - len(missing)
@@ -212,7 +197,6 @@ def record_id(record: dict, position: int):
 
 
 def tally(scores: list, errors: list, ids: list) -> tuple[dict, list[float]]:
-    """Counts and ids of the three outcomes (scored, unparseable, failed), and the scored values."""
     failed = [i for i, e in zip(ids, errors) if e]
     unparseable = [i for i, s, e in zip(ids, scores, errors) if s is None and not e]
     valid = [s for s, e in zip(scores, errors) if s is not None and not e]
@@ -251,8 +235,8 @@ def rates(a_values: list[float]) -> dict:
 
 def merge_results(path: Path, fresh: dict, why_stale: Callable[[str, object], str | None],
                   say: Callable[[str], None], inside: str | None = None) -> tuple[dict, dict]:
-    """The entries of the result file at `path` (under `inside`, or at the top) this run did not
-    redo and that are still valid, plus `fresh`; and the old entries left out."""
+    """(the still-valid old entries of the result file, under `inside`, plus `fresh`; the old
+    entries left out)."""
     old: dict = {}
     if path.is_file():
         try:
@@ -299,7 +283,6 @@ def print_failed(where: str, r: dict) -> None:
 
 
 def add_judge_model_arguments(parser) -> None:
-    """The judge model, built as inference.py builds models (Eval/models/factory.py)."""
     from Eval.args import positive_int
 
     parser.add_argument("--judge", required=True,
@@ -320,7 +303,7 @@ def add_judge_model_arguments(parser) -> None:
 
 
 def load_judge_model(args):
-    """The judge adapter from the --judge options; only now is the backend (and torch) imported."""
+    # only now is the backend (and torch) imported
     from Eval.models.factory import from_args
 
     return from_args(argparse.Namespace(model=args.judge, backend=args.judge_backend,

@@ -4,10 +4,9 @@ Usage:
     python eval.py judge --judge PATH_OR_NAME [--model M | --pred-dir DIR] [--rubric graded]
     python eval.py judge --judge NAME --judge-backend api -M base_url=http://127.0.0.1:11434/v1
 
-Writes DIR/judge/<dataset>.<rubric>.jsonl (a verdict per record), DIR/judge_result.json (per
-dataset: the mean over parseable verdicts x 100, the outcome counts and what it was computed from)
-and the cache DIR/judge/cache.jsonl, only after every verdict is in. judge_result.json is merged
-per dataset; entries whose prediction file changed or is gone are dropped, with a note.
+Writes DIR/judge/<dataset>.<rubric>.jsonl (a verdict per record) and DIR/judge_result.json (per
+dataset: the mean over parseable verdicts x 100, the counts), merged per dataset, once every verdict
+is in; the cache is DIR/judge/cache.jsonl.
 """
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
 from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
-from Eval.scoring.judge import (NO_VERDICT, Judge, add_judge_model_arguments, counts_text,
-                                load_judge_model, merge_results, open_cache, prediction,
+from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
+                                counts_text, load_judge_model, merge_results, prediction,
                                 print_failed, question_of, record_id, source_problem, tally)
 from Eval.scoring.provenance import file_sha256
 from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
@@ -31,10 +30,8 @@ from Eval.storage import write_json_atomic, write_jsonl_atomic
 def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: BaseLLM,
                  rubric: Rubric, mode: str, max_length: int | None,
                  say: Callable[[str], None] = print) -> dict:
-    """Judge each (dataset, records) of pred_dir, then write the per-record files and merge
-    judge_result.json. Returns this run's entries."""
     judge_dir = pred_dir / "judge"
-    judge = Judge(model, rubric, mode, open_cache(judge_dir / "cache.jsonl", say), max_length)
+    judge = Judge(model, rubric, mode, VerdictCache(judge_dir / "cache.jsonl", say), max_length)
     rows, results = {}, {}
     for name, records in datasets:
         check_name(name, f"dataset of {pred_dir}")

@@ -1,7 +1,6 @@
 """Whether a prediction file still is what inference.py wrote, for the data it was run on.
 
-The run sidecar (`<dataset>.run.json`) records the dataset read (path, sha256, examples, a digest of
-ids and content hashes) and the file written (records, a digest, its sha256). The statuses:
+The run sidecar (`<dataset>.run.json`) describes the dataset read and the file written. Statuses:
     ok             exactly the records the run wrote, for every example of the dataset as it was
     partial        only part of the dataset (a --limit run, an unfinished or sharded run)
     modified       changed after inference.py wrote it (lines appended, edited or removed)
@@ -34,7 +33,7 @@ def _sidecar(path: Path) -> dict:
 
 
 def _dataset_changed(data: dict) -> bool:
-    """Whether the dataset file the run read is still there with other bytes (gone: unknown)."""
+    # a dataset file that is gone is unknown, not changed
     source = data.get("path")
     try:
         return isinstance(source, str) and file_sha256(Path(source)) != data.get("file_sha256")
@@ -54,7 +53,6 @@ def _coverage(records: list[dict], data: dict) -> str:
 
 
 def check_prediction_file(path: Path, records: list[dict]) -> dict:
-    """The file's status against its run sidecar (see the module docstring)."""
     sidecar = _sidecar(path)
     data, output = sidecar.get("data"), sidecar.get("output")
     result = {"status": "unchecked", "warnings": [], "records": len(records)}

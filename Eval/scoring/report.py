@@ -1,10 +1,8 @@
 """Writing what scoring found: result.json (TinyEval's shape), details, per-example scores, tables.
 
-For a prediction folder DIR: result.json ({dataset: headline score}), result_detail.json (per
-dataset every metric, interval, count, the data check and the source's sha256), result_usage.json
-and per_example/<dataset>.scores.jsonl, committed together; for a pred root, results.md (every
-report section) and results.csv. Scoring a subset keeps the other entries only while their
-prediction file is unchanged, so no stale score survives.
+For a folder: result.json, result_detail.json, result_usage.json and per_example/, committed
+together; for a pred root, results.md (every report section) and results.csv. Scoring a subset keeps
+the other entries only while their prediction file is unchanged, so no stale score survives.
 
 Usage:
     outputs = folder_outputs(DIR, results, sources, full_run=True)      # nothing written yet
@@ -84,8 +82,7 @@ def read_details(folder: Path) -> tuple[dict, list[str]]:
 
 def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool,
                    price: Price | None = None) -> FolderOutputs:
-    """Everything eval.py writes for `folder`, as bytes, merged with the entries it keeps; writes
-    nothing. `sources[dataset]`: the prediction file's sha256, example set and data check. Every
+    """Everything eval.py writes for `folder`, as bytes, merged with the entries it keeps. Every
     entry's cost (kept ones too) is this run's `price`, so one file never mixes two price lists."""
     existing, notes = read_details(folder)
     details, delete = {}, []
@@ -125,9 +122,8 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
 
 
 def headline_scores(details: dict[str, dict]) -> dict:
-    """result.json: {dataset: headline score}, TinyEval's file; when a file is partial, modified or
-    data_changed, every dataset's status under ".data_check" (no dataset name starts with "."), so
-    the file itself says which numbers not to publish as they are."""
+    """result.json: {dataset: headline score}; when a file is not clean, every dataset's status
+    under ".data_check" (no dataset name starts with "."), so the file says what not to publish."""
     scores: dict = {name: d["metrics"][d["headline_metric"]]["score"]
                     for name, d in details.items()}
     statuses = {name: status_of(d) for name, d in details.items()}
@@ -137,7 +133,6 @@ def headline_scores(details: dict[str, dict]) -> dict:
 
 
 def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
-    """model -> dataset -> detail entry, for every model folder under ROOT, its current entries."""
     by_model, notes = {}, []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         details, _ = read_details(folder)
@@ -155,8 +150,8 @@ def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
 
 
 def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
-    """results.csv: a row per model and dataset, the headline score and whether it is comparable;
-    then every metric and the run's configuration when the report's every-metric table shows."""
+    """results.csv: a row per model and dataset; every metric and the configuration too when the
+    every-metric table shows."""
     reference = column_sets(Results(by_model))
     metrics, config = extra_columns(by_model) if wanted(by_model) else ([], [])
     buf = io.StringIO()
@@ -173,8 +168,7 @@ def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
 
 
 def write_models_table(root: Path) -> tuple[str, list[str]]:
-    """Rebuild ROOT/results.md and ROOT/results.csv from every model folder's current results;
-    returns the terminal's text of the same sections, and the notes."""
+    """Rebuild ROOT/results.md and .csv; returns the terminal's text of the same sections, notes."""
     by_model, notes = collect_models(root)
     found = tables(Results(by_model, root))
     markdown = "\n\n".join(render_markdown(t) for t in found) + "\n"
@@ -184,7 +178,6 @@ def write_models_table(root: Path) -> tuple[str, list[str]]:
 
 
 def dataset_table(results: list[dict]) -> str:
-    """The table of one folder just scored: every metric of every dataset, with its counts."""
     rows = [("dataset", "metric", "score", "ci95", "n", "dup", "unparsed", "failed", "zeroed",
              "no_refs", "data")]
     for r in results:
@@ -199,7 +192,6 @@ def dataset_table(results: list[dict]) -> str:
 
 
 def dataset_warnings(result: dict) -> list[str]:
-    """What the terminal says about one dataset beyond its table."""
     name, lines, thinking = result["dataset"], [], result.get("thinking")
     if result["duplicates"]:
         lines.append(f"warning: {name}: {result['duplicates']} lines repeat an earlier example "

@@ -1,11 +1,9 @@
 """Scores of a file written with `inference.py --perturb`: the originals, each perturbation, and
 HELM's robustness figure.
 
-A record with a "perturbation" label is a copy of the example its "original_id" names. The dataset's
-score is the originals' (comparable with a run without --perturb); result["robustness"] adds each
-perturbation's score and delta, the worst case (per original the lowest value over it and its
-copies, averaged: HELM's figure), right_to_wrong (originals with full marks some copy lost) and
-copies_without_original.
+A record with a "perturbation" label is a copy of its "original_id". The dataset's score is the
+originals'; result["robustness"] adds each perturbation's score and delta, the worst case (per
+original the lowest value over it and its copies, averaged) and right_to_wrong.
 
 Usage:
     result = score_with_perturbations(task, records)   # score_dataset's result, + "robustness"
@@ -59,7 +57,6 @@ def score_with_perturbations(task: Task, records: list[dict],
 
 
 def _score_lines(task: Task, lines: list[tuple[int, dict]], time_limit: float | None) -> dict:
-    """score_dataset over some lines of the file, its per-example line numbers the file's."""
     result = score_dataset(task, [r for _, r in lines], time_limit)
     for entry, (line, _) in zip(result["per_example"], lines):
         entry["line"] = line

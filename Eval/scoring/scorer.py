@@ -18,8 +18,8 @@ from collections import Counter
 from Eval.extract import run_extraction, think_state
 from Eval.metrics.registry import Zeroed, get_metric
 from Eval.metrics.retrieval import ranking_values
-from Eval.scoring.breakdowns import get_breakdown, not_written
-from Eval.scoring.explain import explain_one, explanation_fields, unscored_explanation
+from Eval.scoring.breakdowns import BREAKDOWNS, not_written
+from Eval.scoring.explain import explain_one, head, unscored_explanation
 from Eval.scoring.intervals import score_interval
 from Eval.tasks import Task
 
@@ -29,9 +29,8 @@ FLAGS = ("failed", "extraction_failed", "no_references", "no_classes")  # counte
 
 
 def percent(values: list[float]) -> tuple[float | None, float | None]:
-    """(round(100 * mean, 2), unrounded 100 * mean) as LongBench's scorer() computes them. The loop
-    is LongBench's `total_score += score`: builtin sum() is compensated since Python 3.12 and can
-    settle a x.xx5 tie the other way (tests/test_longbench_edges.py: 33.13 vs 33.12)."""
+    """(round(100 * mean, 2), 100 * mean) as LongBench's scorer() computes them: its loop, as
+    builtin sum() is compensated since Python 3.12 and can settle a x.xx5 tie the other way."""
     if not values:
         return None, None
     total = 0.0
@@ -42,9 +41,8 @@ def percent(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def bucket_percent(values: list[float]) -> float | None:
-    """A LongBench-E bucket as scorer_e() computes it, round(100 * np.mean(values), 2): numpy's
-    pairwise sum and rounding can settle a x.xx5 tie unlike percent(). None for an empty bucket
-    (LongBench writes NaN)."""
+    """A LongBench-E bucket as scorer_e() computes it (numpy's pairwise sum can settle a x.xx5 tie
+    unlike percent()); None for an empty bucket (LongBench writes NaN)."""
     if not values:
         return None
     import numpy
@@ -54,8 +52,7 @@ def bucket_percent(values: list[float]) -> float | None:
 
 def best_over_answers(metric, prediction: str, answers: list[str], classes,
                       time_limit: float | None = None) -> tuple[float, str | None, int]:
-    """max(0, max over answers); the reason when it is 0 because the metric zeroed an exception (or
-    a call ran past `time_limit` seconds); and the index of the first answer reaching the score."""
+    """max(0, max over answers); why it is 0 if a call was zeroed; the first best answer's index."""
     score, reason, best = 0.0, None, 0
     for index, answer in enumerate(answers):
         if time_limit is None:
@@ -75,7 +72,6 @@ def best_over_answers(metric, prediction: str, answers: list[str], classes,
 
 
 def duplicate_count(records: list[dict]) -> int:
-    """Lines that repeat an earlier example: the same id, or (no ids) the very same record."""
     keys = set()
     for r in records:
         rid = r.get("id", r.get("_id"))
@@ -85,8 +81,6 @@ def duplicate_count(records: list[dict]) -> int:
 
 
 def score_dataset(task: Task, records: list[dict], time_limit: float | None = None) -> dict:
-    """One dataset scored with every metric of its task, with a `per_example` list (one entry per
-    line, in file order)."""
     metrics = [get_metric(name).bind(dict(task.metric_args)) for name in task.metrics]
     if time_limit is not None:  # one-off loads (jieba's dictionary) must not count against a sample
         for m in metrics:
@@ -148,14 +142,13 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
         result["thinking"] = thinking
     if task.breakdown:
         headline = values[metrics[0].name]
-        result["breakdown"] = get_breakdown(task.breakdown)(list(zip(scored, headline, answered)))
+        result["breakdown"] = BREAKDOWNS[task.breakdown](list(zip(scored, headline, answered)))
     return {**result, "per_example": per_example}
 
 
 def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_set: tuple,
                   time_limit: float | None) -> tuple[dict, str | None]:
-    """(per-example entry, extracted answer or None); `label_set`: (the record's classes, whether
-    a metric reads them)."""
+    """(per-example entry, extracted answer or None); `label_set`: (classes, whether read)."""
     classes, needs_classes = label_set
     entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
     failed = record.get("error") is not None
@@ -182,14 +175,14 @@ def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_s
             entry.setdefault("zeroed", {})[m.name] = reason
         explanations[m.name] = ({"score": 0.0, "text": f"scored 0: {reason}"} if reason else
                                 explain_one(m, extracted, record["answers"], best, classes))
-    entry.update(explanation_fields(record, extracted, explanations))
+    entry.update(pred=head(record.get("pred")), extracted=extracted,
+                 answers=record.get("answers"), explanations=explanations)
     return entry, extracted
 
 
 def thinking_counts(records: list[dict]) -> dict | None:
-    """Reasoning outputs with a thinking block (or a "thinking" field), blocks never closed
-    (unparsed), those cut by the length limit inside the block, and thinking budgets hit; None when
-    no record has thinking."""
+    """Outputs with thinking, blocks never closed, those cut by the length limit inside the block,
+    thinking budgets hit; None when no record has thinking."""
     outputs = unclosed = in_thinking = budget = 0
     for record in records:
         state = think_state(record["pred"], record)

@@ -1,9 +1,7 @@
 """An opt-in wall-clock limit for one call, such as scoring one sample (--sample-time-limit).
 
-SIGALRM (signal.setitimer) raises SampleTimeLimit inside the running Python code: pure-Python work
-stops within a few bytecodes, one long C call when it returns. Signals are POSIX-only and handled in
-the main thread only, so elsewhere the call runs without a limit (limits_available()). A call that
-catches the exception still ends as SampleTimeLimit; a caller's own interval timer is re-armed.
+SIGALRM raises SampleTimeLimit inside the running Python code (one long C call stops when it
+returns). POSIX main thread only; elsewhere the call runs without a limit (limits_available()).
 
 Usage:
     value = call_with_limit(metric, 10.0, prediction, reference, all_classes=classes)
@@ -19,21 +17,17 @@ REPEAT_S = 0.05  # after the limit, the alarm repeats this often until the call 
 
 
 class SampleTimeLimit(Exception):
-    """The call ran past its limit, `seconds`."""
-
     def __init__(self, seconds: float):
         super().__init__(f"took longer than {seconds:g} s")
         self.seconds = seconds
 
 
 def limits_available() -> bool:
-    """Whether call_with_limit can enforce a limit here: POSIX timers, in the main thread."""
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
 def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwargs) -> Any:
-    """fn(*args, **kwargs), or SampleTimeLimit once it has run `seconds` of wall-clock time; the
-    plain call when `seconds` is None or <= 0, or where limits_available() is False.
+    """fn(*args, **kwargs), or SampleTimeLimit after `seconds` (no limit for None or <= 0).
 
     >>> call_with_limit(sum, 5, [1, 2, 3])
     6

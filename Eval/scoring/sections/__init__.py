@@ -1,8 +1,6 @@
-"""Report sections: every table a report shows, one function per section, rendered alike everywhere.
-
-A section is a function from the scored results to Tables, decorated with `@section(NAME, order=N)`
-in any module of this package (found by itself); the terminal, pred/results.md and report.html
-render them alike. A section with nothing to show returns no table.
+"""Report sections: one function per section, from the scored results to Tables, decorated with
+`@section(NAME, order=N)` in any module of this package; the terminal, pred/results.md and
+report.html render them alike.
 
 Usage:
     @section("my_section", order=90)
@@ -34,13 +32,12 @@ class Table:
 
 @dataclasses.dataclass
 class Results:
-    """What sections read: each model folder's current result_detail.json entries, and the pred
-    root (None for one folder outside a root), where judge, compare, diff, unlearning files are."""
+    """Each model folder's current result_detail.json entries, and the pred root (None for one
+    folder outside a root)."""
     by_model: dict[str, dict[str, dict]]
     root: Path | None = None
 
     def read_json(self, path: Path):
-        """A JSON file's content; None when it is absent or unreadable."""
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
@@ -48,7 +45,6 @@ class Results:
 
 
 def section(name: str, order: int):
-    """Register `build` (Results -> [Table]) as report section `name`; sections show in `order`."""
     def register(build):
         SECTIONS.register(name, (order, build))
         return build
@@ -56,7 +52,6 @@ def section(name: str, order: int):
 
 
 def tables(results: Results) -> list[Table]:
-    """Every section's tables, in section order."""
     found = []
     for name in sorted(SECTIONS, key=lambda name: (SECTIONS[name][0], name)):
         found += SECTIONS[name][1](results)
@@ -64,8 +59,8 @@ def tables(results: Results) -> list[Table]:
 
 
 def aligned_lines(rows: list, left: set[int]) -> list[str]:
-    """Rows padded to each column's widest cell, those in `left` left-aligned (names), the others
-    right-aligned (numbers), with a rule under the header row."""
+    """Rows padded to each column's widest cell, those in `left` left-aligned, a rule under the
+    header."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
                        for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in rows]

@@ -7,7 +7,6 @@ from Eval.scoring.sections.scores import ci_text, score_text
 
 
 def diff_table(doc: dict, name: str) -> Table:
-    """The table of one diff_<A>_vs_<B>.json (eval.py diff prints it too)."""
     a, b = str(doc.get("a", "A")), str(doc.get("b", "B"))
     rows, notes = [], []
     for dataset, d in sorted(doc["datasets"].items()):

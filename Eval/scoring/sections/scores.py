@@ -17,13 +17,11 @@ def status_of(entry: dict) -> str:
 
 
 def score_text(value) -> str:
-    """A number as the tables print it, two decimals; "-" for none (or anything not a number)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return f"{value:.2f}" if number else "-"
 
 
 def ci_text(metric: dict) -> str:
-    """A metric's 95% interval, "[46.36, 57.59]"; "-" when it has none (older result files)."""
     ci = metric.get("ci95")
     return "-" if not ci else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
@@ -34,7 +32,6 @@ def skipped_count(entry: dict) -> int:
 
 
 def n_text(entry: dict) -> str:
-    """n as the tables show it: "8", "8, 2 skipped", "8, partial"."""
     skipped = [f"{skipped_count(entry)} skipped"] if skipped_count(entry) else []
     status = status_of(entry)
     return ", ".join([str(entry["n"]), *skipped] + ([] if status in CLEAN_STATUSES else [status]))

@@ -33,8 +33,7 @@ def unlearning(results: Results) -> list[Table]:
 
 
 def prob_lists(value) -> list[list[float]]:
-    """The confidence-ordered lists of one sample: one option gives a list of floats, several a
-    list of lists."""
+    """A sample's confidence-ordered lists (one option: a list of floats; several: nested)."""
     if not isinstance(value, list) or not value:
         return []
     if all(isinstance(p, (int, float)) for p in value):
