@@ -21,30 +21,35 @@ from pathlib import Path
 
 from conftest import MAIN_JOB_COMMAND as MAIN_JOB, ROOT, SHARED  # MAIN_JOB: the README's first command
 
-# What a clone does not have: caches, the git folder, and the outputs of runs (the top-level pred/ only:
-# tests/data/pred/ is shipped data).
-# Also the benchmarks' built checkpoints (bench/.models: gigabytes) and eval.py's files beside demo/bergen.
-_CACHES = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", "*.tmp", ".locks",
-                                 ".models")
-_GENERATED = {"result.json", "result_detail.json", "result_usage.json", "per_example", "judge",
-              "judge_result.json", "results.md", "results.csv", "report.html"}
+# What a clone does not have: the git folder, caches, and what git ignores (run outputs such as pred/ and
+# eval.py's files beside shipped predictions, the benchmarks' built checkpoints in bench/.models).
+_CACHES = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", "*.tmp", ".locks")
+
+
+def _git_ignored() -> set[str]:
+    """Paths under ROOT that git ignores (folders with a trailing /); empty outside a git checkout."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--others", "--ignored", "--exclude-standard",
+                                 "--directory", "-z"], cwd=ROOT, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return set()
+    return {path for path in listed.stdout.decode().split("\0") if path}
+
+
+_IGNORED = _git_ignored()
 
 
 def _skip(folder: str, names: list[str]) -> set[str]:
-    skipped = set(_CACHES(folder, names)) | ({"pred"} if Path(folder) == ROOT else set())
-    if ROOT / "demo" / "bergen" in (Path(folder), Path(folder).parent):
-        skipped |= _GENERATED & set(names)
-    return skipped
+    where = Path(folder).relative_to(ROOT)
+    paths = {name: (where / name).as_posix() for name in names}
+    ignored = {name for name, path in paths.items() if {path, path + "/"} & _IGNORED}
+    return set(_CACHES(folder, names)) | ignored | ({"pred"} if Path(folder) == ROOT else set())
 
 
 def copy_checkout(tmp_path: Path) -> Path:
     """The tracked project files under tmp_path/main, the reference data beside it as ../shared."""
     repo = tmp_path / "main"
     shutil.copytree(ROOT, repo, ignore=_skip)
-    for folder in ("tests/data/pred/demo",):  # drop what eval.py wrote beside the shipped example predictions
-        for generated in ("result.json", "result_detail.json", "per_example", "judge", "judge_result.json"):
-            target = repo / folder / generated
-            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
     if SHARED.is_dir():
         (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
     return repo

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import string
 from pathlib import Path
 
@@ -62,12 +61,6 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
     return Rubric(name, template.strip("\n"), tuple(options))
 
 
-# The escapes Python reads in a string literal that BERGEN's prompts use; any other backslash
-# stays as it is, as Python keeps it ("Question:\\ {question}" keeps its backslash).
-_PY_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
-_PY_ESCAPE = re.compile(r"\\([nt\\\"'])")
-
-
 def rubric_from_config(path: Path) -> Rubric:
     """A rubric from a YAML / JSON file shaped like BERGEN's config/evaluator/*.yaml:
     `output_options` {label: value}, `prompt.system` and `prompt.user` (placeholders {question},
@@ -97,7 +90,7 @@ def rubric_from_config(path: Path) -> Rubric:
     def text(key: str) -> str:
         value = str(prompt.get(key) or "")
         if value[:2] in ('f"', "f'") and value[-1:] == value[1]:  # a Python f-string literal
-            value = _PY_ESCAPE.sub(lambda m: _PY_ESCAPES[m.group(1)], value[2:-1])
+            value = python_string(value[1:], path, key)
         for name in ("{self.rubrik_section}", "{rubrik_section}"):
             value = value.replace(name, section)
         return value
@@ -108,3 +101,18 @@ def rubric_from_config(path: Path) -> Rubric:
                          f"{sorted(fields - {'question', 'answer', 'references', 'prediction'})}")
     mode = {True: "logits", False: "text"}.get(config.get("use_logits"))
     return Rubric(check_name(path.stem, "--rubric"), text("user"), pairs, text("system"), mode)
+
+
+def python_string(literal: str, path: Path, key: str) -> str:
+    """A string literal read as Python reads it (its escapes; an unknown escape such as BERGEN's
+    "\\ " keeps its backslash, as Python keeps it); braces stay for str.format."""
+    import ast
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Python warns about the unknown escapes it keeps
+        try:
+            return ast.literal_eval(literal)
+        except (SyntaxError, ValueError):
+            raise ValueError(f"--rubric {path}: prompt.{key} is not a Python string literal: "
+                             f"{literal[:60]!r}") from None

@@ -6,6 +6,7 @@ the same columns (Eval/scoring/report.py)."""
 from __future__ import annotations
 
 from Eval.scoring.sections import Results, Table, section
+from Eval.scoring.sections.judge import judge_entries
 from Eval.scoring.sections.scores import n_text, score_text
 
 
@@ -55,10 +56,6 @@ def every_metric(results: Results) -> list[Table]:
 def judge_scores(results: Results) -> dict[tuple[str, str], dict[str, str]]:
     """(model, dataset) -> {rubric: the judge's score} from each folder's judge_result.json."""
     found: dict[tuple[str, str], dict[str, str]] = {}
-    for model in sorted(results.by_model) if results.root else []:
-        saved = results.read_json(results.root / model / "judge_result.json")
-        for dataset, r in saved.items() if isinstance(saved, dict) else []:
-            if isinstance(r, dict):
-                found.setdefault((model, dataset), {})[str(r.get("rubric"))] = \
-                    score_text(r.get("score"))
+    for model, dataset, r in judge_entries(results):
+        found.setdefault((model, dataset), {})[str(r.get("rubric"))] = score_text(r.get("score"))
     return found

@@ -7,16 +7,20 @@ from Eval.scoring.sections import Results, Table, section
 from Eval.scoring.sections.scores import score_text
 
 
-@section("judge", order=60)
-def judge(results: Results) -> list[Table]:
-    rows = []
+def judge_entries(results: Results):
+    """(model, dataset, entry) of every model folder's judge_result.json, in name order."""
     for model in sorted(results.by_model) if results.root else []:
         found = results.read_json(results.root / model / "judge_result.json")
-        for dataset, r in sorted(found.items()) if isinstance(found, dict) else []:
-            if isinstance(r, dict):
-                rows.append([model, dataset, str(r.get("rubric", "-")), score_text(r.get("score")),
-                             f"{r.get('scored', 0)} of {r.get('n', 0)}",
-                             str(r.get("unparseable", 0)), str(r.get("failed", 0))])
+        for dataset, entry in sorted(found.items()) if isinstance(found, dict) else []:
+            if isinstance(entry, dict):
+                yield model, dataset, entry
+
+
+@section("judge", order=60)
+def judge(results: Results) -> list[Table]:
+    rows = [[model, dataset, str(r.get("rubric", "-")), score_text(r.get("score")),
+             f"{r.get('scored', 0)} of {r.get('n', 0)}", str(r.get("unparseable", 0)),
+             str(r.get("failed", 0))] for model, dataset, r in judge_entries(results)]
     return [Table("LLM judge (eval.py judge): mean verdict x 100 over parseable verdicts",
                   ["model", "dataset", "rubric", "score", "parsed", "unparseable", "failed"], rows,
                   numeric_from=3)] if rows else []
