@@ -138,32 +138,23 @@ def read_complete_lines(path: StrPath, repair: bool) -> tuple[list[tuple[int, by
     return list(enumerate(raw[:end].split(b"\n")[:-1], 1)), end < len(raw)
 
 
-def _inside(folder: Path, relative: str) -> Path:
-    if os.path.isabs(relative) or ".." in Path(relative).parts:
-        raise StorageError(f"{folder}: refusing to write {relative!r} outside the folder")
-    return folder / relative
-
-
 def commit_files(folder: StrPath, files: dict[str, bytes], delete: Iterable[str] = ()) -> None:
-    """Replace `files` (paths relative to `folder`) and remove `delete`, all or nothing: the
-    temporaries are written first, then the journal listing the renames, then the renames run."""
+    """Replace `files` (paths relative to `folder`, names the caller has checked) and remove
+    `delete`, all or nothing: the temporaries are written first, then the journal listing the
+    renames, then the renames run."""
     folder = Path(folder)
     if (folder / JOURNAL).is_file():
         _roll_forward(folder)
-    delete = [d for d in delete if d not in files]
-    for relative in delete:
-        _inside(folder, relative)  # refused before anything is written
     written = []
     try:  # a failed write (a full disk) removes every temporary: the old set stays whole
-        for relative in files:
-            target = _inside(folder, relative)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            written.append(_tmp(target))
-            _fsync_write(written[-1], files[relative])
+        for relative, data in files.items():
+            written.append(_tmp(folder / relative))
+            written[-1].parent.mkdir(parents=True, exist_ok=True)
+            _fsync_write(written[-1], data)
     except BaseException:
         _remove_quietly(written)
         raise
-    journal = {"replace": sorted(files), "delete": sorted(delete)}
+    journal = {"replace": sorted(files), "delete": sorted(set(delete) - set(files))}
     write_bytes_atomic(folder / JOURNAL, json.dumps(journal, ensure_ascii=False).encode("utf-8"))
     _roll_forward(folder)
 
@@ -171,11 +162,11 @@ def commit_files(folder: StrPath, files: dict[str, bytes], delete: Iterable[str]
 def _roll_forward(folder: Path) -> None:
     journal = json.loads((folder / JOURNAL).read_bytes())
     for relative in journal["replace"]:
-        tmp = _tmp(_inside(folder, relative))
+        tmp = _tmp(folder / relative)
         if tmp.exists():  # absent: already renamed before an earlier kill
-            os.replace(tmp, _inside(folder, relative))
+            os.replace(tmp, folder / relative)
     for relative in journal["delete"]:
-        _inside(folder, relative).unlink(missing_ok=True)
+        (folder / relative).unlink(missing_ok=True)
     (folder / JOURNAL).unlink()
 
 
