@@ -1,19 +1,15 @@
-"""ROUGE: LongBench's ``rouge`` / ``rouge_zh``, a fast replacement of the pltrdy ``rouge`` 1.0.1
-package's ROUGE-L, bit for bit (tests/test_rouge.py uses the package as oracle); ``rouge_chinese``
-(the ``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the ``rouge`` package itself).
+"""ROUGE: LongBench's ``rouge`` / ``rouge_zh`` (pltrdy ``rouge`` 1.0.1's ROUGE-L, bit for bit,
+computed here: tests/test_rouge.py uses the package as oracle); ``rouge_chinese`` (the
+``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the ``rouge`` package itself).
 
-What the package computes, not textbook ROUGE-L:
-* the text is cut on every "." (empty pieces dropped); words are whitespace tokens ("  " is "");
-* for every (reference, hypothesis) sentence pair it rebuilds ONE LCS by walking its DP table back
-  (diagonal on equal words, else up only when T[i-1][j] > T[i][j-1], else left); llcs counts the
-  distinct words of the union of those LCSs, so the walk's tie-break is replayed here;
-* m, n count DISTINCT words; R = llcs/m, P = llcs/n, F = 2*((P*R)/(P+R+1e-8)), so identical texts
-  give 0.999999995.
-Why not call it: its dict DP and recursive walk took 31 s on LongBench-size data (bench_eval.py)
-where this module, with bit-parallel DP rows (Hyyro) and walking only the pairs that can grow the
-union, takes 0.37 s. One difference: the package raises RecursionError (LongBench scores 0.0) on a
-walk past about 990 steps ("."-free sentences); we score it. Real outputs stay far below (577 steps
-at most on that data).
+The package's ROUGE-L, not the textbook one: sentences are "."-pieces (empty ones dropped) of
+whitespace words; for each (reference, hypothesis) sentence pair it walks its LCS table back once
+(diagonal on equal words, up only when T[i-1][j] > T[i][j-1]) and llcs counts the distinct words
+of the union of those LCSs; m, n count distinct words; F = 2*((P*R)/(P+R+1e-8)).
+Why not call it: its dict DP and recursive walk took 31 s on LongBench-size data (bench_eval.py),
+bit-parallel rows (Hyyro) and walking only pairs that can grow the union take 0.37 s. The package
+raises RecursionError (LongBench scores 0.0) on a walk past about 990 steps; we score it (real
+outputs stay below 577 steps).
 """
 from __future__ import annotations
 
