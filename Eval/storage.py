@@ -2,13 +2,13 @@
 file (a FIFO would block forever); a file is written to NAME.tmp and renamed over NAME; a set of
 files that must agree (eval.py's result.json, result_detail.json, per_example/) is committed through
 a journal, so a killed process leaves the old set or a journal the next `recover()` rolls forward;
-JSONL lines are appended whole and fsynced; one writer per output file (flock, `OutputLock`).
+JSONL lines are appended whole and fsynced; one writer per output file (flock, `output_lock`).
 
 Usage:
     data = read_regular_bytes(path)              # StorageError for a FIFO, folder, broken link
     write_json_atomic(path, obj)
     commit_files(folder, {"result.json": b"...", "per_example/a.jsonl": b"..."}, delete=["old"])
-    with OutputLock(path, what="inference.py"): ...   # StorageError while another holds it
+    with output_lock(path, "inference.py"): ...   # StorageError while another holds it
 """
 from __future__ import annotations
 
@@ -190,37 +190,28 @@ def recover(folder: StrPath, owned: Iterable[str], owned_folders: Iterable[str])
     return done
 
 
-class OutputLock:
-    """`with OutputLock(path, what):` an exclusive, non-blocking flock on .locks/NAME.lock beside
+@contextlib.contextmanager
+def output_lock(path: StrPath, what: str):
+    """`with output_lock(path, what):` an exclusive, non-blocking flock on .locks/NAME.lock beside
     `path`, holding `what` and the pid for another writer's message; no lock without fcntl."""
-
-    def __init__(self, path: StrPath, what: str):
-        self.path, self.what, self._file = Path(path), what, None
-
-    def __enter__(self) -> "OutputLock":
-        try:
-            import fcntl
-        except ImportError:
-            return self
-        lock_path = self.path.parent / ".locks" / (self.path.name + ".lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock_path, "a+", encoding="utf-8")
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path = Path(path)
+    lock_path = path.parent / ".locks" / (path.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+", encoding="utf-8") as handle:  # closing it drops the flock
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            handle.close()
-            raise StorageError(f"{self.path}: {holder} is writing this file now; wait for it to "
+            raise StorageError(f"{path}: {holder} is writing this file now; wait for it to "
                                "finish, or write elsewhere (--out-dir / --model-name)") from None
         handle.seek(0)
         handle.truncate()
-        handle.write(f"{self.what} (pid {os.getpid()})")
+        handle.write(f"{what} (pid {os.getpid()})")
         handle.flush()
-        self._file = handle
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._file is not None:
-            self._file.close()  # closing drops the flock
-            self._file = None
+        yield
