@@ -57,15 +57,14 @@ def _lcs_words(ref: list[str], hyp: list[str]) -> set[str]:
 
 
 @functools.lru_cache(maxsize=32)
-def _rouge_counts(hypothesis: str, reference: str) -> tuple[int, int, frozenset]:
-    """(m, n, the LCS union) of a pair; cached: the explainer asks again for the best reference."""
+def _rouge_counts(hypothesis: str, reference: str) -> tuple[tuple, tuple, frozenset]:
+    """(the reference's distinct words, the hypothesis's, in order: m and n; the LCS union) of a
+    pair; cached: the explainer asks again for the best reference."""
     hyps, refs = _sentences(hypothesis), _sentences(reference)
     if not hyps:  # the package checks the hypothesis first (in rouge-1, before rouge-l runs)
         raise ValueError("Hypothesis is empty.")
     if not refs:
         raise ValueError("Reference is empty.")
-    m = len({word for sentence in refs for word in sentence})
-    n = len({word for sentence in hyps for word in sentence})
     union: set[str] = set()
     hyp_sets = [set(hyp) for hyp in hyps]
     for ref in refs:
@@ -75,7 +74,8 @@ def _rouge_counts(hypothesis: str, reference: str) -> tuple[int, int, frozenset]
             # cannot change it
             if not (ref_set & hyp_set) <= union:
                 union |= _lcs_words(ref, hyp)
-    return m, n, frozenset(union)
+    distinct = [tuple(dict.fromkeys(w for s in text for w in s)) for text in (refs, hyps)]
+    return distinct[0], distinct[1], frozenset(union)
 
 
 def _f_measure(llcs: int, m: int, n: int) -> tuple[float, float, float]:
@@ -91,8 +91,8 @@ def rouge_l_f(hypothesis: str, reference: str) -> float:
     >>> rouge_l_f("the cat sat. on the mat", "the cat sat on the mat")  # LCS union; 1e-8 in F
     0.999999995
     """
-    m, n, union = _rouge_counts(hypothesis, reference)
-    return _f_measure(len(union), m, n)[2]
+    ref_words, hyp_words, union = _rouge_counts(hypothesis, reference)
+    return _f_measure(len(union), len(ref_words), len(hyp_words))[2]
 
 
 ROUGE_BEST = 2.0 * ((1.0 * 1.0) / (1.0 + 1.0 + 1e-8))  # identical texts: 0.999999995
@@ -127,23 +127,22 @@ def rouge(prediction: str, reference: str, **record) -> float:
 def explain_rouge(prediction: str, reference: str, **record) -> dict:
     """The distinct words on the LCSs (in the prediction's order), m, n, P, R, F."""
     try:
-        m, n, union = _rouge_counts(prediction, reference)
+        ref_words, hyp_words, union = _rouge_counts(prediction, reference)
     except Exception as exc:  # the same failures the metric zeroes
         reason = _zeroed(exc).reason
         return {"score": 0.0, "zeroed": reason,
                 "text": f"scored 0, as LongBench does when the rouge package fails: {reason}"}
-    distinct_hyp = list(dict.fromkeys(w for sentence in _sentences(prediction) for w in sentence))
-    distinct_ref = list(dict.fromkeys(w for sentence in _sentences(reference) for w in sentence))
-    words = [w for w in distinct_hyp if w in union]
+    m, n, words = len(ref_words), len(hyp_words), [w for w in hyp_words if w in union]
     precision, recall, score = _f_measure(len(union), m, n)
     shown = " ".join(words[:20]) + (f" … ({len(words) - 20} more)" if len(words) > 20 else "")
     text = (f"{len(union)} distinct word{'s' * (len(union) != 1)} on the LCSs ({shown or 'none'}): "
             f"P = {ratio(len(union), n)} of the prediction's distinct words, "
             f"R = {ratio(len(union), m)} of the reference's, F = 2PR/(P+R+1e-8) = {score:.4g} "
             "(beta 1, as the rouge package computes it)")
-    return {"prediction_tokens": distinct_hyp, "reference_tokens": distinct_ref, "lcs_words": words,
-            "llcs": len(union), "prediction_distinct": n, "reference_distinct": m,
-            "precision": precision, "recall": recall, "score": score, "text": text}
+    return {"prediction_tokens": list(hyp_words), "reference_tokens": list(ref_words),
+            "lcs_words": words, "llcs": len(union), "prediction_distinct": n,
+            "reference_distinct": m, "precision": precision, "recall": recall, "score": score,
+            "text": text}
 
 
 @metric("rouge_zh", best=ROUGE_BEST, version="pltrdy-1.0.1")
