@@ -27,30 +27,28 @@ def first_line(pred: str, record: dict) -> str:
     return pred.lstrip("\n").split("\n")[0]
 
 
-def think_tags(record: dict) -> tuple[str, str]:
-    """The record's thinking tags (record["thinking"]["tags"], written by the adapter for models
-    with their own), else <think> </think>."""
+def _thinking(record: dict) -> dict:
+    """record["thinking"], written by the adapter: tags, opened_in_prompt, stripped."""
     thinking = record.get("thinking")
-    tags = thinking.get("tags") if isinstance(thinking, dict) else None
+    return thinking if isinstance(thinking, dict) else {}
+
+
+def think_tags(record: dict) -> tuple[str, str]:
+    """The record's thinking tags (models with their own), else <think> </think>."""
+    tags = _thinking(record).get("tags")
     if isinstance(tags, (list, tuple)) and len(tags) == 2 and \
             all(isinstance(t, str) and t for t in tags):
         return tags[0], tags[1]
     return "<think>", "</think>"
 
 
-def opened_in_prompt(record: dict) -> bool:
-    thinking = record.get("thinking")
-    return isinstance(thinking, dict) and thinking.get("opened_in_prompt") is True
-
-
 def think_state(pred: str, record: dict) -> str | None:
     """The output's thinking block: "closed" (a closing tag anywhere, or stripped at inference),
     "unclosed" (opened in the output or by the prompt, never closed), or None."""
     open_tag, close_tag = think_tags(record)
-    thinking = record.get("thinking")
-    if close_tag in pred or (isinstance(thinking, dict) and thinking.get("stripped") is True):
+    if close_tag in pred or _thinking(record).get("stripped") is True:
         return "closed"
-    if open_tag in pred or opened_in_prompt(record):
+    if open_tag in pred or _thinking(record).get("opened_in_prompt") is True:
         return "unclosed"
     return None
 
@@ -70,11 +68,9 @@ def strip_think(pred: str, record: dict) -> Optional[str]:
     >>> strip_think(" B", {"thinking": {"opened_in_prompt": True, "stripped": True}})
     ' B'
     """
-    state = think_state(pred, record)
-    if state == "closed":
-        close_tag = think_tags(record)[1]
-        return pred.rsplit(close_tag, 1)[1] if close_tag in pred else pred
-    return None if state == "unclosed" else pred
+    if think_state(pred, record) == "unclosed":
+        return None
+    return pred.rsplit(think_tags(record)[1], 1)[-1]
 
 
 _CHOICE = re.compile(r"[A-D]")

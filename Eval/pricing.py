@@ -55,11 +55,10 @@ def price_for(path: Path, model: str) -> Price:
         if not isinstance(entry, dict):
             raise PriceError(f"{path}: entry {key!r} must be an object like "
                              '{"input": 0.15, "output": 0.6}')
-        missing = [field for field in ("input", "output") if field not in entry]
-        if missing:
-            raise PriceError(f"{path}: entry {key!r} has no {missing[0]!r} price (US dollars per "
-                             "million tokens)")
         for field in ("input", "output"):
+            if field not in entry:
+                raise PriceError(f"{path}: entry {key!r} has no {field!r} price (US dollars per "
+                                 "million tokens)")
             if not _number(entry[field]) or not math.isfinite(entry[field]) or entry[field] < 0:
                 raise PriceError(f"{path}: entry {key!r}: {field!r} must be a number >= 0 (US "
                                  f"dollars per million tokens), not {entry[field]!r}")

@@ -91,23 +91,6 @@ def read_text_file(path: Path) -> str:
         raise RecordError(path, line, problem) from None
 
 
-def _raw_decode(decoder: json.JSONDecoder, text: str, pos: int, path: Path,
-                line: int) -> tuple[object, int]:
-    """One JSON value at `pos`; every parser failure is a RecordError naming the line."""
-    try:
-        return decoder.raw_decode(text, pos)
-    except json.JSONDecodeError as err:
-        # the line where the broken value starts: a torn JSONL line fails only at the next one
-        where = "" if err.lineno == line else f" at line {err.lineno}"
-        problem = f"not valid JSON ({err.msg}{where}, column {err.colno})"
-        raise RecordError(path, line, problem) from None
-    except RecursionError:
-        problem = "a value is nested too deeply (hundreds of levels of [ or {) to be a record"
-        raise RecordError(path, line, problem) from None
-    except ValueError as err:  # e.g. an integer of more than 4300 digits
-        raise RecordError(path, line, f"a value cannot be read: {str(err).split(';')[0]}") from None
-
-
 # A lone surrogate can be parsed but never written back as UTF-8; it can only come from a
 # \uD800-\uDFFF escape, so only values whose text has one are walked.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -132,7 +115,8 @@ def _lone_surrogate_at(value: object, where: str = "") -> str | None:
 
 
 def _scan(text: str, pos: int, skip: str, path: Path, line: int, limit: int | None = None) -> list:
-    """(line, value, start) of the JSON values from `pos` on, separated by characters of `skip`."""
+    """(line, value, start) of the JSON values from `pos` on, separated by characters of `skip`;
+    every parser failure is a RecordError naming the line."""
     decoder, counted, found = json.JSONDecoder(), pos, []
     while limit is None or len(found) < limit:
         while pos < len(text) and text[pos] in skip:
@@ -141,7 +125,19 @@ def _scan(text: str, pos: int, skip: str, path: Path, line: int, limit: int | No
             break
         line += text.count("\n", counted, pos)  # counting from 0 each time would be quadratic
         counted = pos
-        value, end = _raw_decode(decoder, text, pos, path, line)
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as err:
+            # the line where the broken value starts: a torn JSONL line fails only at the next one
+            where = "" if err.lineno == line else f" at line {err.lineno}"
+            problem = f"not valid JSON ({err.msg}{where}, column {err.colno})"
+            raise RecordError(path, line, problem) from None
+        except RecursionError:
+            problem = "a value is nested too deeply (hundreds of levels of [ or {) to be a record"
+            raise RecordError(path, line, problem) from None
+        except ValueError as err:  # e.g. an integer of more than 4300 digits
+            problem = f"a value cannot be read: {str(err).split(';')[0]}"
+            raise RecordError(path, line, problem) from None
         if _SURROGATE_ESCAPE.search(text, pos, end):
             field = _lone_surrogate_at(value)
             if field:

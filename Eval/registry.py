@@ -99,11 +99,9 @@ class Registry(Mapping):
 def _marked_names(module: str, marker: str) -> list[tuple[str, str]]:
     """(name, help) of what a module registers with `@marker("name", help="...")`, read from its
     source without importing it (help is "" when the marker has none)."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-        return []
+    source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
     names = []
-    for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         for decorator in getattr(node, "decorator_list", []):
             if (isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == marker
                     and decorator.args and isinstance(decorator.args[0], ast.Constant)):

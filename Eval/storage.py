@@ -2,13 +2,13 @@
 file (a FIFO would block forever); a file is written to NAME.tmp and renamed over NAME; a set of
 files that must agree (eval.py's result.json, result_detail.json, per_example/) is committed through
 a journal, so a killed process leaves the old set or a journal the next `recover()` rolls forward;
-JSONL lines are appended whole and fsynced; one writer per output file (flock, `OutputLock`).
+JSONL lines are appended whole and fsynced; one writer per output file (flock, `output_lock`).
 
 Usage:
     data = read_regular_bytes(path)              # StorageError for a FIFO, folder, broken link
     write_json_atomic(path, obj)
     commit_files(folder, {"result.json": b"...", "per_example/a.jsonl": b"..."}, delete=["old"])
-    with OutputLock(path, what="inference.py"): ...   # StorageError while another holds it
+    with output_lock(path, "inference.py"): ...   # StorageError while another holds it
 """
 from __future__ import annotations
 
@@ -138,32 +138,23 @@ def read_complete_lines(path: StrPath, repair: bool) -> tuple[list[tuple[int, by
     return list(enumerate(raw[:end].split(b"\n")[:-1], 1)), end < len(raw)
 
 
-def _inside(folder: Path, relative: str) -> Path:
-    if os.path.isabs(relative) or ".." in Path(relative).parts:
-        raise StorageError(f"{folder}: refusing to write {relative!r} outside the folder")
-    return folder / relative
-
-
 def commit_files(folder: StrPath, files: dict[str, bytes], delete: Iterable[str] = ()) -> None:
-    """Replace `files` (paths relative to `folder`) and remove `delete`, all or nothing: the
-    temporaries are written first, then the journal listing the renames, then the renames run."""
+    """Replace `files` (paths relative to `folder`, names the caller has checked) and remove
+    `delete`, all or nothing: the temporaries are written first, then the journal listing the
+    renames, then the renames run."""
     folder = Path(folder)
     if (folder / JOURNAL).is_file():
         _roll_forward(folder)
-    delete = [d for d in delete if d not in files]
-    for relative in delete:
-        _inside(folder, relative)  # refused before anything is written
     written = []
     try:  # a failed write (a full disk) removes every temporary: the old set stays whole
-        for relative in files:
-            target = _inside(folder, relative)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            written.append(_tmp(target))
-            _fsync_write(written[-1], files[relative])
+        for relative, data in files.items():
+            written.append(_tmp(folder / relative))
+            written[-1].parent.mkdir(parents=True, exist_ok=True)
+            _fsync_write(written[-1], data)
     except BaseException:
         _remove_quietly(written)
         raise
-    journal = {"replace": sorted(files), "delete": sorted(delete)}
+    journal = {"replace": sorted(files), "delete": sorted(set(delete) - set(files))}
     write_bytes_atomic(folder / JOURNAL, json.dumps(journal, ensure_ascii=False).encode("utf-8"))
     _roll_forward(folder)
 
@@ -171,11 +162,11 @@ def commit_files(folder: StrPath, files: dict[str, bytes], delete: Iterable[str]
 def _roll_forward(folder: Path) -> None:
     journal = json.loads((folder / JOURNAL).read_bytes())
     for relative in journal["replace"]:
-        tmp = _tmp(_inside(folder, relative))
+        tmp = _tmp(folder / relative)
         if tmp.exists():  # absent: already renamed before an earlier kill
-            os.replace(tmp, _inside(folder, relative))
+            os.replace(tmp, folder / relative)
     for relative in journal["delete"]:
-        _inside(folder, relative).unlink(missing_ok=True)
+        (folder / relative).unlink(missing_ok=True)
     (folder / JOURNAL).unlink()
 
 
@@ -199,37 +190,28 @@ def recover(folder: StrPath, owned: Iterable[str], owned_folders: Iterable[str])
     return done
 
 
-class OutputLock:
-    """`with OutputLock(path, what):` an exclusive, non-blocking flock on .locks/NAME.lock beside
+@contextlib.contextmanager
+def output_lock(path: StrPath, what: str):
+    """`with output_lock(path, what):` an exclusive, non-blocking flock on .locks/NAME.lock beside
     `path`, holding `what` and the pid for another writer's message; no lock without fcntl."""
-
-    def __init__(self, path: StrPath, what: str):
-        self.path, self.what, self._file = Path(path), what, None
-
-    def __enter__(self) -> "OutputLock":
-        try:
-            import fcntl
-        except ImportError:
-            return self
-        lock_path = self.path.parent / ".locks" / (self.path.name + ".lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock_path, "a+", encoding="utf-8")
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path = Path(path)
+    lock_path = path.parent / ".locks" / (path.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+", encoding="utf-8") as handle:  # closing it drops the flock
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            handle.close()
-            raise StorageError(f"{self.path}: {holder} is writing this file now; wait for it to "
+            raise StorageError(f"{path}: {holder} is writing this file now; wait for it to "
                                "finish, or write elsewhere (--out-dir / --model-name)") from None
         handle.seek(0)
         handle.truncate()
-        handle.write(f"{self.what} (pid {os.getpid()})")
+        handle.write(f"{what} (pid {os.getpid()})")
         handle.flush()
-        self._file = handle
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._file is not None:
-            self._file.close()  # closing drops the flock
-            self._file = None
+        yield

@@ -117,25 +117,23 @@ def task_from_dict(data: object, name: str) -> Task:
     if not isinstance(data, dict):
         raise ValueError("'task' must be an object with the dataset's metrics, found "
                          f"{type(data).__name__}")
-    metrics, extract = data.get("metrics"), data.get("extract", ["strip_think"])
-    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+    for field in dataclasses.fields(Task):  # parsed JSON: a bool is no int here
+        value = data.get(field.name)
+        if field.name == "name" or field.name not in data:
+            continue
+        if field.type in ("int", "bool", "str") and type(value).__name__ != field.type:
+            raise ValueError(f"task.{field.name} must be {field.type}, found {value!r}")
+        if field.type == "tuple[str, ...]" and not (
+                isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            raise ValueError(f"task.{field.name} must be a list of strings, found {value!r}")
+    if not data.get("metrics"):
         raise ValueError("task.metrics must be a non-empty list of metric names, found "
-                         f"{metrics!r}")
-    for metric_name in metrics:
+                         f"{data.get('metrics')!r}")
+    for metric_name in data["metrics"]:
         METRICS[metric_name]  # KeyError with close names
-    if not isinstance(extract, list) or any(step not in EXTRACTORS for step in extract):
+    if any(step not in EXTRACTORS for step in data.get("extract", [])):
         raise ValueError("task.extract must list extraction steps of Eval/extract.py "
-                         f"({', '.join(sorted(EXTRACTORS))}), found {extract!r}")
-    checks = {"max_new_tokens": int, "chat": bool, "language": str, "description": str,
-              "breakdown": str, "published_prompt": str, "cot_max_new_tokens": int,
-              "leave_out_empty": bool}
-    for key, kind in checks.items():
-        if key in data and type(data[key]) is not kind:  # parsed JSON: a bool is no int here
-            raise ValueError(f"task.{key} must be {kind.__name__}, found {data[key]!r}")
-    for key in ("stop", "group_by"):
-        value = data.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-            raise ValueError(f"task.{key} must be a list of strings, found {value!r}")
+                         f"({', '.join(sorted(EXTRACTORS))}), found {data['extract']!r}")
     fields = {f.name for f in dataclasses.fields(Task)} - {"name"}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
     return Task(**{"max_new_tokens": 0, **values, "name": name})

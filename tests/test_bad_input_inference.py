@@ -157,7 +157,7 @@ def test_a_second_process_on_the_same_output_is_refused(setup, capsys):
     tmp_path, base = setup
     lock = tmp_path / "pred" / "echo" / ".locks" / "mine.jsonl.lock"
     before = snapshot(tmp_path / "pred" / "echo")
-    with open(lock, "r+") as held:  # another inference.py writing mine.jsonl right now, as OutputLock holds it
+    with open(lock, "r+") as held:  # another inference.py writing mine.jsonl right now, as output_lock holds it
         fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         held.truncate()
         held.write("inference.py (pid 4242)")

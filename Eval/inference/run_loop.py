@@ -32,7 +32,7 @@ from Eval.inference.predictions import (PredictionFile, check_resume, merge_pred
 from Eval.models.identity import changed_files
 from Eval.pricing import add_counts, tokens_per_s
 from Eval.records import sidecar_path
-from Eval.storage import OutputLock, write_json_atomic
+from Eval.storage import output_lock, write_json_atomic
 
 
 @dataclasses.dataclass
@@ -102,7 +102,7 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
             process: Callable[[list[str]], list[dict]]) -> dict:
     """Run every required id of `job` that has no current record; returns the summary."""
     job.path.parent.mkdir(parents=True, exist_ok=True)
-    with OutputLock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
+    with output_lock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
         if not job.overwrite:
             check_resume(job.path, job.fingerprint)
         return _run_locked(job, plan, process)

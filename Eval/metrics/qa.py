@@ -153,22 +153,17 @@ def match(prediction: str, reference: str, **record) -> float:
     return float(normalize_bergen(reference) in normalize_bergen(prediction))
 
 
-@explains("exact_match")
-def explain_exact_match(prediction: str, reference: str, **record) -> dict:
+def _explain_normalised(prediction: str, reference: str, *, inside: bool, **record) -> dict:
+    """exact_match's (`inside` False) or match's comparison of the two normalised texts."""
     pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
-    score = float(pred == ref)
-    verb = "equals" if score else "differs from"
+    score = float(ref in pred if inside else pred == ref)
+    if inside:
+        where = "is inside" if score else "is not inside"
+        text = f"normalised reference {ref!r} {where} the normalised prediction: {score:g}"
+    else:
+        text = f"normalised {pred!r} {'equals' if score else 'differs from'} {ref!r}: {score:g}"
     return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
-            "text": f"normalised {pred!r} {verb} {ref!r}: {score:g}"}
-
-
-@explains("match")
-def explain_match(prediction: str, reference: str, **record) -> dict:
-    pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
-    score = float(ref in pred)
-    where = "is inside" if score else "is not inside"
-    return {"prediction_normalised": pred, "reference_normalised": ref, "score": score,
-            "text": f"normalised reference {ref!r} {where} the normalised prediction: {score:g}"}
+            "text": text}
 
 
 @metric("recall", version="bergen-1")
@@ -233,6 +228,8 @@ def recall_char3gram(prediction: str, reference: str, **record) -> float:
     return _share_found(bergen_char3grams(reference), bergen_char3grams(prediction))
 
 
+explains("exact_match")(functools.partial(_explain_normalised, inside=False))
+explains("match")(functools.partial(_explain_normalised, inside=True))
 explains("qa_f1", tokens=en_words)(explain_overlap)
 explains("qa_f1_zh", tokens=zh_tokens)(explain_overlap)
 explains("f1", tokens=bergen_words)(explain_overlap)

@@ -1,19 +1,15 @@
-"""ROUGE: LongBench's ``rouge`` / ``rouge_zh``, a fast replacement of the pltrdy ``rouge`` 1.0.1
-package's ROUGE-L, bit for bit (tests/test_rouge.py uses the package as oracle); ``rouge_chinese``
-(the ``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the ``rouge`` package itself).
+"""ROUGE: LongBench's ``rouge`` / ``rouge_zh`` (pltrdy ``rouge`` 1.0.1's ROUGE-L, bit for bit,
+computed here: tests/test_rouge.py uses the package as oracle); ``rouge_chinese`` (the
+``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the ``rouge`` package itself).
 
-What the package computes, not textbook ROUGE-L:
-* the text is cut on every "." (empty pieces dropped); words are whitespace tokens ("  " is "");
-* for every (reference, hypothesis) sentence pair it rebuilds ONE LCS by walking its DP table back
-  (diagonal on equal words, else up only when T[i-1][j] > T[i][j-1], else left); llcs counts the
-  distinct words of the union of those LCSs, so the walk's tie-break is replayed here;
-* m, n count DISTINCT words; R = llcs/m, P = llcs/n, F = 2*((P*R)/(P+R+1e-8)), so identical texts
-  give 0.999999995.
-Why not call it: its dict DP and recursive walk took 31 s on LongBench-size data (bench_eval.py)
-where this module, with bit-parallel DP rows (Hyyro) and walking only the pairs that can grow the
-union, takes 0.37 s. One difference: the package raises RecursionError (LongBench scores 0.0) on a
-walk past about 990 steps ("."-free sentences); we score it. Real outputs stay far below (577 steps
-at most on that data).
+The package's ROUGE-L, not the textbook one: sentences are "."-pieces (empty ones dropped) of
+whitespace words; for each (reference, hypothesis) sentence pair it walks its LCS table back once
+(diagonal on equal words, up only when T[i-1][j] > T[i][j-1]) and llcs counts the distinct words
+of the union of those LCSs; m, n count distinct words; F = 2*((P*R)/(P+R+1e-8)).
+Why not call it: its dict DP and recursive walk took 31 s on LongBench-size data (bench_eval.py),
+bit-parallel rows (Hyyro) and walking only pairs that can grow the union take 0.37 s. The package
+raises RecursionError (LongBench scores 0.0) on a walk past about 990 steps; we score it (real
+outputs stay below 577 steps).
 """
 from __future__ import annotations
 
@@ -61,15 +57,14 @@ def _lcs_words(ref: list[str], hyp: list[str]) -> set[str]:
 
 
 @functools.lru_cache(maxsize=32)
-def _rouge_counts(hypothesis: str, reference: str) -> tuple[int, int, frozenset]:
-    """(m, n, the LCS union) of a pair; cached: the explainer asks again for the best reference."""
+def _rouge_counts(hypothesis: str, reference: str) -> tuple[tuple, tuple, frozenset]:
+    """(the reference's distinct words, the hypothesis's, in order: m and n; the LCS union) of a
+    pair; cached: the explainer asks again for the best reference."""
     hyps, refs = _sentences(hypothesis), _sentences(reference)
     if not hyps:  # the package checks the hypothesis first (in rouge-1, before rouge-l runs)
         raise ValueError("Hypothesis is empty.")
     if not refs:
         raise ValueError("Reference is empty.")
-    m = len({word for sentence in refs for word in sentence})
-    n = len({word for sentence in hyps for word in sentence})
     union: set[str] = set()
     hyp_sets = [set(hyp) for hyp in hyps]
     for ref in refs:
@@ -79,7 +74,8 @@ def _rouge_counts(hypothesis: str, reference: str) -> tuple[int, int, frozenset]
             # cannot change it
             if not (ref_set & hyp_set) <= union:
                 union |= _lcs_words(ref, hyp)
-    return m, n, frozenset(union)
+    distinct = [tuple(dict.fromkeys(w for s in text for w in s)) for text in (refs, hyps)]
+    return distinct[0], distinct[1], frozenset(union)
 
 
 def _f_measure(llcs: int, m: int, n: int) -> tuple[float, float, float]:
@@ -95,8 +91,8 @@ def rouge_l_f(hypothesis: str, reference: str) -> float:
     >>> rouge_l_f("the cat sat. on the mat", "the cat sat on the mat")  # LCS union; 1e-8 in F
     0.999999995
     """
-    m, n, union = _rouge_counts(hypothesis, reference)
-    return _f_measure(len(union), m, n)[2]
+    ref_words, hyp_words, union = _rouge_counts(hypothesis, reference)
+    return _f_measure(len(union), len(ref_words), len(hyp_words))[2]
 
 
 ROUGE_BEST = 2.0 * ((1.0 * 1.0) / (1.0 + 1.0 + 1e-8))  # identical texts: 0.999999995
@@ -131,23 +127,22 @@ def rouge(prediction: str, reference: str, **record) -> float:
 def explain_rouge(prediction: str, reference: str, **record) -> dict:
     """The distinct words on the LCSs (in the prediction's order), m, n, P, R, F."""
     try:
-        m, n, union = _rouge_counts(prediction, reference)
+        ref_words, hyp_words, union = _rouge_counts(prediction, reference)
     except Exception as exc:  # the same failures the metric zeroes
         reason = _zeroed(exc).reason
         return {"score": 0.0, "zeroed": reason,
                 "text": f"scored 0, as LongBench does when the rouge package fails: {reason}"}
-    distinct_hyp = list(dict.fromkeys(w for sentence in _sentences(prediction) for w in sentence))
-    distinct_ref = list(dict.fromkeys(w for sentence in _sentences(reference) for w in sentence))
-    words = [w for w in distinct_hyp if w in union]
+    m, n, words = len(ref_words), len(hyp_words), [w for w in hyp_words if w in union]
     precision, recall, score = _f_measure(len(union), m, n)
     shown = " ".join(words[:20]) + (f" … ({len(words) - 20} more)" if len(words) > 20 else "")
     text = (f"{len(union)} distinct word{'s' * (len(union) != 1)} on the LCSs ({shown or 'none'}): "
             f"P = {ratio(len(union), n)} of the prediction's distinct words, "
             f"R = {ratio(len(union), m)} of the reference's, F = 2PR/(P+R+1e-8) = {score:.4g} "
             "(beta 1, as the rouge package computes it)")
-    return {"prediction_tokens": distinct_hyp, "reference_tokens": distinct_ref, "lcs_words": words,
-            "llcs": len(union), "prediction_distinct": n, "reference_distinct": m,
-            "precision": precision, "recall": recall, "score": score, "text": text}
+    return {"prediction_tokens": list(hyp_words), "reference_tokens": list(ref_words),
+            "lcs_words": words, "llcs": len(union), "prediction_distinct": n,
+            "reference_distinct": m, "precision": precision, "recall": recall, "score": score,
+            "text": text}
 
 
 @metric("rouge_zh", best=ROUGE_BEST, version="pltrdy-1.0.1")
