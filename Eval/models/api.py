@@ -181,7 +181,7 @@ class APIModel(BaseLLM):
                  stop: tuple[str, ...] = ()) -> list[Generation]:
         """Greedy answers for one batch: one request per prompt, `concurrency` at a time."""
         stop = tuple(stop) + self.options.stop
-        self.thinking_budget()  # a ValueError when one is set: nothing here can force the tag
+        self.check_thinking_budget(self.options.thinking_budget)  # nothing here can force the tag
         requests = [self._generate_one(p, max_new_tokens, stop, len(prompts)) for p in prompts]
         return self._portal.call(asyncio.gather, *requests)
 

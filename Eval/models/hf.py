@@ -123,7 +123,7 @@ class HFModel(CheckpointModel):
                         stop: tuple[str, ...]) -> list[Generation]:
         batch = self.tokenizer([p.text for p in prompts], return_tensors="pt", padding=True,
                                add_special_tokens=prompts[0].add_special_tokens).to(self.device)
-        tags, budget = self.options.think_tags, self.thinking_budget()
+        tags, budget = self.options.think_tags, self.options.thinking_budget
         opened = [prompt_opens_thinking(p.text, tags) for p in prompts]
         watches = None  # a row needs one only to stop on a string or to be forced
         if stop or budget is not None:
