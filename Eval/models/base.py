@@ -110,9 +110,7 @@ class BaseLLM:
 
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        adapter = cls(options)
-        adapter.backend_options = backend_options
-        return adapter
+        return cls(options)
 
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":

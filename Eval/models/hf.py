@@ -110,8 +110,7 @@ class HFModel(CheckpointModel):
             oom = isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
             if not oom:
                 raise
-            if self.device.startswith("cuda"):
-                torch.cuda.empty_cache()
+            torch.cuda.empty_cache()  # nothing without CUDA
             if len(prompts) == 1:
                 return [Generation("", 0, "error", error="out of memory at batch size 1",
                                    batch_size=1)]
