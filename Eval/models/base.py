@@ -110,7 +110,9 @@ class BaseLLM:
 
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        return cls(options)
+        adapter = cls(options)
+        adapter.backend_options = backend_options  # a new backend's own -M options (README)
+        return adapter
 
     @classmethod
     def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
