@@ -95,14 +95,12 @@ class APIModel(BaseLLM):
         headers = {"Accept-Encoding": "identity", "OpenAI-Organization": openai.omit,
                    "OpenAI-Project": openai.omit}
         self._auth = {} if key else {"Authorization": openai.omit}
-        limits = httpx.Limits(max_connections=settings.concurrency,
-                              max_keepalive_connections=settings.concurrency)
         self.client = openai.AsyncOpenAI(
             api_key=key or "no-key", base_url=self._root, max_retries=settings.max_retries,
             default_headers=headers,
             default_query=dict(parse_qsl(self._query, keep_blank_values=True)),
             timeout=httpx.Timeout(settings.timeout, connect=min(settings.timeout, 10.0)),
-            http_client=AttemptClient(settings.timeout, self.limiter, self.stats, limits=limits))
+            http_client=AttemptClient(settings.timeout, self.limiter, self.stats))
 
     def without_chat_template(self, text: str) -> str:
         raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat "
@@ -181,7 +179,7 @@ class APIModel(BaseLLM):
                  stop: tuple[str, ...] = ()) -> list[Generation]:
         """Greedy answers for one batch: one request per prompt, `concurrency` at a time."""
         stop = tuple(stop) + self.options.stop
-        self.thinking_budget()  # a ValueError when one is set: nothing here can force the tag
+        self.check_thinking_budget(self.options.thinking_budget)  # nothing here can force the tag
         requests = [self._generate_one(p, max_new_tokens, stop, len(prompts)) for p in prompts]
         return self._portal.call(asyncio.gather, *requests)
 

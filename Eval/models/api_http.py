@@ -77,8 +77,8 @@ class AttemptClient(openai.DefaultAsyncHttpxClient):
     (httpx's timeouts are per read: a trickling server would hold it for ever) and by REPLY_LIMIT
     bytes of body: a server that ignores max_tokens cannot fill the memory."""
 
-    def __init__(self, deadline: float, limiter: RateLimiter | None, stats: dict, **options):
-        super().__init__(event_hooks={"response": [self._limit_body]}, **options)
+    def __init__(self, deadline: float, limiter: RateLimiter | None, stats: dict):
+        super().__init__(event_hooks={"response": [self._limit_body]})
         self.deadline, self.limiter, self.stats = deadline, limiter, stats
 
     async def send(self, request: httpx.Request, **options) -> httpx.Response:

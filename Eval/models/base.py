@@ -111,7 +111,7 @@ class BaseLLM:
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
         adapter = cls(options)
-        adapter.backend_options = backend_options
+        adapter.backend_options = backend_options  # a new backend's own -M options (README)
         return adapter
 
     @classmethod
@@ -266,16 +266,13 @@ class BaseLLM:
             thinking["stripped"] = True
         return saved, thinking
 
-    def thinking_budget(self) -> int | None:
-        return check_thinking_budget(self, self.options.thinking_budget)
-
-
-def check_thinking_budget(backend, budget: int | None) -> int | None:
-    """`budget`, or a ValueError when `backend` (an adapter or its class) cannot enforce one."""
-    if budget is not None and "thinking_budget" not in backend.capabilities:
-        raise ValueError(f"-M thinking_budget: the {backend.name} backend cannot force the end of "
-                         "a thinking block (it does not decode token by token); use --backend hf")
-    return budget
+    @classmethod
+    def check_thinking_budget(cls, budget: int | None) -> None:
+        """A ValueError when a `budget` is set and the backend cannot enforce one."""
+        if budget is not None and "thinking_budget" not in cls.capabilities:
+            raise ValueError(f"-M thinking_budget: the {cls.name} backend cannot force the end "
+                             "of a thinking block (it does not decode token by token); use "
+                             "--backend hf")
 
 
 def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool:

@@ -17,9 +17,6 @@ from Eval.models.base import BaseLLM
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
 @dataclasses.dataclass(frozen=True)
 class CheckpointOptions:
     """-M options of the hf and masked backends. Safe by default: safetensors, no remote code."""
@@ -108,10 +105,11 @@ class CheckpointModel(BaseLLM):
         """Weights from safetensors (pickle only if allowed) or a GGUF file (dequantized), in the
         dtype asked (auto: float32 on CPU, the checkpoint's own on GPU), with the PEFT adapter if
         any, on the device, in eval mode."""
-        torch_dtype = DTYPES.get(dtype, torch.float32 if self.device == "cpu" else "auto")
+        if dtype == "auto":
+            dtype = torch.float32 if self.device == "cpu" else "auto"
         folder, gguf = gguf_parts(self.path) or (self.path, None)
         safe = {"gguf_file": gguf} if gguf else {"use_safetensors": not allow_pickle}
-        model = self.auto_class.from_pretrained(folder, dtype=torch_dtype,
+        model = self.auto_class.from_pretrained(folder, dtype=dtype,
                                                 trust_remote_code=trust_remote_code, **safe)
         if self.peft:
             from peft import PeftModel  # optional dependency, needed only for adapters

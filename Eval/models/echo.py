@@ -31,7 +31,7 @@ class EchoModel(BaseLLM):
 
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
                  stop: tuple[str, ...] = ()) -> list[Generation]:
-        self.thinking_budget()  # a ValueError when one is set
+        self.check_thinking_budget(self.options.thinking_budget)
         outputs, tags = [], self.options.think_tags
         for p in prompts:
             last = p.text.rstrip().rsplit("\n", 1)[-1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from Eval.models import MODELS
-from Eval.models.base import BaseLLM, check_thinking_budget
+from Eval.models.base import BaseLLM
 from Eval.models.options import AdapterOptions, options_help, parse_model_args
 
 
@@ -47,7 +47,7 @@ def from_args(args: argparse.Namespace, tokenizer_only: bool = False) -> BaseLLM
     if not hasattr(args, "adapter_options"):
         resolve_model_args(args)
     backend = MODELS[args.backend]
-    check_thinking_budget(backend, args.adapter_options.thinking_budget)  # before any loading
+    backend.check_thinking_budget(args.adapter_options.thinking_budget)  # before any loading
     build = backend.tokenizer_only if tokenizer_only else backend.from_options
     return build(args.model, args.adapter_options, args.backend_options)
 

@@ -110,8 +110,7 @@ class HFModel(CheckpointModel):
             oom = isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
             if not oom:
                 raise
-            if self.device.startswith("cuda"):
-                torch.cuda.empty_cache()
+            torch.cuda.empty_cache()  # nothing without CUDA
             if len(prompts) == 1:
                 return [Generation("", 0, "error", error="out of memory at batch size 1",
                                    batch_size=1)]
@@ -123,7 +122,7 @@ class HFModel(CheckpointModel):
                         stop: tuple[str, ...]) -> list[Generation]:
         batch = self.tokenizer([p.text for p in prompts], return_tensors="pt", padding=True,
                                add_special_tokens=prompts[0].add_special_tokens).to(self.device)
-        tags, budget = self.options.think_tags, self.thinking_budget()
+        tags, budget = self.options.think_tags, self.options.thinking_budget
         opened = [prompt_opens_thinking(p.text, tags) for p in prompts]
         watches = None  # a row needs one only to stop on a string or to be forced
         if stop or budget is not None:
@@ -267,7 +266,7 @@ class HFModel(CheckpointModel):
         width = ids.shape[1]
         keep_cache = any(n.children for n in nodes)
         cache = DynamicCache(config=self.model.config) if keep_cache else None
-        mask, positions, before = None, None, own_mask[:, :0]
+        positions, before = None, own_mask[:, :0]
         if nodes[0].parent_chain is not None:
             chains = [n.parent_chain for n in nodes]
             span = max(c[2].shape[0] for c in chains)
@@ -277,10 +276,10 @@ class HFModel(CheckpointModel):
                              torch.stack([pad_positions(c[1][index], span) for c in chains]), index)
             before = torch.stack([torch.nn.functional.pad(c[2], (0, span - c[2].shape[0]))
                                   for c in chains])
-            if not bool(before.all()):
-                mask = torch.cat([before, own_mask], dim=1)
             positions = torch.tensor([n.start for n in nodes], device=self.device)[:, None] \
                 + torch.arange(width, device=self.device)
+        chain_mask = torch.cat([before, own_mask], dim=1)
+        mask = None if bool(before.all()) else chain_mask  # roots: none, as in score_ids
         lo = min(e[0] for n in nodes for e in n.entries)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
                          use_cache=cache is not None, **cache_argument(self.model, cache),
@@ -295,7 +294,6 @@ class HFModel(CheckpointModel):
             for column, value in zip(columns[key], values):
                 column[t] = value
         if keep_cache:
-            chain_mask = torch.cat([before, own_mask], dim=1)
             for r, n in enumerate(nodes):
                 chain = ([layer.keys[r] for layer in cache.layers],
                          [layer.values[r] for layer in cache.layers], chain_mask[r])

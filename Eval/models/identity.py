@@ -22,45 +22,35 @@ OUTPUT_NAMES = ("merges.txt", "vocab.txt")
 NOT_OUTPUT = (".", "optimizer", "scheduler", "rng_state", "training_args", "trainer_state")
 
 
-class HashCache:
-    """path -> [size, inode, mtime_ns, ctime_ns, sha256], read once, written back when it grew."""
-
-    def __init__(self):
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        self.path = Path(os.environ.get("EVAL_HASH_CACHE") or
-                         Path(base) / "eval-toolkit" / "file-hashes.json")
-        self.changed = False
-        try:
-            entries = json.loads(self.path.read_text(encoding="utf-8"))
-            self.entries = entries if isinstance(entries, dict) else {}
-        except (OSError, ValueError):
-            self.entries = {}
-
-    def sha256(self, file: Path) -> str:
+def _hashes(files: list[Path]) -> dict[str, str]:
+    """{name: sha256} of `files`, through the cache: path -> [size, inode, mtime_ns, ctime_ns,
+    sha256], written back atomically when it grew (a failure costs only time later)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(os.environ.get("EVAL_HASH_CACHE") or
+                Path(base) / "eval-toolkit" / "file-hashes.json")
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        entries = {}
+    entries = entries if isinstance(entries, dict) else {}
+    hashes, changed = {}, False
+    for file in files:
         real = os.path.realpath(file)
         st = os.stat(real)
         key = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
-        cached = self.entries.get(real)
-        if isinstance(cached, list) and cached[:4] == key:
-            return cached[4]
-        with open(real, "rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-        self.entries[real] = key + [digest]
-        self.changed = True
-        return digest
-
-    def save(self) -> None:
-        """Write the cache back atomically; a failure costs only time later."""
-        if not self.changed:
-            return
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(self.entries), encoding="utf-8")
-            os.replace(tmp, self.path)
-            self.changed = False
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        if not (isinstance(entries.get(real), list) and entries[real][:4] == key):
+            with open(real, "rb") as f:
+                entries[real], changed = key + [hashlib.file_digest(f, "sha256").hexdigest()], True
+        hashes[file.name] = entries[real][4]
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        if changed:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(entries), encoding="utf-8")
+            os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return hashes
 
 
 def folder_identity(path: str | os.PathLike) -> dict:
@@ -72,9 +62,7 @@ def folder_identity(path: str | os.PathLike) -> dict:
     files = [path] if path.is_file() else [
         f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith(NOT_OUTPUT)
         and (f.name.endswith(OUTPUT_SUFFIXES) or f.name in OUTPUT_NAMES)]
-    cache = HashCache()
-    hashes = {f.name: cache.sha256(f) for f in files}
-    cache.save()
+    hashes = _hashes(files)
     combined = json.dumps(sorted(hashes.items()), ensure_ascii=False)  # order ignored
     return {"files": hashes, "sha256": hashlib.sha256(combined.encode("utf-8")).hexdigest()[:16]}
 

@@ -28,7 +28,7 @@ from Eval.models import register_model
 from Eval.models.base import Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.checkpoint import CheckpointModel
 from Eval.models.options import AdapterOptions
-from Eval.models.token_stats import _logit_batches, _pad_right, position_stats
+from Eval.models.token_stats import _logit_batches, _pad_right, _stats_of
 
 
 class Row(NamedTuple):
@@ -122,14 +122,8 @@ class MaskedLMModel(CheckpointModel):
             for k, r in enumerate(rows):
                 ids[k, r.start:r.start + len(r.answer)] = self.mask_id
         logits = self.model(input_ids=ids, attention_mask=attention).logits
-        results = []
-        for k, r in enumerate(rows):
-            target = torch.tensor(r.answer, device=self.device, dtype=torch.long)
-            stats = position_stats(logits[k, r.start:r.start + len(r.answer)].float(), target)
-            results.append({**dict(zip(("logprobs", "greedy", "mean", "var"),
-                                       (v.tolist() for v in stats))),
-                            "text": self.detokenize(r.answer), "eos": r.eos})
-        return results
+        return [{**_stats_of(logits[k, r.start:r.start + len(r.answer)], r.answer),
+                 "text": self.detokenize(r.answer), "eos": r.eos} for k, r in enumerate(rows)]
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
         """The default (answer visible) token_stats, no end token appended."""

@@ -95,13 +95,7 @@ def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object
         if many:
             value = (*values[cls].get(key, ()), value)
         values[cls][key] = value
-    built = {}
-    for cls in classes:
-        try:
-            built[cls] = cls(**values[cls])
-        except (TypeError, ValueError) as err:
-            raise ValueError(str(err)) from None
-    return built
+    return {cls: cls(**values[cls]) for cls in classes}  # __post_init__'s ValueError as it is
 
 
 def options_help(classes: list[type]) -> str:
