@@ -167,7 +167,7 @@ def test_hf_budget_forces_the_closing_tag_after_exactly_n_thinking_tokens(model)
                                         set(model.stop_ids), lambda row, ids: watch(ids),
                                         forced_next=lambda row: watch.take_forced())
         assert ids[:budget] == reference[:budget] and ids[budget:budget + len(close_ids)] == close_ids
-        assert watch.budget_hit and reason == end
+        assert watch.budget_hit and watch.mode == "answer" and reason == end
     out = run(model, OPENED, thinking_budget=4)
     assert out.text.startswith(model.detokenize(reference[:4]) + "</think>") and out.text.count("</think>") == 1
     assert (out.n_tokens, out.finish_reason) == (40, "length")  # then the answer runs to max_new_tokens
