@@ -67,24 +67,24 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     return "has predictions that changed since it was scored" if changed else None
 
 
-def read_details(folder: Path) -> tuple[dict, list[str]]:
-    path = folder / "result_detail.json"
+def read_json_object(path: Path) -> tuple[dict, list[str]]:
+    """A result file's JSON object: {} when there is none; {} and a note when it is unreadable."""
     if regular_file_problem(path):
         return {}, []
     try:
-        details = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(details, dict):
-            return details, []
+        content = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(content, dict):
+            return content, []
     except (ValueError, RecursionError):
         pass
-    return {}, [f"{path}: unreadable; rebuilt from the datasets scored now"]
+    return {}, [f"{path}: unreadable (not a JSON object); rebuilt from this run's results"]
 
 
 def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool,
                    price: Price | None = None) -> FolderOutputs:
     """Everything eval.py writes for `folder`, as bytes, merged with the entries it keeps. Every
     entry's cost (kept ones too) is this run's `price`, so one file never mixes two price lists."""
-    existing, notes = read_details(folder)
+    existing, notes = read_json_object(folder / "result_detail.json")
     details, delete = {}, []
     scored = {r["dataset"] for r in results}
     for name, entry in existing.items():
@@ -135,7 +135,7 @@ def headline_scores(details: dict[str, dict]) -> dict:
 def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
     by_model, notes = {}, []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        details, _ = read_details(folder)
+        details, _ = read_json_object(folder / "result_detail.json")
         current = {}
         for name, entry in details.items():
             why = entry_is_current(folder, name, entry)
