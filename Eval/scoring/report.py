@@ -22,7 +22,8 @@ from Eval.pricing import Price, total_usage, with_cost
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import file_sha256
-from Eval.scoring.sections import Results, aligned_lines, render_markdown, render_text, tables
+from Eval.scoring.sections import Results, aligned_lines, read_json_object, render_markdown
+from Eval.scoring.sections import render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
 from Eval.scoring.sections.scores import skipped_count, status_of
@@ -65,19 +66,6 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     except StorageError:
         return "has no readable prediction file"
     return "has predictions that changed since it was scored" if changed else None
-
-
-def read_json_object(path: Path) -> tuple[dict, list[str]]:
-    """A result file's JSON object: {} when there is none; {} and a note when it is unreadable."""
-    if regular_file_problem(path):
-        return {}, []
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(content, dict):
-            return content, []
-    except (ValueError, RecursionError):
-        pass
-    return {}, [f"{path}: unreadable (not a JSON object); rebuilt from this run's results"]
 
 
 def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool,

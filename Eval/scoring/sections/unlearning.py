@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from Eval.scoring.sections import Results, Table, section
+from Eval.scoring.sections import Results, Table, read_json_object, section
 
 DEPTH = ("*", "*/*")  # ROOT/<model>/ (eval.py unlearning) and ROOT/open-unlearning/<run>/
 
@@ -23,8 +23,8 @@ def unlearning(results: Results) -> list[Table]:
     found = []
     for pattern in DEPTH if results.root else ():
         for path in sorted(results.root.glob(f"{pattern}/*_SUMMARY.json")):
-            doc = results.read_json(path)
-            if isinstance(doc, dict):
+            doc, unreadable = read_json_object(path)
+            if not unreadable:
                 kind = path.name.split("_")[0]
                 title = f"{path.parent.relative_to(results.root)}: {kind} summary"
                 rows = [[k, _figure(v)] for k, v in sorted(doc.items())]
@@ -41,10 +41,10 @@ def prob_lists(value) -> list[list[float]]:
     return [lst for v in value for lst in prob_lists(v)]
 
 
-def _from_log(results: Results, path: Path) -> list[tuple[str, list]]:
-    log = results.read_json(path)
+def _from_log(path: Path) -> list[tuple[str, list]]:
+    log, _ = read_json_object(path)
     curves = []
-    for name, result in sorted(log.items()) if isinstance(log, dict) else []:
+    for name, result in sorted(log.items()):
         if "confidence_ordered" in name and isinstance(result, dict):
             samples = (result.get("value_by_index") or {}).values()
             lists = [lst for v in samples if isinstance(v, dict)
@@ -74,7 +74,7 @@ def confidence(results: Results) -> list[Table]:
     for pattern in DEPTH if results.root else ():
         for folder in sorted(p for p in results.root.glob(pattern) if p.is_dir()):
             logs = sorted(folder.glob("*_EVAL.json"))
-            curves = [c for log in logs for c in _from_log(results, log)]
+            curves = [c for log in logs for c in _from_log(log)]
             records = sorted(folder.glob("*.jsonl"))
             curves = curves or [(f"{folder.name}/{f.name}", lists)
                                 for f in records if (lists := _from_records(f))]
