@@ -1,10 +1,9 @@
 """Unlearning (eval.py unlearning): every TOFU_SUMMARY.json / MUSE_SUMMARY.json one or two folders
 under the root, and, for masked / diffusion models, the mean label probability at each confidence
-rank (most confident first), from an EVAL log's confidence-ordered metric or from score records
-carrying confidence_ordered_probs."""
+rank (most confident first), from an EVAL log's confidence-ordered metric (eval.py unlearning
+writes it from the score records' confidence_ordered_probs)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from Eval.scoring.sections import Results, Table, read_json_object, section
@@ -54,31 +53,13 @@ def _from_log(path: Path) -> list[tuple[str, list]]:
     return curves
 
 
-def _from_records(path: Path) -> list[list[float]]:
-    lists = []
-    try:
-        for text in path.read_text(encoding="utf-8").splitlines():
-            saved = json.loads(text).get("confidence_ordered_probs") if text.strip() else None
-            if not isinstance(saved, dict):
-                return lists  # not a masked model's score records
-            keys = ["answer"] if "answer" in saved else sorted(saved)
-            lists += [lst for k in keys for lst in prob_lists(saved[k])]
-    except (OSError, ValueError, AttributeError):
-        return []
-    return lists
-
-
 @section("confidence", order=85)
 def confidence(results: Results) -> list[Table]:
     found = []
     for pattern in DEPTH if results.root else ():
         for folder in sorted(p for p in results.root.glob(pattern) if p.is_dir()):
-            logs = sorted(folder.glob("*_EVAL.json"))
-            curves = [c for log in logs for c in _from_log(log)]
-            records = sorted(folder.glob("*.jsonl"))
-            curves = curves or [(f"{folder.name}/{f.name}", lists)
-                                for f in records if (lists := _from_records(f))]
-            for label, lists in curves:
+            for label, lists in [c for log in sorted(folder.glob("*_EVAL.json"))
+                                 for c in _from_log(log)]:
                 at_rank = ([lst[r] for lst in lists if len(lst) > r]
                            for r in range(max(len(lst) for lst in lists)))
                 rows = [[str(r + 1), f"{sum(at) / len(at):.4f}"] for r, at in enumerate(at_rank)]
