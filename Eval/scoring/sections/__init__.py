@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from Eval.registry import Registry
-from Eval.storage import regular_file_problem
+from Eval.storage import read_regular_bytes, regular_file_problem
 
 SECTIONS = Registry("report section", discover="Eval.scoring.sections",
                     hint="Add one: a function decorated with @section in a module of "
@@ -44,7 +44,7 @@ def read_json_object(path: Path) -> tuple[dict, list[str]]:
     if regular_file_problem(path):
         return {}, []
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = json.loads(read_regular_bytes(path))
         if isinstance(content, dict):
             return content, []
     except (OSError, ValueError, RecursionError):
