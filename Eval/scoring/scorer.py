@@ -77,19 +77,17 @@ def duplicate_count(records: list[dict]) -> int:
 
 def score_dataset(task: Task, records: list[dict], time_limit: float | None = None) -> dict:
     metrics = [get_metric(name).bind(dict(task.metric_args)) for name in task.metrics]
+    text_metrics = [m for m in metrics if not m.per_query]
     if time_limit is not None:  # one-off loads (jieba's dictionary) must not count against a sample
-        for m in metrics:
-            if not m.per_query:
-                m("a", "a", all_classes=["a"])
+        for m in text_metrics:
+            m("a", "a", all_classes=["a"])
     # LongBench reads all_classes from the file's last line; per-line values win when present.
     fallback_classes = records[-1].get("all_classes")
-    needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in metrics
-                        if not m.per_query)
+    needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in text_metrics)
     per_example, skipped, scored = [], Counter(), []  # scored: (record, entry) of those that count
     # Ranking metrics score the whole run at once; a query without a run or qrels has no value.
     ranked = {name: iter(values) for name, values in ranking_values(
         [m for m in metrics if m.per_query], [r for r in records if not r.get("skipped")]).items()}
-    text_metrics = [m for m in metrics if not m.per_query]
     for line_no, record in enumerate(records, 1):
         left_out = record.get("skipped") or (task.leave_out_empty and not_written(record))
         if left_out:  # never run (--truncation skip), or a record LongBench v2 never writes
