@@ -19,10 +19,10 @@ from typing import Callable
 
 from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
-from Eval.names import check_name
-from Eval.records import RecordError, read_records
-from Eval.scoring.diff import pair_records, same_example
-from Eval.scoring.folders import prediction_files
+from Eval.records import RecordError
+from Eval.scoring.bergen import read_predictions
+from Eval.scoring.diff import common_files, pair_records, same_example
+from Eval.scoring.folders import dataset_names
 from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
                                 counts_text, load_judge_model, merge_results, pairwise_swaps,
                                 prediction, print_failed, question_of, rates, record_id,
@@ -40,22 +40,6 @@ def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, 
         raise ValueError(f"{name}: the two folders share no example")
     return pairs, {"only_in_a": len(a) - len(found), "only_in_b": len(b) - len(found),
                    "mismatched": len(found) - len(pairs)}
-
-
-def _compare_datasets(dir_a: Path, dir_b: Path, only: set[str] | None) -> list[str]:
-    names = {}
-    for folder in (dir_a, dir_b):
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: no such folder")
-        names[folder] = {p.stem for p in prediction_files(folder)}
-    if only is None and not names[dir_a] & names[dir_b]:
-        raise ValueError(f"{dir_a} and {dir_b} share no prediction file")
-    for name in sorted(only or ()):
-        check_name(name, "--datasets")
-        for folder, held in names.items():
-            if name not in held:
-                raise ValueError(f"{folder}: no prediction file {name}.jsonl (named in --datasets)")
-    return sorted(names[dir_a] & names[dir_b] if only is None else only)
 
 
 def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> None:
@@ -115,10 +99,9 @@ def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_
     return scores, errors, bias
 
 
-def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int,
+def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
                  both_orders: bool = False) -> dict:
-    pairs, unpaired = _aligned(read_records(dir_a / f"{name}.jsonl"),
-                               read_records(dir_b / f"{name}.jsonl"), name)
+    pairs, unpaired = _aligned(*(read_predictions(f) for f in files), name)
     answers = [(prediction(ra, name), prediction(rb, name)) for ra, rb in pairs]
     judged = [k for k, (first, second) in enumerate(answers) if first != second]
     judge.model_calls = judge.from_cache = 0
@@ -139,8 +122,8 @@ def _compare_one(judge: Judge, name: str, dir_a: Path, dir_b: Path, seed: int,
             "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
             "position_bias": bias, "from_cache": judge.from_cache,
             "model_calls": judge.model_calls, **judge.provenance(),
-            "source_sha256_a": file_sha256(dir_a / f"{name}.jsonl"),
-            "source_sha256_b": file_sha256(dir_b / f"{name}.jsonl"), "per_example": per_example}
+            "source_sha256_a": file_sha256(files[0]), "source_sha256_b": file_sha256(files[1]),
+            "per_example": per_example}
 
 
 def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: str, seed: int,
@@ -149,11 +132,15 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     """Pairwise verdicts of A against B for their common datasets (or `only`), merged into
     OUT/compare_result.json once all are in; returns this run's entries."""
     rubric = load_rubric("pairwise", PROMPTS)
-    names = _compare_datasets(dir_a, dir_b, only)
+    notes: list[str] = []
+    files = common_files(dir_a, dir_b, only, notes)
+    for note in notes:
+        say(f"note: {note}")
     cache_path = out / "judge" / "cache.jsonl"
     _legacy_cache(out, cache_path, say)
     judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length)
-    results = {name: _compare_one(judge, name, dir_a, dir_b, seed, both_orders) for name in names}
+    results = {name: _compare_one(judge, name, pair, seed, both_orders)
+               for name, pair in files.items()}
 
     def why_stale(name: str, entry: object) -> str | None:
         entry = entry if isinstance(entry, dict) else {}
@@ -186,7 +173,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("dir_a", type=Path, metavar="DIR_A", help="the first prediction folder")
     parser.add_argument("dir_b", type=Path, metavar="DIR_B", help="the second prediction folder")
     add_judge_model_arguments(parser)
-    parser.add_argument("--datasets", default=None,
+    parser.add_argument("--datasets", type=dataset_names, default=None,
                         help="comma-separated datasets both hold (default: all shared)")
     parser.add_argument("--out", type=Path, default=None, help="default: DIR_A/../compare_A_vs_B")
     parser.add_argument("--seed", type=int, default=0,
@@ -200,11 +187,10 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     a, b = args.dir_a, args.dir_b
     try:
-        only = set(args.datasets.split(",")) if args.datasets else None
-        _compare_datasets(a, b, only)  # bad input is reported before a model is loaded
+        common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
         out = args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
         results = compare_folders(a, b, out, load_judge_model(args), args.judge_mode or "text",
-                                  args.seed, args.judge_max_length, only=only,
+                                  args.seed, args.judge_max_length, only=args.datasets,
                                   both_orders=args.both_orders)
     except (FileNotFoundError, ValueError, OSError, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -155,23 +155,34 @@ def compare_dataset(task_a, records_a: list[dict], task_b, records_b: list[dict]
             "regressions": regressions}
 
 
-def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]) -> dict:
+def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
+                 notes: list[str]) -> dict[str, tuple[Path, Path]]:
+    """dataset -> (A's prediction file, B's) for the datasets both folders hold (of `only`)."""
     for folder in (dir_a, dir_b):
         if not folder.is_dir():
             raise RecordError(folder, None, "no such folder")
     files_a, files_b = ({dataset_of(f): f for f in prediction_files(folder)
                          if only is None or dataset_of(f) in only} for folder in (dir_a, dir_b))
+    for name in sorted(only or ()):
+        for folder, files in ((dir_a, files_a), (dir_b, files_b)):
+            if name not in files:
+                raise RecordError(folder, None, f"no prediction file {name}.jsonl (named in "
+                                  "--datasets)")
     for name, folder, other in ((dir_a.name, files_a, files_b), (dir_b.name, files_b, files_a)):
         alone = sorted(set(folder) - set(other))
         if alone:
             notes.append(f"only {name} has {', '.join(alone)}: not compared")
-    datasets = {}
-    for name in sorted(set(files_a) & set(files_b)):
-        task_a, task_b = (chosen_task(files[name], notes, (), ()) for files in (files_a, files_b))
-        datasets[name] = compare_dataset(task_a, read_predictions(files_a[name]),
-                                         task_b, read_predictions(files_b[name]))
-    if not datasets:
+    if not set(files_a) & set(files_b):
         raise RecordError(dir_b, None, f"no dataset in common with {dir_a}")
+    return {name: (files_a[name], files_b[name]) for name in sorted(set(files_a) & set(files_b))}
+
+
+def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]) -> dict:
+    datasets = {}
+    for name, (file_a, file_b) in common_files(dir_a, dir_b, only, notes).items():
+        task_a, task_b = (chosen_task(f, notes, (), ()) for f in (file_a, file_b))
+        datasets[name] = compare_dataset(task_a, read_predictions(file_a),
+                                         task_b, read_predictions(file_b))
     return {"a": dir_a.resolve().name, "b": dir_b.resolve().name, "datasets": datasets}
 
 

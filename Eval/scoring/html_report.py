@@ -15,7 +15,7 @@ from pathlib import Path
 
 from Eval.commands import eval_command
 from Eval.scoring.explain import head
-from Eval.scoring.report import collect_models, entry_is_current, read_details, write_models_table
+from Eval.scoring.report import collect_models, write_models_table
 from Eval.scoring.sections import Results, tables
 from Eval.scoring.sections.scores import score_text
 from Eval.storage import write_bytes_atomic
@@ -101,13 +101,10 @@ def build_report(root: Path) -> tuple[str, list[str]]:
 def stale_folders(root: Path) -> list[Path]:
     from Eval.scoring.folders import prediction_files
 
-    stale = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        details, _ = read_details(folder)
-        if any(f.stem not in details or entry_is_current(folder, f.stem, details[f.stem])
-               for f in prediction_files(folder)):
-            stale.append(folder)
-    return stale
+    current, _ = collect_models(root)  # each folder's entries whose prediction file is unchanged
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return [folder for folder in folders
+            if any(f.stem not in current.get(folder.name, {}) for f in prediction_files(folder))]
 
 
 def add_arguments(parser) -> None:

@@ -24,6 +24,7 @@ from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.intervals import wilson_interval
 from Eval.scoring.provenance import file_sha256
+from Eval.scoring.sections import read_json_object
 from Eval.scoring.rubrics import Rubric
 from Eval.storage import append_lines, read_complete_lines
 from Eval.tasks import TASKS
@@ -237,16 +238,12 @@ def merge_results(path: Path, fresh: dict, why_stale: Callable[[str, object], st
                   say: Callable[[str], None], inside: str | None = None) -> tuple[dict, dict]:
     """(the still-valid old entries of the result file, under `inside`, plus `fresh`; the old
     entries left out)."""
-    old: dict = {}
-    if path.is_file():
-        try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-            old = saved.get(inside, {}) if inside else saved
-            if not isinstance(old, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, AttributeError) as err:
-            say(f"note: {path}: unreadable ({err}); it is replaced by this run's results")
-            old = {}
+    saved, notes = read_json_object(path)
+    old = saved.get(inside, {}) if inside else saved
+    if not isinstance(old, dict):
+        notes, old = [f"{path}: {inside} is not a JSON object; rebuilt from this run's results"], {}
+    for note in notes:
+        say(f"note: {note}")
     merged, dropped = {}, {}
     for name, entry in old.items():
         why = None if name in fresh else why_stale(name, entry)

@@ -13,23 +13,15 @@ Usage:
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from Eval.records import examples_digest, sidecar_path
+from Eval.scoring.sections import read_json_object
 from Eval.storage import StorageError, read_regular_bytes
 
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(read_regular_bytes(path)).hexdigest()[:16]
-
-
-def _sidecar(path: Path) -> dict:
-    try:
-        content = json.loads(read_regular_bytes(sidecar_path(path)))
-    except (ValueError, RecursionError, StorageError):
-        return {}
-    return content if isinstance(content, dict) else {}
 
 
 def _dataset_changed(data: dict) -> bool:
@@ -53,7 +45,7 @@ def _coverage(records: list[dict], data: dict) -> str:
 
 
 def check_prediction_file(path: Path, records: list[dict]) -> dict:
-    sidecar = _sidecar(path)
+    sidecar, _ = read_json_object(sidecar_path(path))
     data, output = sidecar.get("data"), sidecar.get("output")
     result = {"status": "unchecked", "warnings": [], "records": len(records)}
     if not isinstance(data, dict) or not isinstance(output, dict):

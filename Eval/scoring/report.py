@@ -22,7 +22,8 @@ from Eval.pricing import Price, total_usage, with_cost
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import file_sha256
-from Eval.scoring.sections import Results, aligned_lines, render_markdown, render_text, tables
+from Eval.scoring.sections import Results, aligned_lines, read_json_object, render_markdown
+from Eval.scoring.sections import render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
 from Eval.scoring.sections.scores import skipped_count, status_of
@@ -67,24 +68,11 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     return "has predictions that changed since it was scored" if changed else None
 
 
-def read_details(folder: Path) -> tuple[dict, list[str]]:
-    path = folder / "result_detail.json"
-    if regular_file_problem(path):
-        return {}, []
-    try:
-        details = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(details, dict):
-            return details, []
-    except (ValueError, RecursionError):
-        pass
-    return {}, [f"{path}: unreadable; rebuilt from the datasets scored now"]
-
-
 def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool,
                    price: Price | None = None) -> FolderOutputs:
     """Everything eval.py writes for `folder`, as bytes, merged with the entries it keeps. Every
     entry's cost (kept ones too) is this run's `price`, so one file never mixes two price lists."""
-    existing, notes = read_details(folder)
+    existing, notes = read_json_object(folder / "result_detail.json")
     details, delete = {}, []
     scored = {r["dataset"] for r in results}
     for name, entry in existing.items():
@@ -135,7 +123,7 @@ def headline_scores(details: dict[str, dict]) -> dict:
 def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
     by_model, notes = {}, []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        details, _ = read_details(folder)
+        details, _ = read_json_object(folder / "result_detail.json")
         current = {}
         for name, entry in details.items():
             why = entry_is_current(folder, name, entry)

@@ -33,13 +33,10 @@ class Rubric:
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
-CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
-
-
 def load_rubric(name: str, prompt_dir: Path) -> Rubric:
     """Read prompts/judge_<name>.txt, or a rubric config file when `name` is a .yaml / .json
     path; a bad name or file is an error that says what to fix."""
-    if name.endswith(CONFIG_SUFFIXES):
+    if name.endswith((".yaml", ".yml", ".json")):
         return rubric_from_config(Path(name))
     path = prompt_dir / f"judge_{check_name(name, '--rubric')}.txt"
     if not path.is_file():

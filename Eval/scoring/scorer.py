@@ -11,8 +11,10 @@ Usage:
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
+import operator
 from collections import Counter
 
 from Eval.extract import run_extraction, think_state
@@ -21,6 +23,7 @@ from Eval.metrics.retrieval import ranking_values
 from Eval.scoring.breakdowns import BREAKDOWNS, not_written
 from Eval.scoring.explain import explain_one, head, unscored_explanation
 from Eval.scoring.intervals import score_interval
+from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit
 from Eval.tasks import Task
 
 # LongBench-E length buckets: upper bound (exclusive) -> name; `length`: words (en), characters (zh)
@@ -29,14 +32,11 @@ FLAGS = ("failed", "extraction_failed", "no_references", "no_classes")  # counte
 
 
 def percent(values: list[float]) -> tuple[float | None, float | None]:
-    """(round(100 * mean, 2), 100 * mean) as LongBench's scorer() computes them: its loop, as
-    builtin sum() is compensated since Python 3.12 and can settle a x.xx5 tie the other way."""
+    """(round(100 * mean, 2), 100 * mean) as LongBench's scorer() computes them: its sum left to
+    right, as builtin sum() is compensated (Python 3.12+) and can settle a x.xx5 tie otherwise."""
     if not values:
         return None, None
-    total = 0.0
-    for value in values:
-        total += value
-    mean = 100 * total / len(values)
+    mean = 100 * functools.reduce(operator.add, values, 0.0) / len(values)
     return round(mean, 2), mean
 
 
@@ -55,15 +55,10 @@ def best_over_answers(metric, prediction: str, answers: list[str], classes,
     """max(0, max over answers); why it is 0 if a call was zeroed; the first best answer's index."""
     score, reason, best = 0.0, None, 0
     for index, answer in enumerate(answers):
-        if time_limit is None:
-            value = metric(prediction, answer, all_classes=classes)
-        else:
-            from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit
-
-            try:
-                value = call_with_limit(metric, time_limit, prediction, answer, all_classes=classes)
-            except SampleTimeLimit as err:
-                value = Zeroed(f"SampleTimeLimit: {err}")
+        try:  # no limit: a plain call
+            value = call_with_limit(metric, time_limit, prediction, answer, all_classes=classes)
+        except SampleTimeLimit as err:
+            value = Zeroed(f"SampleTimeLimit: {err}")
         if isinstance(value, Zeroed):
             reason = reason or value.reason
         if value > score:  # max(score, value) as LongBench takes it, remembering where
@@ -82,23 +77,17 @@ def duplicate_count(records: list[dict]) -> int:
 
 def score_dataset(task: Task, records: list[dict], time_limit: float | None = None) -> dict:
     metrics = [get_metric(name).bind(dict(task.metric_args)) for name in task.metrics]
+    text_metrics = [m for m in metrics if not m.per_query]
     if time_limit is not None:  # one-off loads (jieba's dictionary) must not count against a sample
-        for m in metrics:
-            if not m.per_query:
-                m("a", "a", all_classes=["a"])
+        for m in text_metrics:
+            m("a", "a", all_classes=["a"])
     # LongBench reads all_classes from the file's last line; per-line values win when present.
     fallback_classes = records[-1].get("all_classes")
-    needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in metrics
-                        if not m.per_query)
-    per_example, values = [], {m.name: [] for m in metrics}
-    zeroed = {m.name: Counter() for m in metrics}
-    counts, skipped = Counter(), Counter()
-    scored, answered = [], []  # the records that count, and whether each had an extracted answer
+    needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in text_metrics)
+    per_example, skipped, scored = [], Counter(), []  # scored: (record, entry) of those that count
     # Ranking metrics score the whole run at once; a query without a run or qrels has no value.
     ranked = {name: iter(values) for name, values in ranking_values(
         [m for m in metrics if m.per_query], [r for r in records if not r.get("skipped")]).items()}
-    ranked_records = {name: [] for name in ranked}
-    text_metrics = [m for m in metrics if not m.per_query]
     for line_no, record in enumerate(records, 1):
         left_out = record.get("skipped") or (task.leave_out_empty and not_written(record))
         if left_out:  # never run (--truncation skip), or a record LongBench v2 never writes
@@ -107,27 +96,20 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
                                 "skipped": left_out})
             continue
         classes = record.get("all_classes") or fallback_classes
-        entry, extracted = _score_record(task, text_metrics, record, line_no,
-                                         (classes, needs_classes), time_limit)
+        entry = _score_record(task, text_metrics, record, line_no, (classes, needs_classes),
+                              time_limit)
         for name, found in ranked.items():
             value = next(found)
             if value is None:
                 entry.setdefault("unranked", []).append(name)
             else:
                 entry["scores"][name] = value
-                ranked_records[name].append(record)
-        counts.update(flag for flag in FLAGS if flag in entry)
-        for name, score in entry["scores"].items():
-            values[name].append(score)
-        for name, reason in entry.get("zeroed", {}).items():
-            zeroed[name][reason] += 1
         per_example.append(entry)
-        scored.append(record)
-        answered.append(extracted is not None)
+        scored.append((record, entry))
+    counts = Counter(flag for _, entry in scored for flag in FLAGS if flag in entry)
     result = {"dataset": task.name, "headline_metric": metrics[0].name, "n": len(scored),
-              "metrics": {m.name: _metric_summary(m, values[m.name],
-                                                  ranked_records.get(m.name, scored),
-                                                  zeroed[m.name])
+              "metrics": {m.name: _metric_summary(m, [(r, e) for r, e in scored
+                                                      if m.name in e["scores"]])
                           for m in metrics},
               "duplicates": duplicate_count(records),
               "extraction": {"steps": list(task.extract), "failed": counts["extraction_failed"]},
@@ -135,20 +117,21 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
               "no_classes": counts["no_classes"],
               "skipped": {"count": sum(skipped.values()), "reasons": dict(skipped)}}
     for name in ranked:  # trec_eval's mean: over the queries both the run and the qrels hold
-        result["metrics"][name].update(queries=len(values[name]),
-                                       queries_unranked=len(scored) - len(values[name]))
-    thinking = thinking_counts(scored)
+        queries = sum(name in e["scores"] for _, e in scored)
+        result["metrics"][name].update(queries=queries, queries_unranked=len(scored) - queries)
+    thinking = thinking_counts([r for r, _ in scored])
     if thinking:
         result["thinking"] = thinking
     if task.breakdown:
-        headline = values[metrics[0].name]
-        result["breakdown"] = BREAKDOWNS[task.breakdown](list(zip(scored, headline, answered)))
+        headline = [(r, e["scores"][metrics[0].name], e["extracted"] is not None)
+                    for r, e in scored if metrics[0].name in e["scores"]]
+        result["breakdown"] = BREAKDOWNS[task.breakdown](headline)
     return {**result, "per_example": per_example}
 
 
 def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_set: tuple,
-                  time_limit: float | None) -> tuple[dict, str | None]:
-    """(per-example entry, extracted answer or None); `label_set`: (classes, whether read)."""
+                  time_limit: float | None) -> dict:
+    """The per-example entry; `label_set`: (classes, whether read)."""
     classes, needs_classes = label_set
     entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
     failed = record.get("error") is not None
@@ -177,7 +160,7 @@ def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_s
                                 explain_one(m, extracted, record["answers"], best, classes))
     entry.update(pred=head(record.get("pred")), extracted=extracted,
                  answers=record.get("answers"), explanations=explanations)
-    return entry, extracted
+    return entry
 
 
 def thinking_counts(records: list[dict]) -> dict | None:
@@ -200,10 +183,14 @@ def thinking_counts(records: list[dict]) -> dict | None:
             "budget_hit": budget}
 
 
-def _metric_summary(m, scores: list[float], records: list[dict], zeroed: Counter) -> dict:
+def _metric_summary(m, rows: list[tuple[dict, dict]]) -> dict:
+    """The figures of metric m over (record, entry) rows that hold a score of it."""
+    scores = [entry["scores"][m.name] for _, entry in rows]
+    zeroed = Counter(entry["zeroed"][m.name] for _, entry in rows
+                     if m.name in entry.get("zeroed", {}))
     score, unrounded = percent(scores)
     buckets: dict[str, list[float]] = {name: [] for _, name in LENGTH_BUCKETS}
-    lengths = [(value, r["length"]) for value, r in zip(scores, records)
+    lengths = [(value, r["length"]) for value, (r, _) in zip(scores, rows)
                if r.get("length") is not None]
     for value, length in lengths:
         buckets[next(name for bound, name in LENGTH_BUCKETS if length < bound)].append(value)

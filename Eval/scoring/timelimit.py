@@ -19,7 +19,6 @@ REPEAT_S = 0.05  # after the limit, the alarm repeats this often until the call 
 class SampleTimeLimit(Exception):
     def __init__(self, seconds: float):
         super().__init__(f"took longer than {seconds:g} s")
-        self.seconds = seconds
 
 
 def limits_available() -> bool:

@@ -2,7 +2,7 @@
 items, B - A with its paired bootstrap interval and McNemar's p, and what was compared."""
 from __future__ import annotations
 
-from Eval.scoring.sections import Results, Table, section
+from Eval.scoring.sections import Results, Table, read_json_object, section
 from Eval.scoring.sections.scores import ci_text, score_text
 
 
@@ -30,7 +30,7 @@ def diff_table(doc: dict, name: str) -> Table:
 def diff(results: Results) -> list[Table]:
     found = []
     for path in sorted(results.root.glob("diff_*.json")) if results.root else []:
-        doc = results.read_json(path)
-        if isinstance(doc, dict) and isinstance(doc.get("datasets"), dict):
+        doc, _ = read_json_object(path)
+        if isinstance(doc.get("datasets"), dict):
             found.append(diff_table(doc, path.name))
     return found

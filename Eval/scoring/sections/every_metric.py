@@ -39,7 +39,9 @@ def every_metric(results: Results) -> list[Table]:
     if not wanted(results.by_model):
         return []
     metrics, config = extra_columns(results.by_model)
-    judged = judge_scores(results)
+    judged: dict[tuple[str, str], dict[str, str]] = {}  # (model, dataset) -> {rubric: score}
+    for model, dataset, r in judge_entries(results):
+        judged.setdefault((model, dataset), {})[str(r.get("rubric"))] = score_text(r.get("score"))
     rubrics = sorted({rubric for found in judged.values() for rubric in found})
     rows = []
     for model, entries in sorted(results.by_model.items()):
@@ -52,10 +54,3 @@ def every_metric(results: Results) -> list[Table]:
                   ["model", "dataset", *config, "n", *metrics, *(f"judge:{r}" for r in rubrics)],
                   rows, numeric_from=2 + len(config))]
 
-
-def judge_scores(results: Results) -> dict[tuple[str, str], dict[str, str]]:
-    """(model, dataset) -> {rubric: the judge's score} from each folder's judge_result.json."""
-    found: dict[tuple[str, str], dict[str, str]] = {}
-    for model, dataset, r in judge_entries(results):
-        found.setdefault((model, dataset), {})[str(r.get("rubric"))] = score_text(r.get("score"))
-    return found

@@ -3,15 +3,15 @@ parseable ones, x 100, and how many were unparseable or failed), and every compa
 under the root (eval.py compare: A's win / tie / lose rates against B, the win rate's interval)."""
 from __future__ import annotations
 
-from Eval.scoring.sections import Results, Table, section
+from Eval.scoring.sections import Results, Table, read_json_object, section
 from Eval.scoring.sections.scores import score_text
 
 
 def judge_entries(results: Results):
     """(model, dataset, entry) of every model folder's judge_result.json, in name order."""
     for model in sorted(results.by_model) if results.root else []:
-        found = results.read_json(results.root / model / "judge_result.json")
-        for dataset, entry in sorted(found.items()) if isinstance(found, dict) else []:
+        found, _ = read_json_object(results.root / model / "judge_result.json")
+        for dataset, entry in sorted(found.items()):
             if isinstance(entry, dict):
                 yield model, dataset, entry
 
@@ -30,8 +30,7 @@ def judge(results: Results) -> list[Table]:
 def compare(results: Results) -> list[Table]:
     rows = []
     for path in sorted(results.root.glob("compare_*/compare_result.json")) if results.root else []:
-        doc = results.read_json(path)
-        datasets = doc.get("datasets") if isinstance(doc, dict) else None
+        datasets = read_json_object(path)[0].get("datasets")
         for dataset, r in sorted(datasets.items()) if isinstance(datasets, dict) else []:
             low, high = (r.get("win_ci95") or [None, None])[:2]
             rows.append([path.parent.name, dataset, score_text(r.get("win")),
