@@ -2,8 +2,7 @@
 
 Usage:
     from Eval.unlearning import aggregate as agg
-    tr = agg.truth_ratios(correct_losses=[1.0, 2.0], wrong_losses=[[2.0, 2.0], [1.0, 3.0]])
-    agg.closer_to_1_better(tr), agg.true_better(tr), agg.privleak(auc=0.99, ref_auc=0.5)
+    agg.mean([[1.0, 3.0], [2.0, 2.0]]), agg.privleak(auc=0.99, ref_auc=0.5)
     agg.roc_auc(forget=[0.1, 0.4], holdout=[0.3, 0.9])      # forget = label 0, holdout = label 1
 """
 from __future__ import annotations
@@ -13,7 +12,7 @@ import warnings
 
 import numpy as np
 
-EPS = 1e-10  # the reference's guard in every ratio below
+EPS = 1e-10  # the reference's guard in every ratio (here and in tofu.py)
 
 
 def to_1d(values) -> np.ndarray:
@@ -30,52 +29,21 @@ def mean(values) -> float:
     return float(np.mean(to_1d(values))) if len(values) else math.nan
 
 
-def truth_ratios(correct_losses, wrong_losses) -> np.ndarray:
-    """TR_i = exp(-mean wrong avg_loss) / (exp(-mean correct avg_loss) + 1e-10) (the code's)."""
-    return np.exp(-to_1d(wrong_losses)) / (np.exp(-to_1d(correct_losses)) + EPS)
-
-
-def closer_to_1_better(tr) -> float:
-    """Forget-set aggregate: mean of min(TR, 1/TR); 1: the model cannot tell true from false."""
-    tr = np.asarray(tr, dtype=np.float64)
-    return float(np.mean(np.minimum(tr, 1 / (tr + EPS))))
-
-
-def true_better(tr) -> float:
-    """Retain-set aggregate: mean of max(0, 1 - TR); high when the true answer is preferred."""
-    return float(np.mean(np.maximum(0, 1 - np.asarray(tr, dtype=np.float64))))
-
-
-def prob_mean_scores(correct_losses, wrong_losses) -> np.ndarray:
-    """`prob_mean` (open-unlearning #163): p_c / (p_c + p_w + 1e-10), p = exp(-mean loss)."""
-    correct, wrong = np.exp(-to_1d(correct_losses)), np.exp(-to_1d(wrong_losses))
-    return correct / (correct + wrong + EPS)
-
-
-def normalised_probs(correct_probs, wrong_probs) -> np.ndarray:
-    """probability_w_options: p_c / (p_c + sum of the perturbed options' p + 1e-10)."""
-    correct = np.asarray(correct_probs, dtype=np.float64)
-    wrong = np.asarray(wrong_probs, dtype=np.float64)
-    wrong = np.sum(wrong, axis=tuple(range(1, wrong.ndim))) if wrong.ndim > 1 else wrong
-    return correct / (correct + wrong + EPS)
-
-
 def roc_auc(forget, holdout) -> float:
-    """scikit-learn's ROC AUC, forget = label 0 (near 1: still memorised); NaN in, NaN out.
+    """scikit-learn's ROC AUC (the Mann-Whitney U of the holdout side over n0·n1), forget = label 0
+    (near 1: still memorised); NaN in, NaN out.
 
     >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
     0.875
     """
+    from scipy.stats import rankdata
+
     n0, n1 = len(forget), len(holdout)
     if n0 == 0 or n1 == 0:
         raise ValueError(f"an AUC needs forget and holdout samples (got {n0} forget, {n1} holdout)")
-    scores = np.concatenate([np.asarray(forget, dtype=np.float64),
-                             np.asarray(holdout, dtype=np.float64)])
-    if np.isnan(scores).any():
-        return math.nan
-    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    average_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based; ties share their mean rank
-    u = average_rank[inverse][n0:].sum() - n1 * (n1 + 1) / 2.0
+    ranks = rankdata(np.concatenate([np.asarray(forget, dtype=np.float64),
+                                     np.asarray(holdout, dtype=np.float64)]))  # a NaN: all NaN
+    u = ranks[n0:].sum() - n1 * (n1 + 1) / 2.0  # ties share their mean rank
     return float(u / (n0 * n1))
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from Eval.unlearning import aggregate
+from Eval.unlearning.aggregate import EPS
 from Eval.unlearning.muse import MIA_KINDS, RETAIN_AUC, privleak
 
 MIA = ("forget", "holdout")
@@ -63,8 +66,9 @@ def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
 
 
 def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
-    """TR_i = P(wrong) / P(correct), P = exp(-mean avg_loss) of a side's options; agg: the mean of
-    min(TR, 1/TR) (closer_to_1_better), max(0, 1 - TR) (true_better) or P(c) / (P(c) + P(w)).
+    """TR_i = P(wrong) / (P(correct) + 1e-10), P = exp(-mean avg_loss) of a side's options; agg: the
+    mean of min(TR, 1/TR) (closer_to_1_better) or max(0, 1 - TR) (true_better); prob_mean
+    (open-unlearning #163) scores P(c) / (P(c) + P(w) + 1e-10) instead.
 
     >>> r = truth_ratio(_single({"avg_loss": 1.0}), _single({"avg_loss": [1.5, 2.5]}),
     ...                 "true_better")   # TR = e^-2 / e^-1
@@ -74,12 +78,16 @@ def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
     if aggregator not in ("closer_to_1_better", "true_better", "prob_mean"):
         raise ValueError(f"unknown truth-ratio aggregator {aggregator!r}")
     indices, c_loss, w_loss = _paired(correct, wrong, "avg_loss")
+    p_c, p_w = (np.exp(-aggregate.to_1d(losses)) for losses in (c_loss, w_loss))
     if aggregator == "prob_mean":
-        scores = aggregate.prob_mean_scores(c_loss, w_loss)
+        scores = p_c / (p_c + p_w + EPS)
         agg = aggregate.mean(scores)
     else:
-        scores = aggregate.truth_ratios(c_loss, w_loss)
-        agg = getattr(aggregate, aggregator)(scores)
+        scores = p_w / (p_c + EPS)
+        if aggregator == "closer_to_1_better":
+            agg = float(np.mean(np.minimum(scores, 1 / (scores + EPS))))
+        else:
+            agg = float(np.mean(np.maximum(0, 1 - scores)))
     return {"agg_value": agg,
             "value_by_index": {i: {"score": float(v)} for i, v in zip(indices, scores)}}
 
@@ -87,7 +95,9 @@ def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
 def probability_w_options(correct: dict, wrong: dict) -> dict:
     """Normalised probability p_c / (p_c + sum of the perturbed options' p + 1e-10); agg = mean."""
     indices, c_prob, w_prob = _paired(correct, wrong, "prob")
-    probs = aggregate.normalised_probs(c_prob, w_prob)
+    c_prob, w_prob = np.asarray(c_prob, dtype=np.float64), np.asarray(w_prob, dtype=np.float64)
+    w_prob = np.sum(w_prob, axis=tuple(range(1, w_prob.ndim))) if w_prob.ndim > 1 else w_prob
+    probs = c_prob / (c_prob + w_prob + EPS)
     return {"agg_value": aggregate.mean(probs),
             "value_by_index": {i: {"prob": float(v)} for i, v in zip(indices, probs)}}
 
