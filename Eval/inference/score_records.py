@@ -2,7 +2,8 @@
 
 Usage:
     python inference.py unlearning tofu                     # the demo data and demo target model
-    python inference.py unlearning tofu --model M --tofu-dir PATH [--gradnorm] [--reference-model R]
+    python inference.py unlearning tofu --model M --data-dir PATH --forget-split forget10 \
+        --holdout-split holdout10 [--gradnorm] [--reference-model R]
     python inference.py unlearning muse                     # the MUSE-form demo data, demo target
     python inference.py unlearning muse --model M --data-dir PATH [--completion-max-tokens 2048]
 
@@ -22,7 +23,7 @@ import argparse
 import hashlib
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from Eval.args import one_line
@@ -41,16 +42,6 @@ DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
 MUSE_DEMO_DATA = ROOT / "dataset" / "muse_demo"
 DEMO_TARGET = ROOT / "demo" / "unlearn-target"
 FORMAT = 2  # bump when the record layout or the sample encoding changes (in the resume fingerprint)
-VERBMEM_REFERENCES = {  # the text verbmem generations are scored against (ROUGE)
-    "open-unlearning": "the labels' text with every copy of the prefix's text removed, stripped "
-                       "(open-unlearning's .replace: a continuation repeating its prefix loses it)",
-    "continuation": "the labels' text as it is, stripped",
-}
-ANSWER_ENCODINGS = {
-    "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end "
-                 "in one (open-unlearning's default)",
-    "answer-eos": "the answer's tokens plus one EOS",
-}
 
 
 @dataclass(frozen=True)
@@ -63,9 +54,9 @@ class Settings:
     overwrite: bool = False
     generate: bool = True
     gradnorm: bool = False
-    answer_encoding: str = "full-turn"  # ANSWER_ENCODINGS
+    answer_encoding: str = "full-turn"  # or answer-eos (--answer-encoding)
     completion_max_tokens: int = 2048   # verbmem / privleak: labels after the prefix at most
-    verbmem_reference: str = "open-unlearning"  # VERBMEM_REFERENCES
+    verbmem_reference: str = "open-unlearning"  # or continuation (--verbmem-reference)
     chunk: int = 64                     # items per appended block (resume granularity)
 
 
@@ -112,7 +103,7 @@ def _texts(model, split: Split, items: list[dict], shots, settings: Settings, ma
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
                   reference: str | None = None) -> str:
     """The decoded labels after the decoded prompt, stripped; a completion text's `reference`:
-    VERBMEM_REFERENCES (open-unlearning's: decode(labels).replace(decode(prompt), ""))."""
+    open-unlearning's decode(labels).replace(decode(prompt), ""), or continuation's labels."""
     if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
@@ -233,31 +224,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the first N items of each split (default: all)")
     parser.add_argument("--overwrite", action="store_true", help="start afresh, not resuming")
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help=f"split files' folder (default: {DEMO_DATA.relative_to(ROOT)} for "
-                             f"tofu, {MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
-    parser.add_argument("--tofu-dir", type=Path, default=None,
-                        help="a TOFU folder (forget10_perturbed.json, ...), which also makes "
-                             "forget10 / holdout10 the split names (default: none)")
-    parser.add_argument("--forget-split", default=None,
-                        help="forget file stem (default: forget; forget10 with --tofu-dir)")
-    parser.add_argument("--holdout-split", default=None,
-                        help="holdout file stem (default: holdout; holdout10 with --tofu-dir)")
+                        help=f"split files' folder, e.g. a TOFU download (default: "
+                             f"{DEMO_DATA.relative_to(ROOT)} for tofu, "
+                             f"{MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
+    parser.add_argument("--forget-split", default="forget",
+                        help="TOFU forget file stem, e.g. forget10 (default: forget)")
+    parser.add_argument("--holdout-split", default="holdout",
+                        help="TOFU holdout file stem, e.g. holdout10 (default: holdout)")
     parser.add_argument("--gradnorm", action="store_true",
                         help="GradNorm MIA scores (batch 1, a backward pass per sample)")
     parser.add_argument("--reference-model", default=None,
                         help="a second model for the Reference MIA (default: none, no attack)")
     parser.add_argument("--no-generate", action="store_true",
                         help="skip the greedy generations (no ROUGE)")
-    parser.add_argument("--answer-encoding", choices=tuple(ANSWER_ENCODINGS), default="full-turn",
-                        help="which tokens of a chat-templated answer are labelled: " + "; ".join(
-                            f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
+    parser.add_argument("--answer-encoding", choices=("full-turn", "answer-eos"),
+                        default="full-turn", help="which tokens of a chat-templated answer are "
+                        "labelled: full-turn: the assistant turn as the chat template renders it, "
+                        "plus EOS if it does not end in one (open-unlearning's default); "
+                        "answer-eos: the answer's tokens plus one EOS")
     parser.add_argument("--completion-max-tokens", type=positive_int, default=2048, metavar="N",
                         help="MUSE verbmem / privleak texts: tokens labelled after the prefix at "
                              "most, open-unlearning's max_length (the context window still cuts)")
-    parser.add_argument("--verbmem-reference", choices=tuple(VERBMEM_REFERENCES),
+    parser.add_argument("--verbmem-reference", choices=("open-unlearning", "continuation"),
                         default="open-unlearning", help="what MUSE verbmem generations are "
-                        "scored against: " + "; ".join(f"{k}: {v}"
-                                                       for k, v in VERBMEM_REFERENCES.items()))
+                        "scored against: open-unlearning: the labels' text with every copy of the "
+                        "prefix's text removed (its .replace), stripped; continuation: the labels' "
+                        "text as it is, stripped")
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
@@ -265,10 +257,8 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
     if args.suite == "muse":
         splits, data_dir = muse_splits(), args.data_dir or MUSE_DEMO_DATA
     else:
-        tofu = args.tofu_dir is not None
-        data_dir = args.tofu_dir or args.data_dir or DEMO_DATA
-        splits = tofu_splits(args.forget_split or ("forget10" if tofu else "forget"),
-                             args.holdout_split or ("holdout10" if tofu else "holdout"))
+        splits = tofu_splits(args.forget_split, args.holdout_split)
+        data_dir = args.data_dir or DEMO_DATA
     if not data_dir.is_dir() or find_file(data_dir, splits[0].files) is None:
         names = " or ".join(f"{stem}.json(l)" for stem in splits[0].files)
         raise FileNotFoundError(f"{data_dir}: no {names}")
@@ -303,12 +293,8 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, OSError, ValueError, KeyError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length,
-                        args.max_new_tokens, args.limit, args.overwrite,
-                        generate=not args.no_generate, gradnorm=args.gradnorm,
-                        answer_encoding=args.answer_encoding,
-                        completion_max_tokens=args.completion_max_tokens,
-                        verbmem_reference=args.verbmem_reference)
+    given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    settings = Settings(**given, generate=not args.no_generate)
     start, failed = time.perf_counter(), 0
     try:
         for split, path, shots in found:

@@ -163,10 +163,9 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
     run.read_leaves(values_of)
     run.finish()
     by_file = {}  # each file's one encoding of the answer labels, or "mixed"
-    for split, rows in records.items():
-        # MUSE knowmem labels no answer (ROUGE only): its encoding says nothing
-        labelled = [r for _, r in rows if r.get("logprobs")]
-        found = {r.get(ENCODING_KEY, "not recorded") for r in labelled} - {"plain"}
+    for split, rows in records.items():  # MUSE knowmem labels no answer (ROUGE only): skipped
+        found = {r.get(ENCODING_KEY, "not recorded") for _, r in rows
+                 if r.get("logprobs") and r.get(ENCODING_KEY) != "plain"}
         if found:
             by_file[paths[split].name] = found.pop() if len(found) == 1 else "mixed"
     if by_file:

@@ -90,14 +90,8 @@ def extraction_strength(ts: dict) -> float:
     n = len(flags)
     if n == 0:
         return 0
-    if not flags[-1]:
-        k = n - 1  # no suffix matches: the reference's loop runs out at its last value
-    else:
-        k = n
-        while k > 0 and flags[k - 1]:
-            k -= 1
-
-    return 1 - (k / n)
+    matched = next((j for j, flag in enumerate(reversed(flags)) if not flag), n)  # suffix length
+    return 1 - min(n - matched, n - 1) / n  # no matching suffix: the loop's last k, N-1
 
 
 def _bottom_k_mean(values: np.ndarray, k: float) -> float:
