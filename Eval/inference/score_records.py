@@ -1,4 +1,5 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split, each a run-loop job.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split of the split table
+below (data files, kind of text, generation length, attacks), each a run-loop job.
 
 Usage:
     python inference.py unlearning tofu                     # the demo data and demo target model
@@ -32,9 +33,7 @@ from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
 from Eval.names import output_folder
-from Eval.records import content_hash
-from Eval.unlearning.splits import (RECORD_KIND, Split, find_file, muse_splits, options_of,
-                                    read_items, tofu_splits)
+from Eval.records import RecordError, content_hash, iter_json_objects
 from Eval.unlearning.stats import confidence_ordered_probs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +41,75 @@ DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
 MUSE_DEMO_DATA = ROOT / "dataset" / "muse_demo"
 DEMO_TARGET = ROOT / "demo" / "unlearn-target"
 FORMAT = 2  # bump when the record layout or the sample encoding changes (in the resume fingerprint)
+ANSWER_KEYS = ("answer", "paraphrased_answer", "perturbed_answer")
+REQUIRED = {"qa": ("question", "answer"), "knowmem": ("question", "answer"),
+            "verbmem": ("prompt", "gt"), "text": ("text",)}
+MUSE_STOP = ("\n\n", "\nQuestion", "Question:")
+RECORD_KIND = "unlearning_score_records"  # the sidecar's "kind": not for the LongBench scorer
+
+
+@dataclass(frozen=True)
+class Split:
+    suite: str                  # "tofu" or "muse"
+    role: str                   # the split's name within its suite: "forget", "knowmem_retain", ...
+    files: tuple[str, ...]      # candidate data files under the data folder, first found wins
+    kind: str                   # "qa", "knowmem", "verbmem" or "text"
+    generate: int = 0           # max new tokens of the greedy generation; 0: none
+    mia: bool = False           # GradNorm / Reference attack computed on "answer"
+    stop: tuple[str, ...] = ()
+    icl: tuple[str, ...] = ()   # knowmem: few-shot example files
+
+    @property
+    def name(self) -> str:  # the score-record file stem, e.g. "tofu_forget"
+        return f"{self.suite}_{self.role}"
+
+
+def tofu_splits(forget: str = "forget", holdout: str = "holdout", max_new: int = 200) -> list:
+    return [Split("tofu", "forget", (f"{forget}_perturbed", forget), "qa", max_new, mia=True),
+            Split("tofu", "retain", ("retain_perturbed", "retain"), "qa", max_new),
+            Split("tofu", "holdout", (holdout,), "qa", 0, mia=True),
+            Split("tofu", "ra", ("real_authors_perturbed", "real_authors"), "qa", max_new),
+            Split("tofu", "wf", ("world_facts_perturbed", "world_facts"), "qa", max_new)]
+
+
+def muse_splits() -> list[Split]:
+    def names(subset: str, split: str) -> tuple[str, ...]:
+        return (f"{subset}/{split}", f"{subset}_{split}")
+    return [Split("muse", "knowmem_forget", names("knowmem", "forget_qa"), "knowmem", 32,
+                  stop=MUSE_STOP, icl=names("knowmem", "forget_qa_icl")),
+            Split("muse", "knowmem_retain", names("knowmem", "retain_qa"), "knowmem", 32,
+                  stop=MUSE_STOP, icl=names("knowmem", "retain_qa_icl")),
+            Split("muse", "verbmem_forget", names("verbmem", "forget"), "verbmem", 128),
+            Split("muse", "privleak_forget", names("privleak", "forget"), "text", 0, mia=True),
+            Split("muse", "privleak_holdout", names("privleak", "holdout"), "text", 0, mia=True)]
+
+
+def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
+    found = [data_dir / f"{stem}{suffix}" for stem in stems for suffix in (".json", ".jsonl")]
+    return next((path for path in found if path.is_file()), None)
+
+
+def read_items(path: Path, kind: str) -> list[dict]:
+    """The rows of a split file, each checked for its kind's fields (RecordError: file and line)."""
+    rows = []
+    for line, row in iter_json_objects(path):
+        for field in REQUIRED[kind]:
+            if not isinstance(row, dict) or not isinstance(row.get(field), str):
+                raise RecordError(path, line, f"field {field!r} must be a string")
+        rows.append(row)
+    return rows
+
+
+def options_of(item: dict, kind: str) -> dict[str, list[str]]:
+    """The answer options scored for one item: {key: [texts]}."""
+    if kind == "qa":
+        return {k: item[k] if isinstance(item[k], list) else [item[k]] for k in ANSWER_KEYS
+                if k in item}
+    if kind == "verbmem":
+        return {"answer": [" " + item["gt"]]}  # MUSE puts a space between prefix and continuation
+    if kind == "text":
+        return {"answer": [item["text"]]}
+    return {}  # knowmem: ROUGE on generations only
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from pathlib import Path
 from Eval.commands import eval_command
 from Eval.records import RecordError
 from Eval.unlearning import files
-from Eval.unlearning.splits import roles
 
 ENCODING_KEY = "answer_encoding"  # not a metric: which tokens of the answers were labelled
 
@@ -148,7 +147,7 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
     if not pred_dir.is_dir():
         raise RecordError(pred_dir, None, "no such folder")
-    paths = {split: pred_dir / f"{suite}_{split}.jsonl" for split in roles(suite)}
+    paths = {split: pred_dir / f"{suite}_{split}.jsonl" for split in run.bench.SPLITS}
     records = {s: files.load_records(p) for s, p in paths.items() if p.is_file()}
     if not records:
         raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from Eval.unlearning import aggregate
 
+SPLITS = ("knowmem_forget", "knowmem_retain", "verbmem_forget", "privleak_forget",
+          "privleak_holdout")  # score records DIR/muse_<split>.jsonl
 MIA = ("privleak_forget", "privleak_holdout")
 MIA_KINDS = ("mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm",
              "mia_reference")

@@ -14,6 +14,7 @@ from Eval.unlearning import aggregate
 from Eval.unlearning.aggregate import EPS
 from Eval.unlearning.muse import MIA_KINDS, RETAIN_AUC, privleak
 
+SPLITS = ("forget", "retain", "holdout", "ra", "wf")  # score records DIR/tofu_<split>.jsonl
 MIA = ("forget", "holdout")
 _QA_LEAVES = {"Prob": ("probability", "answer"), "ROUGE": ("rougeL_recall", "answer"),
               "PARA_Prob": ("probability", "paraphrased_answer"),
