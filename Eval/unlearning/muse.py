@@ -6,7 +6,7 @@ Usage:
 """
 from __future__ import annotations
 
-from Eval.unlearning import aggregate
+from Eval.unlearning import stats
 
 SPLITS = ("knowmem_forget", "knowmem_retain", "verbmem_forget", "privleak_forget",
           "privleak_holdout")  # score records DIR/muse_<split>.jsonl
@@ -33,11 +33,11 @@ def composites(run) -> None:
 
 
 def privleak(mia_min_k: dict, retain: dict | None, ref_value: float = 0.5) -> dict:
-    """aggregate.privleak on the Min-K% AUC; without the retain model's, AUC_retain = ref_value.
+    """stats.privleak on the Min-K% AUC; without the retain model's, AUC_retain = ref_value.
 
     >>> round(privleak({"agg_value": 0.9991}, {"agg_value": 0.5236})["agg_value"], 4)
     -99.8111
     """
 
     ref_auc = ref_value if retain is None else retain["agg_value"]
-    return {"agg_value": aggregate.privleak(mia_min_k["agg_value"], ref_auc)}
+    return {"agg_value": stats.privleak(mia_min_k["agg_value"], ref_auc)}

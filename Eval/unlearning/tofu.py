@@ -10,8 +10,7 @@ import math
 
 import numpy as np
 
-from Eval.unlearning import aggregate
-from Eval.unlearning.aggregate import EPS
+from Eval.unlearning import stats
 from Eval.unlearning.muse import MIA_KINDS, RETAIN_AUC, privleak
 
 SPLITS = ("forget", "retain", "holdout", "ra", "wf")  # score records DIR/tofu_<split>.jsonl
@@ -79,14 +78,14 @@ def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
     if aggregator not in ("closer_to_1_better", "true_better", "prob_mean"):
         raise ValueError(f"unknown truth-ratio aggregator {aggregator!r}")
     indices, c_loss, w_loss = _paired(correct, wrong, "avg_loss")
-    p_c, p_w = (np.exp(-aggregate.to_1d(losses)) for losses in (c_loss, w_loss))
+    p_c, p_w = (np.exp(-stats.to_1d(losses)) for losses in (c_loss, w_loss))
     if aggregator == "prob_mean":
-        scores = p_c / (p_c + p_w + EPS)
-        agg = aggregate.mean(scores)
+        scores = p_c / (p_c + p_w + stats.EPS)
+        agg = stats.mean(scores)
     else:
-        scores = p_w / (p_c + EPS)
+        scores = p_w / (p_c + stats.EPS)
         if aggregator == "closer_to_1_better":
-            agg = float(np.mean(np.minimum(scores, 1 / (scores + EPS))))
+            agg = float(np.mean(np.minimum(scores, 1 / (scores + stats.EPS))))
         else:
             agg = float(np.mean(np.maximum(0, 1 - scores)))
     return {"agg_value": agg,
@@ -98,8 +97,8 @@ def probability_w_options(correct: dict, wrong: dict) -> dict:
     indices, c_prob, w_prob = _paired(correct, wrong, "prob")
     c_prob, w_prob = np.asarray(c_prob, dtype=np.float64), np.asarray(w_prob, dtype=np.float64)
     w_prob = np.sum(w_prob, axis=tuple(range(1, w_prob.ndim))) if w_prob.ndim > 1 else w_prob
-    probs = c_prob / (c_prob + w_prob + EPS)
-    return {"agg_value": aggregate.mean(probs),
+    probs = c_prob / (c_prob + w_prob + stats.EPS)
+    return {"agg_value": stats.mean(probs),
             "value_by_index": {i: {"prob": float(v)} for i, v in zip(indices, probs)}}
 
 
@@ -109,11 +108,11 @@ def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
         return {"agg_value": None}
     scores = [[e["score"] for e in r["value_by_index"].values()]
               for r in (forget_truth_ratio, retain)]
-    return {"agg_value": aggregate.ks_pvalue(*scores)}
+    return {"agg_value": stats.ks_pvalue(*scores)}
 
 
 def model_utility(*components: dict) -> dict:
-    return {"agg_value": aggregate.harmonic_mean([c["agg_value"] for c in components])}
+    return {"agg_value": stats.harmonic_mean([c["agg_value"] for c in components])}
 
 
 def _single(sample: dict) -> dict:
