@@ -178,7 +178,7 @@ def test_import_mode_never_imports_torch(tmp_path):
 
 
 def test_suite_is_told_from_the_metrics_or_else_the_file_name(tmp_path):
-    from Eval.unlearning.files import detect_suite
+    from Eval.unlearning.evaluate import detect_suite
 
     assert detect_suite({"forget_verbmem_ROUGE": {}}, tmp_path / "x.json") == "muse"
     assert detect_suite({"mia_loss": {}}, tmp_path / "TOFU_EVAL.json") == "tofu"
