@@ -271,12 +271,11 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     run.read_leaves(values_of)
     run.finish(required=list(log))
     for name in log:
-        if name == ENCODING_KEY:  # our own log read back: kept as it is, not a metric
+        if name not in run.eval_log:  # our own answer_encoding; a newer open-unlearning's metric
             run.eval_log[name] = log[name]
-        elif name not in run.eval_log:  # e.g. a metric of a newer open-unlearning
-            run.eval_log[name] = log[name]
-            run.notes.append(f"{name}: not a known {run.suite.upper()} metric; copied unchanged, "
-                             "not recomputed")
+            if name != ENCODING_KEY:
+                run.notes.append(f"{name}: not a known {run.suite.upper()} metric; copied "
+                                 "unchanged, not recomputed")
     return run
 
 

@@ -134,17 +134,14 @@ def explain(metric: str, sample_of) -> dict | None:
     c_loss, w_losses = sample_of(correct)["avg_loss"], sample_of(wrong)["avg_loss"]
     one = truth_ratio(_single({"avg_loss": c_loss}), _single({"avg_loss": w_losses}), aggregator)
     tr, term = one["value_by_index"]["0"]["score"], one["agg_value"]
-    c_list, w_list = (x if isinstance(x, list) else [x] for x in (c_loss, w_losses))
-    c_mean, w_mean = sum(c_list) / len(c_list), sum(w_list) / len(w_list)
+    c_mean, w_mean = (float(np.mean(losses)) for losses in (c_loss, w_losses))
     p_c, p_w = math.exp(-c_mean), math.exp(-w_mean)
-    if aggregator == "closer_to_1_better":
-        averaged = f"the forget aggregate averages min(TR, 1/TR) = {term:.4g} (1: cannot tell true"
-        averaged += " from false)"
-    else:
-        averaged = f"the aggregate averages max(0, 1 - TR) = {term:.4g} (high: the true answer is "
-        averaged += "preferred)"
+    averaged = (f"the forget aggregate averages min(TR, 1/TR) = {term:.4g} (1: cannot tell true "
+                "from false)" if aggregator == "closer_to_1_better" else
+                f"the aggregate averages max(0, 1 - TR) = {term:.4g} (high: the true answer is "
+                "preferred)")
     text = (f"P(correct) = exp(-{c_mean:.4f}) = {p_c:.4g} ({correct}); P(wrong) = exp(-mean of "
-            f"{len(w_list)} losses {w_mean:.4f}) = {p_w:.4g} ({wrong}); "
+            f"{np.size(w_losses)} losses {w_mean:.4f}) = {p_w:.4g} ({wrong}); "
             f"TR = P(wrong) / P(correct) = {tr:.4g}; {averaged}")
     return {"correct_avg_loss": c_loss, "wrong_avg_losses": w_losses, "p_correct": p_c,
             "p_wrong": p_w, "TR": tr, "term": term, "text": text}
