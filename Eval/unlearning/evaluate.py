@@ -108,18 +108,6 @@ class Run:
                 raise RecordError(self.retain_path, None,
                                   f"this retain-model log is not a {suite.upper()} log")
 
-    def read_leaves(self, values_of) -> None:
-        """values_of(name, split, kind, key): (per-sample values, where from), or Missing."""
-        from Eval.unlearning import samples
-
-        for name, (split, kind, key) in self.bench.LEAVES.items():
-            try:
-                values, where = values_of(name, split, kind, key)
-            except samples.Missing as err:
-                self.why[name] = str(err)
-                continue
-            self.results[name] = computed(where, name, samples.leaf_result, kind, values)
-
     def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None,
             **params) -> None:
         """results[name] = fn(the inputs' results[, the retain log's `retain[0]`]), or why not."""
@@ -139,8 +127,18 @@ class Run:
                               f"{retain[0]!r}; {retain[1]} (open-unlearning's fallback)")
         self.results[name] = computed(where, name, fn, *args, **params)
 
-    def finish(self, required=()) -> None:
-        """The composites, then eval_log (top-level metrics and their inputs) and summary."""
+    def finish(self, values_of, required=()) -> None:
+        """The leaves from values_of(name, split, kind, key) (per-sample values and where from, or
+        Missing), the composites, then eval_log (top-level metrics and their inputs) and summary."""
+        from Eval.unlearning import samples
+
+        for name, (split, kind, key) in self.bench.LEAVES.items():
+            try:
+                values, where = values_of(name, split, kind, key)
+            except samples.Missing as err:
+                self.why[name] = str(err)
+                continue
+            self.results[name] = computed(where, name, samples.leaf_result, kind, values)
         self.bench.composites(self)
         top_level = self.bench.TOP_LEVEL
         done = [n for n in top_level if n in self.results]
@@ -221,8 +219,7 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
         where = ", ".join(str(paths[s]) for s in sides)
         return (tuple(values) if isinstance(split, tuple) else values[0]), where
 
-    run.read_leaves(values_of)
-    run.finish()
+    run.finish(values_of)
     by_file = {}  # each file's one encoding of the answer labels, or "mixed"
     for split, rows in records.items():  # MUSE knowmem labels no answer (ROUGE only): skipped
         found = {r.get(ENCODING_KEY, "not recorded") for _, r in rows
@@ -268,8 +265,7 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
                          for side in ("forget", "holdout")), log_path
         return checked(log[name], name, KINDS[kind][2]), log_path
 
-    run.read_leaves(values_of)
-    run.finish(required=list(log))
+    run.finish(values_of, required=list(log))
     for name in log:
         if name not in run.eval_log:  # our own answer_encoding; a newer open-unlearning's metric
             run.eval_log[name] = log[name]
