@@ -72,16 +72,14 @@ def tofu_splits(forget: str = "forget", holdout: str = "holdout", max_new: int =
             Split("tofu", "wf", ("world_facts_perturbed", "world_facts"), "qa", max_new)]
 
 
-def muse_splits() -> list[Split]:
-    def names(subset: str, split: str) -> tuple[str, ...]:
-        return (f"{subset}/{split}", f"{subset}_{split}")
-    return [Split("muse", "knowmem_forget", names("knowmem", "forget_qa"), "knowmem", 32,
-                  stop=MUSE_STOP, icl=names("knowmem", "forget_qa_icl")),
-            Split("muse", "knowmem_retain", names("knowmem", "retain_qa"), "knowmem", 32,
-                  stop=MUSE_STOP, icl=names("knowmem", "retain_qa_icl")),
-            Split("muse", "verbmem_forget", names("verbmem", "forget"), "verbmem", 128),
-            Split("muse", "privleak_forget", names("privleak", "forget"), "text", 0, mia=True),
-            Split("muse", "privleak_holdout", names("privleak", "holdout"), "text", 0, mia=True)]
+def muse_splits() -> list[Split]:  # MUSE's layout: knowmem/, verbmem/, privleak/
+    return [Split("muse", "knowmem_forget", ("knowmem/forget_qa",), "knowmem", 32,
+                  stop=MUSE_STOP, icl=("knowmem/forget_qa_icl",)),
+            Split("muse", "knowmem_retain", ("knowmem/retain_qa",), "knowmem", 32,
+                  stop=MUSE_STOP, icl=("knowmem/retain_qa_icl",)),
+            Split("muse", "verbmem_forget", ("verbmem/forget",), "verbmem", 128),
+            Split("muse", "privleak_forget", ("privleak/forget",), "text", 0, mia=True),
+            Split("muse", "privleak_holdout", ("privleak/holdout",), "text", 0, mia=True)]
 
 
 def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:

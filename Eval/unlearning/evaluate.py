@@ -118,13 +118,12 @@ class Run:
         args, where, self.inputs[name] = [self.results[i] for i in inputs], self.source, inputs
         if retain is not None:
             args.append((self.retain or {}).get(retain[0]))
+            where += f" (retain logs {self.retain_path})" if self.retain is not None else ""
             if args[-1] is None:
                 self.fallbacks[name] = retain[1]
-            if self.retain is not None:  # without any retain logs finish() says it once
-                where += f" (retain logs {self.retain_path})"
-                if args[-1] is None:
-                    self.warn(f"{name}: the retain-model logs {self.retain_path} hold no "
-                              f"{retain[0]!r}; {retain[1]} (open-unlearning's fallback)")
+            if args[-1] is None and self.retain is not None:  # none at all: finish() says it once
+                self.warn(f"{name}: the retain-model logs {self.retain_path} hold no "
+                          f"{retain[0]!r}; {retain[1]} (open-unlearning's fallback)")
         self.results[name] = computed(where, name, fn, *args, **params)
 
     def finish(self, values_of, required=()) -> None:
