@@ -1,5 +1,5 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split of the split table
-below (data files, kind of text, generation length, attacks), each a run-loop job.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split (the split table:
+tofu_splits / muse_splits: data files, kind of text, generation length, attacks), each a job.
 
 Usage:
     python inference.py unlearning tofu                     # the demo data and demo target model
@@ -304,18 +304,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-generate", action="store_true",
                         help="skip the greedy generations (no ROUGE)")
     parser.add_argument("--answer-encoding", choices=("full-turn", "answer-eos"),
-                        default="full-turn", help="which tokens of a chat-templated answer are "
-                        "labelled: full-turn: the assistant turn as the chat template renders it, "
-                        "plus EOS if it does not end in one (open-unlearning's default); "
-                        "answer-eos: the answer's tokens plus one EOS")
+                        default="full-turn", help="labels: the templated assistant turn plus EOS "
+                        "(open-unlearning's default), or the answer plus one EOS")
     parser.add_argument("--completion-max-tokens", type=positive_int, default=2048, metavar="N",
                         help="MUSE verbmem / privleak texts: tokens labelled after the prefix at "
                              "most, open-unlearning's max_length (the context window still cuts)")
     parser.add_argument("--verbmem-reference", choices=("open-unlearning", "continuation"),
-                        default="open-unlearning", help="what MUSE verbmem generations are "
-                        "scored against: open-unlearning: the labels' text with every copy of the "
-                        "prefix's text removed (its .replace), stripped; continuation: the labels' "
-                        "text as it is, stripped")
+                        default="open-unlearning", help="MUSE verbmem's ROUGE reference: the "
+                        "labels' text minus the prefix's (its .replace), or the labels' text whole")
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
