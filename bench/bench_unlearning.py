@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from Eval.inference import score_records as ur  # noqa: E402
-from Eval.unlearning import splits as split_table  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
 from Eval.models.token_stats import _stats_of  # noqa: E402
 
@@ -78,11 +77,11 @@ def parse_args():
 
 def load_splits(args) -> dict:
     splits = {}
-    for split in split_table.tofu_splits(args.forget_split, args.holdout_split):
-        path = split_table.find_file(args.data_dir, split.files)
+    for split in ur.tofu_splits(args.forget_split, args.holdout_split):
+        path = ur.find_file(args.data_dir, split.files)
         if path is None:
             sys.exit(f"{args.data_dir}: no {split.files[0]}.json(l)")
-        items = split_table.read_items(path, "qa")
+        items = ur.read_items(path, "qa")
         splits[split.name] = (split, path, items[:args.limit] if args.limit else items)
     return splits
 
@@ -142,9 +141,9 @@ def baseline(model, reference, splits, batch_size: int) -> dict:
     for metric, name, key in BASELINE_PASSES:
         split, _, items = splits[name]
         prompts = [ur.build_prompt(model, split, item, [], 0, None) for item in items]
-        n_options = max(len(split_table.options_of(item, "qa")[key]) for item in items)
+        n_options = max(len(ur.options_of(item, "qa")[key]) for item in items)
         for option in range(n_options):  # open-unlearning runs each answer option as its own mini-batch
-            pairs = [(p, labelled(model, split, p, item, split_table.options_of(item, "qa")[key][option]))
+            pairs = [(p, labelled(model, split, p, item, ur.options_of(item, "qa")[key][option]))
                      for p, item in zip(prompts, items)]
             results[(metric, name, key, option)] = per_metric_pass(model, pairs, batch_size, counts)
         if metric == "mia_reference":  # the attack also runs the reference model over the same texts

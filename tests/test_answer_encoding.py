@@ -12,7 +12,6 @@ import inference
 from conftest import ROOT
 from Eval.models.hf import HFModel
 from Eval.inference import score_records as ur
-from Eval.unlearning.splits import ANSWER_KEYS
 
 TARGET = ROOT / "demo" / "unlearn-target"
 # A template shaped like Llama-3's: the assistant turn ends in exactly the EOS token, nothing after it.
@@ -27,7 +26,7 @@ def model():
 
 def forget_pairs() -> list[tuple[str, str]]:
     items = json.loads((ur.DEMO_DATA / "forget.json").read_text(encoding="utf-8"))
-    return [(item["question"], answer) for item in items for key in ANSWER_KEYS if key in item
+    return [(item["question"], answer) for item in items for key in ur.ANSWER_KEYS if key in item
             for answer in (item[key] if isinstance(item[key], list) else [item[key]])]
 
 

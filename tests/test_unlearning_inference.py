@@ -11,7 +11,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from conftest import ROOT, SHARED
 import inference
 from Eval.inference import score_records as ur
-from Eval.unlearning import splits
 from Eval.models.base import Prompt
 from Eval.models.hf import HFModel
 from Eval.records import TOKEN_STATS_FIELDS, RecordError, read_records
@@ -121,16 +120,16 @@ def test_gradnorm_matches_a_hand_computation(model):
 
 @pytest.mark.skipif(not (TOFU / "forget01_perturbed.json").is_file(), reason="needs ../shared/reference/tofu")
 def test_tofu_readers_on_the_shared_files():
-    forget = splits.read_items(TOFU / "forget01_perturbed.json", "qa")
+    forget = ur.read_items(TOFU / "forget01_perturbed.json", "qa")
     assert len(forget) == 40
     for item in forget:
-        counts = {k: len(v) for k, v in splits.options_of(item, "qa").items()}
+        counts = {k: len(v) for k, v in ur.options_of(item, "qa").items()}
         assert counts == {"answer": 1, "paraphrased_answer": 1, "perturbed_answer": 5}
-    holdout = splits.read_items(TOFU / "holdout01.json", "qa")
-    assert len(holdout) == 40 and all(splits.options_of(i, "qa").keys() == {"answer"} for i in holdout)
-    ra = splits.read_items(TOFU / "real_authors_perturbed.json", "qa")
-    assert {len(splits.options_of(i, "qa")["perturbed_answer"]) for i in ra} == {3}
-    found = [splits.find_file(TOFU, s.files) for s in splits.tofu_splits("forget01", "holdout01")]
+    holdout = ur.read_items(TOFU / "holdout01.json", "qa")
+    assert len(holdout) == 40 and all(ur.options_of(i, "qa").keys() == {"answer"} for i in holdout)
+    ra = ur.read_items(TOFU / "real_authors_perturbed.json", "qa")
+    assert {len(ur.options_of(i, "qa")["perturbed_answer"]) for i in ra} == {3}
+    found = [ur.find_file(TOFU, s.files) for s in ur.tofu_splits("forget01", "holdout01")]
     assert [p.name for p in found] == ["forget01_perturbed.json", "retain_perturbed.json", "holdout01.json",
                                        "real_authors_perturbed.json", "world_facts_perturbed.json"]
 
@@ -139,10 +138,10 @@ def test_readers_name_file_and_line_of_bad_rows(tmp_path):
     path = tmp_path / "forget.json"
     path.write_text('[\n {"question": "q", "answer": "a"},\n {"question": "q2", "answer": 3}\n]\n')
     with pytest.raises(RecordError, match=r"forget.json:3: field 'answer' must be a string"):
-        splits.read_items(path, "qa")
+        ur.read_items(path, "qa")
     path.write_text('{"prompt": "p", "gt": "g"}\n{"prompt": "p"}\n')
     with pytest.raises(RecordError, match=r":2: field 'gt'"):
-        splits.read_items(path, "verbmem")
+        ur.read_items(path, "verbmem")
 
 
 def read(path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import SHARED, needs_shared, needs_package
-from Eval.unlearning import aggregate, stats
+from Eval.unlearning import stats
 from Eval.unlearning.tofu import model_utility, probability_w_options, truth_ratio
 
 OU = SHARED / "reference" / "open-unlearning"
@@ -137,22 +137,22 @@ def test_none_samples_are_dropped_and_labels_shift_as_in_the_reference():
 def test_harmonic_mean_with_a_zero_component_is_zero():
     assert model_utility({"agg_value": 0.5}, {"agg_value": 0.0}, {"agg_value": 0.9})["agg_value"] == 0.0
     assert model_utility({"agg_value": 0.5}, {"agg_value": 0.25})["agg_value"] == pytest.approx(1 / 3)
-    assert math.isnan(aggregate.harmonic_mean([0.5, -0.1]))
+    assert math.isnan(stats.harmonic_mean([0.5, -0.1]))
 
 
 def test_privleak_formula():
-    assert aggregate.privleak(0.5236, 0.5) == pytest.approx(-4.72, abs=1e-8)
-    assert aggregate.privleak(0.38261249999999997, 0.5) == pytest.approx(23.4775, abs=1e-8)
-    assert aggregate.privleak(0.5, 0.5) == 0.0
+    assert stats.privleak(0.5236, 0.5) == pytest.approx(-4.72, abs=1e-8)
+    assert stats.privleak(0.38261249999999997, 0.5) == pytest.approx(23.4775, abs=1e-8)
+    assert stats.privleak(0.5, 0.5) == 0.0
 
 
 def test_auc_by_hand_with_ties():
     # forget (label 0) [1, 2, 2], holdout (label 1) [2, 3]: pairs (h > f) = 1 + 0.5 + 0.5 + 1 + 1 + 1 = 5 of 6.
-    assert aggregate.roc_auc([1, 2, 2], [2, 3]) == pytest.approx(5 / 6)
-    assert aggregate.roc_auc([1.0], [1.0]) == 0.5
-    assert math.isnan(aggregate.roc_auc([float("nan")], [1.0]))
+    assert stats.roc_auc([1, 2, 2], [2, 3]) == pytest.approx(5 / 6)
+    assert stats.roc_auc([1.0], [1.0]) == 0.5
+    assert math.isnan(stats.roc_auc([float("nan")], [1.0]))
     with pytest.raises(ValueError, match="needs forget and holdout"):
-        aggregate.roc_auc([], [1.0])
+        stats.roc_auc([], [1.0])
 
 
 def test_auc_matches_scikit_learn_with_many_ties():
@@ -162,19 +162,19 @@ def test_auc_matches_scikit_learn_with_many_ties():
         forget = rng.integers(0, 6, size=n0).astype(float)   # six distinct values: ties everywhere
         holdout = rng.integers(2, 9, size=n1).astype(float)
         expected = roc_auc_score([0] * n0 + [1] * n1, np.concatenate([forget, holdout]))
-        assert aggregate.roc_auc(forget, holdout) == pytest.approx(expected, abs=1e-12)
+        assert stats.roc_auc(forget, holdout) == pytest.approx(expected, abs=1e-12)
 
 
 def test_ks_pvalue_is_invariant_under_the_legacy_inverse():
     rng = np.random.default_rng(3)
     a, b = rng.lognormal(size=50), rng.lognormal(0.4, size=60)
-    assert aggregate.ks_pvalue(a, b) == aggregate.ks_pvalue(1 / (a + 1e-10), 1 / (b + 1e-10))
+    assert stats.ks_pvalue(a, b) == stats.ks_pvalue(1 / (a + 1e-10), 1 / (b + 1e-10))
 
 
 def test_float32_side_means_only_for_float32_values():
-    assert aggregate.float32_mean([0.1, 0.2]) is None          # not float32 values
+    assert stats.float32_mean([0.1, 0.2]) is None          # not float32 values
     v = [float(np.float32(x)) for x in (0.1, 0.2, 0.7)]
-    assert aggregate.float32_mean(v) == float(np.mean(np.asarray(v, dtype=np.float32)))
+    assert stats.float32_mean(v) == float(np.mean(np.asarray(v, dtype=np.float32)))
 
 
 # --- ROUGE ---------------------------------------------------------------------------------------------------
@@ -199,8 +199,8 @@ def test_rouge_reproduces_every_published_per_sample_value():
 # --- the runnable examples of the modules (the benchmarks' composites, the leaf kinds, the numbers) -----------
 
 def test_module_doctests_pass():
-    from Eval.unlearning import aggregate as agg_module, muse, samples, stats as stats_module, tofu
+    from Eval.unlearning import muse, samples, stats as stats_module, tofu
 
-    for module in (stats_module, agg_module, tofu, muse, samples):
+    for module in (stats_module, tofu, muse, samples):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__

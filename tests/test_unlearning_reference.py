@@ -100,12 +100,13 @@ def test_every_dependency_is_computed_once(monkeypatch):
 
 
 def test_the_leaf_tables_name_known_splits_and_kinds():
+    from Eval.inference.score_records import muse_splits, tofu_splits
     from Eval.unlearning import muse, tofu
-    from Eval.unlearning.splits import roles
 
-    for key, bench in (("tofu", tofu), ("muse", muse)):
+    for table, bench in ((tofu_splits(), tofu), (muse_splits(), muse)):
+        assert bench.SPLITS == tuple(split.role for split in table)  # the files stage 1 writes
         for name, (split, kind, answer_key) in bench.LEAVES.items():
-            assert set(split if isinstance(split, tuple) else (split,)) <= set(roles(key)), name
+            assert set(split if isinstance(split, tuple) else (split,)) <= set(bench.SPLITS), name
             assert kind in samples.KINDS and kind.startswith("mia_") == isinstance(split, tuple), name
         assert len(set(bench.TOP_LEVEL)) == len(bench.TOP_LEVEL)
 
@@ -177,7 +178,7 @@ def test_import_mode_never_imports_torch(tmp_path):
 
 
 def test_suite_is_told_from_the_metrics_or_else_the_file_name(tmp_path):
-    from Eval.unlearning.files import detect_suite
+    from Eval.unlearning.evaluate import detect_suite
 
     assert detect_suite({"forget_verbmem_ROUGE": {}}, tmp_path / "x.json") == "muse"
     assert detect_suite({"mia_loss": {}}, tmp_path / "TOFU_EVAL.json") == "tofu"

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT, needs_package
 import eval as eval_cli
-from Eval.unlearning import aggregate, files, stats
+from Eval.unlearning import evaluate, stats
 from Eval.unlearning.evaluate import reaggregate, score_records
 from unlearning_records import write_muse_records, write_tofu_records
 
@@ -164,7 +164,7 @@ def test_null_gradnorm_leaves_that_sample_out_of_the_attack(tmp_path):
     assert gradnorm["holdout"]["value_by_index"]["11"] == {"score": None}
     forget = [e["score"] for e in gradnorm["forget"]["value_by_index"].values()]
     holdout = [e["score"] for e in gradnorm["holdout"]["value_by_index"].values() if e["score"] is not None]
-    assert len(holdout) == 11 and gradnorm["auc"] == aggregate.roc_auc(forget, holdout)
+    assert len(holdout) == 11 and gradnorm["auc"] == stats.roc_auc(forget, holdout)
     assert outcome.eval_log["mia_reference"]["holdout"]["value_by_index"]["10"] == {"score": None}
-    files.write_outputs(tmp_path, "TOFU", outcome.eval_log, outcome.summary)  # null scores survive the import
+    evaluate.write_outputs(tmp_path, "TOFU", outcome.eval_log, outcome.summary)  # null scores survive the import
     assert reaggregate(tmp_path / "TOFU_EVAL.json", None, warn=_quiet).summary == outcome.summary

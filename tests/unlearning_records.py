@@ -6,7 +6,7 @@ Usage:
 """
 import json
 
-from Eval.unlearning.splits import RECORD_KIND
+from Eval.inference.score_records import RECORD_KIND
 import math
 
 import numpy as np

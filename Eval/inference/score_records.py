@@ -1,8 +1,10 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split, each a run-loop job.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split (the split table:
+tofu_splits / muse_splits: data files, kind of text, generation length, attacks), each a job.
 
 Usage:
     python inference.py unlearning tofu                     # the demo data and demo target model
-    python inference.py unlearning tofu --model M --tofu-dir PATH [--gradnorm] [--reference-model R]
+    python inference.py unlearning tofu --model M --data-dir PATH --forget-split forget10 \
+        --holdout-split holdout10 [--gradnorm] [--reference-model R]
     python inference.py unlearning muse                     # the MUSE-form demo data, demo target
     python inference.py unlearning muse --model M --data-dir PATH [--completion-max-tokens 2048]
 
@@ -22,7 +24,7 @@ import argparse
 import hashlib
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from Eval.args import one_line
@@ -31,9 +33,7 @@ from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
 from Eval.names import output_folder
-from Eval.records import content_hash
-from Eval.unlearning.splits import (RECORD_KIND, Split, find_file, muse_splits, options_of,
-                                    read_items, tofu_splits)
+from Eval.records import RecordError, content_hash, iter_json_objects
 from Eval.unlearning.stats import confidence_ordered_probs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,16 +41,73 @@ DEMO_DATA = ROOT / "dataset" / "unlearn_demo"
 MUSE_DEMO_DATA = ROOT / "dataset" / "muse_demo"
 DEMO_TARGET = ROOT / "demo" / "unlearn-target"
 FORMAT = 2  # bump when the record layout or the sample encoding changes (in the resume fingerprint)
-VERBMEM_REFERENCES = {  # the text verbmem generations are scored against (ROUGE)
-    "open-unlearning": "the labels' text with every copy of the prefix's text removed, stripped "
-                       "(open-unlearning's .replace: a continuation repeating its prefix loses it)",
-    "continuation": "the labels' text as it is, stripped",
-}
-ANSWER_ENCODINGS = {
-    "full-turn": "the assistant turn as the chat template renders it, plus EOS if it does not end "
-                 "in one (open-unlearning's default)",
-    "answer-eos": "the answer's tokens plus one EOS",
-}
+ANSWER_KEYS = ("answer", "paraphrased_answer", "perturbed_answer")
+REQUIRED = {"qa": ("question", "answer"), "knowmem": ("question", "answer"),
+            "verbmem": ("prompt", "gt"), "text": ("text",)}
+MUSE_STOP = ("\n\n", "\nQuestion", "Question:")
+RECORD_KIND = "unlearning_score_records"  # the sidecar's "kind": not for the LongBench scorer
+
+
+@dataclass(frozen=True)
+class Split:
+    suite: str                  # "tofu" or "muse"
+    role: str                   # the split's name within its suite: "forget", "knowmem_retain", ...
+    files: tuple[str, ...]      # candidate data files under the data folder, first found wins
+    kind: str                   # "qa", "knowmem", "verbmem" or "text"
+    generate: int = 0           # max new tokens of the greedy generation; 0: none
+    mia: bool = False           # GradNorm / Reference attack computed on "answer"
+    stop: tuple[str, ...] = ()
+    icl: tuple[str, ...] = ()   # knowmem: few-shot example files
+
+    @property
+    def name(self) -> str:  # the score-record file stem, e.g. "tofu_forget"
+        return f"{self.suite}_{self.role}"
+
+
+def tofu_splits(forget: str = "forget", holdout: str = "holdout", max_new: int = 200) -> list:
+    return [Split("tofu", "forget", (f"{forget}_perturbed", forget), "qa", max_new, mia=True),
+            Split("tofu", "retain", ("retain_perturbed", "retain"), "qa", max_new),
+            Split("tofu", "holdout", (holdout,), "qa", 0, mia=True),
+            Split("tofu", "ra", ("real_authors_perturbed", "real_authors"), "qa", max_new),
+            Split("tofu", "wf", ("world_facts_perturbed", "world_facts"), "qa", max_new)]
+
+
+def muse_splits() -> list[Split]:  # MUSE's layout: knowmem/, verbmem/, privleak/
+    return [Split("muse", "knowmem_forget", ("knowmem/forget_qa",), "knowmem", 32,
+                  stop=MUSE_STOP, icl=("knowmem/forget_qa_icl",)),
+            Split("muse", "knowmem_retain", ("knowmem/retain_qa",), "knowmem", 32,
+                  stop=MUSE_STOP, icl=("knowmem/retain_qa_icl",)),
+            Split("muse", "verbmem_forget", ("verbmem/forget",), "verbmem", 128),
+            Split("muse", "privleak_forget", ("privleak/forget",), "text", 0, mia=True),
+            Split("muse", "privleak_holdout", ("privleak/holdout",), "text", 0, mia=True)]
+
+
+def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
+    found = [data_dir / f"{stem}{suffix}" for stem in stems for suffix in (".json", ".jsonl")]
+    return next((path for path in found if path.is_file()), None)
+
+
+def read_items(path: Path, kind: str) -> list[dict]:
+    """The rows of a split file, each checked for its kind's fields (RecordError: file and line)."""
+    rows = []
+    for line, row in iter_json_objects(path):
+        for field in REQUIRED[kind]:
+            if not isinstance(row, dict) or not isinstance(row.get(field), str):
+                raise RecordError(path, line, f"field {field!r} must be a string")
+        rows.append(row)
+    return rows
+
+
+def options_of(item: dict, kind: str) -> dict[str, list[str]]:
+    """The answer options scored for one item: {key: [texts]}."""
+    if kind == "qa":
+        return {k: item[k] if isinstance(item[k], list) else [item[k]] for k in ANSWER_KEYS
+                if k in item}
+    if kind == "verbmem":
+        return {"answer": [" " + item["gt"]]}  # MUSE puts a space between prefix and continuation
+    if kind == "text":
+        return {"answer": [item["text"]]}
+    return {}  # knowmem: ROUGE on generations only
 
 
 @dataclass(frozen=True)
@@ -63,9 +120,9 @@ class Settings:
     overwrite: bool = False
     generate: bool = True
     gradnorm: bool = False
-    answer_encoding: str = "full-turn"  # ANSWER_ENCODINGS
+    answer_encoding: str = "full-turn"  # or answer-eos (--answer-encoding)
     completion_max_tokens: int = 2048   # verbmem / privleak: labels after the prefix at most
-    verbmem_reference: str = "open-unlearning"  # VERBMEM_REFERENCES
+    verbmem_reference: str = "open-unlearning"  # or continuation (--verbmem-reference)
     chunk: int = 64                     # items per appended block (resume granularity)
 
 
@@ -112,7 +169,7 @@ def _texts(model, split: Split, items: list[dict], shots, settings: Settings, ma
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
                   reference: str | None = None) -> str:
     """The decoded labels after the decoded prompt, stripped; a completion text's `reference`:
-    VERBMEM_REFERENCES (open-unlearning's: decode(labels).replace(decode(prompt), ""))."""
+    open-unlearning's decode(labels).replace(decode(prompt), ""), or continuation's labels."""
     if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
@@ -233,31 +290,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the first N items of each split (default: all)")
     parser.add_argument("--overwrite", action="store_true", help="start afresh, not resuming")
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help=f"split files' folder (default: {DEMO_DATA.relative_to(ROOT)} for "
-                             f"tofu, {MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
-    parser.add_argument("--tofu-dir", type=Path, default=None,
-                        help="a TOFU folder (forget10_perturbed.json, ...), which also makes "
-                             "forget10 / holdout10 the split names (default: none)")
-    parser.add_argument("--forget-split", default=None,
-                        help="forget file stem (default: forget; forget10 with --tofu-dir)")
-    parser.add_argument("--holdout-split", default=None,
-                        help="holdout file stem (default: holdout; holdout10 with --tofu-dir)")
+                        help=f"split files' folder, e.g. a TOFU download (default: "
+                             f"{DEMO_DATA.relative_to(ROOT)} for tofu, "
+                             f"{MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
+    parser.add_argument("--forget-split", default="forget",
+                        help="TOFU forget file stem, e.g. forget10 (default: forget)")
+    parser.add_argument("--holdout-split", default="holdout",
+                        help="TOFU holdout file stem, e.g. holdout10 (default: holdout)")
     parser.add_argument("--gradnorm", action="store_true",
                         help="GradNorm MIA scores (batch 1, a backward pass per sample)")
     parser.add_argument("--reference-model", default=None,
                         help="a second model for the Reference MIA (default: none, no attack)")
     parser.add_argument("--no-generate", action="store_true",
                         help="skip the greedy generations (no ROUGE)")
-    parser.add_argument("--answer-encoding", choices=tuple(ANSWER_ENCODINGS), default="full-turn",
-                        help="which tokens of a chat-templated answer are labelled: " + "; ".join(
-                            f"{k}: {v}" for k, v in ANSWER_ENCODINGS.items()))
+    parser.add_argument("--answer-encoding", choices=("full-turn", "answer-eos"),
+                        default="full-turn", help="labels: the templated assistant turn plus EOS "
+                        "(open-unlearning's default), or the answer plus one EOS")
     parser.add_argument("--completion-max-tokens", type=positive_int, default=2048, metavar="N",
                         help="MUSE verbmem / privleak texts: tokens labelled after the prefix at "
                              "most, open-unlearning's max_length (the context window still cuts)")
-    parser.add_argument("--verbmem-reference", choices=tuple(VERBMEM_REFERENCES),
-                        default="open-unlearning", help="what MUSE verbmem generations are "
-                        "scored against: " + "; ".join(f"{k}: {v}"
-                                                       for k, v in VERBMEM_REFERENCES.items()))
+    parser.add_argument("--verbmem-reference", choices=("open-unlearning", "continuation"),
+                        default="open-unlearning", help="MUSE verbmem's ROUGE reference: the "
+                        "labels' text minus the prefix's (its .replace), or the labels' text whole")
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
@@ -265,10 +319,8 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
     if args.suite == "muse":
         splits, data_dir = muse_splits(), args.data_dir or MUSE_DEMO_DATA
     else:
-        tofu = args.tofu_dir is not None
-        data_dir = args.tofu_dir or args.data_dir or DEMO_DATA
-        splits = tofu_splits(args.forget_split or ("forget10" if tofu else "forget"),
-                             args.holdout_split or ("holdout10" if tofu else "holdout"))
+        splits = tofu_splits(args.forget_split, args.holdout_split)
+        data_dir = args.data_dir or DEMO_DATA
     if not data_dir.is_dir() or find_file(data_dir, splits[0].files) is None:
         names = " or ".join(f"{stem}.json(l)" for stem in splits[0].files)
         raise FileNotFoundError(f"{data_dir}: no {names}")
@@ -303,12 +355,8 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, OSError, ValueError, KeyError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    settings = Settings(args.batch_size, args.max_batch_tokens, args.max_length,
-                        args.max_new_tokens, args.limit, args.overwrite,
-                        generate=not args.no_generate, gradnorm=args.gradnorm,
-                        answer_encoding=args.answer_encoding,
-                        completion_max_tokens=args.completion_max_tokens,
-                        verbmem_reference=args.verbmem_reference)
+    given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    settings = Settings(**given, generate=not args.no_generate)
     start, failed = time.perf_counter(), 0
     try:
         for split, path, shots in found:

@@ -5,25 +5,18 @@ clipped n-gram matches (modified_precision), method1's smoothing and the brevity
 """
 from __future__ import annotations
 
-import functools
 import math
 
 from Eval.metrics.registry import explains, metric
 from Eval.metrics.zh import cut
 
 
-@functools.lru_cache(maxsize=1)
-def _nltk():
-    from nltk.translate import bleu_score
-
-    return bleu_score
-
-
 def sentence_bleu4(prediction: list[str], reference: list[str]) -> float:
     """nltk's sentence BLEU-4 (method1) on token lists; 0.0 for an empty side."""
     if not prediction or not reference:
         return 0.0
-    nltk_bleu = _nltk()
+    from nltk.translate import bleu_score as nltk_bleu
+
     return float(nltk_bleu.sentence_bleu([reference], prediction,
                                          smoothing_function=nltk_bleu.SmoothingFunction().method1))
 
@@ -38,7 +31,8 @@ def explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
     out = {"prediction_tokens": len(prediction), "reference_tokens": len(reference)}
     if not prediction or not reference:
         return {**out, "score": 0.0, "text": "an empty side scores 0"}
-    nltk_bleu = _nltk()
+    from nltk.translate import bleu_score as nltk_bleu
+
     fractions = [nltk_bleu.modified_precision([reference], prediction, n) for n in range(1, 5)]
     counts = [(f.numerator, f.denominator) for f in fractions]  # unnormalised: matches / n-grams
     closest = nltk_bleu.closest_ref_length([reference], len(prediction))

@@ -96,15 +96,15 @@ def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
 
 def explain_logged(target: str, log_path: Path) -> int:
     from Eval.records import RecordError
-    from Eval.unlearning import files
+    from Eval.unlearning import evaluate
 
     metric, sep, index = target.partition(":")
     try:
         if not sep or not metric or not index:
             raise KeyError(f"expected METRIC:INDEX (e.g. forget_truth_ratio:0), found {target!r}")
-        path = files.find_log(log_path)
-        log = files.load_log(path)
-        explained = explain_sample(log, files.detect_suite(log, path), metric, index)
+        path = evaluate.find_log(log_path)
+        log = evaluate.load_log(path)
+        explained = explain_sample(log, evaluate.detect_suite(log, path), metric, index)
     except (KeyError, RecordError) as err:
         print(f"error: {err.args[0] if isinstance(err, KeyError) else err}", file=sys.stderr)
         return 2

@@ -11,16 +11,77 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 from pathlib import Path
 
 from Eval.commands import eval_command
-from Eval.records import RecordError
-from Eval.unlearning import files
-from Eval.unlearning.splits import roles
+from Eval.records import RecordError, iter_json_objects
+from Eval.storage import write_bytes_atomic
 
 ENCODING_KEY = "answer_encoding"  # not a metric: which tokens of the answers were labelled
+
+# Keys only one suite's log holds: enough to tell a TOFU log from a MUSE one whatever its name.
+_MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility",
+                     "forget_Q_A_PARA_Prob"),
+            "muse": ("forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROUGE")}
+
+
+def load_records(path: Path) -> list[tuple[int, dict]]:
+    """(line, record) of each record of a split file, sorted by its integer `index`."""
+    rows, seen = [], {}
+    for line, obj in iter_json_objects(path):
+        index = obj.get("index") if isinstance(obj, dict) else None
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise RecordError(path, line, "missing integer field 'index' (the row's position in "
+                                          "the split)")
+        if index in seen:
+            raise RecordError(path, line, f"index {index} repeats line {seen[index]}")
+        seen[index] = line
+        rows.append((line, obj))
+    if not rows:
+        raise RecordError(path, None, "file is empty: no score records")
+    return sorted(rows, key=lambda row: row[1]["index"])
+
+
+def load_log(path: Path, what: str = "EVAL log") -> dict:
+    """An open-unlearning-layout EVAL file: a JSON object of metric name -> result object."""
+    logs = [log for _, log in iter_json_objects(path)]
+    if len(logs) != 1 or not isinstance(logs[0], dict) or not logs[0] \
+            or not all(isinstance(result, dict) for result in logs[0].values()):
+        raise RecordError(path, None, f"an {what} must be one non-empty JSON object of metric "
+                                      "name -> result object")
+    return logs[0]
+
+
+def find_log(path: Path) -> Path:
+    """A log path as given, or the TOFU_EVAL.json (else MUSE_EVAL.json) inside a folder."""
+    found = [Path(path, n) for n in ("TOFU_EVAL.json", "MUSE_EVAL.json") if Path(path, n).is_file()]
+    return found[0] if Path(path).is_dir() and found else Path(path)
+
+
+def detect_suite(log: dict, path: Path) -> str:
+    """'tofu' or 'muse', from the metrics the log holds (else from a TOFU_/MUSE_ file name)."""
+    hits = [name for name, keys in _MARKERS.items() if any(k in log for k in keys)]
+    if len(hits) == 1:
+        return hits[0]
+    for name in ("tofu", "muse"):
+        if Path(path).name.upper().startswith(name.upper() + "_"):
+            return name
+    raise RecordError(path, None, "cannot tell whether this is a TOFU or a MUSE log: it holds none "
+                                  f"(or both) of {', '.join(_MARKERS['tofu'] + _MARKERS['muse'])}")
+
+
+def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:
+    """Write NAME_EVAL.json and NAME_SUMMARY.json in open-unlearning's layout; return both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = out_dir / f"{name}_EVAL.json", out_dir / f"{name}_SUMMARY.json"
+    for path, content in zip(paths, (eval_log, summary)):
+        text = json.dumps({k: content[k] for k in sorted(content)}, indent=4,
+                          default=lambda value: value.tolist())  # numpy scalars and arrays
+        write_bytes_atomic(path, text.encode("utf-8"))
+    return paths
 
 
 def computed(where, name: str, fn, *args, **params):
@@ -40,24 +101,12 @@ class Run:
         self.bench = importlib.import_module(f"Eval.unlearning.{suite}")  # tofu.py or muse.py
         self.warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
         self.results, self.why, self.inputs, self.fallbacks, self.notes = {}, {}, {}, {}, []
-        self.retain_path = retain_logs and files.find_log(retain_logs)
+        self.retain_path = retain_logs and find_log(retain_logs)
         if self.retain_path:
-            self.retain = files.load_log(self.retain_path, "retain-model log")
-            if files.detect_suite(self.retain, self.retain_path) != suite:  # MUSE's for TOFU
+            self.retain = load_log(self.retain_path, "retain-model log")
+            if detect_suite(self.retain, self.retain_path) != suite:  # MUSE's for TOFU
                 raise RecordError(self.retain_path, None,
                                   f"this retain-model log is not a {suite.upper()} log")
-
-    def read_leaves(self, values_of) -> None:
-        """values_of(name, split, kind, key): (per-sample values, where from), or Missing."""
-        from Eval.unlearning import samples
-
-        for name, (split, kind, key) in self.bench.LEAVES.items():
-            try:
-                values, where = values_of(name, split, kind, key)
-            except samples.Missing as err:
-                self.why[name] = str(err)
-                continue
-            self.results[name] = computed(where, name, samples.leaf_result, kind, values)
 
     def put(self, name: str, fn, *inputs: str, retain: tuple[str, str] | None = None,
             **params) -> None:
@@ -69,17 +118,26 @@ class Run:
         args, where, self.inputs[name] = [self.results[i] for i in inputs], self.source, inputs
         if retain is not None:
             args.append((self.retain or {}).get(retain[0]))
+            where += f" (retain logs {self.retain_path})" if self.retain is not None else ""
             if args[-1] is None:
                 self.fallbacks[name] = retain[1]
-            if self.retain is not None:  # without any retain logs finish() says it once
-                where += f" (retain logs {self.retain_path})"
-                if args[-1] is None:
-                    self.warn(f"{name}: the retain-model logs {self.retain_path} hold no "
-                              f"{retain[0]!r}; {retain[1]} (open-unlearning's fallback)")
+            if args[-1] is None and self.retain is not None:  # none at all: finish() says it once
+                self.warn(f"{name}: the retain-model logs {self.retain_path} hold no "
+                          f"{retain[0]!r}; {retain[1]} (open-unlearning's fallback)")
         self.results[name] = computed(where, name, fn, *args, **params)
 
-    def finish(self, required=()) -> None:
-        """The composites, then eval_log (top-level metrics and their inputs) and summary."""
+    def finish(self, values_of, required=()) -> None:
+        """The leaves from values_of(name, split, kind, key) (per-sample values and where from, or
+        Missing), the composites, then eval_log (top-level metrics and their inputs) and summary."""
+        from Eval.unlearning import samples
+
+        for name, (split, kind, key) in self.bench.LEAVES.items():
+            try:
+                values, where = values_of(name, split, kind, key)
+            except samples.Missing as err:
+                self.why[name] = str(err)
+                continue
+            self.results[name] = computed(where, name, samples.leaf_result, kind, values)
         self.bench.composites(self)
         top_level = self.bench.TOP_LEVEL
         done = [n for n in top_level if n in self.results]
@@ -148,8 +206,8 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
     if not pred_dir.is_dir():
         raise RecordError(pred_dir, None, "no such folder")
-    paths = {split: pred_dir / f"{suite}_{split}.jsonl" for split in roles(suite)}
-    records = {s: files.load_records(p) for s, p in paths.items() if p.is_file()}
+    paths = {split: pred_dir / f"{suite}_{split}.jsonl" for split in run.bench.SPLITS}
+    records = {s: load_records(p) for s, p in paths.items() if p.is_file()}
     if not records:
         raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "
                                           f"{', '.join(p.name for p in paths.values())}")
@@ -160,13 +218,11 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
         where = ", ".join(str(paths[s]) for s in sides)
         return (tuple(values) if isinstance(split, tuple) else values[0]), where
 
-    run.read_leaves(values_of)
-    run.finish()
+    run.finish(values_of)
     by_file = {}  # each file's one encoding of the answer labels, or "mixed"
-    for split, rows in records.items():
-        # MUSE knowmem labels no answer (ROUGE only): its encoding says nothing
-        labelled = [r for _, r in rows if r.get("logprobs")]
-        found = {r.get(ENCODING_KEY, "not recorded") for r in labelled} - {"plain"}
+    for split, rows in records.items():  # MUSE knowmem labels no answer (ROUGE only): skipped
+        found = {r.get(ENCODING_KEY, "not recorded") for _, r in rows
+                 if r.get("logprobs") and r.get(ENCODING_KEY) != "plain"}
         if found:
             by_file[paths[split].name] = found.pop() if len(found) == 1 else "mixed"
     if by_file:
@@ -184,9 +240,9 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
 def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> Run:
     from Eval.unlearning.samples import KINDS, Missing
 
-    log_path = files.find_log(log_path)
-    log = files.load_log(log_path)
-    run = Run(files.detect_suite(log, log_path), log_path, retain_logs, warn)
+    log_path = find_log(log_path)
+    log = load_log(log_path)
+    run = Run(detect_suite(log, log_path), log_path, retain_logs, warn)
 
     def checked(entry, label: str, fields: tuple) -> dict:  # value_by_index, each with `fields`
         values = entry.get("value_by_index") if isinstance(entry, dict) else None
@@ -208,15 +264,13 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
                          for side in ("forget", "holdout")), log_path
         return checked(log[name], name, KINDS[kind][2]), log_path
 
-    run.read_leaves(values_of)
-    run.finish(required=list(log))
+    run.finish(values_of, required=list(log))
     for name in log:
-        if name == ENCODING_KEY:  # our own log read back: kept as it is, not a metric
+        if name not in run.eval_log:  # our own answer_encoding; a newer open-unlearning's metric
             run.eval_log[name] = log[name]
-        elif name not in run.eval_log:  # e.g. a metric of a newer open-unlearning
-            run.eval_log[name] = log[name]
-            run.notes.append(f"{name}: not a known {run.suite.upper()} metric; copied unchanged, "
-                             "not recomputed")
+            if name != ENCODING_KEY:
+                run.notes.append(f"{name}: not a known {run.suite.upper()} metric; copied "
+                                 "unchanged, not recomputed")
     return run
 
 
@@ -248,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
     warn = (lambda message: None) if args.quiet else None
     try:
         if args.from_open_unlearning is not None:
-            source = files.find_log(args.from_open_unlearning)
+            source = find_log(args.from_open_unlearning)
             outcome = reaggregate(source, args.retain_logs, warn)
             out_dir = args.out_dir or Path("pred", "open-unlearning", source.resolve().parent.name)
             if (Path(out_dir) / source.name).resolve() == source.resolve():
@@ -260,8 +314,7 @@ def run(args: argparse.Namespace) -> int:
     except RecordError as err:
         print(f"error: nothing was written: {err}", file=sys.stderr)
         return 2
-    paths = files.write_outputs(Path(out_dir), outcome.suite.upper(), outcome.eval_log,
-                                outcome.summary)
+    paths = write_outputs(Path(out_dir), outcome.suite.upper(), outcome.eval_log, outcome.summary)
     if not args.quiet:
         print(outcome.report(paths, time.perf_counter() - start))
     return 0

@@ -6,8 +6,10 @@ Usage:
 """
 from __future__ import annotations
 
-from Eval.unlearning import aggregate
+from Eval.unlearning import stats
 
+SPLITS = ("knowmem_forget", "knowmem_retain", "verbmem_forget", "privleak_forget",
+          "privleak_holdout")  # score records DIR/muse_<split>.jsonl
 MIA = ("privleak_forget", "privleak_holdout")
 MIA_KINDS = ("mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm",
              "mia_reference")
@@ -30,12 +32,11 @@ def composites(run) -> None:
     run.put("privleak", privleak, "mia_min_k", retain=RETAIN_AUC)
 
 
-def privleak(mia_min_k: dict, retain: dict | None, ref_value: float = 0.5) -> dict:
-    """aggregate.privleak on the Min-K% AUC; without the retain model's, AUC_retain = ref_value.
+def privleak(mia_min_k: dict, retain: dict | None) -> dict:
+    """stats.privleak on the Min-K% AUC; without the retain model's, AUC_retain = 0.5 (ref_value).
 
     >>> round(privleak({"agg_value": 0.9991}, {"agg_value": 0.5236})["agg_value"], 4)
     -99.8111
     """
-
-    ref_auc = ref_value if retain is None else retain["agg_value"]
-    return {"agg_value": aggregate.privleak(mia_min_k["agg_value"], ref_auc)}
+    ref_auc = 0.5 if retain is None else retain["agg_value"]
+    return {"agg_value": stats.privleak(mia_min_k["agg_value"], ref_auc)}

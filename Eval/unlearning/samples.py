@@ -11,7 +11,7 @@ import functools
 import math
 
 from Eval.records import normalize_answers
-from Eval.unlearning import aggregate, stats
+from Eval.unlearning import stats
 
 
 class Missing(ValueError):
@@ -129,14 +129,14 @@ def leaf_result(kind: str, samples) -> dict:
     0.75
     """
     if not kind.startswith("mia_"):
-        agg = aggregate.mean(values(samples, KINDS[kind][1]))
+        agg = stats.mean(values(samples, KINDS[kind][1]))
         return {"agg_value": agg, "value_by_index": samples}
     scores, result = [values(side, "score") for side in samples], {}
     for name, side, side_scores in zip(("forget", "holdout"), samples, scores):
-        m = aggregate.float32_mean(side_scores) if kind in FLOAT32 else None
-        result[name] = {"agg_value": aggregate.mean(side_scores) if m is None else m,
+        m = stats.float32_mean(side_scores) if kind in FLOAT32 else None
+        result[name] = {"agg_value": stats.mean(side_scores) if m is None else m,
                         "value_by_index": side}
-    auc = aggregate.roc_auc(*scores)
+    auc = stats.roc_auc(*scores)
     return {**result, "auc": auc, "agg_value": auc}
 
 

@@ -1,20 +1,24 @@
-"""Per-sample statistics of one saved TokenStats dict (Eval/records.py), in float64. Min-K%,
-Min-K%++, exact memorisation and extraction strength drop the last labelled position, as the
-reference does.
+"""The unlearning arithmetic, in open-unlearning's formulas and order: per-sample statistics of
+one saved TokenStats dict (Eval/records.py), in float64 (Min-K%, Min-K%++, exact memorisation and
+extraction strength drop the last labelled position, as the reference does), then the
+dataset-level means, AUC, KS test and privleak.
 
 Usage:
     ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
     stats.probability(ts), stats.min_k_score(ts, k=0.4), stats.confidence_ordered_prob(ts)
+    stats.privleak(auc=0.99, ref_auc=0.5), stats.roc_auc(forget=[0.1, 0.4], holdout=[0.3, 0.9])
 """
 from __future__ import annotations
 
 import math
+import warnings
 import zlib
 from typing import Mapping, Sequence
 
 import numpy as np
 
 VAR_FLOOR = 1e-6  # Min-K%++ clamps each position's variance before its square root, as reference
+EPS = 1e-10  # the reference's guard in every ratio (below and in tofu.py)
 CONF_EPS = 1e-12  # confidence-ordered probability: the handler's log(p + eps), kept exactly
 
 
@@ -90,14 +94,8 @@ def extraction_strength(ts: dict) -> float:
     n = len(flags)
     if n == 0:
         return 0
-    if not flags[-1]:
-        k = n - 1  # no suffix matches: the reference's loop runs out at its last value
-    else:
-        k = n
-        while k > 0 and flags[k - 1]:
-            k -= 1
-
-    return 1 - (k / n)
+    matched = next((j for j, flag in enumerate(reversed(flags)) if not flag), n)  # suffix length
+    return 1 - min(n - matched, n - 1) / n  # no matching suffix: the loop's last k, N-1
 
 
 def _bottom_k_mean(values: np.ndarray, k: float) -> float:
@@ -127,3 +125,68 @@ def zlib_score(ts: dict) -> float:
     """avg_loss over the zlib-compressed byte length of the decoded answer (`ts["text"]`)."""
     text = _need(ts, "text")
     return avg_loss(ts) / len(zlib.compress(text.encode("utf-8")))
+
+
+# --- dataset level --------------------------------------------------------------------------------
+def to_1d(values) -> np.ndarray:
+    """Per-sample means over every axis but the first (a multi-answer row: its options' mean)."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except ValueError:  # ragged rows: numpy cannot stack them, nor can the reference
+        raise ValueError("the samples hold different numbers of answer options") from None
+    return np.mean(arr, axis=tuple(range(1, arr.ndim))) if arr.ndim > 1 else arr
+
+
+def mean(values) -> float:
+    """Mean over samples of `to_1d(values)`; NaN (without np.mean's warning) for none."""
+    return float(np.mean(to_1d(values))) if len(values) else math.nan
+
+
+def roc_auc(forget, holdout) -> float:
+    """scikit-learn's ROC AUC (the Mann-Whitney U of the holdout side over n0·n1), forget = label 0
+    (near 1: still memorised); NaN in, NaN out.
+
+    >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
+    0.875
+    """
+    from scipy.stats import rankdata
+
+    n0, n1 = len(forget), len(holdout)
+    if n0 == 0 or n1 == 0:
+        raise ValueError(f"an AUC needs forget and holdout samples (got {n0} forget, {n1} holdout)")
+    ranks = rankdata(np.concatenate([np.asarray(forget, dtype=np.float64),
+                                     np.asarray(holdout, dtype=np.float64)]))  # a NaN: all NaN
+    u = ranks[n0:].sum() - n1 * (n1 + 1) / 2.0  # ties share their mean rank
+    return float(u / (n0 * n1))
+
+
+def ks_pvalue(model_values, retain_values) -> float:
+    """Two-sided two-sample KS p-value (scipy's default method): forget quality."""
+    from scipy.stats import ks_2samp
+
+    return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
+                          np.asarray(retain_values, dtype=np.float64)).pvalue)
+
+
+def privleak(auc: float, ref_auc: float) -> float:
+    """100 · ((1-AUC) - (1-AUC_ref)) / ((1-AUC_ref) + 1e-10): MUSE reports AUCs flipped."""
+    score, ref = 1 - auc, 1 - ref_auc
+    return (score - ref) / (ref + EPS) * 100
+
+
+def harmonic_mean(values) -> float:
+    """scipy.stats.hmean: a zero component makes it 0, a negative one NaN (scipy >= 1.11)."""
+    from scipy.stats import hmean
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy warns on a zero / negative value
+        return float(hmean(np.asarray(values, dtype=np.float64)))
+
+
+def float32_mean(values) -> float | None:
+    """The float32 mean the reference took of float32 scores; None unless all are float32."""
+    arr = np.asarray(values, dtype=np.float64)
+    as32 = arr.astype(np.float32)
+    if arr.size == 0 or not np.array_equal(as32.astype(np.float64), arr, equal_nan=True):
+        return None
+    return float(np.mean(as32))

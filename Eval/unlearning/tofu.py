@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 
-from Eval.unlearning import aggregate
+import numpy as np
+
+from Eval.unlearning import stats
 from Eval.unlearning.muse import MIA_KINDS, RETAIN_AUC, privleak
 
+SPLITS = ("forget", "retain", "holdout", "ra", "wf")  # score records DIR/tofu_<split>.jsonl
 MIA = ("forget", "holdout")
 _QA_LEAVES = {"Prob": ("probability", "answer"), "ROUGE": ("rougeL_recall", "answer"),
               "PARA_Prob": ("probability", "paraphrased_answer"),
@@ -63,8 +66,9 @@ def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
 
 
 def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
-    """TR_i = P(wrong) / P(correct), P = exp(-mean avg_loss) of a side's options; agg: the mean of
-    min(TR, 1/TR) (closer_to_1_better), max(0, 1 - TR) (true_better) or P(c) / (P(c) + P(w)).
+    """TR_i = P(wrong) / (P(correct) + 1e-10), P = exp(-mean avg_loss) of a side's options; agg: the
+    mean of min(TR, 1/TR) (closer_to_1_better) or max(0, 1 - TR) (true_better); prob_mean
+    (open-unlearning #163) scores P(c) / (P(c) + P(w) + 1e-10) instead.
 
     >>> r = truth_ratio(_single({"avg_loss": 1.0}), _single({"avg_loss": [1.5, 2.5]}),
     ...                 "true_better")   # TR = e^-2 / e^-1
@@ -74,12 +78,16 @@ def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
     if aggregator not in ("closer_to_1_better", "true_better", "prob_mean"):
         raise ValueError(f"unknown truth-ratio aggregator {aggregator!r}")
     indices, c_loss, w_loss = _paired(correct, wrong, "avg_loss")
+    p_c, p_w = (np.exp(-stats.to_1d(losses)) for losses in (c_loss, w_loss))
     if aggregator == "prob_mean":
-        scores = aggregate.prob_mean_scores(c_loss, w_loss)
-        agg = aggregate.mean(scores)
+        scores = p_c / (p_c + p_w + stats.EPS)
+        agg = stats.mean(scores)
     else:
-        scores = aggregate.truth_ratios(c_loss, w_loss)
-        agg = getattr(aggregate, aggregator)(scores)
+        scores = p_w / (p_c + stats.EPS)
+        if aggregator == "closer_to_1_better":
+            agg = float(np.mean(np.minimum(scores, 1 / (scores + stats.EPS))))
+        else:
+            agg = float(np.mean(np.maximum(0, 1 - scores)))
     return {"agg_value": agg,
             "value_by_index": {i: {"score": float(v)} for i, v in zip(indices, scores)}}
 
@@ -87,8 +95,10 @@ def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
 def probability_w_options(correct: dict, wrong: dict) -> dict:
     """Normalised probability p_c / (p_c + sum of the perturbed options' p + 1e-10); agg = mean."""
     indices, c_prob, w_prob = _paired(correct, wrong, "prob")
-    probs = aggregate.normalised_probs(c_prob, w_prob)
-    return {"agg_value": aggregate.mean(probs),
+    c_prob, w_prob = np.asarray(c_prob, dtype=np.float64), np.asarray(w_prob, dtype=np.float64)
+    w_prob = np.sum(w_prob, axis=tuple(range(1, w_prob.ndim))) if w_prob.ndim > 1 else w_prob
+    probs = c_prob / (c_prob + w_prob + stats.EPS)
+    return {"agg_value": stats.mean(probs),
             "value_by_index": {i: {"prob": float(v)} for i, v in zip(indices, probs)}}
 
 
@@ -98,11 +108,11 @@ def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
         return {"agg_value": None}
     scores = [[e["score"] for e in r["value_by_index"].values()]
               for r in (forget_truth_ratio, retain)]
-    return {"agg_value": aggregate.ks_pvalue(*scores)}
+    return {"agg_value": stats.ks_pvalue(*scores)}
 
 
 def model_utility(*components: dict) -> dict:
-    return {"agg_value": aggregate.harmonic_mean([c["agg_value"] for c in components])}
+    return {"agg_value": stats.harmonic_mean([c["agg_value"] for c in components])}
 
 
 def _single(sample: dict) -> dict:
@@ -124,17 +134,14 @@ def explain(metric: str, sample_of) -> dict | None:
     c_loss, w_losses = sample_of(correct)["avg_loss"], sample_of(wrong)["avg_loss"]
     one = truth_ratio(_single({"avg_loss": c_loss}), _single({"avg_loss": w_losses}), aggregator)
     tr, term = one["value_by_index"]["0"]["score"], one["agg_value"]
-    c_list, w_list = (x if isinstance(x, list) else [x] for x in (c_loss, w_losses))
-    c_mean, w_mean = sum(c_list) / len(c_list), sum(w_list) / len(w_list)
+    c_mean, w_mean = (float(np.mean(losses)) for losses in (c_loss, w_losses))
     p_c, p_w = math.exp(-c_mean), math.exp(-w_mean)
-    if aggregator == "closer_to_1_better":
-        averaged = f"the forget aggregate averages min(TR, 1/TR) = {term:.4g} (1: cannot tell true"
-        averaged += " from false)"
-    else:
-        averaged = f"the aggregate averages max(0, 1 - TR) = {term:.4g} (high: the true answer is "
-        averaged += "preferred)"
+    averaged = (f"the forget aggregate averages min(TR, 1/TR) = {term:.4g} (1: cannot tell true "
+                "from false)" if aggregator == "closer_to_1_better" else
+                f"the aggregate averages max(0, 1 - TR) = {term:.4g} (high: the true answer is "
+                "preferred)")
     text = (f"P(correct) = exp(-{c_mean:.4f}) = {p_c:.4g} ({correct}); P(wrong) = exp(-mean of "
-            f"{len(w_list)} losses {w_mean:.4f}) = {p_w:.4g} ({wrong}); "
+            f"{np.size(w_losses)} losses {w_mean:.4f}) = {p_w:.4g} ({wrong}); "
             f"TR = P(wrong) / P(correct) = {tr:.4g}; {averaged}")
     return {"correct_avg_loss": c_loss, "wrong_avg_losses": w_losses, "p_correct": p_c,
             "p_wrong": p_w, "TR": tr, "term": term, "text": text}
