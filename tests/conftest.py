@@ -68,6 +68,13 @@ def _in_the_project_folder(monkeypatch):
     monkeypatch.chdir(ROOT)
 
 
+def pytest_collection_modifyitems(items):
+    """The tests that share a slow fixture (the main job, the GGUF run, a transformers serve process) are
+    one xdist_group each, which `--dist loadgroup` gives to one worker: no worker waits idle for a fixture
+    another is building. They go first, so their chains start at once instead of ending the run."""
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)  # stable: order kept
+
+
 def run_once(tmp_path_factory, name: str, build) -> Path:
     """A folder SHARED/name that `build(folder)` fills once per test run, whichever parallel worker
     (pytest-xdist) asks first; the others wait for it and reuse it."""

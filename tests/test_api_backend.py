@@ -19,6 +19,8 @@ import inference
 from api_fakes import SECRET, KEY_ENV, DEMO, SERVED, Trickle, answer, completion_prompts, assert_no_secret, read
 from api_fakes import api, fake  # noqa: F401  (pytest fixtures)
 
+pytestmark = pytest.mark.xdist_group("demo-server")  # one worker: one server start (conftest.py)
+
 
 # --- unit tests against scripted servers -----------------------------------------------------------------
 def test_429_is_retried_with_backoff_and_counted(fake, api):

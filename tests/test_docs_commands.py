@@ -16,6 +16,8 @@ import pytest
 from checkout import MAIN_JOB, copy_after_main_job, here, sh
 from conftest import ROOT, SHARED
 
+pytestmark = pytest.mark.xdist_group("main-job")  # with the main job's worker (conftest.py)
+
 FRONT = ("README.md", "README_zh.md")
 DOCS = tuple(sorted(p.name for p in (ROOT / "docs").glob("*.md")))
 PLACEHOLDER = re.compile(r"/path/to|\[--|\$[A-Z_]+|(?<![\w$/.=-])[A-Z][A-Z0-9_]*(?![\w=.])")

@@ -10,9 +10,12 @@ import hashlib
 import json
 import re
 
+import pytest
 from rouge import Rouge
 
 from checkout import copy_after_main_job, here
+
+pytestmark = pytest.mark.xdist_group("main-job")  # with the main job's worker (conftest.py)
 
 DEMO_FIGURES = {"custom_en": 20.38, "custom_zh": 20.01, "demo_gaokao": 70.0, "demo_qa_en": 5.11,
                 "demo_qa_zh": 13.33, "demo_summ_en": 4.31, "demo_trec": 100.0}

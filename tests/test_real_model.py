@@ -23,6 +23,10 @@ from serve_local import TransformersServe
 import Eval.inference.score_records as score_records
 
 DATASETS = "custom_en,demo_trec"
+# 32 new tokens: custom_en's answers end on their own (stop) or at the cap (length), demo_trec's all run to
+# it; half the tokens of the tasks' own caps (512 / 64), which the suite's time budget needs.
+SELECTION = ["--datasets", DATASETS, "--limit", "3", "--max-new-tokens", "32"]
+pytestmark = pytest.mark.xdist_group("smollm2")  # one worker: no other waits for the GGUF run
 # `python inference.py ARGV` (its main(argv), FutureWarnings as errors: the decode loop's cache keyword in
 # particular), keeping the adapter it builds; then that adapter's weights and tokenizer saved to COPY.
 # transformers will not save_pretrained a GGUF-loaded model; its weights and config are plain ones.
@@ -63,11 +67,12 @@ def read(path):
 @pytest.fixture(scope="session")
 def smollm2(tmp_path_factory):
     """(the GGUF file, its float32 copy, the run's output folder) of `inference.py --model FILE.gguf
-    --datasets custom_en,demo_trec --limit 3`, made once per test run whichever worker asks first."""
+    --datasets custom_en,demo_trec --limit 3
+    --max-new-tokens 32`, made once per test run whichever worker asks first."""
     gguf = smollm2_gguf()
 
     def infer(out):
-        argv = ["--model", str(gguf), "--datasets", DATASETS, "--limit", "3", "--out-dir", str(out)]
+        argv = ["--model", str(gguf), *SELECTION, "--out-dir", str(out)]
         proc = subprocess.run([sys.executable, "-c", GGUF_RUN, str(out / "f32"), *argv], cwd=ROOT,
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -81,8 +86,8 @@ def gguf_run(smollm2, tmp_path_factory):
     """{dataset: (the GGUF run's records, the prompts the dry run renders with the float32 copy)}."""
     gguf, folder, out = smollm2
     dry = tmp_path_factory.mktemp("smollm2-dry")
-    assert inference.main(["dry-run", "--model", str(folder), "--model-name", "dry", "--datasets", DATASETS,
-                           "--limit", "3", "--out-dir", str(dry)]) == 0
+    assert inference.main(["dry-run", "--model", str(folder), "--model-name", "dry", *SELECTION,
+                           "--out-dir", str(dry)]) == 0
     name = gguf.name.removesuffix(".gguf")
     return {ds: (read(out / name / f"{ds}.jsonl"), read(dry / "dry" / f"{ds}.prompts.jsonl"))
             for ds in DATASETS.split(",")}
@@ -92,7 +97,7 @@ def test_a_gguf_run_equals_plain_generate_on_the_same_prompts(smollm2, gguf_run)
     _, folder, _ = smollm2
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    compared = 0
+    compared, reasons = 0, set()
     for name, (records, prompts) in gguf_run.items():
         chat = name == "custom_en"  # demo_trec is a completion task
         for record, prompt in zip(records, prompts, strict=True):
@@ -105,7 +110,8 @@ def test_a_gguf_run_equals_plain_generate_on_the_same_prompts(smollm2, gguf_run)
             assert record["pred"] == tokenizer.decode(new, skip_special_tokens=True), record["id"]
             assert record["gen_tokens"] == len(new) and record["model_sha256"]
             compared += 1
-    assert compared == 6
+            reasons.add(record["finish_reason"])
+    assert compared == 6 and reasons == {"stop", "length"}
 
 
 def test_the_api_backend_against_transformers_serve_gives_the_same_records(smollm2, gguf_run, tmp_path):
@@ -114,7 +120,7 @@ def test_the_api_backend_against_transformers_serve_gives_the_same_records(smoll
     try:
         server.start()
         assert inference.main(["--backend", "api", "--model", str(folder), "--model-name", "api",
-                               "-M", f"base_url={server.base_url}", "--datasets", DATASETS, "--limit", "3",
+                               "-M", f"base_url={server.base_url}", *SELECTION,
                                "--out-dir", str(tmp_path)]) == 0
     finally:
         server.stop()
