@@ -26,8 +26,8 @@ import math
 import re
 from pathlib import Path
 
-from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, fill_dollar_markers,
-                                      fill_template, resolve_template, template_fields)
+from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
+                                      fill_dollar_markers, fill_template, resolve_template)
 from Eval.names import check_name
 from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.storage import regular_file_problem
@@ -59,7 +59,6 @@ class Sources:
     maxlen: dict | None = None  # dataset name -> max new tokens (dataset2maxlen.json), or model
     maxlen_path: Path | None = None  # name -> prompt tokens (LongBench v2's model2maxlen.json)
     model_name: str | None = None  # the run's output folder name: its model2maxlen entry
-    fill_once: bool = False  # --v2-variant fill-once: each $MARKER$ of a v2 prompt filled once
 
 
 @dataclasses.dataclass
@@ -298,8 +297,6 @@ def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sour
     if missing:  # a task with a chain-of-thought mode needs both of its templates
         raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
                          f"for it: write {' and '.join(missing)}")
-    if sources.fill_once:
-        chosen = {kind: dataclasses.replace(t, dollar_text=None) for kind, t in chosen.items()}
     return chosen
 
 
@@ -322,7 +319,7 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     if limit:
         notes.append(f"{name}: each filled prompt is cut to {limit} tokens as LongBench v2's "
                      f"pred.py cuts it ({sources.maxlen_path} [{sources.model_name}])")
-    needed = [(t.source, sorted(template_fields(t.template) - {"cot"})) for t in templates.values()]
+    needed = [(t.source, sorted(check_template(t.template) - {"cot"})) for t in templates.values()]
     examples = []
     for index, (line, record) in enumerate(items):
         if record_form(record, path, line) != form:

@@ -20,10 +20,11 @@ from Eval.args import HelpFormatter, name_list, positive_int
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import barrier, finish
 from Eval.inference.perturb import perturbation_list, with_perturbations
-from Eval.inference.predict import RunSettings, examples_done, request_fingerprint, run_dataset
+from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
+                                    request_fingerprint, run_dataset)
 from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
 from Eval.inference.run_loop import TokenBudget
-from Eval.inference.templates import load_maxlen_config, load_prompt_config
+from Eval.inference.templates import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import (add_batch_arguments, add_model_arguments, backend_help,
                                  resolve_model_args)
@@ -32,7 +33,6 @@ from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_
 from Eval.records import RecordError
 
 ROOT = Path(__file__).resolve().parents[2]
-FILL_ONCE = ":fill-once"  # --prompt-config DIR:fill-once, the project's fill of v2 prompts
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
 
 
@@ -126,11 +126,8 @@ def load_datasets(args, model_name: str | None = None) -> list:
         raise ValueError(f"--maxlen-config {args.maxlen_config} names neither a dataset of this "
                          f"run nor the model {model_name!r} (a model2maxlen.json is keyed by the "
                          "output folder's name: set --model-name to its entry)")
-    prompt_config, fill_once = args.prompt_config, str(args.prompt_config).endswith(FILL_ONCE)
-    if fill_once:
-        prompt_config = Path(str(prompt_config).removesuffix(FILL_ONCE))
-    sources = Sources(load_prompt_config(prompt_config), maxlen, args.maxlen_config, model_name,
-                      fill_once)
+    sources = Sources(load_prompt_config(args.prompt_config), maxlen, args.maxlen_config,
+                      model_name)
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
@@ -205,8 +202,7 @@ def request_of(args) -> dict:
 def check_budgets(model, datasets: list, args) -> None:
     """Every dataset's token budget, before any dataset runs."""
     for ds in datasets:
-        window = args.max_length or model.context_window()
-        answer = args.max_new_tokens or ds.task.max_new_tokens
+        answer, window, _, _ = generation_budget(model, ds, args)  # args has RunSettings' names
         for max_new in (answer, ds.cot and ds.task.cot_max_new_tokens):
             if max_new:
                 try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from Eval.commands import inference_command
 from Eval.inference.runner import add_data_arguments as add_arguments, prepare  # noqa: F401
-from Eval.inference.templates import template_fields
+from Eval.inference.templates import check_template
 
 
 @inference_command("validate", help="check datasets and templates as a run would; no model loads")
@@ -21,7 +21,7 @@ def run(args) -> int:
         return prepared
     for ds in prepared[0]:
         print(f"ok: {ds.name}: {len(ds.examples)} examples, {ds.form} form, template "
-              f"{ds.template_source} (fields: {', '.join(sorted(template_fields(ds.template)))}; "
+              f"{ds.template_source} (fields: {', '.join(sorted(check_template(ds.template)))}; "
               f"sha256 {ds.template_hash}), metrics {', '.join(ds.task.metrics)}, max_new_tokens "
               f"{ds.task.max_new_tokens}, {'chat' if ds.task.chat else 'completion'} mode")
     return 0
