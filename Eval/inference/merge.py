@@ -15,7 +15,7 @@ from pathlib import Path
 
 from Eval.commands import inference_command
 from Eval.inference.predict import required_examples
-from Eval.inference.predictions import merge_predictions, record_output, sidecar_model
+from Eval.inference.predictions import merge_predictions, read_sidecar, record_output
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
 from Eval.inference.runner import prepare, refusing_bad_input
 
@@ -27,7 +27,8 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
         path = out_dir / f"{ds.name}.jsonl"
         merged = merge_predictions(path, [e.id for e in ds.examples],
                                    [e.id for e in required_examples(ds, limit)],
-                                   {e.id: e.sha256 for e in ds.examples}, sidecar_model(path))
+                                   {e.id: e.sha256 for e in ds.examples},
+                                   read_sidecar(path).get("model_sha256"))
         if merged:
             record_output(path, merged)
         else:

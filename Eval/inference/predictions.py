@@ -198,11 +198,6 @@ def read_sidecar(path: Path) -> dict:
     return content if isinstance(content, dict) else {}
 
 
-def sidecar_model(path: Path) -> str | None:
-    """The model_sha256 the sidecar's run stamps on its records (None: any model)."""
-    return read_sidecar(path).get("model_sha256")
-
-
 def json_form(value):
     """`value` as it reads back from JSON (tuples become lists), to compare with a sidecar."""
     return json.loads(json.dumps(value))
