@@ -37,19 +37,19 @@ V2_CHOICES = ("choice_A", "choice_B", "choice_C", "choice_D")
 V2_FIELDS = ("question", *V2_CHOICES, "answer", "context")
 _ANSWER_FIELD = {"longbench": "answers", "instruction": "output", "longbench_v2": "answer",
                  "choice": "answer"}
-# The task of a dataset that has no row in TASKS, by (form, language).
-_CHOICE_TASK = {"metrics": ("gaokao_choice",), "extract": ("strip_think", "choice_letters"),
-                "max_new_tokens": 512}
-_V2_TASK = {"metrics": ("choice_match",), "extract": ("longbench_v2_answer",),
-            "max_new_tokens": 128, "group_by": ("difficulty", "length", "domain", "sub_domain"),
-            "breakdown": "longbench_v2", "cot_max_new_tokens": 1024, "leave_out_empty": True}
+# The task of a dataset that has no row in TASKS, by (form, language); "*": either language.
 DEFAULT_TASKS = {("longbench", "en"): {"metrics": ("qa_f1",), "max_new_tokens": 128},
                  ("longbench", "zh"): {"metrics": ("qa_f1_zh",), "max_new_tokens": 128},
                  ("instruction", "en"): {"metrics": ("rouge", "bleu"), "max_new_tokens": 512},
                  ("instruction", "zh"): {"metrics": ("rouge_zh", "bleu_zh"), "max_new_tokens": 512},
-                 ("choice", "en"): _CHOICE_TASK, ("choice", "zh"): _CHOICE_TASK,
-                 ("longbench_v2", "en"): _V2_TASK,
-                 ("longbench_v2", "zh"): {**_V2_TASK, "language": "zh"}}
+                 ("choice", "*"): {"metrics": ("gaokao_choice",), "max_new_tokens": 512,
+                                   "extract": ("strip_think", "choice_letters")},
+                 ("longbench_v2", "*"): {"metrics": ("choice_match",), "max_new_tokens": 128,
+                                         "extract": ("longbench_v2_answer",),
+                                         "group_by": ("difficulty", "length", "domain",
+                                                      "sub_domain"),
+                                         "breakdown": "longbench_v2", "cot_max_new_tokens": 1024,
+                                         "leave_out_empty": True}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +243,8 @@ def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
 def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]:
     if name in TASKS:
         return TASKS[name], None
-    fields = {"language": language, **DEFAULT_TASKS[(form, language)]}
+    fields = DEFAULT_TASKS.get((form, language)) or DEFAULT_TASKS[(form, "*")]
+    fields = {"language": language, **fields}
     task = Task(name, description=f"user dataset ({form} form, {language})", **fields)
     return task, (f"{name}: not in Eval/tasks.py; scoring with {', '.join(task.metrics)} "
                   f"(default for {form}-form {language} data), max_new_tokens "
