@@ -21,35 +21,28 @@ from Eval.args import one_line, run_main  # noqa: E402
 from Eval.commands import INFERENCE_COMMANDS, commands_epilog, main_or_command  # noqa: E402
 from Eval.inference import runner  # noqa: E402
 from Eval.inference.distributed import join, resolve_shards  # noqa: E402
+from Eval.models.factory import resolve_model_args  # noqa: E402
 
 
 def main(argv=None) -> int:
     return main_or_command(INFERENCE_COMMANDS, "inference.py", run, argv)
 
 
+@runner.refusing_bad_input
 def run(argv: list[str]) -> int:
     args = runner.parse_args(argv, description=__doc__.split("\n")[0],
                              epilog=commands_epilog(INFERENCE_COMMANDS, "inference.py"))
-    prepared = runner.prepare(args)
-    if isinstance(prepared, int):
-        return prepared
-    datasets, out_dir = prepared
+    datasets, out_dir = runner.prepare(args)
     if runner.all_done(args, datasets, out_dir):  # told from the files alone: no torch, no model
         return 0
-    refused = runner.model_options(args)
-    if refused:
-        return refused
-    try:
-        shards = resolve_shards(args.shard)
-        if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
-            raise ValueError("--overwrite with independent shards would race; remove the output "
-                             "folder instead")
-        if args.max_total_tokens and shards.torchrun:  # a rank stopping alone leaves others waiting
-            raise ValueError("--max-total-tokens counts one process's tokens; it does not go with "
-                             "torchrun")
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    resolve_model_args(args)  # -M checked against the backend (imports its module)
+    shards = resolve_shards(args.shard)
+    if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
+        raise ValueError("--overwrite with independent shards would race; remove the output "
+                         "folder instead")
+    if args.max_total_tokens and shards.torchrun:  # a rank stopping alone leaves others waiting
+        raise ValueError("--max-total-tokens counts one process's tokens; it does not go with "
+                         "torchrun")
     saved: list[int] = []
     try:
         return generate(args, datasets, shards, out_dir, saved)
@@ -68,11 +61,7 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    try:
-        runner.check_budgets(model, datasets, args)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    runner.check_budgets(model, datasets, args)
     totals = runner.run_all(model, datasets, args, shards, out_dir, saved)
     getattr(model, "close", lambda: None)()  # the api adapter's connections
     if totals is None:

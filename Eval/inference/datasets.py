@@ -26,8 +26,8 @@ import math
 import re
 from pathlib import Path
 
-from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, fill_dollar_markers,
-                                      fill_template, resolve_template, template_fields)
+from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
+                                      fill_dollar_markers, fill_template, resolve_template)
 from Eval.names import check_name
 from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.storage import regular_file_problem
@@ -37,19 +37,19 @@ V2_CHOICES = ("choice_A", "choice_B", "choice_C", "choice_D")
 V2_FIELDS = ("question", *V2_CHOICES, "answer", "context")
 _ANSWER_FIELD = {"longbench": "answers", "instruction": "output", "longbench_v2": "answer",
                  "choice": "answer"}
-# The task of a dataset that has no row in TASKS, by (form, language).
-_CHOICE_TASK = {"metrics": ("gaokao_choice",), "extract": ("strip_think", "choice_letters"),
-                "max_new_tokens": 512}
-_V2_TASK = {"metrics": ("choice_match",), "extract": ("longbench_v2_answer",),
-            "max_new_tokens": 128, "group_by": ("difficulty", "length", "domain", "sub_domain"),
-            "breakdown": "longbench_v2", "cot_max_new_tokens": 1024, "leave_out_empty": True}
+# The task of a dataset that has no row in TASKS, by (form, language); "*": either language.
 DEFAULT_TASKS = {("longbench", "en"): {"metrics": ("qa_f1",), "max_new_tokens": 128},
                  ("longbench", "zh"): {"metrics": ("qa_f1_zh",), "max_new_tokens": 128},
                  ("instruction", "en"): {"metrics": ("rouge", "bleu"), "max_new_tokens": 512},
                  ("instruction", "zh"): {"metrics": ("rouge_zh", "bleu_zh"), "max_new_tokens": 512},
-                 ("choice", "en"): _CHOICE_TASK, ("choice", "zh"): _CHOICE_TASK,
-                 ("longbench_v2", "en"): _V2_TASK,
-                 ("longbench_v2", "zh"): {**_V2_TASK, "language": "zh"}}
+                 ("choice", "*"): {"metrics": ("gaokao_choice",), "max_new_tokens": 512,
+                                   "extract": ("strip_think", "choice_letters")},
+                 ("longbench_v2", "*"): {"metrics": ("choice_match",), "max_new_tokens": 128,
+                                         "extract": ("longbench_v2_answer",),
+                                         "group_by": ("difficulty", "length", "domain",
+                                                      "sub_domain"),
+                                         "breakdown": "longbench_v2", "cot_max_new_tokens": 1024,
+                                         "leave_out_empty": True}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,6 @@ class Sources:
     maxlen: dict | None = None  # dataset name -> max new tokens (dataset2maxlen.json), or model
     maxlen_path: Path | None = None  # name -> prompt tokens (LongBench v2's model2maxlen.json)
     model_name: str | None = None  # the run's output folder name: its model2maxlen entry
-    fill_once: bool = False  # --v2-variant fill-once: each $MARKER$ of a v2 prompt filled once
 
 
 @dataclasses.dataclass
@@ -244,7 +243,8 @@ def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
 def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]:
     if name in TASKS:
         return TASKS[name], None
-    fields = {"language": language, **DEFAULT_TASKS[(form, language)]}
+    fields = DEFAULT_TASKS.get((form, language)) or DEFAULT_TASKS[(form, "*")]
+    fields = {"language": language, **fields}
     task = Task(name, description=f"user dataset ({form} form, {language})", **fields)
     return task, (f"{name}: not in Eval/tasks.py; scoring with {', '.join(task.metrics)} "
                   f"(default for {form}-form {language} data), max_new_tokens "
@@ -298,8 +298,6 @@ def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sour
     if missing:  # a task with a chain-of-thought mode needs both of its templates
         raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
                          f"for it: write {' and '.join(missing)}")
-    if sources.fill_once:
-        chosen = {kind: dataclasses.replace(t, dollar_text=None) for kind, t in chosen.items()}
     return chosen
 
 
@@ -322,7 +320,7 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     if limit:
         notes.append(f"{name}: each filled prompt is cut to {limit} tokens as LongBench v2's "
                      f"pred.py cuts it ({sources.maxlen_path} [{sources.model_name}])")
-    needed = [(t.source, sorted(template_fields(t.template) - {"cot"})) for t in templates.values()]
+    needed = [(t.source, sorted(check_template(t.template) - {"cot"})) for t in templates.values()]
     examples = []
     for index, (line, record) in enumerate(items):
         if record_form(record, path, line) != form:

@@ -21,7 +21,7 @@ from Eval.inference.datasets import Dataset
 from Eval.inference.predict import (RunSettings, dataset_prompts, generation_budget,
                                     required_examples)
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
-from Eval.inference.runner import model_options, prepare
+from Eval.inference.runner import prepare, refusing_bad_input
 from Eval.models.base import BaseLLM
 from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
@@ -121,17 +121,13 @@ def describe(summary: dict) -> str:
 
 @inference_command("dry-run", help="render every prompt with the tokenizer only: truncation, "
                                    "token counts, cost")
+@refusing_bad_input
 def run(args) -> int:
     """The backend's tokenizer-only twin renders every prompt the run would send."""
-    from Eval.models.factory import from_args
+    from Eval.models.factory import from_args, resolve_model_args
 
-    prepared = prepare(args)
-    if isinstance(prepared, int):
-        return prepared
-    refused = model_options(args)
-    if refused:
-        return refused
-    datasets, out_dir = prepared
+    datasets, out_dir = prepare(args)
+    resolve_model_args(args)
     try:
         model = from_args(args, tokenizer_only=True)
     except (FileNotFoundError, OSError, ValueError) as err:

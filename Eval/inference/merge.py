@@ -15,8 +15,9 @@ from pathlib import Path
 
 from Eval.commands import inference_command
 from Eval.inference.predict import required_examples
-from Eval.inference.predictions import merge_predictions, record_output, sidecar_model
-from Eval.inference.runner import add_job_arguments as add_arguments, prepare  # noqa: F401
+from Eval.inference.predictions import merge_predictions, read_sidecar, record_output
+from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
+from Eval.inference.runner import prepare, refusing_bad_input
 
 
 def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
@@ -26,7 +27,8 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
         path = out_dir / f"{ds.name}.jsonl"
         merged = merge_predictions(path, [e.id for e in ds.examples],
                                    [e.id for e in required_examples(ds, limit)],
-                                   {e.id: e.sha256 for e in ds.examples}, sidecar_model(path))
+                                   {e.id: e.sha256 for e in ds.examples},
+                                   read_sidecar(path).get("model_sha256"))
         if merged:
             record_output(path, merged)
         else:
@@ -37,6 +39,6 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
 
 
 @inference_command("merge", help="merge independent shards' files into each dataset's main file")
+@refusing_bad_input
 def run(args) -> int:
-    prepared = prepare(args)
-    return prepared if isinstance(prepared, int) else merge_only(*prepared, args.limit)
+    return merge_only(*prepare(args), args.limit)

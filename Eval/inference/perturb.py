@@ -16,7 +16,7 @@ import argparse
 import dataclasses
 
 from Eval.inference.datasets import Dataset, Example
-from Eval.inference.templates import template_fields
+from Eval.inference.templates import check_template
 from Eval.perturbations import PERTURBATIONS, parse_perturbations
 from Eval.records import content_hash
 
@@ -38,7 +38,7 @@ def _copy(example: Example, name: str, args: tuple, fields: set[str], seed: int,
 def with_perturbations(ds: Dataset, specs: list[tuple[str, tuple]], seed: int = 0,
                        references: bool = False) -> Dataset:
     """`ds` with, after each example, one copy per perturbation that applies to its language."""
-    used = set().union(*(template_fields(t.template) for t in ds.templates.values()))
+    used = set().union(*(check_template(t.template) for t in ds.templates.values()))
     applicable, notes = [], list(ds.notes)
     for name, args in specs:
         perturbation = PERTURBATIONS[name]

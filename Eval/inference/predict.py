@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from Eval.inference.datasets import Dataset, Example, question_text
-from Eval.inference.predictions import best_records, sidecar_model
+from Eval.inference.predictions import best_records, read_sidecar
 from Eval.inference.run_loop import Job, TokenBudget, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
 from Eval.models.identity import folder_identity
@@ -107,7 +107,8 @@ def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, i
     """(required examples with a good record of their current content, required examples)."""
     path, required = out_dir / f"{ds.name}.jsonl", required_examples(ds, limit)
     expected = {e.id: e.sha256 for e in ds.examples}
-    saved = best_records(path, expected=expected, model=sidecar_model(path))
+    model = read_sidecar(path).get("model_sha256")  # the model of the sidecar's run (None: any)
+    saved = best_records(path, expected=expected, model=model)
     good = sum(1 for e in required if saved.get(e.id, {}).get("example_sha256") == e.sha256
                and saved[e.id].get("error") is None)
     return good, len(required)

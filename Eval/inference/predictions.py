@@ -97,6 +97,7 @@ class PredictionFile:
         self.records = best_records(path, self.write_path, expected, model)
         exists = self.write_path.exists()
         self.torn_line_repaired = exists and self.write_path.stat().st_size != size
+        # done when the run starts (what it plans around; records appended later are not added)
         self.done = {rid for rid, r in self.records.items() if _rank(r, expected, model) == 2}
 
     def status(self, ids: list[str]) -> dict[str, int]:
@@ -113,12 +114,7 @@ class PredictionFile:
         return counts
 
     def append(self, records: list[dict]) -> None:
-        lines = [_serialise(record) for record in records]
-        append_lines(self.write_path, lines)
-        for line in lines:
-            saved = json.loads(line)
-            if saved.get("error") is None:
-                self.done.add(str(saved["id"]))
+        append_lines(self.write_path, [_serialise(record) for record in records])
 
 
 def _serialise(record: dict) -> str:
@@ -196,11 +192,6 @@ def read_sidecar(path: Path) -> dict:
     except (OSError, ValueError, RecursionError):
         return {}
     return content if isinstance(content, dict) else {}
-
-
-def sidecar_model(path: Path) -> str | None:
-    """The model_sha256 the sidecar's run stamps on its records (None: any model)."""
-    return read_sidecar(path).get("model_sha256")
 
 
 def json_form(value):

@@ -10,29 +10,30 @@ Usage (inference.py is the entry; the subcommands reuse the option groups and `p
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from Eval.args import HelpFormatter, name_list, positive_int
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import barrier, finish
 from Eval.inference.perturb import perturbation_list, with_perturbations
-from Eval.inference.predict import RunSettings, examples_done, request_fingerprint, run_dataset
+from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
+                                    request_fingerprint, run_dataset)
 from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
 from Eval.inference.run_loop import TokenBudget
-from Eval.inference.templates import load_maxlen_config, load_prompt_config
+from Eval.inference.templates import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.models.base import TRUNCATION_POLICIES
-from Eval.models.factory import (add_batch_arguments, add_model_arguments, backend_help,
-                                 resolve_model_args)
+from Eval.models.factory import add_batch_arguments, add_model_arguments, backend_help
 from Eval.names import output_folder
 from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text
 from Eval.records import RecordError
 
 ROOT = Path(__file__).resolve().parents[2]
-FILL_ONCE = ":fill-once"  # --prompt-config DIR:fill-once, the project's fill of v2 prompts
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
 
 
@@ -106,14 +107,18 @@ def shard_spec(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
-def model_options(args) -> int | None:
-    """-M checked against the backend (imports its module); exit code 2 or None."""
-    try:
-        resolve_model_args(args)
-    except (KeyError, ValueError) as err:
-        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
-        return 2
-    return None
+def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
+    """`command`, its bad input (a dataset, template, option or -M value) one error line naming
+    the file / line / flag, exit code 2, before any model loads."""
+    @functools.wraps(command)
+    def run(*args) -> int:
+        try:
+            return command(*args)
+        except (FileNotFoundError, KeyError, RecordError, ValueError) as err:
+            text = err.args[0] if isinstance(err, KeyError) and err.args else err  # unquoted
+            print(f"error: {text}", file=sys.stderr)
+            return 2
+    return run
 
 
 def load_datasets(args, model_name: str | None = None) -> list:
@@ -126,11 +131,8 @@ def load_datasets(args, model_name: str | None = None) -> list:
         raise ValueError(f"--maxlen-config {args.maxlen_config} names neither a dataset of this "
                          f"run nor the model {model_name!r} (a model2maxlen.json is keyed by the "
                          "output folder's name: set --model-name to its entry)")
-    prompt_config, fill_once = args.prompt_config, str(args.prompt_config).endswith(FILL_ONCE)
-    if fill_once:
-        prompt_config = Path(str(prompt_config).removesuffix(FILL_ONCE))
-    sources = Sources(load_prompt_config(prompt_config), maxlen, args.maxlen_config, model_name,
-                      fill_once)
+    sources = Sources(load_prompt_config(args.prompt_config), maxlen, args.maxlen_config,
+                      model_name)
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
@@ -142,21 +144,17 @@ def load_datasets(args, model_name: str | None = None) -> list:
     return [ds.as_cot() for ds in datasets] if args.cot else datasets
 
 
-def prepare(args):
-    """(datasets, out_dir) with names, output folder and price checked, or an exit code."""
+def prepare(args) -> tuple[list, Path | None]:
+    """(datasets, out_dir) with names, output folder and price checked (see refusing_bad_input)."""
+    out_dir = None
+    if hasattr(args, "out_dir"):  # validate has none
+        out_dir = output_folder(args.out_dir, args.model_name, args.model)
+    datasets = load_datasets(args, out_dir and out_dir.name)
+    price = getattr(args, "price", None)
     try:
-        out_dir = None
-        if hasattr(args, "out_dir"):  # validate has none
-            out_dir = output_folder(args.out_dir, args.model_name, args.model)
-        datasets = load_datasets(args, out_dir and out_dir.name)
-        price = getattr(args, "price", None)
         args.price_entry = price_for(price, out_dir.name) if price else None
     except PriceError as err:
-        print(f"error: --price: {err}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, RecordError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        raise ValueError(f"--price: {err}") from None
     for ds in datasets:
         for note in ds.notes:
             print(f"note: {note}")
@@ -205,8 +203,7 @@ def request_of(args) -> dict:
 def check_budgets(model, datasets: list, args) -> None:
     """Every dataset's token budget, before any dataset runs."""
     for ds in datasets:
-        window = args.max_length or model.context_window()
-        answer = args.max_new_tokens or ds.task.max_new_tokens
+        answer, window, _, _ = generation_budget(model, ds, args)  # args has RunSettings' names
         for max_new in (answer, ds.cot and ds.task.cot_max_new_tokens):
             if max_new:
                 try:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from Eval.records import RecordError, read_text_file
 
+FILL_ONCE = ":fill-once"  # --prompt-config DIR:fill-once, the project's fill of v2 prompts
 KINDS = {"answer": ".txt", "cot": ".cot.txt", "cot_answer": ".cot_answer.txt"}  # prompts/ suffix
 _V2_DOC = "\n\n<document>\n{context}\n</document>"
 _V2_ANSWER = ("\n\nQuestion: {question}\nA) {choice_A}\nB) {choice_B}\nC) {choice_C}\n"
@@ -70,7 +71,7 @@ class PromptConfig:
     """A benchmark's published prompts, read as they are (load_prompt_config)."""
     path: Path
     by_dataset: dict  # dataset2prompt.json: dataset name -> template
-    by_kind: dict  # LongBench v2's prompts folder: template kind -> (template, the file's text)
+    by_kind: dict  # LongBench v2's prompts: kind -> (template, the file's text; None: fill-once)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +91,7 @@ _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _PLACEHOLDER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def check_template(template: str, source: str) -> set[str]:
+def check_template(template: str, source: str = "template") -> set[str]:
     """The field names of a template; RecordError for anything but {field} and {{ }}."""
     fields = set()
     for match in _TOKEN.finditer(template):
@@ -110,10 +111,6 @@ def check_template(template: str, source: str) -> set[str]:
     return fields
 
 
-def template_fields(template: str) -> set[str]:
-    return check_template(template, "template")
-
-
 def _read_json(path: Path):
     try:
         return json.loads(read_text_file(path))
@@ -122,9 +119,12 @@ def _read_json(path: Path):
 
 
 def load_prompt_config(path: Path | None) -> PromptConfig | None:
-    """A dataset2prompt.json file or a LongBench v2 prompts folder."""
+    """A dataset2prompt.json file or a LongBench v2 prompts folder (DIR:fill-once: filled as
+    plain {field} templates, each marker once)."""
     if path is None:
         return None
+    once = str(path).endswith(FILL_ONCE)  # the project's fill: each $MARKER$ once, from the record
+    path = Path(str(path).removesuffix(FILL_ONCE))
     if path.is_dir():
         found = {kind: path / name for kind, name in _V2_FILES.items() if (path / name).is_file()}
         if not found:
@@ -132,7 +132,8 @@ def load_prompt_config(path: Path | None) -> PromptConfig | None:
                                           f"{', '.join(_V2_FILES.values())}; for LongBench / "
                                           "TinyEval pass their dataset2prompt.json")
         texts = {kind: read_text_file(f) for kind, f in found.items()}
-        return PromptConfig(path, {}, {kind: (_from_dollar_markers(text, found[kind]), text)
+        return PromptConfig(path, {}, {kind: (_from_dollar_markers(text, found[kind]),
+                                              None if once else text)
                                        for kind, text in texts.items()})
     data = _read_json(path)
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):

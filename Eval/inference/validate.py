@@ -10,18 +10,17 @@ length, chat or completion mode. Bad input stops with the file, line and problem
 from __future__ import annotations
 
 from Eval.commands import inference_command
-from Eval.inference.runner import add_data_arguments as add_arguments, prepare  # noqa: F401
-from Eval.inference.templates import template_fields
+from Eval.inference.runner import add_data_arguments as add_arguments  # noqa: F401
+from Eval.inference.runner import prepare, refusing_bad_input
+from Eval.inference.templates import check_template
 
 
 @inference_command("validate", help="check datasets and templates as a run would; no model loads")
+@refusing_bad_input
 def run(args) -> int:
-    prepared = prepare(args)
-    if isinstance(prepared, int):
-        return prepared
-    for ds in prepared[0]:
+    for ds in prepare(args)[0]:
         print(f"ok: {ds.name}: {len(ds.examples)} examples, {ds.form} form, template "
-              f"{ds.template_source} (fields: {', '.join(sorted(template_fields(ds.template)))}; "
+              f"{ds.template_source} (fields: {', '.join(sorted(check_template(ds.template)))}; "
               f"sha256 {ds.template_hash}), metrics {', '.join(ds.task.metrics)}, max_new_tokens "
               f"{ds.task.max_new_tokens}, {'chat' if ds.task.chat else 'completion'} mode")
     return 0
