@@ -9,14 +9,8 @@ Usage:
     python inference.py unlearning muse --model M --data-dir PATH [--completion-max-tokens 2048]
 
 Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
-are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A record:
-    id, index, dataset     "<file stem>-<index>" (the resume key), the row's position, file stem
-    question / prompt      the item's question (QA) or prefix (verbmem); input: the prompt seen
-    pred, answers          the greedy generation ("" if none); [the decoded labels, for ROUGE]
-    answer_encoding        full-turn, answer-eos or plain (completion texts)
-    logprobs               {answer key: [TokenStats (Eval/records.py), one per option]}
-    confidence_ordered_probs      masked models: each option's label probabilities, sorted
-    gradnorm, reference_avg_loss  {"answer": float|null}, MIA splits: --gradnorm, --reference-model
+are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A score
+record's fields: docs/unlearning.md.
 """
 from __future__ import annotations
 

@@ -67,27 +67,22 @@ def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
 
 def truth_ratio(correct: dict, wrong: dict, aggregator: str) -> dict:
     """TR_i = P(wrong) / (P(correct) + 1e-10), P = exp(-mean avg_loss) of a side's options; agg: the
-    mean of min(TR, 1/TR) (closer_to_1_better) or max(0, 1 - TR) (true_better); prob_mean
-    (open-unlearning #163) scores P(c) / (P(c) + P(w) + 1e-10) instead.
+    mean of min(TR, 1/TR) (closer_to_1_better) or max(0, 1 - TR) (true_better).
 
     >>> r = truth_ratio(_single({"avg_loss": 1.0}), _single({"avg_loss": [1.5, 2.5]}),
     ...                 "true_better")   # TR = e^-2 / e^-1
     >>> round(r["value_by_index"]["0"]["score"], 6), round(r["agg_value"], 6)
     (0.367879, 0.632121)
     """
-    if aggregator not in ("closer_to_1_better", "true_better", "prob_mean"):
+    if aggregator not in ("closer_to_1_better", "true_better"):
         raise ValueError(f"unknown truth-ratio aggregator {aggregator!r}")
     indices, c_loss, w_loss = _paired(correct, wrong, "avg_loss")
     p_c, p_w = (np.exp(-stats.to_1d(losses)) for losses in (c_loss, w_loss))
-    if aggregator == "prob_mean":
-        scores = p_c / (p_c + p_w + stats.EPS)
-        agg = stats.mean(scores)
+    scores = p_w / (p_c + stats.EPS)
+    if aggregator == "closer_to_1_better":
+        agg = float(np.mean(np.minimum(scores, 1 / (scores + stats.EPS))))
     else:
-        scores = p_w / (p_c + stats.EPS)
-        if aggregator == "closer_to_1_better":
-            agg = float(np.mean(np.minimum(scores, 1 / (scores + stats.EPS))))
-        else:
-            agg = float(np.mean(np.maximum(0, 1 - scores)))
+        agg = float(np.mean(np.maximum(0, 1 - scores)))
     return {"agg_value": agg,
             "value_by_index": {i: {"score": float(v)} for i, v in zip(indices, scores)}}
 
