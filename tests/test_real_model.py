@@ -83,10 +83,11 @@ def smollm2(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def gguf_run(smollm2, tmp_path_factory):
-    """{dataset: (the GGUF run's records, the prompts the dry run renders with the float32 copy)}."""
-    gguf, folder, out = smollm2
+    """{dataset: (the GGUF run's records, the prompts its dry run renders: the GGUF file's tokenizer and
+    context window, no weights)}."""
+    gguf, _, out = smollm2
     dry = tmp_path_factory.mktemp("smollm2-dry")
-    assert inference.main(["dry-run", "--model", str(folder), "--model-name", "dry", *SELECTION,
+    assert inference.main(["dry-run", "--model", str(gguf), "--model-name", "dry", *SELECTION,
                            "--out-dir", str(dry)]) == 0
     name = gguf.name.removesuffix(".gguf")
     return {ds: (read(out / name / f"{ds}.jsonl"), read(dry / "dry" / f"{ds}.prompts.jsonl"))

@@ -18,7 +18,7 @@ from Eval.models import register_model
 from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches,
                               prompt_opens_thinking)
 from Eval.models.checkpoint import (CheckpointModel, CheckpointOptions, checked_checkpoint,
-                                    load_tokenizer)
+                                    gguf_parts, load_tokenizer)
 from Eval.models.greedy import (StopWatch, cache_argument, greedy_decode, pad_positions,
                                 plain_cache)
 from Eval.models.identity import shown_path, template_sha256
@@ -43,7 +43,9 @@ class TokenizerOnly(BaseLLM):
         self.tokenizer = load_tokenizer(path, trust_remote_code)
 
     def context_window(self) -> int | None:
-        config = AutoConfig.from_pretrained(self.path, trust_remote_code=self.trust_remote_code)
+        folder, gguf = gguf_parts(self.path) or (self.path, None)
+        config = AutoConfig.from_pretrained(folder, gguf_file=gguf,
+                                            trust_remote_code=self.trust_remote_code)
         return getattr(config, "max_position_embeddings", None)
 
     def identity(self) -> dict:
