@@ -138,13 +138,21 @@ def read_complete_lines(path: StrPath, repair: bool) -> tuple[list[tuple[int, by
     return list(enumerate(raw[:end].split(b"\n")[:-1], 1)), end < len(raw)
 
 
+def _inside(folder: Path, relative: str) -> Path:
+    # the journal is read back from disk: a name in it is data, never trusted as a path
+    if os.path.isabs(relative) or ".." in Path(relative).parts:
+        raise StorageError(f"{folder}: refusing to write {relative!r} outside the folder")
+    return folder / relative
+
+
 def commit_files(folder: StrPath, files: dict[str, bytes], delete: Iterable[str] = ()) -> None:
-    """Replace `files` (paths relative to `folder`, names the caller has checked) and remove
-    `delete`, all or nothing: the temporaries are written first, then the journal listing the
-    renames, then the renames run."""
+    """Replace `files` (paths relative to `folder`) and remove `delete`, all or nothing: the
+    temporaries are written first, then the journal listing the renames, then the renames run."""
     folder = Path(folder)
     if (folder / JOURNAL).is_file():
         _roll_forward(folder)
+    for relative in [*files, *delete]:
+        _inside(folder, relative)  # refused before anything is written
     written = []
     try:  # a failed write (a full disk) removes every temporary: the old set stays whole
         for relative, data in files.items():
@@ -162,11 +170,11 @@ def commit_files(folder: StrPath, files: dict[str, bytes], delete: Iterable[str]
 def _roll_forward(folder: Path) -> None:
     journal = json.loads((folder / JOURNAL).read_bytes())
     for relative in journal["replace"]:
-        tmp = _tmp(folder / relative)
+        tmp = _tmp(_inside(folder, relative))
         if tmp.exists():  # absent: already renamed before an earlier kill
             os.replace(tmp, folder / relative)
     for relative in journal["delete"]:
-        (folder / relative).unlink(missing_ok=True)
+        _inside(folder, relative).unlink(missing_ok=True)
     (folder / JOURNAL).unlink()
 
 

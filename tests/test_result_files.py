@@ -85,6 +85,20 @@ def test_a_kill_while_writing_never_leaves_a_mixed_set(folder, monkeypatch, fail
     assert not list(folder.rglob("*.tmp")) and not (folder / storage.JOURNAL).exists()
 
 
+def test_a_journal_naming_a_path_outside_its_folder_is_dropped_unused(tmp_path):
+    folder, outside = tmp_path / "m", tmp_path / "keep.txt"
+    folder.mkdir()
+    outside.write_text("mine", encoding="utf-8")
+    (tmp_path / "keep.txt.tmp").write_text("theirs", encoding="utf-8")
+    (folder / storage.JOURNAL).write_text(json.dumps({"replace": ["../keep.txt"],
+                                                      "delete": ["../keep.txt"]}), encoding="utf-8")
+    assert storage.recover(folder, [], []) == []  # an untrusted journal: no rename, no delete
+    assert outside.read_text(encoding="utf-8") == "mine" and not (folder / storage.JOURNAL).exists()
+    with pytest.raises(storage.StorageError, match="outside the folder"):
+        storage.commit_files(folder, {"a.json": b"{}"}, delete=["/etc/passwd"])
+    assert not list(folder.iterdir())  # refused before anything was written
+
+
 def test_empty_references_and_class_lists_are_counted_and_warned(tmp_path, capsys):
     folder = tmp_path / "m"
     folder.mkdir()
