@@ -6,6 +6,7 @@ JSONL lines are appended whole and fsynced; one writer per output file (flock, `
 
 Usage:
     data = read_regular_bytes(path)              # StorageError for a FIFO, folder, broken link
+    obj, notes = read_json_object(path)          # {} if absent; {} and a note if unreadable
     write_json_atomic(path, obj)
     commit_files(folder, {"result.json": b"...", "per_example/a.jsonl": b"..."}, delete=["old"])
     with output_lock(path, "inference.py"): ...   # StorageError while another holds it
@@ -107,6 +108,20 @@ def json_bytes(obj: object) -> bytes:
 def jsonl_bytes(rows: Iterable[dict]) -> bytes:
     text = "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
     return text.encode("utf-8")
+
+
+def read_json_object(path: StrPath) -> tuple[dict, list[str]]:
+    """A result file's JSON object: {} when there is none; {} and a note when it is unreadable."""
+    path = Path(path)
+    if regular_file_problem(path):
+        return {}, []
+    try:
+        content = json.loads(read_regular_bytes(path))
+        if isinstance(content, dict):
+            return content, []
+    except (OSError, ValueError, RecursionError):
+        pass
+    return {}, [f"{path}: unreadable (not a JSON object); rebuilt from this run's results"]
 
 
 def write_json_atomic(path: StrPath, obj: object) -> None:

@@ -24,9 +24,8 @@ from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.intervals import wilson_interval
 from Eval.scoring.provenance import file_sha256
-from Eval.scoring.sections import read_json_object
 from Eval.scoring.rubrics import Rubric
-from Eval.storage import append_lines, read_complete_lines
+from Eval.storage import append_lines, read_complete_lines, read_json_object
 from Eval.tasks import TASKS
 
 NO_VERDICT = "n/a (no parseable verdict)"

@@ -16,8 +16,7 @@ import hashlib
 from pathlib import Path
 
 from Eval.records import examples_digest, sidecar_path
-from Eval.scoring.sections import read_json_object
-from Eval.storage import StorageError, read_regular_bytes
+from Eval.storage import StorageError, read_json_object, read_regular_bytes
 
 
 def file_sha256(path: Path) -> str:

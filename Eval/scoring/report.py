@@ -22,12 +22,13 @@ from Eval.pricing import Price, total_usage, with_cost
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import file_sha256
-from Eval.scoring.sections import Results, aligned_lines, read_json_object, render_markdown
+from Eval.scoring.sections import Results, aligned_lines, render_markdown
 from Eval.scoring.sections import render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
 from Eval.scoring.sections.scores import skipped_count, status_of
-from Eval.storage import StorageError, commit_files, json_bytes, jsonl_bytes, regular_file_problem
+from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, read_json_object,
+                           regular_file_problem)
 
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
 

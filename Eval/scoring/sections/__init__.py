@@ -11,11 +11,9 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from Eval.registry import Registry
-from Eval.storage import read_regular_bytes, regular_file_problem
 
 SECTIONS = Registry("report section", discover="Eval.scoring.sections",
                     hint="Add one: a function decorated with @section in a module of "
@@ -37,19 +35,6 @@ class Results:
     folder outside a root)."""
     by_model: dict[str, dict[str, dict]]
     root: Path | None = None
-
-
-def read_json_object(path: Path) -> tuple[dict, list[str]]:
-    """A result file's JSON object: {} when there is none; {} and a note when it is unreadable."""
-    if regular_file_problem(path):
-        return {}, []
-    try:
-        content = json.loads(read_regular_bytes(path))
-        if isinstance(content, dict):
-            return content, []
-    except (OSError, ValueError, RecursionError):
-        pass
-    return {}, [f"{path}: unreadable (not a JSON object); rebuilt from this run's results"]
 
 
 def section(name: str, order: int):

@@ -2,8 +2,9 @@
 items, B - A with its paired bootstrap interval and McNemar's p, and what was compared."""
 from __future__ import annotations
 
-from Eval.scoring.sections import Results, Table, read_json_object, section
+from Eval.scoring.sections import Results, Table, section
 from Eval.scoring.sections.scores import ci_text, score_text
+from Eval.storage import read_json_object
 
 
 def diff_table(doc: dict, name: str) -> Table:

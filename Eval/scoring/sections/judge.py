@@ -3,8 +3,9 @@ parseable ones, x 100, and how many were unparseable or failed), and every compa
 under the root (eval.py compare: A's win / tie / lose rates against B, the win rate's interval)."""
 from __future__ import annotations
 
-from Eval.scoring.sections import Results, Table, read_json_object, section
+from Eval.scoring.sections import Results, Table, section
 from Eval.scoring.sections.scores import score_text
+from Eval.storage import read_json_object
 
 
 def judge_entries(results: Results):

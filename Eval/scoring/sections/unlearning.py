@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from Eval.scoring.sections import Results, Table, read_json_object, section
+from Eval.scoring.sections import Results, Table, section
+from Eval.storage import read_json_object
 
 DEPTH = ("*", "*/*")  # ROOT/<model>/ (eval.py unlearning) and ROOT/open-unlearning/<run>/
 
