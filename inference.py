@@ -28,8 +28,23 @@ def main(argv=None) -> int:
     return main_or_command(INFERENCE_COMMANDS, "inference.py", run, argv)
 
 
-@runner.refusing_bad_input
 def run(argv: list[str]) -> int:
+    checked = checked_run(argv)
+    if isinstance(checked, int):  # an exit code: bad input, or nothing left to do
+        return checked
+    args, datasets, shards, out_dir = checked
+    saved: list[int] = []
+    try:
+        return generate(args, datasets, shards, out_dir, saved)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to "
+              "resume", file=sys.stderr)
+        return 130
+
+
+@runner.refusing_bad_input  # only the checks: an error inside the run keeps its traceback
+def checked_run(argv: list[str]):
+    """(args, datasets, shards, out_dir) of a run with work to do, or an exit code."""
     args = runner.parse_args(argv, description=__doc__.split("\n")[0],
                              epilog=commands_epilog(INFERENCE_COMMANDS, "inference.py"))
     datasets, out_dir = runner.prepare(args)
@@ -43,13 +58,7 @@ def run(argv: list[str]) -> int:
     if args.max_total_tokens and shards.torchrun:  # a rank stopping alone leaves others waiting
         raise ValueError("--max-total-tokens counts one process's tokens; it does not go with "
                          "torchrun")
-    saved: list[int] = []
-    try:
-        return generate(args, datasets, shards, out_dir, saved)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to "
-              "resume", file=sys.stderr)
-        return 130
+    return args, datasets, shards, out_dir
 
 
 def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
@@ -61,7 +70,11 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    runner.check_budgets(model, datasets, args)
+    try:
+        runner.check_budgets(model, datasets, args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     totals = runner.run_all(model, datasets, args, shards, out_dir, saved)
     getattr(model, "close", lambda: None)()  # the api adapter's connections
     if totals is None:

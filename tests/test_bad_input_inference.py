@@ -186,3 +186,17 @@ def test_shard_files_of_a_dotted_name_are_kept_apart(tmp_path):
         assert ids == [f"{name}-{k}" for k in range(6)]
     assert not list((out / "shards").glob("*.jsonl"))
     shutil.rmtree(out)
+
+
+def test_an_error_inside_the_run_is_not_reported_as_bad_input(tmp_path, monkeypatch, capsys):
+    """Only the checks before the model loads become one `error:` line and exit 2; a KeyError raised
+    while generating is a bug, and keeps its traceback."""
+    import Eval.inference.runner as runner
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug inside the run")
+
+    monkeypatch.setattr(runner, "run_all", broken)
+    with pytest.raises(KeyError, match="a bug inside the run"):
+        inference.main(["--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path)])
+    assert "error:" not in capsys.readouterr().err
