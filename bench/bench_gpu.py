@@ -7,14 +7,15 @@
   continuous  transformers' continuous batching (`generate_batch`, paged attention), where it exists
   ours        inference.py's path: plan_batches' batches through Eval/models/greedy.py (finished rows leave)
 
-Per method: examples/s, generated and prompt tokens/s, peak GPU memory, the share of outputs identical to
-the loop's; then the decode step of ours as a fraction of the memory-bandwidth bound (bytes of weights read
-per step / step time, against --bandwidth-gbs), and the OOM back-off of Eval/models/hf.py under
-torch.cuda.set_per_process_memory_fraction.
+First the decode step of ours as a fraction of the memory-bandwidth bound (bytes of weights read per step /
+step time, against --bandwidth-gbs) and the OOM back-off of Eval/models/hf.py under
+torch.cuda.set_per_process_memory_fraction (--skip-extras leaves both out); then per method: examples/s,
+generated and prompt tokens/s, peak GPU memory, the share of outputs identical to the first method's.
 
 Usage:
     python bench/bench_gpu.py                          # Qwen2.5-1.5B shape, bf16, 64 examples of 2-8k tokens
     python bench/bench_gpu.py --shape llama-3.2-1b --examples 128 --compile
+    python bench/bench_gpu.py --loop-examples 8        # the slow loop timed on 8 examples only
     python bench/bench_gpu.py --quick                  # a smoke run of the same code on CPU (tiny shape)
 """
 import argparse
@@ -55,8 +56,9 @@ def build_model(args):
     fields = dict(SHAPES[args.shape])
     config = AutoConfig.for_model(fields.pop("model_type"), **fields, eos_token_id=EOS, pad_token_id=0)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, args.dtype))
-    return model.to(args.device).eval()
+    with torch.device(args.device):  # random weights drawn where they live: seconds, not a minute on a CPU
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, args.dtype))
+    return model.eval()
 
 
 def workload(args, vocab: int) -> list[tuple[list[int], int]]:
@@ -175,8 +177,12 @@ def oom_backoff(args) -> str:
             (torch.cuda.memory_allocated() + 0.05 * free) / torch.cuda.get_device_properties(0).total_memory)
         text = "word " * 6000
         prompts = [Prompt(text, 6000, 0, True)] * 16
-        outs = hf.generate(prompts, 8)
-        torch.cuda.set_per_process_memory_fraction(1.0)
+        try:
+            outs = hf.generate(prompts, 8)
+        finally:  # the timed methods after this one get the whole card back
+            torch.cuda.set_per_process_memory_fraction(1.0)
+        del hf
+        torch.cuda.empty_cache()
     sizes = sorted({g.batch_size for g in outs})
     errors = sum(g.finish_reason == "error" for g in outs)
     return f"OOM back-off: 16 prompts of 6k tokens ran at batch sizes {sizes}, {errors} out of memory at 1"
@@ -197,6 +203,9 @@ def main() -> None:
     p.add_argument("--methods", default="loop,padded,static,continuous,ours")
     p.add_argument("--compile", action="store_true", help="torch.compile the static-cache path")
     p.add_argument("--bandwidth-gbs", type=float, default=3350.0, help="memory bandwidth (H100 SXM)")
+    p.add_argument("--loop-examples", type=int, default=0,
+                   help="time the loop on the first N examples only (0: all); identity is checked on those")
+    p.add_argument("--skip-extras", action="store_true", help="leave out the decode step and OOM back-off")
     p.add_argument("--quick", action="store_true", help=f"smoke run on CPU: {QUICK}")
     args = p.parse_args()
     if args.quick:
@@ -210,23 +219,25 @@ def main() -> None:
                "static": lambda m, w, a: run_generate(m, w, a, cache_implementation="static")}
     if args.compile:
         model.forward = torch.compile(model.forward, mode="reduce-overhead")
-    prompt_tokens = sum(len(w[0]) for w in work)
-    base = None
+    if not args.skip_extras:
+        print(decode_step_fraction(model, args), flush=True)  # also warms the device up before timing
+        print(oom_backoff(args), flush=True)
+    timed(run_loop, model, [(work[0][0][:64], 2)], args)  # CUDA context and cuBLAS handles, untimed
+    base = None  # (examples/s, outputs) of the first method
     for method in args.methods.split(","):
+        run = work[:args.loop_examples or None] if method == "loop" else work
         try:
-            seconds, outputs, peak = timed(methods[method], model, work, args)
+            seconds, outputs, peak = timed(methods[method], model, run, args)
         except Exception as err:  # a path this transformers or device lacks: say so, measure the others
             print(f"  {method:10} failed: {type(err).__name__}: {str(err)[:200]}")
             continue
-        base = base or (seconds, outputs)
-        generated = sum(map(len, outputs))
+        base = base or (len(run) / seconds, outputs)
+        generated, prompt_tokens = sum(map(len, outputs)), sum(len(w[0]) for w in run)
         same = sum(a == b for a, b in zip(outputs, base[1]))
-        print(f"  {method:10} {len(work) / seconds:7.2f} ex/s  {generated / seconds:9.0f} gen tok/s  "
+        print(f"  {method:10} {len(run) / seconds:7.2f} ex/s  {generated / seconds:9.0f} gen tok/s  "
               f"{prompt_tokens / seconds:9.0f} prompt tok/s  peak {peak:8.0f} MiB  "
-              f"ratio {base[0] / seconds:6.2f}x  identical to the first {same}/{len(work)}")
-    print(decode_step_fraction(model, args))
-    print(oom_backoff(args))
-
+              f"ratio {len(run) / seconds / base[0]:6.2f}x  identical to the first "
+              f"{same}/{min(len(run), len(base[1]))}", flush=True)
 
 if __name__ == "__main__":
     main()
