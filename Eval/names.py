@@ -7,6 +7,7 @@ Usage:
 """
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -37,6 +38,14 @@ def check_name(name: object, source: str) -> str:
         raise ValueError(f"{source} {name!r}: {problem}; give a plain name (letters, digits, '_', "
                          "'-', '.')")
     return name  # type: ignore[return-value]
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model-name and --out-dir, which output_folder() joins (stage 1's commands)."""
+    parser.add_argument("--model-name", default=None,
+                        help="output folder name (default: the model path's last part)")
+    parser.add_argument("--out-dir", type=Path, default=Path("pred"),
+                        help="records go to OUT_DIR/MODEL_NAME/")
 
 
 def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:

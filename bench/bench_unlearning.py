@@ -103,8 +103,8 @@ def whole_run(model, reference, splits, out_dir: Path, batch_size: int) -> float
     """The complete inference run: greedy generations, the shared pass, records appended and merged, sidecars."""
     start = time.perf_counter()
     for name, (split, path, items) in splits.items():
-        ur.run_split(model, split, path, out_dir, ur.Settings(batch_size=batch_size, limit=len(items),
-                                                               overwrite=True), reference)
+        settings = ur.Settings(batch_size=batch_size, limit=len(items), overwrite=True)
+        ur.run_split(model, split, path, items, out_dir, settings, reference)
     return time.perf_counter() - start
 
 

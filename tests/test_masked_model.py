@@ -19,7 +19,7 @@ import inference
 from conftest import ROOT
 from Eval.models.factory import from_args
 from Eval.models.base import plan_batches
-from Eval.unlearning.stats import confidence_ordered_prob, confidence_ordered_probs
+from Eval.unlearning.stats import confidence_ordered, confidence_ordered_probs
 from demo.build_masked import build
 from Eval.models.masked import MaskedLMModel
 from Eval.records import TOKEN_STATS_FIELDS
@@ -148,18 +148,21 @@ def test_confidence_ordering_and_geometric_mean(model):
         ordered = confidence_ordered_probs(s)
         assert ordered == sorted(ordered, reverse=True) == sorted((math.exp(x) for x in s["logprobs"]), reverse=True)
         plain = math.exp(sum(s["logprobs"]) / len(s["logprobs"]))
-        assert confidence_ordered_prob(s) == pytest.approx(plain, rel=1e-6)  # order does not change it (spec 1.5)
+        prob = confidence_ordered(s)["prob"]
+        assert prob == pytest.approx(plain, rel=1e-6)  # order does not change it (spec 1.5)
         shuffled = list(s["logprobs"])
         random.Random(0).shuffle(shuffled)
-        assert confidence_ordered_prob(shuffled) == pytest.approx(confidence_ordered_prob(s), rel=1e-12)
-    assert confidence_ordered_prob([math.log(0.5)] * 3) == pytest.approx(0.5 + 1e-12, rel=1e-15)
-    assert math.isnan(confidence_ordered_prob({"logprobs": []}))  # T = 0 is 0/0, as in the handler
+        assert confidence_ordered({"logprobs": shuffled})["prob"] == pytest.approx(prob, rel=1e-12)
+    half = confidence_ordered({"logprobs": [math.log(0.5)] * 3})
+    assert half["prob"] == pytest.approx(0.5 + 1e-12, rel=1e-15)
+    assert half["avg_loss"] == pytest.approx(-math.log(0.5 + 2e-12), rel=1e-12)
+    assert confidence_ordered({"logprobs": []})["prob"] is None  # T = 0: no label, the leaf leaves it out
 
 
 def test_confidence_helpers_and_registry_import_without_torch():
-    code = ("import sys; from Eval.unlearning.stats import confidence_ordered_prob; from Eval.models import MODELS; "
+    code = ("import sys; from Eval.unlearning.stats import confidence_ordered; from Eval.models import MODELS; "
             "assert 'masked' in MODELS; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; "
-            "print(confidence_ordered_prob([0.0]))")
+            "print(confidence_ordered({'logprobs': [0.0]})['prob'])")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) == pytest.approx(1.0)

@@ -80,7 +80,7 @@ def test_confidence_ordered_probability_sorts_and_takes_the_geometric_mean():
     assert r["prob"] == pytest.approx(geo, rel=1e-12)
     assert r["avg_loss"] == pytest.approx(-math.log(geo + 1e-12), rel=1e-12)
     assert r["prob"] == pytest.approx(stats.probability(ts([math.log(x) for x in p]))["prob"], rel=1e-9)
-    assert stats.confidence_ordered(ts([])) is None
+    assert stats.confidence_ordered(ts([])) == {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
 
 
 def test_malformed_token_stats_are_refused_with_the_reason():
@@ -180,7 +180,7 @@ def test_float32_side_means_only_for_float32_values():
 @needs_shared
 def test_rouge_reproduces_every_published_per_sample_value():
     needs_package("rouge_score")
-    from Eval.unlearning.samples import rouge_scores
+    from Eval.unlearning.samples import ROUGE, rouge
 
     n = 0
     for log_path in (OU / "tofu_Llama-3.2-1B-Instruct_full_evals_forget10" / "TOFU_EVAL.json",
@@ -188,8 +188,8 @@ def test_rouge_reproduces_every_published_per_sample_value():
         log = json.loads(log_path.read_text(encoding="utf-8"))
         for name in (k for k in log if k.endswith("ROUGE")):
             for idx, s in log[name]["value_by_index"].items():
-                got = rouge_scores(generation=s["generation"], ground_truth=s["ground_truth"])
-                assert got == {k: s[k] for k in ("rouge1_recall", "rougeL_f1", "rougeL_recall")}, (name, idx)
+                got = rouge({"pred": s["generation"], "answers": [s["ground_truth"]]}, "answer")
+                assert {k: got[k] for k in ROUGE} == {k: s[k] for k in ROUGE}, (name, idx)
                 n += 1
     assert n == 400 + 400 + 100 + 117 + 300
 

@@ -29,7 +29,7 @@ from Eval.inference.run_loop import TokenBudget
 from Eval.inference.templates import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments, backend_help
-from Eval.names import output_folder
+from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text
 from Eval.records import RecordError
 
@@ -73,10 +73,7 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truncation", choices=TRUNCATION_POLICIES, default="middle",
                    help="a prompt over --max-length: cut its middle (LongBench), start (left) or "
                         "end (right), or skip the example (recorded, counted out of n)")
-    p.add_argument("--model-name", default=None,
-                   help="output folder name (default: the model path's last part)")
-    p.add_argument("--out-dir", type=Path, default=Path("pred"),
-                   help="records go to OUT_DIR/MODEL_NAME/")
+    add_output_arguments(p)
     p.add_argument("--price", type=Path, default=None, metavar="PATH",
                    help='US dollars per million tokens by model name, {"MODEL": {"input": 0.15, '
                         '"output": 0.6}, "*": {...}}: adds the cost (default: none)')

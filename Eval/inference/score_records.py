@@ -26,7 +26,7 @@ from Eval.commands import inference_command
 from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
-from Eval.names import output_folder
+from Eval.names import add_output_arguments, output_folder
 from Eval.records import RecordError, content_hash, iter_json_objects
 from Eval.unlearning.stats import confidence_ordered_probs
 
@@ -179,9 +179,8 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
     return (full[len(text):] if full.startswith(text) else full.replace(text, "")).strip()
 
 
-def run_split(model, split: Split, data_file: Path, out_dir: Path, settings: Settings,
-              reference=None, shots: list[dict] | None = None) -> dict:
-    items, shots = read_items(data_file, split.kind), shots or []
+def run_split(model, split: Split, data_file: Path, items: list[dict], out_dir: Path,
+              settings: Settings, reference=None, shots: list[dict] | tuple = ()) -> dict:
     path = out_dir / f"{split.name}.jsonl"
     generates = split.generate and settings.generate
     max_new = (settings.max_new_tokens or split.generate) if generates else 0
@@ -276,10 +275,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", choices=("tofu", "muse"), help="whose splits: TOFU's or MUSE's")
     add_model_arguments(parser, str(DEMO_TARGET))
     add_batch_arguments(parser)
-    parser.add_argument("--model-name", default=None,
-                        help="output folder name (default: the model path's last part)")
-    parser.add_argument("--out-dir", type=Path, default=Path("pred"),
-                        help="records go to OUT_DIR/MODEL_NAME/")
+    add_output_arguments(parser)
     parser.add_argument("--limit", type=positive_int, default=None,
                         help="only the first N items of each split (default: all)")
     parser.add_argument("--overwrite", action="store_true", help="start afresh, not resuming")
@@ -308,26 +304,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "labels' text minus the prefix's (its .replace), or the labels' text whole")
 
 
-def _found_splits(args) -> list[tuple[Split, Path, list[dict]]]:
-    """Each split with a data file, and its few-shot examples, checked before a model loads."""
+def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
+    """Each split with a data file, its items and few-shot examples, read before a model loads."""
     if args.suite == "muse":
         splits, data_dir = muse_splits(), args.data_dir or MUSE_DEMO_DATA
     else:
         splits = tofu_splits(args.forget_split, args.holdout_split)
         data_dir = args.data_dir or DEMO_DATA
-    if not data_dir.is_dir() or find_file(data_dir, splits[0].files) is None:
-        names = " or ".join(f"{stem}.json(l)" for stem in splits[0].files)
-        raise FileNotFoundError(f"{data_dir}: no {names}")
     found = []
     for split in splits:
         path = find_file(data_dir, split.files)
+        if path is None and split is splits[0]:  # the forget split: nothing to score without it
+            names = " or ".join(f"{stem}.json(l)" for stem in split.files)
+            raise FileNotFoundError(f"{data_dir}: no {names}")
         icl = find_file(data_dir, split.icl) if split.icl else None
         if path is None:
             print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; "
                   "skipped")
         else:
-            read_items(path, split.kind)
-            found.append((split, path, read_items(icl, "knowmem") if icl else []))
+            found.append((split, path, read_items(path, split.kind),
+                          read_items(icl, "knowmem") if icl else []))
     return found
 
 
@@ -353,8 +349,9 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(**given, generate=not args.no_generate)
     start, failed = time.perf_counter(), 0
     try:
-        for split, path, shots in found:
-            failed += run_split(model, split, path, out_dir, settings, reference, shots)["failed"]
+        for split, path, items, shots in found:
+            failed += run_split(model, split, path, items, out_dir, settings, reference,
+                                shots)["failed"]
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -52,8 +52,7 @@ def first_option(fn):
 def confidence_ordered(record: dict, key: str) -> dict:
     """stats.confidence_ordered per option, of masked models' records (confidence_ordered_probs)."""
     _field(record, "confidence_ordered_probs", key)  # other models' records: the leaf is skipped
-    empty = {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}  # no label
-    return per_option(lambda ts: stats.confidence_ordered(ts) or empty)(record, key)
+    return per_option(stats.confidence_ordered)(record, key)
 
 
 @functools.lru_cache(maxsize=1)
@@ -63,22 +62,18 @@ def _rouge_scorer():
     return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
 
 
-def rouge_scores(generation: str, ground_truth: str) -> dict:
-    """open-unlearning's ROUGE figures (Google's rouge-score, stemmed; not LongBench's `rouge`)."""
-    scores = _rouge_scorer().score(target=ground_truth, prediction=generation)
-    return {"rouge1_recall": scores["rouge1"].recall, "rougeL_f1": scores["rougeL"].fmeasure,
-            "rougeL_recall": scores["rougeL"].recall}
-
-
 def rouge(record: dict, key: str) -> dict:
-    """ROUGE of `pred` against the first of `answers`; `input` (the prompt) is kept for reading."""
+    """open-unlearning's ROUGE figures (Google's rouge-score, stemmed; not LongBench's `rouge`) of
+    `pred` against the first of `answers`; `input` (the prompt) is kept for reading."""
     for field in ("pred", "answers"):
         if field not in record:
             raise Missing(field)
     generation, truth = record["pred"], normalize_answers(record["answers"])[0]
     if not isinstance(generation, str):
         raise ValueError("field 'pred' (the generation) must be a string")
-    return {**rouge_scores(generation, truth), "input": str(record.get("input", "")),
+    scores = _rouge_scorer().score(target=truth, prediction=generation)
+    return {"rouge1_recall": scores["rouge1"].recall, "rougeL_f1": scores["rougeL"].fmeasure,
+            "rougeL_recall": scores["rougeL"].recall, "input": str(record.get("input", "")),
             "ground_truth": truth, "generation": generation}
 
 

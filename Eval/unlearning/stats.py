@@ -5,7 +5,7 @@ dataset-level means, AUC, KS test and privleak.
 
 Usage:
     ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
-    stats.probability(ts), stats.min_k_score(ts, k=0.4), stats.confidence_ordered_prob(ts)
+    stats.probability(ts), stats.min_k_score(ts, k=0.4), stats.confidence_ordered(ts)
     stats.privleak(auc=0.99, ref_auc=0.5), stats.roc_auc(forget=[0.1, 0.4], holdout=[0.3, 0.9])
 """
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -51,27 +50,19 @@ def probability(ts: dict) -> dict:
     return {"prob": math.exp(-loss), "avg_loss": loss}
 
 
-def confidence_ordered_probs(stats: Mapping | Sequence[float]) -> list[float]:
-    """The label probabilities of a TokenStats (or its `logprobs`), most confident first."""
-    logprobs = stats["logprobs"] if isinstance(stats, Mapping) else stats
-    return sorted((math.exp(lp) for lp in logprobs), reverse=True)
+def confidence_ordered_probs(ts: dict) -> list[float]:
+    """The label probabilities of a TokenStats, most confident first."""
+    return sorted((math.exp(lp) for lp in ts["logprobs"]), reverse=True)
 
 
-def confidence_ordered_prob(stats: Mapping | Sequence[float]) -> float:
-    """exp(mean(log(p + 1e-12))): the ordinary probability up to the epsilon; NaN for no label."""
-    probs = confidence_ordered_probs(stats)
+def confidence_ordered(ts: dict) -> dict:
+    """`probability` of a masked pass: prob = exp(mean(log(p + 1e-12))) over the ordered label
+    probabilities, avg_loss = -log(prob + 1e-12); both None for no label (the leaf skips it)."""
+    probs = confidence_ordered_probs(ts)
     if not probs:
-        return math.nan
-    return math.exp(math.fsum(math.log(p + CONF_EPS) for p in probs) / len(probs))
-
-
-def confidence_ordered(ts: dict) -> dict | None:
-    """`probability` of a masked pass: prob, avg_loss = -log(prob + 1e-12), the ordered list."""
-    if not ts["logprobs"]:
-        return None
-    prob = confidence_ordered_prob(ts)
-    return {"prob": prob, "avg_loss": -math.log(prob + CONF_EPS),
-            "confidence_ordered_probs": confidence_ordered_probs(ts)}
+        return {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
+    prob = math.exp(math.fsum(math.log(p + CONF_EPS) for p in probs) / len(probs))
+    return {"prob": prob, "avg_loss": -math.log(prob + CONF_EPS), "confidence_ordered_probs": probs}
 
 
 def exact_memorization(ts: dict) -> float | None:
@@ -123,8 +114,7 @@ def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
 
 def zlib_score(ts: dict) -> float:
     """avg_loss over the zlib-compressed byte length of the decoded answer (`ts["text"]`)."""
-    text = _need(ts, "text")
-    return avg_loss(ts) / len(zlib.compress(text.encode("utf-8")))
+    return avg_loss(ts) / len(zlib.compress(_need(ts, "text").encode("utf-8")))
 
 
 # --- dataset level --------------------------------------------------------------------------------
@@ -154,8 +144,7 @@ def roc_auc(forget, holdout) -> float:
     n0, n1 = len(forget), len(holdout)
     if n0 == 0 or n1 == 0:
         raise ValueError(f"an AUC needs forget and holdout samples (got {n0} forget, {n1} holdout)")
-    ranks = rankdata(np.concatenate([np.asarray(forget, dtype=np.float64),
-                                     np.asarray(holdout, dtype=np.float64)]))  # a NaN: all NaN
+    ranks = rankdata(np.asarray([*forget, *holdout], dtype=np.float64))  # a NaN: all NaN
     u = ranks[n0:].sum() - n1 * (n1 + 1) / 2.0  # ties share their mean rank
     return float(u / (n0 * n1))
 
@@ -164,8 +153,7 @@ def ks_pvalue(model_values, retain_values) -> float:
     """Two-sided two-sample KS p-value (scipy's default method): forget quality."""
     from scipy.stats import ks_2samp
 
-    return float(ks_2samp(np.asarray(model_values, dtype=np.float64),
-                          np.asarray(retain_values, dtype=np.float64)).pvalue)
+    return float(ks_2samp(model_values, retain_values).pvalue)
 
 
 def privleak(auc: float, ref_auc: float) -> float:
