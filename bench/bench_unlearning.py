@@ -104,7 +104,7 @@ def whole_run(model, reference, splits, out_dir: Path, batch_size: int) -> float
     start = time.perf_counter()
     for name, (split, path, items) in splits.items():
         settings = ur.Settings(batch_size=batch_size, limit=len(items), overwrite=True)
-        ur.run_split(model, split, path, items, out_dir, settings, reference)
+        ur.run_split(model, split, path, items, [], out_dir, settings, reference)
     return time.perf_counter() - start
 
 

@@ -179,8 +179,8 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
     return (full[len(text):] if full.startswith(text) else full.replace(text, "")).strip()
 
 
-def run_split(model, split: Split, data_file: Path, items: list[dict], out_dir: Path,
-              settings: Settings, reference=None, shots: list[dict] | tuple = ()) -> dict:
+def run_split(model, split: Split, data_file: Path, items: list[dict], shots: list[dict],
+              out_dir: Path, settings: Settings, reference=None) -> dict:
     path = out_dir / f"{split.name}.jsonl"
     generates = split.generate and settings.generate
     max_new = (settings.max_new_tokens or split.generate) if generates else 0
@@ -350,8 +350,8 @@ def run(args: argparse.Namespace) -> int:
     start, failed = time.perf_counter(), 0
     try:
         for split, path, items, shots in found:
-            failed += run_split(model, split, path, items, out_dir, settings, reference,
-                                shots)["failed"]
+            failed += run_split(model, split, path, items, shots, out_dir, settings,
+                                reference)["failed"]
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

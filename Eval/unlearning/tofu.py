@@ -14,6 +14,7 @@ from Eval.unlearning import stats
 from Eval.unlearning.muse import MIA_KINDS, RETAIN_AUC, privleak
 
 SPLITS = ("forget", "retain", "holdout", "ra", "wf")  # score records DIR/tofu_<split>.jsonl
+MIA = ("forget", "holdout")
 _QA_LEAVES = {"Prob": ("probability", "answer"), "ROUGE": ("rougeL_recall", "answer"),
               "PARA_Prob": ("probability", "paraphrased_answer"),
               "PERT_Prob": ("probability", "perturbed_answer")}
@@ -25,7 +26,7 @@ LEAVES = {  # metric: (split, kind (Eval/unlearning/samples.py KINDS), answer ke
     "forget_Q_A_gibberish": ("forget", "classifier_prob", "answer"),
     "extraction_strength": ("forget", "extraction_strength", "answer"),
     "exact_memorization": ("forget", "exact_memorization", "answer"),
-    **{kind: (("forget", "holdout"), kind, "answer") for kind in MIA_KINDS},  # AUC of the pair
+    **{kind: (MIA, kind, "answer") for kind in MIA_KINDS},
 }
 TRUTH_RATIOS = {  # metric: (correct, wrong, aggregator)
     "forget_truth_ratio": ("forget_Q_A_PARA_Prob", "forget_Q_A_PERT_Prob", "closer_to_1_better"),
