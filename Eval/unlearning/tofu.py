@@ -91,8 +91,7 @@ def probability_w_options(correct: dict, wrong: dict) -> dict:
     """Normalised probability p_c / (p_c + sum of the perturbed options' p + 1e-10); agg = mean."""
     indices, c_prob, w_prob = _paired(correct, wrong, "prob")
     c_prob, w_prob = np.asarray(c_prob, dtype=np.float64), np.asarray(w_prob, dtype=np.float64)
-    w_prob = np.sum(w_prob, axis=tuple(range(1, w_prob.ndim))) if w_prob.ndim > 1 else w_prob
-    probs = c_prob / (c_prob + w_prob + stats.EPS)
+    probs = c_prob / (c_prob + np.sum(w_prob, axis=tuple(range(1, w_prob.ndim))) + stats.EPS)
     return {"agg_value": stats.mean(probs),
             "value_by_index": {i: {"prob": float(v)} for i, v in zip(indices, probs)}}
 
