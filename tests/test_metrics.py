@@ -48,7 +48,8 @@ def test_every_task_uses_registered_metrics_and_extractors():
 
 def test_metric_helpers():
     from Eval.metrics.code_sim import first_code_line
-    from Eval.metrics.qa import char3grams, normalize_en, normalize_zh_token, token_f1
+    from Eval.metrics.bergen_qa import char3grams
+    from Eval.metrics.qa import normalize_en, normalize_zh_token, token_f1
 
     assert normalize_en("The  Cat's hat, a red one!") == "cats hat red one"
     assert normalize_zh_token("57081.86") == "5708186"

@@ -20,8 +20,10 @@ import rouge.rouge_score as package_internals
 from rouge import Rouge
 
 from Eval.metrics import rouge as rouge_module
+from Eval.metrics import rouge_packages
 from Eval.metrics.registry import METRICS, Zeroed
-from Eval.metrics.rouge import _lcs_words, rouge, rouge_chinese, rouge_l_f, rouge_zh
+from Eval.metrics.rouge import _lcs_words, rouge, rouge_l_f, rouge_zh
+from Eval.metrics.rouge_packages import rouge_chinese
 from Eval.metrics.zh import cut
 
 TINYEVAL = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "tinyeval"
@@ -214,8 +216,8 @@ def test_rouge_chinese_explanations_recompute_the_package_value():
 
 
 def test_docstring_examples():
-    result = doctest.testmod(rouge_module)
-    assert result.attempted >= 5 and result.failed == 0
+    results = [doctest.testmod(module) for module in (rouge_module, rouge_packages)]
+    assert sum(r.attempted for r in results) >= 5 and all(r.failed == 0 for r in results)
 
 
 def _words(n, prefix="w"):

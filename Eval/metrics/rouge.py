@@ -1,6 +1,6 @@
-"""ROUGE: LongBench's ``rouge`` / ``rouge_zh`` (pltrdy ``rouge`` 1.0.1's ROUGE-L, bit for bit,
-computed here: tests/test_rouge.py uses the package as oracle); ``rouge_chinese`` (the
-``rouge-chinese`` package); BERGEN's ``rouge_1`` / ``rouge_2`` (the ``rouge`` package itself).
+"""ROUGE-L as LongBench scores it: ``rouge`` / ``rouge_zh``, pltrdy ``rouge`` 1.0.1's ROUGE-L bit
+for bit, computed here (tests/test_rouge.py uses the package as oracle). The ROUGE metrics that call
+their packages as they are (rouge_chinese, BERGEN's rouge_1 / rouge_2) are in rouge_packages.py.
 
 The package's ROUGE-L, not the textbook one: sentences are "."-pieces (empty ones dropped) of
 whitespace words; for each (reference, hypothesis) sentence pair it walks its LCS table back once
@@ -78,7 +78,7 @@ def _rouge_counts(hypothesis: str, reference: str) -> tuple[tuple, tuple, frozen
     return distinct[0], distinct[1], frozenset(union)
 
 
-def _f_measure(llcs: int, m: int, n: int) -> tuple[float, float, float]:
+def f_measure(llcs: int, m: int, n: int) -> tuple[float, float, float]:
     """(P, R, F) with the packages' exact float operations: beta = 1, 1e-8 in the denominator."""
     recall = llcs / m
     precision = llcs / n
@@ -92,17 +92,19 @@ def rouge_l_f(hypothesis: str, reference: str) -> float:
     0.999999995
     """
     ref_words, hyp_words, union = _rouge_counts(hypothesis, reference)
-    return _f_measure(len(union), len(ref_words), len(hyp_words))[2]
+    return f_measure(len(union), len(ref_words), len(hyp_words))[2]
 
 
 ROUGE_BEST = 2.0 * ((1.0 * 1.0) / (1.0 + 1.0 + 1e-8))  # identical texts: 0.999999995
 
 
-def _zeroed(exc: Exception) -> Zeroed:
+def zeroed_by(exc: Exception) -> Zeroed:
+    """The 0.0 a failing ROUGE scores, with why: the exception's type and message."""
     return Zeroed(f"{type(exc).__name__}: {exc}"[:120])
 
 
-def _jieba_text(text: str) -> str:
+def jieba_text(text: str) -> str:
+    """jieba's words joined by spaces: Chinese as LongBench hands it to a ROUGE package."""
     return " ".join(cut(text))
 
 
@@ -120,7 +122,7 @@ def rouge(prediction: str, reference: str, **record) -> float:
     try:
         return rouge_l_f(prediction, reference)
     except Exception as exc:  # LongBench's bare except scores every failure 0.0; we keep why
-        return _zeroed(exc)
+        return zeroed_by(exc)
 
 
 @explains("rouge")
@@ -129,11 +131,11 @@ def explain_rouge(prediction: str, reference: str, **record) -> dict:
     try:
         ref_words, hyp_words, union = _rouge_counts(prediction, reference)
     except Exception as exc:  # the same failures the metric zeroes
-        reason = _zeroed(exc).reason
+        reason = zeroed_by(exc).reason
         return {"score": 0.0, "zeroed": reason,
                 "text": f"scored 0, as LongBench does when the rouge package fails: {reason}"}
     m, n, words = len(ref_words), len(hyp_words), [w for w in hyp_words if w in union]
-    precision, recall, score = _f_measure(len(union), m, n)
+    precision, recall, score = f_measure(len(union), m, n)
     shown = " ".join(words[:20]) + (f" … ({len(words) - 20} more)" if len(words) > 20 else "")
     text = (f"{len(union)} distinct word{'s' * (len(union) != 1)} on the LCSs ({shown or 'none'}): "
             f"P = {ratio(len(union), n)} of the prediction's distinct words, "
@@ -153,102 +155,7 @@ def rouge_zh(prediction: str, reference: str, **record) -> float:
     >>> rouge_zh("我爱我的家，我的家很大", "我的家很大，我爱它")
     0.6153846104142012
     """
-    return rouge(_jieba_text(prediction), _jieba_text(reference))
+    return rouge(jieba_text(prediction), jieba_text(reference))
 
 
-explains("rouge_zh", tokens=_jieba_text)(explain_rouge)
-
-
-@functools.lru_cache(maxsize=2)
-def _chinese_rouge(raw: bool = False):
-    from rouge_chinese import Rouge  # only this metric needs it
-
-    return Rouge(metrics=["rouge-l"], raw_results=True) if raw else Rouge()
-
-
-@metric("rouge_chinese", best=ROUGE_BEST, version="rouge-chinese-1.0.3")
-def rouge_chinese(prediction: str, reference: str, **record) -> float:
-    """ROUGE-L F of the ``rouge-chinese`` package on jieba words: not LongBench's figure (it splits
-    on Chinese end punctuation and takes one LCS over all words), for comparing with work that used
-    it (rouge_zh gives 0.615 here). Quadratic (see ``--sample-time-limit``); any exception scores
-    0.0 (``Zeroed``).
-
-    >>> rouge_chinese("我爱我的家，我的家很大", "我的家很大，我爱它")
-    0.555555550617284
-    """
-    try:
-        return _chinese_f(_jieba_text(prediction), _jieba_text(reference))
-    except Exception as exc:
-        return _zeroed(exc)
-
-
-@functools.lru_cache(maxsize=32)
-def _chinese_f(hypothesis: str, gold: str) -> float:  # cached: the explainer asks again
-    return _chinese_rouge().get_scores(hypothesis, gold, avg=True)["rouge-l"]["f"]
-
-
-@explains("rouge_chinese")
-def explain_rouge_chinese(prediction: str, reference: str, **record) -> dict:
-    """The package's own counts: the length of one LCS over all words."""
-    value = rouge_chinese(prediction, reference)  # the package's F (cached), or why it failed
-    if isinstance(value, Zeroed):
-        return {"score": 0.0, "zeroed": value.reason, "text": f"scored 0: {value.reason}"}
-    hypothesis, gold = _jieba_text(prediction), _jieba_text(reference)
-    counts = _chinese_rouge(raw=True).get_scores(hypothesis, gold)[0]["rouge-l"]
-    llcs, hyp_words, ref_words = counts["overlap"], counts["hyp"], counts["ref"]
-    precision, recall, score = _f_measure(llcs, ref_words, hyp_words)
-    text = (f"LCS of {llcs} words: P = {ratio(llcs, hyp_words)} of the prediction's words, "
-            f"R = {ratio(llcs, ref_words)} of the reference's, F = 2PR/(P+R+1e-8) = {score:.4g}")
-    return {"llcs": llcs, "prediction_words": hyp_words, "reference_words": ref_words,
-            "precision": precision, "recall": recall, "score": score, "text": text}
-
-
-@functools.cache
-def _package_rouge():
-    from rouge import Rouge  # the pltrdy package: its ROUGE-1 / ROUGE-2 as they are
-
-    return Rouge(metrics=["rouge-1", "rouge-2"])
-
-
-def _package_f(prediction: str, reference: str, which: str) -> float:
-    """The `rouge` package's F of ROUGE-N, as BERGEN calls it; any failure (an empty text raises)
-    scores 0.0, as BERGEN scores it."""
-    try:
-        return _package_rouge().get_scores(prediction, reference, avg=True)[which]["f"]
-    except Exception as exc:
-        return _zeroed(exc)
-
-
-def _explain_package(prediction: str, reference: str, *, which: str, **record) -> dict:
-    value = _package_f(prediction, reference, which)
-    if isinstance(value, Zeroed):
-        return {"score": 0.0, "zeroed": value.reason,
-                "text": f"scored 0, as BERGEN does: {value.reason}"}
-    scores = _package_rouge().get_scores(prediction, reference, avg=True)[which]
-    text = (f"{which} of the rouge package: P = {scores['p']:.4g}, R = {scores['r']:.4g}, "
-            f"F = 2PR/(P+R+1e-8) = {value:.4g}")
-    return {"precision": scores["p"], "recall": scores["r"], "score": value, "text": text}
-
-
-@metric("rouge_1", best=ROUGE_BEST, version="pltrdy-1.0.1")
-def rouge_1(prediction: str, reference: str, **record) -> float:
-    """BERGEN's Rouge-1: the `rouge` package's ROUGE-1 F (distinct-word overlap).
-
-    >>> rouge_1("the cat sat on the mat", "the cat lay on the mat")
-    0.7999999950000002
-    """
-    return _package_f(prediction, reference, "rouge-1")
-
-
-@metric("rouge_2", best=ROUGE_BEST, version="pltrdy-1.0.1")
-def rouge_2(prediction: str, reference: str, **record) -> float:
-    """BERGEN's Rouge-2: the `rouge` package's ROUGE-2 F (bigram overlap).
-
-    >>> rouge_2("the cat sat on the mat", "the cat lay on the mat")
-    0.5999999950000001
-    """
-    return _package_f(prediction, reference, "rouge-2")
-
-
-explains("rouge_1")(functools.partial(_explain_package, which="rouge-1"))
-explains("rouge_2")(functools.partial(_explain_package, which="rouge-2"))
+explains("rouge_zh", tokens=jieba_text)(explain_rouge)
