@@ -11,8 +11,9 @@ from Eval.models.options import AdapterOptions
 from Eval.extract import strip_think
 from Eval.models.echo import EchoModel
 from Eval.models.factory import add_model_arguments, from_args
-from Eval.models.greedy import StopWatch, greedy_decode
+from Eval.models.greedy import greedy_decode
 from Eval.models.hf import HFModel
+from Eval.models.stop_watch import StopWatch
 from api_fakes import answer
 from api_fakes import api, fake  # noqa: F401  (pytest fixtures)
 

@@ -1,6 +1,7 @@
 """Hugging Face transformers adapter: any causal LM from a local path (or a reachable hub name).
-`token_stats(pairs)` is the teacher-forced pass behind the probability / unlearning metrics,
-`grad_norms(pairs)` the GradNorm membership attack.
+This module is its generation half (greedy batches, stop tokens, the out-of-memory back-off); the
+log-likelihood half (score, token_stats, grad_norms) is the HFScores mixin of
+Eval/models/hf_scores.py, the dry run's weight-free twin Eval/models/tokenizer_only.py.
 
 Usage:
     model = HFModel("/path/to/Qwen2.5-7B-Instruct", dtype="auto", device="auto")
@@ -12,18 +13,16 @@ import itertools
 from collections import Counter
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+from transformers import AutoModelForCausalLM
 
 from Eval.models import register_model
-from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop, plan_batches,
-                              prompt_opens_thinking)
-from Eval.models.checkpoint import (CheckpointModel, CheckpointOptions, checked_checkpoint,
-                                    gguf_parts, load_tokenizer)
-from Eval.models.greedy import (StopWatch, cache_argument, greedy_decode, pad_positions,
-                                plain_cache)
-from Eval.models.identity import shown_path, template_sha256
+from Eval.models.base import Generation, Prompt, cut_at_stop, prompt_opens_thinking
+from Eval.models.checkpoint import CheckpointModel, CheckpointOptions, checked_checkpoint
+from Eval.models.greedy import greedy_decode
+from Eval.models.hf_scores import HFScores
 from Eval.models.options import AdapterOptions
-from Eval.models.token_stats import _logit_batches, _Node, _pad_right, _prefix_tree, _stats_rows
+from Eval.models.stop_watch import StopWatch
+from Eval.models.tokenizer_only import TokenizerOnly
 
 # Generation strategy (measured: docs/speed.md): on a CPU long prompts are prefilled row by row and
 # short ones as a padded batch (greedy.py), on a GPU padded; a decode step uses every CPU thread
@@ -31,30 +30,8 @@ from Eval.models.token_stats import _logit_batches, _Node, _pad_right, _prefix_t
 PARALLEL_DECODE_WORK = 1.2e9
 
 
-class TokenizerOnly(BaseLLM):
-    """The hf adapter's tokenizer half for `inference.py dry-run`: no weights, no model calls."""
-    name = "tokenizer-only"
-    capabilities: frozenset[str] = frozenset()
-
-    def __init__(self, path: str, options: AdapterOptions | None = None, *,
-                 trust_remote_code: bool = False):
-        super().__init__(options)
-        self.path, self.trust_remote_code = path, trust_remote_code
-        self.tokenizer = load_tokenizer(path, trust_remote_code)
-
-    def context_window(self) -> int | None:
-        folder, gguf = gguf_parts(self.path) or (self.path, None)
-        config = AutoConfig.from_pretrained(folder, gguf_file=gguf,
-                                            trust_remote_code=self.trust_remote_code)
-        return getattr(config, "max_position_embeddings", None)
-
-    def identity(self) -> dict:
-        return {"adapter": f"hf ({self.name})", "path": shown_path(self.path),
-                "chat_template_sha256": template_sha256(self.tokenizer)}
-
-
 @register_model("hf")
-class HFModel(CheckpointModel):
+class HFModel(HFScores, CheckpointModel):
     name = "hf"
     auto_class = AutoModelForCausalLM
     capabilities = frozenset({"generate", "score", "score_ids", "token_stats", "gradients",
@@ -145,191 +122,3 @@ class HFModel(CheckpointModel):
             outputs.append(Generation(saved, len(ids), reason, batch_size=len(prompts),
                                       thinking=thinking))
         return outputs
-
-    def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
-        """Per-token log-probabilities of each answer after its prompt, the two tokenized apart."""
-        return self.score_ids([(self.tokenize(p), self.tokenize(a)) for p, a in pairs])
-
-    @torch.inference_mode()
-    def score_ids(self, pairs: list[tuple[list[int], list[int]]]) -> list[TokenScores]:
-        """score() on token ids, one forward pass. Rows are right-padded and run WITHOUT a mask:
-        under causal attention no real token sees the padding after it, so each row is computed
-        exactly as alone, on the fast causal kernel. The last answer token is not fed (lm-eval)."""
-        prompts, answers = [list(p) for p, _ in pairs], [list(a) for _, a in pairs]
-        if not all(prompts) or not all(answers):
-            raise ValueError("scoring needs a non-empty prompt and answer for every pair (the "
-                             "first answer token is predicted from the prompt's last one); prepend "
-                             "a BOS / EOS text to an empty prompt")
-        rows = [(p + a)[:-1] for p, a in zip(prompts, answers)]
-        input_ids = _pad_right(rows, self.tokenizer.pad_token_id, self.device)[0]
-        first = min(len(p) for p in prompts) - 1  # position t predicts token t + 1
-        keep = torch.arange(first, input_ids.shape[1], device=self.device)
-        logits = self.model(input_ids=input_ids, logits_to_keep=keep).logits.float()
-        logprobs = torch.log_softmax(logits, dim=-1)
-        results = []
-        for k, (prompt, answer) in enumerate(zip(prompts, answers)):
-            start = len(prompt) - 1 - first
-            steps = logprobs[k, start: start + len(answer)]
-            target = torch.tensor(answer, device=self.device)
-            picked = steps.gather(-1, target[:, None])[:, 0]
-            results.append(TokenScores(picked.tolist(), (steps.argmax(-1) == target).tolist()))
-        return results
-
-    def encode_pair(self, prompt: str | Prompt, answer: str, append_eos: bool = True,
-                    max_length: int | None = None) -> tuple[list[int], list[int], bool]:
-        """(prompt ids, labelled ids, whether an EOS was appended): open-unlearning's encoding."""
-        return self.encode_pairs([(prompt, answer)], append_eos, max_length)[0]
-
-    def encode_pairs(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
-                     max_length: int | None = None) -> list[tuple[list[int], list[int], bool]]:
-        """encode_pair for many pairs (a Prompt's add_special_tokens adds the BOS). The labels are
-        the tokens of prompt + answer after the prompt's (as the reference slices them), or the
-        answer's own where the two merge; then an EOS. With an empty prompt the first label becomes
-        the context. A Prompt's `max_labels` cuts the labels first (open-unlearning's
-        completion cut, before the shift), then `max_length` so that prompt + labels fit."""
-        texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False)
-                 for p, _ in pairs]
-        unique_prompts = list(dict.fromkeys(t for t, _ in texts))
-        prompt_ids = dict(zip(unique_prompts, self._tokenize_many(unique_prompts)))
-        fulls = self._tokenize_many([t + a for (t, _), (_, a) in zip(texts, pairs)])
-        bos = self.tokenizer.bos_token_id if self.adds_bos() else None
-        eos = self.tokenizer.eos_token_id
-        out = []
-        for (text, special), (prompt, answer), full in zip(texts, pairs, fulls):
-            head = [bos] if special and bos is not None else []
-            ids, full = head + prompt_ids[text], head + full
-            labels = full[len(ids):] if full[:len(ids)] == ids else self.tokenize(answer)
-            cap = prompt.max_labels if isinstance(prompt, Prompt) else None
-            labels = labels if cap is None else labels[:cap]
-            eos_added = append_eos and eos is not None and (not labels or labels[-1] != eos)
-            if eos_added:
-                labels = labels + [eos]
-            if not ids:
-                ids, labels = labels[:1], labels[1:]
-            if max_length is not None and len(ids) + len(labels) > max_length:
-                labels = labels[:max(0, max_length - len(ids))]
-                eos_added = eos_added and bool(labels) and labels[-1] == eos
-            out.append((ids, labels, eos_added))
-        return out
-
-    def _tokenize_many(self, texts: list[str]) -> list[list[int]]:
-        return self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-
-    @torch.inference_mode()
-    def token_stats(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True, *,
-                    batch_size: int = 16, max_batch_tokens: int | None = 8192,
-                    max_length: int | None = None, share_prompts: bool = True,
-                    max_logit_elements: int = 1 << 27) -> list[dict]:
-        """One TokenStats dict per (prompt, answer) pair (Eval/records.py TOKEN_STATS_FIELDS).
-        Identical pairs run once; with `share_prompts` the answer options of one prompt continue
-        its KV cache (a prefix tree). A batch is split where its logits would exceed
-        `max_logit_elements`."""
-        encoded = self.encode_pairs(pairs, append_eos, max_length)
-        unique: dict[tuple, int] = {}
-        for prompt_ids, labels, _ in encoded:
-            unique.setdefault((tuple(prompt_ids), tuple(labels)), len(unique))
-        keys = list(unique)
-        share = share_prompts and plain_cache(self.model.config)
-        groups: dict[tuple, list[int]] = {}
-        for k, (prompt_ids, _) in enumerate(keys):
-            groups.setdefault(prompt_ids if share else (k,), []).append(k)
-        columns = {k: ([0.0] * len(labels), [False] * len(labels), [0.0] * len(labels),
-                       [0.0] * len(labels)) for k, (_, labels) in enumerate(keys)}
-        roots = [_prefix_tree(len(keys[m[0]][0]),
-                              {k: list(keys[k][0] + keys[k][1][:-1]) for k in m if keys[k][1]},
-                              {k: keys[k][1] for k in m}) for m in groups.values()]
-        roots = [r for r in roots if r is not None]
-        plan = dict(batch_size=batch_size, max_batch_tokens=max_batch_tokens,
-                    max_pad_fraction=0.1, pad_slack=8)
-        vocab = self.model.config.get_text_config().vocab_size
-        for batch in plan_batches([len(r.tokens) for r in roots], **plan):
-            level, depth = [roots[i] for i in batch], 0
-            while level:  # the roots, then their children, ...: each continues its parent's cache
-                lengths = [len(n.tokens) for n in level]
-                planned = plan_batches(lengths, **plan) if depth else [list(range(len(level)))]
-                for members in planned:
-                    for piece in _logit_batches(members, lengths, vocab, max_logit_elements):
-                        self._run_nodes([level[i] for i in piece], columns)
-                level, depth = [c for n in level for c in n.children], depth + 1
-        out = []
-        for prompt_ids, labels, eos_added in encoded:
-            stats = columns[unique[(tuple(prompt_ids), tuple(labels))]]
-            out.append({**dict(zip(("logprobs", "greedy", "mean", "var"), map(list, stats))),
-                        "text": self.tokenizer.decode(labels, skip_special_tokens=True),
-                        "eos": eos_added})
-        return out
-
-    def _run_nodes(self, nodes: list[_Node], columns: dict) -> None:
-        """One forward over prefix-tree nodes of equal depth: the statistics of the labels they
-        predict, and the KV cache of nodes with children. Roots run as in score_ids; deeper nodes
-        continue their parent chain's cache, its padding masked out."""
-        ids, own_mask = _pad_right([n.tokens for n in nodes], self.tokenizer.pad_token_id,
-                                   self.device)
-        width = ids.shape[1]
-        keep_cache = any(n.children for n in nodes)
-        cache = DynamicCache(config=self.model.config) if keep_cache else None
-        positions, before = None, own_mask[:, :0]
-        if nodes[0].parent_chain is not None:
-            chains = [n.parent_chain for n in nodes]
-            span = max(c[2].shape[0] for c in chains)
-            cache = DynamicCache(config=self.model.config)
-            for index in range(len(chains[0][0])):
-                cache.update(torch.stack([pad_positions(c[0][index], span) for c in chains]),
-                             torch.stack([pad_positions(c[1][index], span) for c in chains]), index)
-            before = torch.stack([torch.nn.functional.pad(c[2], (0, span - c[2].shape[0]))
-                                  for c in chains])
-            positions = torch.tensor([n.start for n in nodes], device=self.device)[:, None] \
-                + torch.arange(width, device=self.device)
-        chain_mask = torch.cat([before, own_mask], dim=1)
-        mask = None if bool(before.all()) else chain_mask  # roots: none, as in score_ids
-        lo = min(e[0] for n in nodes for e in n.entries)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         use_cache=cache is not None, **cache_argument(self.model, cache),
-                         logits_to_keep=torch.arange(lo, width, device=self.device))
-        self.forward_counts.update(rows=len(nodes), forward_calls=1, padded_tokens=ids.numel(),
-                                   tokens=sum(len(n.tokens) for n in nodes))
-        entries = [(r, e) for r, n in enumerate(nodes) for e in n.entries]
-        where = (torch.tensor([r for r, _ in entries], device=self.device),
-                 torch.tensor([e[0] - lo for _, e in entries], device=self.device))
-        stats = _stats_rows(out.logits, [e[1] for _, e in entries], where)
-        for (_, (_, _, key, t)), values in zip(entries, zip(*stats)):
-            for column, value in zip(columns[key], values):
-                column[t] = value
-        if keep_cache:
-            for r, n in enumerate(nodes):
-                chain = ([layer.keys[r] for layer in cache.layers],
-                         [layer.values[r] for layer in cache.layers], chain_mask[r])
-                for child in n.children:
-                    child.parent_chain = chain
-        for n in nodes:
-            n.parent_chain = None  # the parent's cache is not needed once its children have run
-
-    def grad_norms(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
-                   max_length: int | None = None) -> list[float | None]:
-        """GradNorm membership scores as open-unlearning computes them, one sample at a time in
-        train mode: loss = -mean label log-probability over the labelled positions but the last;
-        score = the mean over parameter tensors of their gradient's L2 norm (None: < 2 labels)."""
-        scores: list[float | None] = []
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        try:
-            self.model.train()
-            for prompt, answer in pairs:
-                prompt_ids, labels, _ = self.encode_pair(prompt, answer, append_eos, max_length)
-                if len(labels) < 2:
-                    scores.append(None)
-                    continue
-                self.model.zero_grad(set_to_none=True)
-                with torch.enable_grad():
-                    keep = torch.arange(len(prompt_ids) - 1, len(prompt_ids) + len(labels) - 2,
-                                        device=self.device)
-                    ids = torch.tensor([prompt_ids + labels], device=self.device)
-                    logits = self.model(input_ids=ids, logits_to_keep=keep).logits[0].float()
-                    target = torch.tensor(labels[:-1], device=self.device)
-                    loss = -torch.log_softmax(logits, -1).gather(-1, target[:, None]).mean()
-                    loss.backward()
-                norms = [p.grad.detach().float().norm(2) for p in params if p.grad is not None]
-                scores.append(torch.stack(norms).mean().item() if norms else None)
-        finally:
-            self.model.zero_grad(set_to_none=True)
-            self.model.eval()
-        return scores
