@@ -9,8 +9,9 @@ import transformers
 
 from conftest import ROOT, TINYEVAL, needs_shared
 import inference
+from Eval.inference.benchmark_configs import load_prompt_config
 from Eval.inference.datasets import load_dataset
-from Eval.inference.templates import check_template, load_prompt_config
+from Eval.inference.templates import check_template
 from Eval.records import iter_json_objects
 
 MODEL = ROOT / "demo" / "tiny-qwen2"

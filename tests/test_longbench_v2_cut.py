@@ -95,8 +95,8 @@ def test_model2maxlen_cuts_the_filled_prompt_as_pred_py(tmp_path, monkeypatch, c
 
 def test_the_fill_docstring_runs_and_prompts_name_txt_wins_with_a_note(tmp_path, capsys):
     folders = write_inputs(tmp_path)
-    from Eval.inference import templates
-    result = doctest.testmod(templates)
+    from Eval.inference import benchmark_configs
+    result = doctest.testmod(benchmark_configs)
     assert result.attempted >= 1 and result.failed == 0
     own = tmp_path / "own"
     own.mkdir()

@@ -23,11 +23,12 @@ import dataclasses
 import difflib
 import hashlib
 import math
-import re
 from pathlib import Path
 
+from Eval.inference.benchmark_configs import fill_dollar_markers
+from Eval.inference.nested_choices import nested_choice_records
 from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
-                                      fill_dollar_markers, fill_template, resolve_template)
+                                      fill_template, resolve_template)
 from Eval.names import check_name
 from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.storage import regular_file_problem
@@ -100,15 +101,6 @@ class Dataset:
     def template_hash(self) -> str:
         return self.templates["answer"].sha256
 
-    def as_cot(self) -> Dataset:
-        """This dataset in --cot mode, named NAME_cot; ValueError when its task has no such mode."""
-        if not self.task.cot_max_new_tokens:
-            raise ValueError(f"--cot: {self.name} has no chain-of-thought mode (its task sets no "
-                             "cot_max_new_tokens in Eval/tasks.py)")
-        name = f"{self.name}_cot"
-        task = dataclasses.replace(self.task, name=name)
-        return dataclasses.replace(self, name=name, task=task, cot=True)
-
     def fill(self, example: Example, kind: str = "answer", **extra: str) -> str:
         """The prompt text before truncation and chat wrapping."""
         chosen: ChosenTemplate = self.templates[kind]
@@ -151,32 +143,6 @@ def question_text(record: dict, form: str) -> str:
         return "\n".join([record["question"], *(f"{c[-1]}) {record[c]}" for c in V2_CHOICES)])
     parts = [record.get(k) for k in ("instruction", "input", "question", "options")]
     return "\n".join(str(p) for p in parts if p)
-
-
-def _nested_choices(value: object, path: Path, lines: list[int]) -> list[tuple[int, dict]] | None:
-    """The records of a nested choice-question file, or None; `lines`: each "question" key's."""
-    if not isinstance(value, dict) or not value:
-        return None
-    every = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
-    if not all(isinstance(q, dict) and "options" in q for q in every):
-        return None
-    records = []
-    for question_type, questions in value.items():
-        for item in questions:
-            line = lines[len(records)] if len(records) < len(lines) else 1
-            options = item.get("options")
-            if not isinstance(item.get("question"), str) or not isinstance(item.get("answer"), str):
-                raise RecordError(path, line, "a choice question needs a 'question' string and an "
-                                              "'answer' string")
-            if not isinstance(options, list) or not all(
-                    isinstance(o, dict) and isinstance(o.get("option"), str)
-                    and isinstance(o.get("value"), str) for o in options):
-                raise RecordError(path, line, "'options' must be a list of {\"option\": letter, "
-                                              "\"value\": text} objects")
-            listed = ", ".join(f"{o['option']}: {o['value']}" for o in options)
-            records.append((line, {"question": item["question"], "options": listed,
-                                   "answer": item["answer"], "question_type": question_type}))
-    return records
 
 
 def detect_language(records: list[dict]) -> str:
@@ -279,9 +245,7 @@ def _read_items(path: Path) -> list[tuple[int, dict]]:
     if not items:
         raise RecordError(path, None, "file is empty: no examples")
     if len(items) == 1:  # a nested source file is one object of question lists
-        text = path.read_text(encoding="utf-8")
-        lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'"question"\s*:', text)]
-        nested = _nested_choices(items[0][1], path, lines)
+        nested = nested_choice_records(items[0][1], path)
         items = items if nested is None else nested
     for line, record in items:
         if not isinstance(record, dict):

@@ -4,8 +4,7 @@ model, one record per example (Eval/records.py), through the run loop (run_loop.
 Usage:
     summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings(...))
 
-`dry-run` builds its prompts with the same functions. --cot (LongBench v2's two passes): the
-reasoning prompt, then the answer prompt quoting it; `pred` is the answer, `cot` the reasoning.
+`dry-run` builds its prompts with the same functions. --cot (LongBench v2's two passes): cot.py.
 """
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from Eval.inference.benchmark_configs import cut_as_pred_py
 from Eval.inference.datasets import Dataset, Example, question_text
 from Eval.inference.predictions import best_records, read_sidecar
 from Eval.inference.run_loop import Job, TokenBudget, model_digest, run_job
@@ -59,7 +59,9 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
     return record
 
 
-def _generate(model: BaseLLM, prompts: list[Prompt], max_new: int, stop: tuple) -> list[Generation]:
+def generate_outputs(model: BaseLLM, prompts: list[Prompt], max_new: int,
+                     stop: tuple) -> list[Generation]:
+    """A Generation per prompt; a skipped one (--truncation skip) is not run: "skipped"."""
     run = [p for p in prompts if not p.skipped]
     outputs = iter(model.generate(run, max_new, stop) if run else [])
     return [Generation("", 0, "skipped") if p.skipped else next(outputs) for p in prompts]
@@ -130,34 +132,12 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
     then to fit by the truncation policy, chat-wrapped if the task is."""
     extras = extras or [{}] * len(examples)
     texts = [ds.fill(e, kind, **extra) for e, extra in zip(examples, extras)]
-    cuts = [model.cut_as_pred_py(t, ds.prompt_limit) if ds.prompt_limit else (t, 0) for t in texts]
+    cuts = [cut_as_pred_py(model, t, ds.prompt_limit) if ds.prompt_limit else (t, 0) for t in texts]
     prompts = model.build_prompts([t for t, _ in cuts], ds.task.chat, max_new, max_length,
                                   truncation)
     for prompt, (_, cut) in zip(prompts, cuts):
         prompt.truncated_tokens += cut
     return prompts
-
-
-def _with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],
-              truncation: str, max_new: int, max_length: int | None) -> list[tuple]:
-    """--cot: the reasoning pass, then the answer prompt quoting it (stripped, as LongBench v2);
-    as its pred.py, no answer pass after a failed or empty reasoning."""
-    reasoning = _generate(model, firsts, ds.task.cot_max_new_tokens, ())
-    ok = [k for k, out in enumerate(reasoning)
-          if not out.error and out.finish_reason != "skipped" and out.text != ""]
-    seconds = dataset_prompts(model, ds, [examples[k] for k in ok], max_new, max_length, truncation,
-                              "cot_answer", [{"cot": reasoning[k].text.strip()} for k in ok])
-    answers = dict(zip(ok, zip(seconds, _generate(model, seconds, max_new, ds.task.stop))))
-    results = []
-    for k, (first, thought) in enumerate(zip(firsts, reasoning)):
-        prompt, out = answers.get(k, (first, thought))  # failed or skipped reasoning: the record
-        extra = {"cot": thought.text, "cot_prompt_tokens": first.n_tokens,
-                 "cot_truncated_tokens": first.truncated_tokens, "cot_gen_tokens": thought.n_tokens,
-                 "cot_finish_reason": thought.finish_reason}
-        if thought.thinking:
-            extra["cot_thinking"] = thought.thinking
-        results.append((prompt, out, extra))
-    return results
 
 
 def request_fingerprint(request: dict, ds: Dataset) -> dict:
@@ -207,11 +187,12 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     def process(batch: list[str]) -> list[dict]:
         t0 = time.perf_counter()
         firsts = [prompts[i] for i in batch]
-        if ds.cot:
-            done = _with_cot(model, ds, [examples[i] for i in batch], firsts, settings.truncation,
-                             max_new, max_length)
+        if ds.cot:  # cot.py builds on this module: imported where it is used
+            from Eval.inference.cot import generate_with_cot
+            done = generate_with_cot(model, ds, [examples[i] for i in batch], firsts,
+                                     settings.truncation, max_new, max_length)
         else:
-            outputs = _generate(model, firsts, max_new, ds.task.stop)
+            outputs = generate_outputs(model, firsts, max_new, ds.task.stop)
             done = [(p, out, {}) for p, out in zip(firsts, outputs)]
         latency = (time.perf_counter() - t0) / len(batch)
         return [{**_record(examples[i], ds, prompt, out, latency), **extra}

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from Eval.args import HelpFormatter, name_list, positive_int
+from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
+from Eval.inference.cot import as_cot
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import barrier, finish
 from Eval.inference.perturb import perturbation_list, with_perturbations
@@ -26,7 +28,6 @@ from Eval.inference.predict import (RunSettings, examples_done, generation_budge
                                     request_fingerprint, run_dataset)
 from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
 from Eval.inference.run_loop import TokenBudget
-from Eval.inference.templates import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments, backend_help
 from Eval.names import add_output_arguments, output_folder
@@ -138,7 +139,7 @@ def load_datasets(args, model_name: str | None = None) -> list:
         datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
         if not datasets:
             raise ValueError(f"--cot: no dataset in {args.dataset_dir} has a chain-of-thought mode")
-    return [ds.as_cot() for ds in datasets] if args.cot else datasets
+    return [as_cot(ds) for ds in datasets] if args.cot else datasets
 
 
 def prepare(args) -> tuple[list, Path | None]:

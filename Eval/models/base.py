@@ -217,18 +217,6 @@ class BaseLLM:
         return Prompt(final, self.count_tokens(final, add_special_tokens=not chat), cut, not chat,
                       user_text=text if chat else None, truncation=truncation, skipped=skipped)
 
-    def cut_as_pred_py(self, text: str, limit: int) -> tuple[str, int]:
-        """LongBench v2's pred.py cut of a filled prompt over `limit` tokens (its model2maxlen
-        entry), before the chat template: the tokens as the tokenizer encodes them, its BOS
-        included; the first limit // 2 and the last limit - limit // 2 decoded as one text, special
-        tokens skipped. (the text, tokens cut)"""
-        ids, bos = self.tokenize(text), int(self.adds_bos())
-        over = len(ids) + bos - limit
-        if over <= 0:
-            return text, 0
-        head = max(0, limit // 2 - bos)
-        return self.detokenize(ids[:head] + ids[len(ids) - (limit - limit // 2):]), over
-
     def build_prompts(self, texts: list[str], chat: bool, max_new_tokens: int,
                       max_length: int | None, truncation: str = "middle") -> list[Prompt]:
         self.check_budget(chat, max_new_tokens, max_length)

@@ -27,9 +27,10 @@ from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
+from Eval.scoring.saved_task import task_from_dict
 from Eval.storage import StorageError, commit_files, read_regular_bytes, recover
 from Eval.storage import regular_file_problem
-from Eval.tasks import TASKS, Task, get_task, task_from_dict
+from Eval.tasks import TASKS, Task, get_task
 
 
 def add_folder_arguments(p) -> None:

@@ -1,0 +1,122 @@
+"""A benchmark's published config files (--prompt-config, --maxlen-config), read as they are and
+applied as the benchmark's own scripts apply them.
+
+    dataset2prompt.json   LongBench's / TinyEval's templates by dataset name ({field} templates)
+    prompts/ folder       LongBench v2's 0shot.txt, 0shot_cot.txt, 0shot_cot_ans.txt: $DOC$, $Q$,
+                          $C_A$..$C_D$, $COT$ read as {context}, {question}, {choice_A}..
+                          {choice_D}, {cot} for the checks, and filled as its pred.py fills them
+                          (fill_dollar_markers); DIR:fill-once fills them as plain templates
+    dataset2maxlen.json   generation lengths by dataset name
+    model2maxlen.json     LongBench v2's prompt tokens by model name: each filled prompt is cut as
+                          its pred.py cuts it (cut_as_pred_py)
+
+Where a config's template ranks against prompts/NAME.txt and the defaults: templates.py.
+
+Usage:
+    cfg = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
+    maxlen = load_maxlen_config(Path("LongBench/config/dataset2maxlen.json"))
+    text = fill_dollar_markers(chosen.dollar_text, record, "answer")
+    text, cut = cut_as_pred_py(model, text, maxlen["my-model"])
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from Eval.inference.templates import ChosenTemplate, PromptConfig, check_template
+from Eval.models.base import BaseLLM
+from Eval.records import RecordError, read_text_file
+
+FILL_ONCE = ":fill-once"  # --prompt-config DIR:fill-once, the project's fill of v2 prompts
+_V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot_cot_ans.txt"}
+# pred.py's order of replacement: each marker in the text filled so far, so a "$Q$" inside the
+# document is replaced by the question too; $COT$ last, only in the answer pass after reasoning.
+_V2_MARKERS = {"$DOC$": "context", "$Q$": "question", "$C_A$": "choice_A",
+               "$C_B$": "choice_B", "$C_C$": "choice_C", "$C_D$": "choice_D", "$COT$": "cot"}
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(read_text_file(path))
+    except json.JSONDecodeError as err:
+        raise RecordError(path, err.lineno, f"not valid JSON: {err.msg}") from None
+
+
+def load_prompt_config(path: Path | None) -> PromptConfig | None:
+    """A dataset2prompt.json file or a LongBench v2 prompts folder (DIR:fill-once: filled as
+    plain {field} templates, each marker once)."""
+    if path is None:
+        return None
+    once = str(path).endswith(FILL_ONCE)  # the project's fill: each $MARKER$ once, from the record
+    path = Path(str(path).removesuffix(FILL_ONCE))
+    if path.is_dir():
+        found = {kind: path / name for kind, name in _V2_FILES.items() if (path / name).is_file()}
+        if not found:
+            raise RecordError(path, None, "a prompt folder must hold LongBench v2's "
+                                          f"{', '.join(_V2_FILES.values())}; for LongBench / "
+                                          "TinyEval pass their dataset2prompt.json")
+        texts = {kind: read_text_file(f) for kind, f in found.items()}
+        return PromptConfig(path, {}, {kind: ChosenTemplate(
+                                           _from_dollar_markers(text, found[kind]),
+                                           str(found[kind]), dollar_text=None if once else text)
+                                       for kind, text in texts.items()})
+    data = _read_json(path)
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise RecordError(path, None, "a prompt config must be one JSON object mapping dataset "
+                                      "names to template strings (LongBench's / TinyEval's "
+                                      "dataset2prompt.json)")
+    for name, template in data.items():
+        check_template(template, f"{path} [{name}]")
+    return PromptConfig(path, data, {})
+
+
+def load_maxlen_config(path: Path | None) -> dict | None:
+    if path is None:
+        return None
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise RecordError(path, None, "a max-length config must be one JSON object mapping "
+                                      "dataset names to generation lengths (LongBench's / "
+                                      "TinyEval's dataset2maxlen.json)")
+    for name, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RecordError(path, None, f"[{name}]: the generation length must be a positive "
+                                          f"integer, found {value!r}")
+    return data
+
+
+def _from_dollar_markers(text: str, source: Path) -> str:
+    # LongBench v2 fills its prompts with str.replace on $MARKERS$; braces in them are literal text.
+    template = text.replace("{", "{{").replace("}", "}}")
+    for marker, field in _V2_MARKERS.items():
+        template = template.replace(marker, "{" + field + "}")
+    check_template(template, str(source))
+    return template
+
+
+def fill_dollar_markers(text: str, fields: dict, kind: str) -> str:
+    """LongBench v2's pred.py fill: a chain of str.replace in _V2_MARKERS' order over the text
+    filled so far; $COT$ only in the answer pass that quotes the reasoning (cot_answer).
+
+    >>> fields = {"context": "see $Q$", "question": "why $C_A$?", "choice_A": "a", "choice_B": "b",
+    ...           "choice_C": "c", "choice_D": "d"}
+    >>> fill_dollar_markers("<$DOC$> Q: $Q$ A) $C_A$", fields, "answer")
+    '<see why a?> Q: why a? A) a'
+    """
+    for marker, field in _V2_MARKERS.items():
+        if field != "cot" or kind == "cot_answer":
+            text = text.replace(marker, fields[field])
+    return text
+
+
+def cut_as_pred_py(model: BaseLLM, text: str, limit: int) -> tuple[str, int]:
+    """LongBench v2's pred.py cut of a filled prompt over `limit` tokens (its model2maxlen
+    entry), before the chat template: the tokens as the model's tokenizer encodes them, its BOS
+    included; the first limit // 2 and the last limit - limit // 2 decoded as one text, special
+    tokens skipped. (the text, tokens cut)"""
+    ids, bos = model.tokenize(text), int(model.adds_bos())
+    over = len(ids) + bos - limit
+    if over <= 0:
+        return text, 0
+    head = max(0, limit // 2 - bos)
+    return model.detokenize(ids[:head] + ids[len(ids) - (limit - limit // 2):]), over

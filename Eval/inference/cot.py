@@ -1,0 +1,49 @@
+"""--cot: LongBench v2's chain-of-thought mode, two passes per example as its pred.py runs them.
+The reasoning prompt (template kind "cot") is generated first, then the answer prompt
+("cot_answer") quoting that reasoning; `pred` is the answer, `cot` the reasoning. Records go to
+NAME_cot.jsonl. A task has the mode when it sets cot_max_new_tokens (Eval/tasks.py).
+
+Usage:
+    ds = as_cot(load_dataset("longbench_v2", ...))       # inference.py --cot
+    done = generate_with_cot(model, ds, examples, reasoning_prompts, "middle", 128, None)
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from Eval.inference.datasets import Dataset, Example
+from Eval.inference.predict import dataset_prompts, generate_outputs
+from Eval.models.base import BaseLLM, Prompt
+
+
+def as_cot(ds: Dataset) -> Dataset:
+    """The dataset in --cot mode, named NAME_cot; ValueError when its task has no such mode."""
+    if not ds.task.cot_max_new_tokens:
+        raise ValueError(f"--cot: {ds.name} has no chain-of-thought mode (its task sets no "
+                         "cot_max_new_tokens in Eval/tasks.py)")
+    name = f"{ds.name}_cot"
+    task = dataclasses.replace(ds.task, name=name)
+    return dataclasses.replace(ds, name=name, task=task, cot=True)
+
+
+def generate_with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],
+                      truncation: str, max_new: int, max_length: int | None) -> list[tuple]:
+    """(prompt, generation, the record's cot_* fields) per example: the reasoning pass, then the
+    answer prompt quoting it (stripped, as LongBench v2); as its pred.py, no answer pass after a
+    failed or empty reasoning."""
+    reasoning = generate_outputs(model, firsts, ds.task.cot_max_new_tokens, ())
+    ok = [k for k, out in enumerate(reasoning)
+          if not out.error and out.finish_reason != "skipped" and out.text != ""]
+    seconds = dataset_prompts(model, ds, [examples[k] for k in ok], max_new, max_length, truncation,
+                              "cot_answer", [{"cot": reasoning[k].text.strip()} for k in ok])
+    answers = dict(zip(ok, zip(seconds, generate_outputs(model, seconds, max_new, ds.task.stop))))
+    results = []
+    for k, (first, thought) in enumerate(zip(firsts, reasoning)):
+        prompt, out = answers.get(k, (first, thought))  # failed or skipped reasoning: the record
+        extra = {"cot": thought.text, "cot_prompt_tokens": first.n_tokens,
+                 "cot_truncated_tokens": first.truncated_tokens, "cot_gen_tokens": thought.n_tokens,
+                 "cot_finish_reason": thought.finish_reason}
+        if thought.thinking:
+            extra["cot_thinking"] = thought.thinking
+        results.append((prompt, out, extra))
+    return results

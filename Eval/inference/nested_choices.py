@@ -1,0 +1,46 @@
+"""Nested choice-question files (TinyEval's GAOKAO-new1-math.json): one JSON object of question
+lists by question type, read as records of the `choice` form (Eval/inference/datasets.py).
+
+    {"one-choice-question": [{"question": "..", "options": [{"option": "A", "value": ".."}, ..],
+                              "answer": "A"}, ..], ..}
+    -> {"question": "..", "options": "A: .., B: ..", "answer": "A",
+        "question_type": "one-choice-question"}
+
+Usage:
+    records = nested_choice_records(value, path)   # [(line, record)], or None: not such a file
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from Eval.records import RecordError
+
+
+def nested_choice_records(value: object, path: Path) -> list[tuple[int, dict]] | None:
+    """The (line, record) pairs of a nested choice-question file whose one JSON value is `value`,
+    or None when it is not one; each record's line is where its "question" key is written."""
+    text = path.read_text(encoding="utf-8")
+    lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'"question"\s*:', text)]
+    if not isinstance(value, dict) or not value:
+        return None
+    every = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
+    if not all(isinstance(q, dict) and "options" in q for q in every):
+        return None
+    records = []
+    for question_type, questions in value.items():
+        for item in questions:
+            line = lines[len(records)] if len(records) < len(lines) else 1
+            options = item.get("options")
+            if not isinstance(item.get("question"), str) or not isinstance(item.get("answer"), str):
+                raise RecordError(path, line, "a choice question needs a 'question' string and an "
+                                              "'answer' string")
+            if not isinstance(options, list) or not all(
+                    isinstance(o, dict) and isinstance(o.get("option"), str)
+                    and isinstance(o.get("value"), str) for o in options):
+                raise RecordError(path, line, "'options' must be a list of {\"option\": letter, "
+                                              "\"value\": text} objects")
+            listed = ", ".join(f"{o['option']}: {o['value']}" for o in options)
+            records.append((line, {"question": item["question"], "options": listed,
+                                   "answer": item["answer"], "question_type": question_type}))
+    return records

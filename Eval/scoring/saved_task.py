@@ -1,0 +1,42 @@
+"""The task of a dataset with no row in Eval/tasks.py, as inference.py saved it in the run
+sidecar (`"task"`, dataclasses.asdict of its Task): eval.py scores such a file with it, after
+checking it field by field, since the sidecar is a file anyone may have edited.
+
+Usage:
+    task = task_from_dict(json.loads(sidecar_text)["task"], path.stem)   # Eval/scoring/folders.py
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from Eval.extract import EXTRACTORS
+from Eval.metrics.registry import METRICS
+from Eval.tasks import Task
+
+
+def task_from_dict(data: object, name: str) -> Task:
+    """A Task saved by inference.py in a run sidecar, checked field by field (it may have been
+    edited); ValueError says which is wrong. `name` (the file's stem) names the dataset, always."""
+    if not isinstance(data, dict):
+        raise ValueError("'task' must be an object with the dataset's metrics, found "
+                         f"{type(data).__name__}")
+    for field in dataclasses.fields(Task):  # parsed JSON: a bool is no int here
+        value = data.get(field.name)
+        if field.name == "name" or field.name not in data:
+            continue
+        if field.type in ("int", "bool", "str") and type(value).__name__ != field.type:
+            raise ValueError(f"task.{field.name} must be {field.type}, found {value!r}")
+        if field.type == "tuple[str, ...]" and not (
+                isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            raise ValueError(f"task.{field.name} must be a list of strings, found {value!r}")
+    if not data.get("metrics"):
+        raise ValueError("task.metrics must be a non-empty list of metric names, found "
+                         f"{data.get('metrics')!r}")
+    for metric_name in data["metrics"]:
+        METRICS[metric_name]  # KeyError with close names
+    if any(step not in EXTRACTORS for step in data.get("extract", [])):
+        raise ValueError("task.extract must list extraction steps of Eval/extract.py "
+                         f"({', '.join(sorted(EXTRACTORS))}), found {data['extract']!r}")
+    fields = {f.name for f in dataclasses.fields(Task)} - {"name"}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
+    return Task(**{"max_new_tokens": 0, **values, "name": name})
