@@ -94,10 +94,8 @@ def _stats_rows(logits: torch.Tensor, labels: list[int],
     return columns
 
 
-def _stats_of(logits: torch.Tensor | None, labels: list[int]) -> dict:
+def _stats_of(logits: torch.Tensor, labels: list[int]) -> dict:
     """The TokenStats numbers from the logits predicting `labels` (one row per label)."""
-    if logits is None or not labels:
-        return {"logprobs": [], "greedy": [], "mean": [], "var": []}
     return dict(zip(("logprobs", "greedy", "mean", "var"), _stats_rows(logits, labels)))
 
 
