@@ -79,8 +79,7 @@ class HFScores:
             head = [bos] if special and bos is not None else []
             ids, full = head + prompt_ids[text], head + full
             labels = full[len(ids):] if full[:len(ids)] == ids else self.tokenize(answer)
-            cap = prompt.max_labels if isinstance(prompt, Prompt) else None
-            labels = labels if cap is None else labels[:cap]
+            labels = labels[:getattr(prompt, "max_labels", None)]  # a Prompt's completion cut
             eos_added = append_eos and eos is not None and (not labels or labels[-1] != eos)
             if eos_added:
                 labels = labels + [eos]
