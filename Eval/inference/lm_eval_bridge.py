@@ -308,12 +308,6 @@ class TaskError(Exception):
     """A task that cannot run (unknown, or its data cannot be loaded); the message is one line."""
 
 
-OFFLINE_HINT = ("to run a local task instead, pass --include-path DIR --no-builtin-tasks, DIR "
-                "holding a task YAML with `dataset_path: json`, `dataset_kwargs: {data_files: "
-                "{test: /abs/path/data.jsonl}}` and `test_split: test` (see the README section "
-                "\"lm-evaluation-harness tasks\")")
-
-
 def load_tasks(manager, names: list[str]) -> list:
     """lm-eval's Task / Group objects for `names`, their data loaded before any model is."""
     import httpx2
@@ -334,8 +328,11 @@ def load_tasks(manager, names: list[str]) -> list:
         try:
             loaded = manager.load([name])  # ConfigurableTask loads its dataset as it is built
         except offline as err:
-            raise TaskError(f"{where}: its data is not available offline ({one_line(err)}); "
-                            f"{OFFLINE_HINT}") from err
+            raise TaskError(f"{where}: its data is not available offline ({one_line(err)}); to "
+                            "run a local task instead, pass --include-path DIR --no-builtin-tasks, "
+                            "DIR holding a task YAML with `dataset_path: json`, `dataset_kwargs: "
+                            "{data_files: {test: /abs/path/data.jsonl}}` and `test_split: test` "
+                            "(see the README section \"lm-evaluation-harness tasks\")") from err
         except (FileNotFoundError, DatasetsError) as err:
             raise TaskError(f"{where}: its data could not be loaded: {one_line(err)}") from err
         # One name builds one group (holding its subgroups and tasks), one task, or a tag's tasks.
