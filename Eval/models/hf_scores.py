@@ -104,10 +104,8 @@ class HFScores:
         its KV cache (a prefix tree). A batch is split where its logits would exceed
         `max_logit_elements`."""
         encoded = self.encode_pairs(pairs, append_eos, max_length)
-        unique: dict[tuple, int] = {}
-        for prompt_ids, labels, _ in encoded:
-            unique.setdefault((tuple(prompt_ids), tuple(labels)), len(unique))
-        keys = list(unique)
+        keys = list(dict.fromkeys((tuple(ids), tuple(labels)) for ids, labels, _ in encoded))
+        unique = {key: k for k, key in enumerate(keys)}
         share = share_prompts and plain_cache(self.model.config)
         groups: dict[tuple, list[int]] = {}
         for k, (prompt_ids, _) in enumerate(keys):
