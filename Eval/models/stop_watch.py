@@ -17,11 +17,10 @@ from Eval.models.base import cut_at_stop, thinking_bounds
 
 
 class StopWatch:
-    """`stops_here` for one row: whether its output holds a stop string outside its thinking block
-    (cut_at_stop's rule, on a few decoded tokens per step), and the closing tag's tokens once the
-    block has taken `budget` tokens. Without a block the last `tail` tokens are checked; inside one,
-    the last few for the closing tag; then the window from the tag on, until the last `tail` tokens
-    lie wholly in the answer. The tags must survive decoding (not special tokens)."""
+    """One row's watch: cut_at_stop's rule on a few decoded tokens per step. Without a block the
+    last `tail` tokens are checked; inside one, the last few for the closing tag; then the window
+    from the tag on, until the last `tail` tokens lie wholly in the answer. The tags must survive
+    decoding (not special tokens)."""
 
     def __init__(self, stop: tuple[str, ...], think_tags: tuple[str, str], opened_in_prompt: bool,
                  decode: Callable[[list[int]], str], tokenize: Callable[[str], list[int]],

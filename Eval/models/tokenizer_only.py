@@ -17,7 +17,6 @@ from Eval.models.options import AdapterOptions
 
 
 class TokenizerOnly(BaseLLM):
-    """The hf adapter's tokenizer half for `inference.py dry-run`: no weights, no model calls."""
     name = "tokenizer-only"
     capabilities: frozenset[str] = frozenset()
 
