@@ -103,10 +103,9 @@ def metric_comparison(values_a: list[float], values_b: list[float]) -> dict:
     mean_b, unrounded_b = percent(values_b)
     mcnemar = None
     if is_binary(values_a) and is_binary(values_b):
-        a_only = sum(1 for x, y in zip(values_a, values_b) if x == 1.0 and y == 0.0)
-        b_only = sum(1 for x, y in zip(values_a, values_b) if x == 0.0 and y == 1.0)
-        mcnemar = {"a_only_right": a_only, "b_only_right": b_only,
-                   "p": mcnemar_exact(a_only, b_only)}
+        pairs = Counter(zip(values_a, values_b))  # (A's value, B's value) -> how many
+        mcnemar = {"a_only_right": pairs[1.0, 0.0], "b_only_right": pairs[0.0, 1.0],
+                   "p": mcnemar_exact(pairs[1.0, 0.0], pairs[0.0, 1.0])}
     return {"mean_a": mean_a, "mean_b": mean_b,
             "diff": None if mean_a is None else round(unrounded_b - unrounded_a, 2),
             "ci95": paired_difference_interval(values_a, values_b), "mcnemar": mcnemar}

@@ -172,13 +172,10 @@ class Judge:
         labels, values = zip(*self.rubric.options)
         pairs = [(p.text, label) for p in built for label in labels]
         self.model_calls += len(pairs)
-        scores = self.model.score(pairs)
-        results = []
-        for k in range(len(built)):
-            firsts = [s.logprobs[0] for s in scores[k * len(labels):(k + 1) * len(labels)]]
-            results.append({"score": option_expectation(firsts, list(values)),
-                            "raw": dict(zip(labels, firsts)), "error": None})
-        return results
+        firsts = [s.logprobs[0] for s in self.model.score(pairs)]  # per (prompt, option)
+        per_prompt = [firsts[k:k + len(labels)] for k in range(0, len(firsts), len(labels))]
+        return [{"score": option_expectation(lps, list(values)), "raw": dict(zip(labels, lps)),
+                 "error": None} for lps in per_prompt]
 
 
 def question_of(record: dict) -> str:

@@ -93,9 +93,9 @@ def rubric_from_config(path: Path) -> Rubric:
         return value
 
     fields = {name for _, name, _, _ in string.Formatter().parse(text("user")) if name}
-    if not fields <= {"question", "answer", "references", "prediction"}:
-        raise ValueError(f"--rubric {path}: prompt.user has unknown placeholders "
-                         f"{sorted(fields - {'question', 'answer', 'references', 'prediction'})}")
+    unknown = fields - {"question", "answer", "references", "prediction"}
+    if unknown:
+        raise ValueError(f"--rubric {path}: prompt.user has unknown placeholders {sorted(unknown)}")
     mode = {True: "logits", False: "text"}.get(config.get("use_logits"))
     return Rubric(check_name(path.stem, "--rubric"), text("user"), pairs, text("system"), mode)
 
