@@ -59,7 +59,7 @@ def price_for(path: Path, model: str) -> Price:
             if field not in entry:
                 raise PriceError(f"{path}: entry {key!r} has no {field!r} price (US dollars per "
                                  "million tokens)")
-            if not _number(entry[field]) or not math.isfinite(entry[field]) or entry[field] < 0:
+            if not is_number(entry[field]) or not math.isfinite(entry[field]) or entry[field] < 0:
                 raise PriceError(f"{path}: entry {key!r}: {field!r} must be a number >= 0 (US "
                                  f"dollars per million tokens), not {entry[field]!r}")
     key = model if model in data else "*"
@@ -69,7 +69,7 @@ def price_for(path: Path, model: str) -> Price:
     return Price(key, float(data[key]["input"]), float(data[key]["output"]), str(path))
 
 
-def _number(value) -> bool:
+def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -78,7 +78,7 @@ def add_counts(total: dict, counts: dict) -> dict:
     for key, value in counts.items():
         if isinstance(value, dict):
             add_counts(total.setdefault(key, {}), value)
-        elif _number(value):
+        elif is_number(value):
             total[key] = total.get(key, 0) + value
     return total
 
@@ -94,7 +94,7 @@ def batch_counts(records: list[dict]) -> dict:
                     totals[name] += value
         server = record.get("server_usage")
         if isinstance(server, dict):
-            counts = {k: v for k, v in server.items() if _number(v)}
+            counts = {k: v for k, v in server.items() if is_number(v)}
             add_counts(totals, {"server_usage": {**counts, "records": 1}})
     return totals
 
@@ -111,7 +111,7 @@ def usage_of(records: list[dict]) -> dict:
     usage = {"examples": len(records), "counted": counted, **batch_counts(records)}
     seconds = 0.0
     for record in records:  # left to right, so a rerun sums to the same float
-        if _number(record.get("latency_s")) and not record.get("skipped"):
+        if is_number(record.get("latency_s")) and not record.get("skipped"):
             seconds += record["latency_s"]
     usage["seconds"] = round(seconds, 4)
     usage["tokens_per_s"] = tokens_per_s(usage["gen_tokens"], usage["seconds"])

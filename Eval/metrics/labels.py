@@ -88,7 +88,7 @@ def _share_equal(prediction: str, target: str | None) -> float:
     numbers = _NUMBER.findall(prediction)
     if target is None or not numbers:
         return 0.0
-    return 1.0 * sum(1 for n in numbers if n == target) / len(numbers)
+    return 1.0 * numbers.count(target) / len(numbers)
 
 
 def _explain_share(prediction: str, reference: str, *, what: str, pattern: re.Pattern | None = None,
@@ -100,7 +100,7 @@ def _explain_share(prediction: str, reference: str, *, what: str, pattern: re.Pa
     if target is None:
         return {"numbers": numbers, "target": None, "score": 0.0,
                 "text": f"the reference has no {what}: 0"}
-    equal = sum(1 for n in numbers if n == target)
+    equal = numbers.count(target)
     score = _share_equal(prediction, target)
     text = (f"the prediction has no number (looking for {target}): 0" if not numbers else
             f"{equal} of the prediction's {len(numbers)} numbers {numbers[:12]} equal {target}: "

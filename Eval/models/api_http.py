@@ -19,6 +19,8 @@ from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 import httpx2 as httpx  # the openai client's HTTP library
 import openai
 
+from Eval.pricing import is_number  # the same test as server_usage is totalled with
+
 # A reply to max_tokens=N may take N x 256 bytes plus 64 KiB. A token averages about 4 bytes in
 # English, 6 as a JSON-escaped CJK character, 12 as an emoji; even runs of the longest stay far
 # below 256. The JSON around the text is under 2 KB; 64 KiB also bounds error pages.
@@ -162,10 +164,6 @@ class Scrubber:
             text = text.replace(secret, "***")
         text = self.URL_IN_TEXT.sub(lambda m: redact_url(m.group()), text)
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def json_kind(value) -> str:

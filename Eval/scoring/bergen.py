@@ -19,6 +19,7 @@ Usage:
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -119,8 +120,6 @@ def read_config(folder: Path) -> dict:
 def experiment_config(folder: Path, split: str) -> dict[str, str]:
     """The columns BERGEN's print_results shows beside the metrics, from config.yaml and the
     generation-time file; {} when the folder has neither."""
-    import json
-
     columns: dict[str, str] = {}
     config = read_config(folder)
     if config:
