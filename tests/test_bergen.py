@@ -301,3 +301,10 @@ def test_bad_bergen_files_name_the_file(tmp_path, capsys):
     assert eval_cli.main(["--pred-root", str(tmp_path / "experiments")]) == 2
     assert "eval_dev_ranking_run.trec:1: score 'NaNx' is not a number" in capsys.readouterr().err
     assert not (folder / "result.json").exists()
+    (folder / "eval_dev_ranking_run.trec").unlink()
+    for name in ("config.yaml", "eval_dev_generation_time.json"):  # Latin-1 bytes, not UTF-8
+        (folder / name).write_bytes(b"generator: {}\n# caf\xe9\n")
+        assert eval_cli.main(["--pred-root", str(tmp_path / "experiments")]) == 2
+        assert f"{name}:2: byte 0xe9 is not valid UTF-8" in capsys.readouterr().err
+        (folder / name).unlink()
+    assert not (folder / "result.json").exists()

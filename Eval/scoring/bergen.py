@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 
 from Eval.metrics.retrieval import read_run
-from Eval.records import RecordError, iter_json_objects, read_records, validate_record
+from Eval.records import (RecordError, iter_json_objects, read_records, read_text_file,
+                          validate_record)
 from Eval.tasks import Task
 
 OUT_FILE = re.compile(r"^eval_([A-Za-z0-9-]+)_out\.json$")
@@ -111,7 +112,7 @@ def read_config(folder: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = yaml.safe_load(read_text_file(path))  # not UTF-8: an error naming file, line
     except yaml.YAMLError as err:
         raise RecordError(path, None, f"not valid YAML: {err}") from None
     return config if isinstance(config, dict) else {}
@@ -133,7 +134,7 @@ def experiment_config(folder: Path, split: str) -> dict[str, str]:
     timing = folder / f"eval_{split}_generation_time.json"
     if timing.is_file():
         try:
-            times = json.loads(timing.read_text(encoding="utf-8"))
+            times = json.loads(read_text_file(timing))
         except ValueError as err:
             raise RecordError(timing, None, f"not valid JSON: {err}") from None
         if isinstance(times, dict) and "Generation time" in times:
