@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,9 +26,8 @@ from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
-from Eval.scoring.saved_task import task_from_dict
-from Eval.storage import StorageError, commit_files, read_regular_bytes, recover
-from Eval.storage import regular_file_problem
+from Eval.scoring.saved_task import saved_task
+from Eval.storage import StorageError, commit_files, recover, regular_file_problem
 from Eval.tasks import TASKS, Task, get_task
 
 
@@ -114,17 +112,7 @@ def task_for_file(path: Path, notes: list[str]):
     sidecar = sidecar_path(path)
     if path.stem in TASKS or not (sidecar.exists() or sidecar.is_symlink()):
         return get_task(path.stem)
-    try:
-        saved = json.loads(read_regular_bytes(sidecar))
-        task_data = saved.get("task") if isinstance(saved, dict) else None
-        saved_name = task_data.get("name") if isinstance(task_data, dict) else None
-        if saved_name is not None and name_problem(saved_name):  # a path: the data is damaged
-            raise ValueError(f"task.name {saved_name!r} is not a dataset name "
-                             f"({name_problem(saved_name)})")
-        task = task_from_dict(task_data, path.stem)
-    except (StorageError, ValueError, RecursionError, KeyError) as err:
-        why = f"cannot tell how to score {path.name}: {err.args[0] if err.args else err}"
-        raise RecordError(sidecar, None, why) from None
+    task = saved_task(path, sidecar)
     notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
                  f"(metrics {', '.join(task.metrics)})")
     return task

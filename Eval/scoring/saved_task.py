@@ -3,15 +3,36 @@ sidecar (`"task"`, dataclasses.asdict of its Task): eval.py scores such a file w
 checking it field by field, since the sidecar is a file anyone may have edited.
 
 Usage:
-    task = task_from_dict(json.loads(sidecar_text)["task"], path.stem)   # Eval/scoring/folders.py
+    task = saved_task(Path("pred/m/my_qa.jsonl"), Path("pred/m/my_qa.run.json"))  # folders.py
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 from Eval.extract import EXTRACTORS
 from Eval.metrics.registry import METRICS
+from Eval.names import name_problem
+from Eval.records import RecordError
+from Eval.storage import StorageError, read_regular_bytes
 from Eval.tasks import Task
+
+
+def saved_task(path: Path, sidecar: Path) -> Task:
+    """The task saved in the prediction file's run sidecar; RecordError naming the sidecar when
+    it cannot be read or is not a usable task."""
+    try:
+        saved = json.loads(read_regular_bytes(sidecar))
+        task_data = saved.get("task") if isinstance(saved, dict) else None
+        saved_name = task_data.get("name") if isinstance(task_data, dict) else None
+        if saved_name is not None and name_problem(saved_name):  # a path: the data is damaged
+            raise ValueError(f"task.name {saved_name!r} is not a dataset name "
+                             f"({name_problem(saved_name)})")
+        return task_from_dict(task_data, path.stem)
+    except (StorageError, ValueError, RecursionError, KeyError) as err:
+        why = f"cannot tell how to score {path.name}: {err.args[0] if err.args else err}"
+        raise RecordError(sidecar, None, why) from None
 
 
 def task_from_dict(data: object, name: str) -> Task:
