@@ -17,12 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from Eval.args import HelpFormatter, names_from, positive_float, run_main
+from Eval.args import HelpFormatter, key_value, name_list, names_from, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
 from Eval.pricing import PriceError, price_for
 from Eval.scoring.breakdowns import V2_VARIANTS
-from Eval.scoring.folders import (add_folder_arguments, add_metric_arguments, find_pred_dirs,
-                                  score_and_write)
+from Eval.scoring.folders import add_folder_arguments, find_pred_dirs, score_and_write
 from Eval.scoring.report import dataset_table, dataset_warnings, write_models_table
 from Eval.scoring.sections import Results, render_text, tables
 
@@ -36,7 +35,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 formatter_class=HelpFormatter,
                                 epilog=commands_epilog(EVAL_COMMANDS, "eval.py"))
     add_folder_arguments(p)
-    add_metric_arguments(p)
+    p.add_argument("--metrics", type=name_list, default=[], metavar="NAME,...",
+                   help="score with these registered metrics instead of the task's (the first is "
+                        "the headline); a dataset with no task row needs them "
+                        "(default: the task's)")
+    p.add_argument("-S", "--metric-arg", dest="metric_args", action="append", type=key_value,
+                   default=[], metavar="KEY=VALUE",
+                   help="a keyword argument of the metrics that take it, e.g. -S k=10 (repeatable; "
+                        "default: none)")
     p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
                    help="score 0 (and count, with the reason) a sample whose metric takes longer "
                         "(default: no limit)")

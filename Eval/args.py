@@ -68,6 +68,14 @@ def names_from(choices) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """KEY=VALUE as (key, value): a metric's keyword argument (eval.py -S)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return key.strip(), value
+
+
 def one_line(err: BaseException) -> str:
     """An exception's message on one line, with its direct cause (datasets' "error while
     generating the dataset" says nothing specific alone)."""

@@ -45,24 +45,6 @@ def add_folder_arguments(p) -> None:
                         "kept (default: all)")
 
 
-def add_metric_arguments(p) -> None:
-    p.add_argument("--metrics", type=name_list, default=[], metavar="NAME,...",
-                   help="score with these registered metrics instead of the task's (the first is "
-                        "the headline); a dataset with no task row needs them "
-                        "(default: the task's)")
-    p.add_argument("-S", "--metric-arg", dest="metric_args", action="append", type=key_value,
-                   default=[], metavar="KEY=VALUE",
-                   help="a keyword argument of the metrics that take it, e.g. -S k=10 (repeatable; "
-                        "default: none)")
-
-
-def key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
-    return key.strip(), value
-
-
 def model_folder(text: str) -> str:
     try:
         return check_name(text, "")
