@@ -25,7 +25,7 @@ from Eval.tasks import TASKS, get_task
 from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit, limits_available
 
 METRIC_MODULES = sorted({m.fn.__module__ for m in METRICS.values()}
-                        | {"Eval.extract", "Eval.metrics.zh", "Eval.scoring.judge", "Eval.models.base", "Eval.scoring.timelimit"})
+                        | {"Eval.extract", "Eval.choice_answer", "Eval.metrics.zh", "Eval.scoring.judge", "Eval.models.base", "Eval.scoring.timelimit"})
 
 
 @pytest.mark.parametrize("module", METRIC_MODULES)
