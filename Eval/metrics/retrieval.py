@@ -63,6 +63,17 @@ def ranking_values(metrics: list[Metric], records: list[dict]) -> dict[str, list
     return found
 
 
+def add_ranked(ranked: dict[str, list], entries: list[dict]) -> None:
+    """ranking_values' values into the scorer's entries, one per entry in order: under "scores",
+    or for None (no run or no judgements) the metric's name listed under "unranked"."""
+    for name, values in ranked.items():
+        for entry, value in zip(entries, values):
+            if value is None:
+                entry.setdefault("unranked", []).append(name)
+            else:
+                entry["scores"][name] = value
+
+
 def evaluate(records: list[dict], measures: list[str], run: str = "", qrels: str = "",
              pages: str = "") -> dict[str, list[float | None]]:
     import pytrec_eval  # imported on first use: only ranking metrics need it

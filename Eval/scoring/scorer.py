@@ -19,7 +19,7 @@ from collections import Counter
 
 from Eval.extract import run_extraction, think_state
 from Eval.metrics.registry import Zeroed, get_metric
-from Eval.metrics.retrieval import ranking_values
+from Eval.metrics.retrieval import add_ranked, ranking_values
 from Eval.scoring.breakdowns import BREAKDOWNS, not_written
 from Eval.scoring.explain import explain_one, head, unscored_explanation
 from Eval.scoring.intervals import score_interval
@@ -86,8 +86,8 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in text_metrics)
     per_example, skipped, scored = [], Counter(), []  # scored: (record, entry) of those that count
     # Ranking metrics score the whole run at once; a query without a run or qrels has no value.
-    ranked = {name: iter(values) for name, values in ranking_values(
-        [m for m in metrics if m.per_query], [r for r in records if not r.get("skipped")]).items()}
+    ranked = ranking_values([m for m in metrics if m.per_query],
+                            [r for r in records if not r.get("skipped")])
     for line_no, record in enumerate(records, 1):
         left_out = record.get("skipped") or (task.leave_out_empty and not_written(record))
         if left_out:  # never run (--truncation skip), or a record LongBench v2 never writes
@@ -98,14 +98,9 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
         classes = record.get("all_classes") or fallback_classes
         entry = _score_record(task, text_metrics, record, line_no, (classes, needs_classes),
                               time_limit)
-        for name, found in ranked.items():
-            value = next(found)
-            if value is None:
-                entry.setdefault("unranked", []).append(name)
-            else:
-                entry["scores"][name] = value
         per_example.append(entry)
         scored.append((record, entry))
+    add_ranked(ranked, [entry for _, entry in scored])
     counts = Counter(flag for _, entry in scored for flag in FLAGS if flag in entry)
     result = {"dataset": task.name, "headline_metric": metrics[0].name, "n": len(scored),
               "metrics": {m.name: _metric_summary(m, [(r, e) for r, e in scored
