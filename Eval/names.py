@@ -11,6 +11,8 @@ import argparse
 import os
 from pathlib import Path
 
+from Eval.args import name_list
+
 MAX_NAME = 200  # well under every file system's 255-byte limit, leaving room for suffixes we add
 
 
@@ -38,6 +40,20 @@ def check_name(name: object, source: str) -> str:
         raise ValueError(f"{source} {name!r}: {problem}; give a plain name (letters, digits, '_', "
                          "'-', '.')")
     return name  # type: ignore[return-value]
+
+
+def model_folder(text: str) -> str:
+    try:
+        return check_name(text, "")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).strip()) from None
+
+
+def dataset_names(text: str) -> set[str]:
+    try:
+        return {check_name(name, "entry") for name in name_list(text)}
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,10 +19,10 @@ from typing import Callable
 
 from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
+from Eval.names import dataset_names
 from Eval.records import RecordError
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
-from Eval.scoring.folders import dataset_names
 from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
                                 counts_text, load_judge_model, merge_results, pairwise_swaps,
                                 prediction, print_failed, question_of, rates, record_id,

@@ -18,10 +18,11 @@ from collections import Counter
 from pathlib import Path
 
 from Eval.commands import eval_command
+from Eval.names import dataset_names
 from Eval.records import RecordError
 from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
-from Eval.scoring.folders import chosen_task, dataset_names, prediction_files
+from Eval.scoring.folders import chosen_task, prediction_files
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text

@@ -8,15 +8,13 @@ Usage:
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
 from pathlib import Path
 
-from Eval.args import name_list
 from Eval.metrics import get_metric
-from Eval.names import check_name, name_problem
+from Eval.names import dataset_names, model_folder, name_problem
 from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file
 from Eval.records import sidecar_path
@@ -43,20 +41,6 @@ def add_folder_arguments(p) -> None:
     p.add_argument("--datasets", type=dataset_names, default=None,
                    help="comma-separated dataset names to score; the other datasets' results are "
                         "kept (default: all)")
-
-
-def model_folder(text: str) -> str:
-    try:
-        return check_name(text, "")
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err).strip()) from None
-
-
-def dataset_names(text: str) -> set[str]:
-    try:
-        return {check_name(name, "entry") for name in name_list(text)}
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def prediction_files(folder: Path) -> list[Path]:
