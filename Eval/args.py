@@ -1,5 +1,6 @@
 """Command-line helpers shared by the scripts: argument types that refuse nonsense at parse time,
-a help formatter that shows each default once, and `run_main` (a full disk is one line).
+a help formatter that shows each default once, a backend's -M options for `--help`, and
+`run_main` (a full disk is one line).
 
 Usage:
     p = argparse.ArgumentParser(formatter_class=HelpFormatter)
@@ -10,6 +11,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import math
 import os
@@ -26,6 +28,31 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         if "default" in text.lower() or action.required:
             return text
         return super()._get_help_string(action)
+
+
+def backend_help(backend: str) -> str:
+    """The -M options of `backend` (its own, then every backend's) as `--backend NAME --help` shows
+    them: one line per option, `-M key=DEFAULT  help`, the choices when it has some."""
+    from Eval.models.factory import option_classes  # imports the backend's module, only for help
+
+    classes = option_classes(backend)
+    own = _options_help(classes[1:]) or "  (none)"
+    return (f"-M options of the {backend} backend:\n{own}\n-M options of every backend:\n"
+            f"{_options_help(classes[:1])}")
+
+
+def _options_help(classes: list[type]) -> str:
+    rows = []
+    for cls in classes:
+        for field in dataclasses.fields(cls):
+            default = field.default
+            shown = " ".join(default) if isinstance(default, tuple) else str(default).lower() \
+                if isinstance(default, bool) or default is None else str(default)
+            choices = field.metadata.get("choices")
+            extra = f" ({'/'.join(map(str, choices))})" if choices else ""
+            rows.append((f"-M {field.name}={shown}", f"{field.metadata.get('help', '')}{extra}"))
+    width = max((len(left) for left, _ in rows), default=0)
+    return "\n".join(f"  {left:<{width}}  {right}" for left, right in rows)
 
 
 def _number(text: str, kind: type, what: str, limit: str) -> int | float:

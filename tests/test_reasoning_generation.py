@@ -113,7 +113,7 @@ def test_a_thinking_budget_is_refused_where_it_cannot_be_enforced():
                                         "reasoning=true"]))
     assert (echo.options.think_tags, echo.options.thinking_budget, echo.options.reasoning) == (("<r>", "</r>"),
                                                                                                None, True)
-    from Eval.models.factory import backend_help
+    from Eval.args import backend_help
     assert "-M think_tags=<think> </think>  the thinking block's opening and closing tag" in backend_help("echo")
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from Eval.args import HelpFormatter, name_list, positive_int
+from Eval.args import HelpFormatter, backend_help, name_list, positive_int
 from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.inference.cot import as_cot
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
@@ -29,7 +29,7 @@ from Eval.inference.predict import (RunSettings, examples_done, generation_budge
 from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
 from Eval.inference.run_loop import TokenBudget
 from Eval.models.base import TRUNCATION_POLICIES
-from Eval.models.factory import add_batch_arguments, add_model_arguments, backend_help
+from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text
 from Eval.records import RecordError

@@ -12,7 +12,7 @@ import argparse
 
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM
-from Eval.models.options import AdapterOptions, options_help, parse_model_args
+from Eval.models.options import AdapterOptions, parse_model_args
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> None:
@@ -50,14 +50,6 @@ def from_args(args: argparse.Namespace, tokenizer_only: bool = False) -> BaseLLM
     backend.check_thinking_budget(args.adapter_options.thinking_budget)  # before any loading
     build = backend.tokenizer_only if tokenizer_only else backend.from_options
     return build(args.model, args.adapter_options, args.backend_options)
-
-
-def backend_help(backend: str) -> str:
-    """The -M options of `backend` (its own, then every backend's), as --help shows them."""
-    classes = option_classes(backend)
-    own = options_help(classes[1:]) or "  (none)"
-    return (f"-M options of the {backend} backend:\n{own}\n-M options of every backend:\n"
-            f"{options_help(classes[:1])}")
 
 
 def add_batch_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,10 +1,9 @@
 """Model options on the command line: `-M key=value`, one pair per flag (a value may hold commas,
 spaces and "="; a list option grows by one value per pair), declared by each backend as a frozen
-dataclass of `option(default, help)` fields; AdapterOptions below are every backend's.
+dataclass of `option(default, help)` fields (--help: Eval/args.py); AdapterOptions: every backend's.
 
 Usage:
     parse_model_args(["dtype=bfloat16"], [AdapterOptions, CheckpointOptions])  # {class: options}
-    options_help([AdapterOptions, APIOptions])   # the lines `--backend api --help` adds
 """
 from __future__ import annotations
 
@@ -96,18 +95,3 @@ def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object
             value = (*values[cls].get(key, ()), value)
         values[cls][key] = value
     return {cls: cls(**values[cls]) for cls in classes}  # __post_init__'s ValueError as it is
-
-
-def options_help(classes: list[type]) -> str:
-    """One line per option: `key=DEFAULT  help`, the choices when it has some."""
-    rows = []
-    for cls in classes:
-        for field in dataclasses.fields(cls):
-            default = field.default
-            shown = " ".join(default) if isinstance(default, tuple) else str(default).lower() \
-                if isinstance(default, bool) or default is None else str(default)
-            choices = field.metadata.get("choices")
-            extra = f" ({'/'.join(map(str, choices))})" if choices else ""
-            rows.append((f"-M {field.name}={shown}", f"{field.metadata.get('help', '')}{extra}"))
-    width = max((len(left) for left, _ in rows), default=0)
-    return "\n".join(f"  {left:<{width}}  {right}" for left, right in rows)
