@@ -10,6 +10,7 @@ torchrun's rank 0 merges after a barrier, an independent shard when it finds eve
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 
@@ -19,6 +20,14 @@ class Shards:
     shard_id: int = 0
     num_shards: int = 1
     torchrun: bool = False  # launched by torchrun: ranks coordinate with barriers
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    """--shard I/K: shard I of K, 0-based."""
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(count):
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/K with 0 <= I < K (e.g. 0/4)")
+    return int(index), int(count)
 
 
 def resolve_shards(shard: tuple[int, int] | None) -> Shards:

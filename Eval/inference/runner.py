@@ -22,7 +22,7 @@ from Eval.args import HelpFormatter, name_list, positive_int
 from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.inference.cot import as_cot
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
-from Eval.inference.distributed import barrier, finish
+from Eval.inference.distributed import barrier, finish, shard_spec
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, run_dataset)
@@ -96,13 +96,6 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
                    help="run shard I of K (0-based): every K-th example, merged by id (torchrun "
                         "sets it itself; default: one process)")
     return p.parse_args(argv)
-
-
-def shard_spec(text: str) -> tuple[int, int]:
-    index, sep, count = text.partition("/")
-    if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(count):
-        raise argparse.ArgumentTypeError(f"{text!r} is not I/K with 0 <= I < K (e.g. 0/4)")
-    return int(index), int(count)
 
 
 def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
