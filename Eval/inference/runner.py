@@ -20,6 +20,7 @@ from typing import Callable
 
 from Eval.args import HelpFormatter, name_list, positive_int
 from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
+from Eval.inference.budget import TokenBudget
 from Eval.inference.cot import as_cot
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import barrier, finish, shard_spec
@@ -27,7 +28,6 @@ from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, run_dataset)
 from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
-from Eval.inference.run_loop import TokenBudget
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments, backend_help
 from Eval.names import add_output_arguments, output_folder
@@ -250,16 +250,6 @@ def cost_of(args, usage: dict) -> float | None:
     if not args.price_entry:
         return None
     return args.price_entry.cost(usage["prompt_tokens"], usage["gen_tokens"])
-
-
-def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
-    counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
-    done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    nothing = "" if budget.spent else " (nothing generated: the first batch alone could exceed it)"
-    print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, "
-          f"{done} of {required} examples done; rerun (with a larger budget) to continue",
-          file=sys.stderr)
-    return 3
 
 
 def describe_run(summary: dict) -> str:
