@@ -14,6 +14,8 @@ import argparse
 import dataclasses
 import os
 
+from Eval.inference.predictions import PredictionFile
+
 
 @dataclasses.dataclass(frozen=True)
 class Shards:
@@ -61,6 +63,22 @@ def barrier(shards: Shards) -> None:
         import torch.distributed as dist
 
         dist.barrier()
+
+
+def clear_ranks_files(shards: Shards, path) -> None:
+    """torchrun --overwrite: rank 0 removes the dataset's old files before any rank reads them."""
+    if shards.shard_id == 0:
+        PredictionFile(path, overwrite=True)
+    barrier(shards)
+
+
+def merge_ranks_files(shards: Shards, ds, out_dir, limit: int | None) -> None:
+    """torchrun: once every rank has run the dataset `ds`, rank 0 merges their files."""
+    barrier(shards)
+    if shards.shard_id == 0:
+        from Eval.inference.merge import merge_only  # merge.py -> runner.py -> this module
+
+        merge_only([ds], out_dir, limit)
 
 
 def finish(shards: Shards) -> None:

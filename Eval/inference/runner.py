@@ -23,11 +23,12 @@ from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load
 from Eval.inference.budget import TokenBudget
 from Eval.inference.cot import as_cot
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
-from Eval.inference.distributed import barrier, finish, shard_spec
+from Eval.inference.distributed import (clear_ranks_files, finish, merge_ranks_files,
+                                        shard_spec)
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, run_dataset)
-from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
+from Eval.inference.predictions import json_form, read_sidecar
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments, backend_help
 from Eval.names import add_output_arguments, output_folder
@@ -214,8 +215,6 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
     """Every dataset through the model (torchrun: rank 0 merges after each); `saved` collects each
     batch's saved records (for the Ctrl-C message). None on error."""
-    from Eval.inference.merge import merge_only
-
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
                            args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
                            shards.num_shards, shards.shard_id, merge=not shards.torchrun,
@@ -224,15 +223,12 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     budget = TokenBudget(args.max_total_tokens) if args.max_total_tokens else None
     for ds in datasets:
         try:
-            if shards.torchrun and args.overwrite:  # rank 0 clears old files before any reads
-                if shards.shard_id == 0:
-                    PredictionFile(out_dir / f"{ds.name}.jsonl", overwrite=True)
-                barrier(shards)
+            if shards.torchrun and args.overwrite:
+                clear_ranks_files(shards, out_dir / f"{ds.name}.jsonl")
             summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append,
                                   budget=budget, request=request_of(args))
-            barrier(shards)
-            if shards.torchrun and shards.shard_id == 0:
-                merge_only([ds], out_dir, args.limit)
+            if shards.torchrun:
+                merge_ranks_files(shards, ds, out_dir, args.limit)
         except (ValueError, RecordError) as err:  # StorageError (another writer) included
             print(f"error: {err}", file=sys.stderr)
             return None
