@@ -21,7 +21,7 @@ from typing import Callable
 from Eval.args import HelpFormatter, name_list, positive_int
 from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.inference.budget import TokenBudget
-from Eval.inference.cot import as_cot
+from Eval.inference.cot import cot_datasets
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import (clear_ranks_files, finish, merge_ranks_files,
                                         shard_spec)
@@ -129,11 +129,7 @@ def load_datasets(args, model_name: str | None = None) -> list:
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                     for ds in datasets]
-    if args.cot and not args.datasets:  # every dataset that has a chain-of-thought mode
-        datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
-        if not datasets:
-            raise ValueError(f"--cot: no dataset in {args.dataset_dir} has a chain-of-thought mode")
-    return [as_cot(ds) for ds in datasets] if args.cot else datasets
+    return cot_datasets(datasets, args) if args.cot else datasets
 
 
 def prepare(args) -> tuple[list, Path | None]:
