@@ -92,9 +92,7 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
     if in_config:
         return config.by_kind[kind]
     if published_prompt:
-        where = "no --prompt-config was given"
-        if config is not None:
-            where = f"{config.path} has no entry for it"
+        where = f"{config.path} has no entry for it" if config else "no --prompt-config was given"
         raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own "
                          f"prompt and there is no {path} ({where}); pass --prompt-config with the "
                          "benchmark's config (LongBench's or TinyEval's "
