@@ -20,6 +20,7 @@ import sys  # noqa: E402
 from Eval.args import one_line, run_main  # noqa: E402
 from Eval.commands import INFERENCE_COMMANDS, commands_epilog, main_or_command  # noqa: E402
 from Eval.inference import runner  # noqa: E402
+from Eval.inference.budget import stopped_at_budget  # noqa: E402
 from Eval.inference.distributed import join, resolve_shards  # noqa: E402
 from Eval.models.factory import resolve_model_args  # noqa: E402
 
@@ -82,7 +83,7 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     stopped = bool(totals["budget"] and totals["budget"].stopped)
     print(runner.done_line(args, totals, out_dir, stopped))
     if stopped:
-        return runner.stopped_at_budget(args, datasets, out_dir, totals["budget"])
+        return stopped_at_budget(args, datasets, out_dir, totals["budget"])
     return 0 if totals["failed"] == 0 else 1
 
 

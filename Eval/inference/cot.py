@@ -4,7 +4,7 @@ The reasoning prompt (template kind "cot") is generated first, then the answer p
 NAME_cot.jsonl. A task has the mode when it sets cot_max_new_tokens (Eval/tasks.py).
 
 Usage:
-    ds = as_cot(load_dataset("longbench_v2", ...))       # inference.py --cot
+    ds = as_cot(load_dataset("longbench_v2", ...))       # inference.py --cot: cot_datasets
     done = generate_with_cot(model, ds, examples, reasoning_prompts, "middle", 128, None)
 """
 from __future__ import annotations
@@ -24,6 +24,15 @@ def as_cot(ds: Dataset) -> Dataset:
     name = f"{ds.name}_cot"
     task = dataclasses.replace(ds.task, name=name)
     return dataclasses.replace(ds, name=name, task=task, cot=True)
+
+
+def cot_datasets(datasets: list[Dataset], args) -> list[Dataset]:
+    """inference.py --cot: the datasets named, or without --datasets every one with the mode."""
+    if not args.datasets:  # every dataset that has a chain-of-thought mode
+        datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
+        if not datasets:
+            raise ValueError(f"--cot: no dataset in {args.dataset_dir} has a chain-of-thought mode")
+    return [as_cot(ds) for ds in datasets]
 
 
 def generate_with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],

@@ -9,9 +9,9 @@ such as TinyEval's GAOKAO-new1-math.json) whose records have one of these forms:
     choice        {"question", "options", "answer", "question_type"}: a nested file's questions,
                   {"one-choice-question": [{"question", "options": [{"option": "A", "value": ..},
                   ..], "answer": "A"}, ..], ..}
-A dataset with no row in Eval/tasks.py gets a metric and length from its form and language. Each
-example has an id (`_id` / `id`, else `NAME-<position>`) and a hash of all its fields (resume
-redoes an example whose content changed).
+A dataset with no row in Eval/tasks.py gets a metric and length from its form and language
+(defaults.py). Each example has an id (`_id` / `id`, else `NAME-<position>`) and a hash of all its
+fields (resume redoes an example whose content changed).
 
 Usage:
     ds = load_dataset("demo_qa_en", Path("dataset"), Path("prompts"))
@@ -26,6 +26,7 @@ import math
 from pathlib import Path
 
 from Eval.inference.benchmark_configs import fill_dollar_markers
+from Eval.inference.defaults import default_task
 from Eval.inference.nested_choices import nested_choice_records
 from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
                                       fill_template, resolve_template)
@@ -38,19 +39,6 @@ V2_CHOICES = ("choice_A", "choice_B", "choice_C", "choice_D")
 V2_FIELDS = ("question", *V2_CHOICES, "answer", "context")
 _ANSWER_FIELD = {"longbench": "answers", "instruction": "output", "longbench_v2": "answer",
                  "choice": "answer"}
-# The task of a dataset that has no row in TASKS, by (form, language); "*": either language.
-DEFAULT_TASKS = {("longbench", "en"): {"metrics": ("qa_f1",), "max_new_tokens": 128},
-                 ("longbench", "zh"): {"metrics": ("qa_f1_zh",), "max_new_tokens": 128},
-                 ("instruction", "en"): {"metrics": ("rouge", "bleu"), "max_new_tokens": 512},
-                 ("instruction", "zh"): {"metrics": ("rouge_zh", "bleu_zh"), "max_new_tokens": 512},
-                 ("choice", "*"): {"metrics": ("gaokao_choice",), "max_new_tokens": 512,
-                                   "extract": ("strip_think", "choice_letters")},
-                 ("longbench_v2", "*"): {"metrics": ("choice_match",), "max_new_tokens": 128,
-                                         "extract": ("longbench_v2_answer",),
-                                         "group_by": ("difficulty", "length", "domain",
-                                                      "sub_domain"),
-                                         "breakdown": "longbench_v2", "cot_max_new_tokens": 1024,
-                                         "leave_out_empty": True}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,17 +194,6 @@ def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
     return list(first.values()), len(examples) - len(first)
 
 
-def resolve_task(name: str, form: str, language: str) -> tuple[Task, str | None]:
-    if name in TASKS:
-        return TASKS[name], None
-    fields = DEFAULT_TASKS.get((form, language)) or DEFAULT_TASKS[(form, "*")]
-    fields = {"language": language, **fields}
-    task = Task(name, description=f"user dataset ({form} form, {language})", **fields)
-    return task, (f"{name}: not in Eval/tasks.py; scoring with {', '.join(task.metrics)} "
-                  f"(default for {form}-form {language} data), max_new_tokens "
-                  f"{task.max_new_tokens}")
-
-
 def dataset_names(dataset_dir: Path) -> list[str]:
     return sorted({p.stem for pattern in ("*.jsonl", "*.json") for p in dataset_dir.glob(pattern)})
 
@@ -271,7 +248,8 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     path = _dataset_path(name, dataset_dir)
     items = _read_items(path)
     form = record_form(items[0][1], path, items[0][0])
-    task, task_note = resolve_task(name, form, detect_language([r for _, r in items]))
+    language = detect_language([r for _, r in items])
+    task, task_note = (TASKS[name], None) if name in TASKS else default_task(name, form, language)
     notes = [task_note] if task_note else []
     if sources.maxlen and name in sources.maxlen:
         if task.max_new_tokens != sources.maxlen[name]:

@@ -10,8 +10,11 @@ torchrun's rank 0 merges after a barrier, an independent shard when it finds eve
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
+
+from Eval.inference.predictions import PredictionFile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +22,14 @@ class Shards:
     shard_id: int = 0
     num_shards: int = 1
     torchrun: bool = False  # launched by torchrun: ranks coordinate with barriers
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    """--shard I/K: shard I of K, 0-based."""
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(count):
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/K with 0 <= I < K (e.g. 0/4)")
+    return int(index), int(count)
 
 
 def resolve_shards(shard: tuple[int, int] | None) -> Shards:
@@ -52,6 +63,22 @@ def barrier(shards: Shards) -> None:
         import torch.distributed as dist
 
         dist.barrier()
+
+
+def clear_ranks_files(shards: Shards, path) -> None:
+    """torchrun --overwrite: rank 0 removes the dataset's old files before any rank reads them."""
+    if shards.shard_id == 0:
+        PredictionFile(path, overwrite=True)
+    barrier(shards)
+
+
+def merge_ranks_files(shards: Shards, ds, out_dir, limit: int | None) -> None:
+    """torchrun: once every rank has run the dataset `ds`, rank 0 merges their files."""
+    barrier(shards)
+    if shards.shard_id == 0:
+        from Eval.inference.merge import merge_only  # merge.py -> runner.py -> this module
+
+        merge_only([ds], out_dir, limit)
 
 
 def finish(shards: Shards) -> None:

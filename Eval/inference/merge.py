@@ -10,14 +10,17 @@ than the shards' sidecar names are left out. Exit code 1 when a dataset still la
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 from Eval.commands import inference_command
 from Eval.inference.predict import required_examples
-from Eval.inference.predictions import merge_predictions, read_sidecar, record_output
+from Eval.inference.predictions import merge_predictions, output_entry, read_sidecar
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
 from Eval.inference.runner import prepare, refusing_bad_input
+from Eval.records import sidecar_path
+from Eval.storage import write_json_atomic
 
 
 def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
@@ -36,6 +39,15 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
                   file=sys.stderr)
             code = 1
     return code
+
+
+def record_output(path: Path, merged: dict) -> None:
+    """Note in the sidecar what a merge done apart from the run left in the main file."""
+    sidecar = sidecar_path(path)
+    if sidecar.is_file():
+        content = json.loads(sidecar.read_text(encoding="utf-8"))
+        content["output"] = output_entry(merged)
+        write_json_atomic(sidecar, content)
 
 
 @inference_command("merge", help="merge independent shards' files into each dataset's main file")

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 from Eval.inference.benchmark_configs import cut_as_pred_py
+from Eval.inference.budget import TokenBudget
 from Eval.inference.datasets import Dataset, Example, question_text
 from Eval.inference.predictions import best_records, read_sidecar
-from Eval.inference.run_loop import Job, TokenBudget, model_digest, run_job
+from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
 from Eval.models.identity import folder_identity
 from Eval.pricing import batch_counts

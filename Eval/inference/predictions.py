@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from Eval.records import RecordError, examples_digest, sidecar_path
-from Eval.storage import append_lines, read_complete_lines, write_json_atomic, write_jsonl_atomic
+from Eval.storage import append_lines, read_complete_lines, write_jsonl_atomic
 
 
 def _read_records(path: Path, repair: bool) -> list[dict]:
@@ -202,12 +202,3 @@ def json_form(value):
 def output_entry(merged: dict) -> dict:
     """The sidecar's `output`: any later edit of a line is seen (Eval/scoring/provenance.py)."""
     return {key: merged[key] for key in ("records", "digest", "sha256")}
-
-
-def record_output(path: Path, merged: dict) -> None:
-    """Note in the sidecar what a merge done apart from the run left in the main file."""
-    sidecar = sidecar_path(path)
-    if sidecar.is_file():
-        content = json.loads(sidecar.read_text(encoding="utf-8"))
-        content["output"] = output_entry(merged)
-        write_json_atomic(sidecar, content)

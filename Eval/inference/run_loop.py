@@ -3,8 +3,8 @@
 
 For one output file: take its lock, refuse to resume a file made with other settings, let the
 caller plan the items without a current record into batches, write the sidecar, append batch after
-batch, merge the files in data order and record the summary. A `TokenBudget` (--max-total-tokens)
-is shared by an invocation's jobs: a batch whose bound does not fit is not run.
+batch, merge the files in data order and record the summary. A `TokenBudget` (budget.py) is
+shared by an invocation's jobs: a batch whose bound does not fit is not run.
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
@@ -27,23 +27,13 @@ from typing import Callable
 
 from tqdm import tqdm
 
+from Eval.inference.budget import TokenBudget
 from Eval.inference.predictions import (PredictionFile, check_resume, merge_predictions,
                                         output_entry, read_sidecar, write_path)
 from Eval.models.identity import changed_files
 from Eval.pricing import add_counts, tokens_per_s
 from Eval.records import sidecar_path
 from Eval.storage import output_lock, write_json_atomic
-
-
-@dataclasses.dataclass
-class TokenBudget:
-    """--max-total-tokens: prompt + generated tokens one invocation may spend, over all datasets."""
-    limit: int
-    spent: int = 0
-    stopped: bool = False  # a batch did not fit: later datasets are not started
-
-    def charge(self, counts: dict) -> None:
-        self.spent += counts.get("prompt_tokens", 0) + counts.get("gen_tokens", 0)
 
 
 @dataclasses.dataclass

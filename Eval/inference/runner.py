@@ -20,14 +20,15 @@ from typing import Callable
 
 from Eval.args import HelpFormatter, backend_help, name_list, positive_int
 from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
-from Eval.inference.cot import as_cot
+from Eval.inference.budget import TokenBudget
+from Eval.inference.cot import cot_datasets
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
-from Eval.inference.distributed import barrier, finish
+from Eval.inference.distributed import (clear_ranks_files, finish, merge_ranks_files,
+                                        shard_spec)
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, run_dataset)
-from Eval.inference.predictions import PredictionFile, json_form, read_sidecar
-from Eval.inference.run_loop import TokenBudget
+from Eval.inference.predictions import json_form, read_sidecar
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
@@ -98,13 +99,6 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
     return p.parse_args(argv)
 
 
-def shard_spec(text: str) -> tuple[int, int]:
-    index, sep, count = text.partition("/")
-    if not sep or not index.isdigit() or not count.isdigit() or not 0 <= int(index) < int(count):
-        raise argparse.ArgumentTypeError(f"{text!r} is not I/K with 0 <= I < K (e.g. 0/4)")
-    return int(index), int(count)
-
-
 def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
     """`command`, its bad input (a dataset, template, option or -M value) one error line naming
     the file / line / flag, exit code 2, before any model loads."""
@@ -135,11 +129,7 @@ def load_datasets(args, model_name: str | None = None) -> list:
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                     for ds in datasets]
-    if args.cot and not args.datasets:  # every dataset that has a chain-of-thought mode
-        datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
-        if not datasets:
-            raise ValueError(f"--cot: no dataset in {args.dataset_dir} has a chain-of-thought mode")
-    return [as_cot(ds) for ds in datasets] if args.cot else datasets
+    return cot_datasets(datasets, args) if args.cot else datasets
 
 
 def prepare(args) -> tuple[list, Path | None]:
@@ -221,8 +211,6 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
     """Every dataset through the model (torchrun: rank 0 merges after each); `saved` collects each
     batch's saved records (for the Ctrl-C message). None on error."""
-    from Eval.inference.merge import merge_only
-
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
                            args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
                            shards.num_shards, shards.shard_id, merge=not shards.torchrun,
@@ -231,15 +219,12 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     budget = TokenBudget(args.max_total_tokens) if args.max_total_tokens else None
     for ds in datasets:
         try:
-            if shards.torchrun and args.overwrite:  # rank 0 clears old files before any reads
-                if shards.shard_id == 0:
-                    PredictionFile(out_dir / f"{ds.name}.jsonl", overwrite=True)
-                barrier(shards)
+            if shards.torchrun and args.overwrite:
+                clear_ranks_files(shards, out_dir / f"{ds.name}.jsonl")
             summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append,
                                   budget=budget, request=request_of(args))
-            barrier(shards)
-            if shards.torchrun and shards.shard_id == 0:
-                merge_only([ds], out_dir, args.limit)
+            if shards.torchrun:
+                merge_ranks_files(shards, ds, out_dir, args.limit)
         except (ValueError, RecordError) as err:  # StorageError (another writer) included
             print(f"error: {err}", file=sys.stderr)
             return None
@@ -257,16 +242,6 @@ def cost_of(args, usage: dict) -> float | None:
     if not args.price_entry:
         return None
     return args.price_entry.cost(usage["prompt_tokens"], usage["gen_tokens"])
-
-
-def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
-    counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
-    done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    nothing = "" if budget.spent else " (nothing generated: the first batch alone could exceed it)"
-    print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, "
-          f"{done} of {required} examples done; rerun (with a larger budget) to continue",
-          file=sys.stderr)
-    return 3
 
 
 def describe_run(summary: dict) -> str:

@@ -10,7 +10,8 @@ Where a template comes from, first found wins (resolve_template):
      LongBench v2's `prompts/` folder, read and filled as benchmark_configs.py says;
   3. a task naming a published prompt (Eval/tasks.py) stops here with an error: a generic prompt
      would change the task (multi_news would be asked a question);
-  4. the record form's default; a record with an empty `input` gets the variant asking nothing.
+  4. the record form's default (defaults.py); a record with an empty `input` gets the variant
+     asking nothing.
 
 Usage:
     cfg = load_prompt_config(Path("dataset2prompt.json"))  # Eval/inference/benchmark_configs.py
@@ -27,34 +28,6 @@ from pathlib import Path
 from Eval.records import RecordError, read_text_file
 
 KINDS = {"answer": ".txt", "cot": ".cot.txt", "cot_answer": ".cot_answer.txt"}  # prompts/ suffix
-_V2_DOC = "\n\n<document>\n{context}\n</document>"
-_V2_ANSWER = ("\n\nQuestion: {question}\nA) {choice_A}\nB) {choice_B}\nC) {choice_C}\n"
-              "D) {choice_D}\n\n")
-_V2_FORMAT = 'one line of the form "The correct answer is (X)", X being A, B, C or D.'
-_V2_READ = "Read the document, then answer the multiple-choice question about it."
-DEFAULT_TEMPLATES = {
-    ("longbench", "en", "answer"):
-        "Read the text below and answer the question.\n\n{context}\n\nQuestion: {input}\nAnswer:",
-    ("longbench", "zh", "answer"):
-        "阅读下面的材料并回答问题。\n\n{context}\n\n问题：{input}\n回答：",
-    ("longbench", "en", "no_input"):
-        "Read the text below and respond to it.\n\n{context}\n\nResponse:",
-    ("longbench", "zh", "no_input"): "阅读下面的材料并作出回应。\n\n{context}\n\n回应：",
-    ("instruction", "*", "answer"): "{instruction}\n{input}",
-    ("instruction", "*", "no_input"): "{instruction}",
-    ("choice", "en", "answer"):
-        "Multiple-choice question ({question_type}). Give the letter(s) of the right option(s)."
-        "\n\n{question}\nOptions: {options}\nAnswer:",
-    ("choice", "zh", "answer"):
-        "选择题（{question_type}），请给出正确选项的字母。\n\n{question}\n选项：{options}\n答案：",
-    ("longbench_v2", "*", "answer"): _V2_READ + _V2_DOC + _V2_ANSWER + "Reply with " + _V2_FORMAT,
-    ("longbench_v2", "*", "cot"):
-        "Read the document, then work out the answer to the multiple-choice question about it."
-        + _V2_DOC + _V2_ANSWER + "Reason step by step before you decide.",
-    ("longbench_v2", "*", "cot_answer"):
-        _V2_READ + _V2_DOC + _V2_ANSWER
-        + "Your reasoning so far:\n{cot}\n\nBased on it, reply with " + _V2_FORMAT,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,22 +92,15 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
     if in_config:
         return config.by_kind[kind]
     if published_prompt:
-        where = "no --prompt-config was given"
-        if config is not None:
-            where = f"{config.path} has no entry for it"
+        where = f"{config.path} has no entry for it" if config else "no --prompt-config was given"
         raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own "
                          f"prompt and there is no {path} ({where}); pass --prompt-config with the "
                          "benchmark's config (LongBench's or TinyEval's "
                          "config/dataset2prompt.json, LongBench v2's prompts/ folder) or write "
                          f"{path}")
-    lang = "*" if (form, "*", kind) in DEFAULT_TEMPLATES else language
-    template = DEFAULT_TEMPLATES.get((form, lang, kind))
-    if template is None:
-        return None
-    note = f"{name}: no {path}; using the default {form}-form template"
-    note += f" ({kind})" if kind != "answer" else ""
-    return ChosenTemplate(template, f"default ({form}, {language})",
-                          DEFAULT_TEMPLATES.get((form, lang, "no_input")), note)
+    from Eval.inference.defaults import default_template  # defaults.py imports this module
+
+    return default_template(name, kind, path, form, language)
 
 
 def fill_template(template: str, fields: dict) -> str:

@@ -1,0 +1,36 @@
+"""--max-total-tokens: the prompt + generated tokens one invocation of inference.py may spend, over
+all its datasets. The run loop (run_loop.py) does not start a batch whose bound could go over; the
+datasets after it are not started, and the invocation says how far it got, exit code 3.
+
+Usage:
+    budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
+    if budget.stopped: return stopped_at_budget(args, datasets, out_dir, budget)
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+
+@dataclasses.dataclass
+class TokenBudget:
+    """--max-total-tokens: prompt + generated tokens one invocation may spend, over all datasets."""
+    limit: int
+    spent: int = 0
+    stopped: bool = False  # a batch did not fit: later datasets are not started
+
+    def charge(self, counts: dict) -> None:
+        self.spent += counts.get("prompt_tokens", 0) + counts.get("gen_tokens", 0)
+
+
+def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
+    from Eval.inference.predict import examples_done  # predict.py imports this module
+
+    counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
+    done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    nothing = "" if budget.spent else " (nothing generated: the first batch alone could exceed it)"
+    print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, "
+          f"{done} of {required} examples done; rerun (with a larger budget) to continue",
+          file=sys.stderr)
+    return 3
