@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 
 from Eval.inference.benchmark_configs import fill_dollar_markers
-from Eval.inference.defaults import default_task
+from Eval.inference.defaults import default_task, default_template
 from Eval.inference.nested_choices import nested_choice_records
 from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
                                       fill_template, resolve_template)
@@ -234,7 +234,7 @@ def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sour
     kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
     chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.language,
                                      task.published_prompt, sources.prompt_config)
-              for kind in kinds}
+              or default_template(name, kind, prompt_dir, form, task.language) for kind in kinds}
     missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in chosen.items() if t is None]
     if missing:  # a task with a chain-of-thought mode needs both of its templates
         raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "

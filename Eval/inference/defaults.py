@@ -4,13 +4,13 @@ prompts/ file or config entry, both by the record form and language (datasets.py
 
 Usage:
     task, note = default_task("my_qa", "longbench", "en")
-    chosen = default_template("my_qa", "answer", Path("prompts/my_qa.txt"), "longbench", "en")
+    chosen = default_template("my_qa", "answer", Path("prompts"), "longbench", "en")
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from Eval.inference.templates import ChosenTemplate
+from Eval.inference.templates import KINDS, ChosenTemplate
 from Eval.tasks import Task
 
 # The task of a dataset that has no row in TASKS, by (form, language); "*": either language.
@@ -65,7 +65,7 @@ def default_task(name: str, form: str, language: str) -> tuple[Task, str]:
                   f"{task.max_new_tokens}")
 
 
-def default_template(name: str, kind: str, path: Path, form: str,
+def default_template(name: str, kind: str, prompt_dir: Path, form: str,
                      language: str) -> ChosenTemplate | None:
     """The form's template of `kind` (None: it has none); a record with an empty `input` gets the
     variant asking nothing."""
@@ -73,7 +73,7 @@ def default_template(name: str, kind: str, path: Path, form: str,
     template = DEFAULT_TEMPLATES.get((form, lang, kind))
     if template is None:
         return None
-    note = f"{name}: no {path}; using the default {form}-form template"
+    note = f"{name}: no {prompt_dir / (name + KINDS[kind])}; using the default {form}-form template"
     note += f" ({kind})" if kind != "answer" else ""
     return ChosenTemplate(template, f"default ({form}, {language})",
                           DEFAULT_TEMPLATES.get((form, lang, "no_input")), note)

@@ -4,7 +4,7 @@ A template is plain text with `{field}` placeholders naming record fields and `{
 literal braces. Nothing else str.format accepts is allowed (`{}`, `{0}`, `{a.b}`, which can reach
 interpreter internals, `{a[0]}`, `{a!r}`, `{a:>9}`, a lone brace): refused with file and line.
 
-Where a template comes from, first found wins (resolve_template):
+Where a template comes from, first found wins (resolve_template; step 4 is defaults.py's):
   1. prompts/NAME.txt (NAME.cot.txt, NAME.cot_answer.txt for --cot's two passes);
   2. --prompt-config: LongBench's / TinyEval's `dataset2prompt.json` (name -> template), or
      LongBench v2's `prompts/` folder, read and filled as benchmark_configs.py says;
@@ -77,7 +77,7 @@ def check_template(template: str, source: str = "template") -> set[str]:
 
 def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language: str,
                      published_prompt: str, config: PromptConfig | None) -> ChosenTemplate | None:
-    """The template of one kind for a dataset (the order above); None when the kind has none."""
+    """The template of one kind for a dataset (steps 1-3 above); None: the default (step 4)."""
     path = prompt_dir / f"{name}{KINDS[kind]}"
     in_config = config is not None and (kind == "answer" and name in config.by_dataset
                                         or form == "longbench_v2" and kind in config.by_kind)
@@ -98,9 +98,7 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language
                          "benchmark's config (LongBench's or TinyEval's "
                          "config/dataset2prompt.json, LongBench v2's prompts/ folder) or write "
                          f"{path}")
-    from Eval.inference.defaults import default_template  # defaults.py imports this module
-
-    return default_template(name, kind, path, form, language)
+    return None  # the form's default, if it has one (defaults.py)
 
 
 def fill_template(template: str, fields: dict) -> str:
