@@ -235,6 +235,25 @@ def test_a_run_and_qrels_by_option_with_pages(tmp_path):
     assert want["q0"]["P_1"] == 0.0  # page A (best passage 5.0) outranks B (4.0)
 
 
+def test_ranking_values_stay_with_their_queries_when_a_record_is_left_out(tmp_path):
+    """LongBench v2's task leaves an empty output out (its pred.py never writes one): the ranking
+    values are computed over the records that are scored, so each lands on its own query."""
+    folder = tmp_path / "pred" / "m"
+    folder.mkdir(parents=True)
+    records = [{"id": f"q{k}", "pred": "" if k == 0 else "The correct answer is (A)",
+                "answers": ["A"], "difficulty": "easy"} for k in range(3)]
+    (folder / "longbench_v2.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "run.trec").write_text("".join(f"q{k} Q0 d{k} 0 1.0 r\n" for k in range(3)))
+    (tmp_path / "qrels.txt").write_text("q0 0 d0 1\nq1 0 d9 1\nq2 0 d2 1\n")
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet", "--metrics", "choice_match,P_1",
+                          "-S", f"run={tmp_path / 'run.trec'}",
+                          "-S", f"qrels={tmp_path / 'qrels.txt'}"]) == 0
+    lines = (folder / "per_example" / "longbench_v2.scores.jsonl").read_text().splitlines()
+    got = {e["id"]: e.get("scores") for e in map(json.loads, lines)}
+    assert got == {"q0": None, "q1": {"choice_match": 1.0, "P_1": 0.0},
+                   "q2": {"choice_match": 1.0, "P_1": 1.0}}
+
+
 def test_diff_and_explain_read_bergen_folders(tree, capsys):
     root, rows = tree
     shared = [r["q_id"] for r in rows["sysB"]]

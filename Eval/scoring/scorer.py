@@ -85,12 +85,17 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     fallback_classes = records[-1].get("all_classes")
     needs_classes = any("all_classes" in inspect.signature(m.fn).parameters for m in text_metrics)
     per_example, skipped, scored = [], Counter(), []  # scored: (record, entry) of those that count
-    # Ranking metrics score the whole run at once; a query without a run or qrels has no value.
+
+    def left_out_of(record: dict):  # not run (--truncation skip), or LongBench v2 never writes it
+        return record.get("skipped") or (task.leave_out_empty and not_written(record))
+
+    # Ranking metrics score the whole run at once (the records scored below, in order); a query
+    # without a run or qrels has no value.
     ranked = ranking_values([m for m in metrics if m.per_query],
-                            [r for r in records if not r.get("skipped")])
+                            [r for r in records if not left_out_of(r)])
     for line_no, record in enumerate(records, 1):
-        left_out = record.get("skipped") or (task.leave_out_empty and not_written(record))
-        if left_out:  # never run (--truncation skip), or a record LongBench v2 never writes
+        left_out = left_out_of(record)
+        if left_out:
             skipped[str(left_out)] += 1
             per_example.append({"line": line_no, "id": record.get("id", record.get("_id")),
                                 "skipped": left_out})
