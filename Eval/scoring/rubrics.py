@@ -15,6 +15,7 @@ import string
 from pathlib import Path
 
 from Eval.names import check_name
+from Eval.records import RecordError, read_text_file
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 
@@ -42,7 +43,7 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
     if not path.is_file():
         known = sorted(p.stem[len("judge_"):] for p in prompt_dir.glob("judge_*.txt"))
         raise FileNotFoundError(f"no rubric {path}; available: {', '.join(known) or 'none'}")
-    header, sep, template = path.read_text(encoding="utf-8").partition("\n---\n")
+    header, sep, template = read_text_file(path).partition("\n---\n")
     if not sep or not header.startswith("options:"):
         raise ValueError(f"{path}:1: a rubric starts with 'options: Label=value | ...' and a "
                          "line '---'")
@@ -69,8 +70,8 @@ def rubric_from_config(path: Path) -> Rubric:
     import yaml
 
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML too
-    except (OSError, yaml.YAMLError) as err:
+        config = yaml.safe_load(read_text_file(path))  # JSON is YAML too
+    except (OSError, RecordError, yaml.YAMLError) as err:
         raise ValueError(f"--rubric {path}: cannot read it: {err}") from None
     options = config.get("output_options") if isinstance(config, dict) else None
     prompt = config.get("prompt") if isinstance(config, dict) else None
