@@ -152,3 +152,15 @@ def test_a_sidecar_name_never_becomes_a_path_and_the_stem_names_the_dataset(scor
     assert (result["one"], result["two"]) == (100.0, 0.0) and "same" not in result
     assert sorted(p.name for p in (scored / "per_example").iterdir()) == [
         "custom_en.scores.jsonl", "one.scores.jsonl", "trec.scores.jsonl", "two.scores.jsonl"]
+
+
+def test_a_rubric_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    from Eval.records import RecordError
+    from Eval.scoring.rubrics import load_rubric
+
+    (tmp_path / "judge_mine.txt").write_bytes(b"options: Yes=1 | No=0\n---\ncaf\xe9 {prediction}\n")
+    with pytest.raises(RecordError, match=r"judge_mine.txt:3: byte 0xe9 is not valid UTF-8"):
+        load_rubric("mine", tmp_path)  # a Latin-1 file: named with its line, no codec message
+    (tmp_path / "mine.yaml").write_bytes(b"output_options: {Yes: 1, No: 0}\n# caf\xe9\n")
+    with pytest.raises(ValueError, match=r"mine.yaml: cannot read it: .*mine.yaml:2: byte 0xe9"):
+        load_rubric(str(tmp_path / "mine.yaml"), tmp_path)

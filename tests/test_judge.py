@@ -69,12 +69,6 @@ def test_shipped_rubrics_load_and_bad_ones_say_why(tmp_path):
         load_rubric("mine", tmp_path)
     with pytest.raises(FileNotFoundError, match="available: mine"):
         load_rubric("other", tmp_path)
-    (tmp_path / "judge_mine.txt").write_bytes(b"options: Yes=1 | No=0\n---\ncaf\xe9 {prediction}\n")
-    with pytest.raises(RecordError, match=r"judge_mine.txt:3: byte 0xe9 is not valid UTF-8"):
-        load_rubric("mine", tmp_path)  # a Latin-1 file: named with its line, no codec traceback
-    (tmp_path / "mine.yaml").write_bytes(b"output_options: {Yes: 1, No: 0}\n# caf\xe9\n")
-    with pytest.raises(ValueError, match=r"mine.yaml: cannot read it: .*mine.yaml:2: byte 0xe9"):
-        load_rubric(str(tmp_path / "mine.yaml"), tmp_path)
 
 
 def test_unparseable_verdicts_are_counted_listed_and_do_not_move_the_mean(folder):
