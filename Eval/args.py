@@ -46,8 +46,8 @@ def _options_help(classes: list[type]) -> str:
     for cls in classes:
         for field in dataclasses.fields(cls):
             default = field.default
-            shown = " ".join(default) if isinstance(default, tuple) else str(default).lower() \
-                if isinstance(default, bool) or default is None else str(default)
+            shown = " ".join(default) if isinstance(default, tuple) else str(default)
+            shown = shown.lower() if isinstance(default, bool) or default is None else shown
             choices = field.metadata.get("choices")
             extra = f" ({'/'.join(map(str, choices))})" if choices else ""
             rows.append((f"-M {field.name}={shown}", f"{field.metadata.get('help', '')}{extra}"))

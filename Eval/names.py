@@ -49,7 +49,7 @@ def model_folder(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err).strip()) from None
 
 
-def dataset_names(text: str) -> set[str]:
+def dataset_name_set(text: str) -> set[str]:
     try:
         return {check_name(name, "entry") for name in name_list(text)}
     except ValueError as err:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
-from Eval.names import dataset_names
+from Eval.names import dataset_name_set
 from Eval.records import RecordError
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
@@ -173,7 +173,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("dir_a", type=Path, metavar="DIR_A", help="the first prediction folder")
     parser.add_argument("dir_b", type=Path, metavar="DIR_B", help="the second prediction folder")
     add_judge_model_arguments(parser)
-    parser.add_argument("--datasets", type=dataset_names, default=None,
+    parser.add_argument("--datasets", type=dataset_name_set, default=None,
                         help="comma-separated datasets both hold (default: all shared)")
     parser.add_argument("--out", type=Path, default=None, help="default: DIR_A/../compare_A_vs_B")
     parser.add_argument("--seed", type=int, default=0,

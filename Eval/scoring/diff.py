@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from Eval.commands import eval_command
-from Eval.names import dataset_names
+from Eval.names import dataset_name_set
 from Eval.records import RecordError
 from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
@@ -216,7 +216,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("dir_a", type=Path, metavar="DIR_A",
                         help="the first prediction folder (the baseline)")
     parser.add_argument("dir_b", type=Path, metavar="DIR_B", help="the second prediction folder")
-    parser.add_argument("--datasets", type=dataset_names, default=None,
+    parser.add_argument("--datasets", type=dataset_name_set, default=None,
                         help="comma-separated datasets to compare (default: every dataset both "
                              "hold)")
     parser.add_argument("--quiet", action="store_true", help="print only errors")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from Eval.metrics import get_metric
-from Eval.names import dataset_names, model_folder, name_problem
+from Eval.names import dataset_name_set, model_folder, name_problem
 from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file
 from Eval.records import sidecar_path
@@ -38,7 +38,7 @@ def add_folder_arguments(p) -> None:
                        help="score PRED_ROOT/MODEL (default: every model folder)")
     p.add_argument("--pred-root", type=Path, default=Path("pred"),
                    help="folder of model folders, used by --model and when neither option is given")
-    p.add_argument("--datasets", type=dataset_names, default=None,
+    p.add_argument("--datasets", type=dataset_name_set, default=None,
                    help="comma-separated dataset names to score; the other datasets' results are "
                         "kept (default: all)")
 
