@@ -232,8 +232,8 @@ def _read_items(path: Path) -> list[tuple[int, dict]]:
 
 def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sources) -> dict:
     kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
-    chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.language,
-                                     task.published_prompt, sources.prompt_config)
+    chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.published_prompt,
+                                     sources.prompt_config)
               or default_template(name, kind, prompt_dir, form, task.language) for kind in kinds}
     missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in chosen.items() if t is None]
     if missing:  # a task with a chain-of-thought mode needs both of its templates

@@ -15,7 +15,7 @@ Where a template comes from, first found wins (resolve_template; step 4 is defau
 
 Usage:
     cfg = load_prompt_config(Path("dataset2prompt.json"))  # Eval/inference/benchmark_configs.py
-    chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "en", "", cfg)
+    chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "", cfg)
     text = fill_template(chosen.template, record)
 """
 from __future__ import annotations
@@ -75,8 +75,8 @@ def check_template(template: str, source: str = "template") -> set[str]:
     return fields
 
 
-def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, language: str,
-                     published_prompt: str, config: PromptConfig | None) -> ChosenTemplate | None:
+def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, published_prompt: str,
+                     config: PromptConfig | None) -> ChosenTemplate | None:
     """The template of one kind for a dataset (steps 1-3 above); None: the default (step 4)."""
     path = prompt_dir / f"{name}{KINDS[kind]}"
     in_config = config is not None and (kind == "answer" and name in config.by_dataset
