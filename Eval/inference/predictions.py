@@ -123,9 +123,7 @@ def _serialise(record: dict) -> str:
     try:
         return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
     except (UnicodeEncodeError, ValueError) as err:
-        reason = str(err)
-        if isinstance(err, UnicodeEncodeError):
-            reason = "text that is not valid Unicode"
+        reason = "text that is not valid Unicode" if isinstance(err, UnicodeEncodeError) else err
         failed = {**record, "pred": "", "finish_reason": "error",
                   "error": f"the model's output could not be saved: it holds {reason}"}
         return json.dumps(failed, ensure_ascii=False, allow_nan=False) + "\n"
