@@ -96,9 +96,9 @@ def read_text_file(path: Path) -> str:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _lone_surrogate_at(value: object, where: str = "") -> str | None:
+def _lone_surrogate_at(value: object) -> str | None:
     """The field path of the first string holding a lone surrogate, or None."""
-    stack = [(where, value)]
+    stack = [("", value)]
     while stack:
         name, item = stack.pop()
         if isinstance(item, str):

@@ -26,7 +26,7 @@ from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
 from Eval.scoring.saved_task import saved_task
 from Eval.storage import StorageError, commit_files, recover, regular_file_problem
-from Eval.tasks import TASKS, Task, get_task
+from Eval.tasks import TASKS, Task
 
 
 def add_folder_arguments(p) -> None:
@@ -73,22 +73,20 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
     return dirs, True
 
 
-def task_for_file(path: Path, notes: list[str]):
-    """The table's task for the file stem, else the one saved in the run sidecar (said out loud)."""
-    sidecar = sidecar_path(path)
-    if path.stem in TASKS or not (sidecar.exists() or sidecar.is_symlink()):
-        return get_task(path.stem)
-    task = saved_task(path, sidecar)
-    notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
-                 f"(metrics {', '.join(task.metrics)})")
-    return task
-
-
 def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_args: tuple,
                 variants: tuple = ()):
-    """The file's task with --metrics, -S arguments and --v2-variant ways applied."""
+    """The file's task (BERGEN's, else the table's row for the file stem, else the one saved in
+    the run sidecar, said out loud) with --metrics, -S arguments and --v2-variant ways applied."""
+    sidecar = sidecar_path(path)
     try:
-        task = bergen_task(path) if split_of(path) else task_for_file(path, notes)
+        if split_of(path):
+            task = bergen_task(path)
+        elif path.stem in TASKS or not (sidecar.exists() or sidecar.is_symlink()):
+            task = TASKS[path.stem]
+        else:
+            task = saved_task(path, sidecar)
+            notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in "
+                         f"{sidecar.name} (metrics {', '.join(task.metrics)})")
     except KeyError:
         if not metrics:
             raise

@@ -26,7 +26,7 @@ from Eval.scoring.sections import Results, aligned_lines, render_markdown
 from Eval.scoring.sections import render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
-from Eval.scoring.sections.scores import skipped_count, status_of
+from Eval.scoring.sections.scores import status_of
 from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, read_json_object,
                            regular_file_problem)
 
@@ -195,11 +195,11 @@ def dataset_warnings(result: dict) -> list[str]:
         lines.append(f"note: {name}: {max(unranked.values())} of {result['n']} queries have no "
                      f"run or no judged document; {', '.join(unranked)} leave them out of the mean "
                      "(trec_eval's rule)")
-    unwritten = {why: n for why, n in (result["skipped"].get("reasons") or {}).items()
-                 if NOT_WRITTEN in why}
-    if skipped_count(result) > sum(unwritten.values()):
-        lines.append(f"warning: {name}: {skipped_count(result) - sum(unwritten.values())} records "
-                     "were not run (--truncation skip) and are out of n and of every score")
+    unwritten = {why: n for why, n in result["skipped"]["reasons"].items() if NOT_WRITTEN in why}
+    not_run = result["skipped"]["count"] - sum(unwritten.values())
+    if not_run:
+        lines.append(f"warning: {name}: {not_run} records were not run (--truncation skip) and are "
+                     "out of n and of every score")
     if unwritten:
         lines.append(f"warning: {name}: {sum(unwritten.values())} records are out of n and of "
                      "every score as LongBench v2 leaves them out: "
