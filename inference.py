@@ -22,7 +22,7 @@ from Eval.commands import INFERENCE_COMMANDS, commands_epilog, main_or_command  
 from Eval.inference import runner  # noqa: E402
 from Eval.inference.budget import stopped_at_budget  # noqa: E402
 from Eval.inference.distributed import join, resolve_shards  # noqa: E402
-from Eval.models.factory import resolve_model_args  # noqa: E402
+from Eval.models import factory  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -51,7 +51,7 @@ def checked_run(argv: list[str]):
     datasets, out_dir = runner.prepare(args)
     if runner.all_done(args, datasets, out_dir):  # told from the files alone: no torch, no model
         return 0
-    resolve_model_args(args)  # -M checked against the backend (imports its module)
+    factory.resolve_model_args(args)  # -M checked against the backend (imports its module)
     shards = resolve_shards(args.shard)
     if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
         raise ValueError("--overwrite with independent shards would race; remove the output "
@@ -63,11 +63,9 @@ def checked_run(argv: list[str]):
 
 
 def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
-    from Eval.models.factory import from_args  # the backend's module, and torch: only now
-
     args.backend_options = join(shards, args.backend_options)
     try:
-        model = from_args(args)
+        model = factory.from_args(args)  # the backend's module, and torch: only now
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
