@@ -33,6 +33,7 @@ from Eval.metrics import METRICS, Metric
 from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit
 
 CALL_LIMIT_S = 1.0  # a metric's limit (eval.py --sample-time-limit 1); below LONG no metric may need it
+LONG_CALL_LIMIT_S = 0.25  # from LONG on: the limit's stop is what is tested, and rouge_chinese waits for it
 STEP_LIMIT_S = 5.0  # an extraction step's time
 LONG = 1_000  # from this many characters on, the limit may stop a metric (rouge_chinese is quadratic:
 #   1,000 repeated characters take 0.5 s on a quiet core, past 1 s on a loaded one)
@@ -61,14 +62,15 @@ class_lists = st.lists(st.one_of(st.text(st.sampled_from(SPECIAL), max_size=12),
 def timed(fn, *args, **kwargs):
     """fn's value, or None when --sample-time-limit's mechanism stopped it (allowed on degenerate-long input)."""
     sizes, limited = [len(a) for a in args], isinstance(fn, Metric)
+    limit = (CALL_LIMIT_S if max(sizes) < LONG else LONG_CALL_LIMIT_S) if limited else None
     start = time.perf_counter()
     try:
-        value = call_with_limit(fn, CALL_LIMIT_S if limited else None, *args, **kwargs)
+        value = call_with_limit(fn, limit, *args, **kwargs)
     except SampleTimeLimit:
         assert max(sizes) >= LONG, f"{fn.name} was stopped by the time limit on inputs of {sizes} characters"
         value = None
     elapsed = time.perf_counter() - start
-    bound = CALL_LIMIT_S + 1 if limited else STEP_LIMIT_S  # the limit stops a call within a few bytecodes
+    bound = limit + 1 if limited else STEP_LIMIT_S  # the limit stops a call within a few bytecodes
     assert elapsed < bound, f"{getattr(fn, 'name', fn)} took {elapsed:.1f} s on inputs of {sizes} characters"
     return value
 
