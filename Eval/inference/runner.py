@@ -27,7 +27,7 @@ from Eval.inference.distributed import (clear_ranks_files, finish, merge_ranks_f
                                         shard_spec)
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
-                                    request_fingerprint, run_dataset)
+                                    request_fingerprint, required_examples, run_dataset)
 from Eval.inference.predictions import json_form, read_sidecar
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
@@ -153,8 +153,8 @@ def all_done(args, datasets: list, out_dir: Path) -> bool:
     """True, after saying so per dataset, when a plain rerun has nothing to do."""
     if args.overwrite or args.shard or not all(finished_with(args, ds, out_dir) for ds in datasets):
         return False
-    for ds in datasets:
-        done, _ = examples_done(ds, out_dir, args.limit)
+    for ds in datasets:  # finished_with found a good record of each required example
+        done = len(required_examples(ds, args.limit))
         print(f"{ds.name}: 0 new, {done} already done (nothing to do: no model loaded)")
     print(f"done: nothing to do -> {out_dir}; score with: python eval.py --model "
           f"{out_dir.name}")
