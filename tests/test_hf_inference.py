@@ -1,4 +1,5 @@
 """The Hugging Face adapter and inference.py on the shipped demo model (a real Qwen2 checkpoint, CPU)."""
+import dataclasses
 import json
 import os
 import signal
@@ -70,18 +71,21 @@ def test_batched_scores_equal_batch_one_and_a_full_forward(model):
 
 
 def test_out_of_memory_halves_the_batch_and_records_it(model, monkeypatch):
-    real = model._generate_batch
+    real, stops = model._generate_batch, set()
 
     def small_memory(prompts, max_new_tokens, stop):
+        stops.add(stop)
         if len(prompts) > 2:
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return real(prompts, max_new_tokens, stop)
 
     monkeypatch.setattr(model, "_generate_batch", small_memory)
+    monkeypatch.setattr(model, "options", dataclasses.replace(model.options, stop=("zz",)))  # -M stop=zz
     prompts = model.build_prompts(["a", "b", "c", "d", "e"], chat=True, max_new_tokens=4, max_length=None)
-    outputs = model.generate(prompts, 4)
+    outputs = model.generate(prompts, 4, stop=("\n\n",))
     assert [o.batch_size for o in outputs] == [2, 2, 1, 2, 2]  # 5 -> 2 + 3 -> 2 + (1 + 2)
-    assert [o.text for o in outputs] == [g.text for p in prompts for g in real([p], 4, ())]
+    assert [o.text for o in outputs] == [g.text for p in prompts for g in real([p], 4, ("\n\n", "zz"))]
+    assert stops == {("\n\n", "zz")}  # each retry stops where the whole batch would: -M stop added once
 
 
 def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):

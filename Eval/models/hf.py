@@ -82,7 +82,7 @@ class HFModel(HFScores, CheckpointModel):
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
                  stop: tuple[str, ...] = ()) -> list[Generation]:
         """Greedy generation for one batch; on out-of-memory the batch is halved and retried."""
-        stop = tuple(stop) + self.options.stop
+        stop = tuple(dict.fromkeys((*stop, *self.options.stop)))  # a retry below adds none again
         try:
             return self._generate_batch(prompts, max_new_tokens, stop)
         except RuntimeError as err:  # torch.OutOfMemoryError is one
