@@ -73,9 +73,14 @@ def test_resume_does_not_depend_on_the_shard_count(single_echo, tmp_path):
         assert got == records(single_echo, name)
 
 
-def test_independent_shards_merge_when_the_last_one_finishes(single_echo, tmp_path):
+def test_independent_shards_merge_when_the_last_one_finishes(single_echo, tmp_path, capsys):
     for shard in ("0", "1"):
         assert infer(tmp_path, *ECHO, "--shard", f"{shard}/2").returncode == 0
     assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")
     bad = infer(tmp_path, *ECHO, "--shard", "2/2")
     assert bad.returncode == 2 and "'2/2' is not I/K with 0 <= I < K" in bad.stderr
+    sidecar = tmp_path / "tiny-qwen2" / "custom_en.run.json"
+    sidecar.write_text("[1]", encoding="utf-8")  # a merge apart from the run cannot note itself there
+    assert inference.main(["merge", *COMMON, *ECHO, "--out-dir", str(tmp_path)]) == 2
+    assert f"error: {sidecar}: not a JSON object" in capsys.readouterr().err
+    assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")

@@ -10,7 +10,6 @@ than the shards' sidecar names are left out. Exit code 1 when a dataset still la
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -45,7 +44,10 @@ def record_output(path: Path, merged: dict) -> None:
     """Note in the sidecar what a merge done apart from the run left in the main file."""
     sidecar = sidecar_path(path)
     if sidecar.is_file():
-        content = json.loads(sidecar.read_text(encoding="utf-8"))
+        content = read_sidecar(path)
+        if not content:
+            raise ValueError(f"{sidecar}: not a JSON object; {path.name} is merged, but its "
+                             "sidecar, left as it is, does not say so")
         content["output"] = output_entry(merged)
         write_json_atomic(sidecar, content)
 
