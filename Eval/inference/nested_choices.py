@@ -20,13 +20,13 @@ from Eval.records import RecordError
 def nested_choice_records(value: object, path: Path) -> list[tuple[int, dict]] | None:
     """The (line, record) pairs of a nested choice-question file whose one JSON value is `value`,
     or None when it is not one; each record's line is where its "question" key is written."""
-    text = path.read_text(encoding="utf-8")
-    lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'"question"\s*:', text)]
     if not isinstance(value, dict) or not value:
         return None
     every = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
     if not all(isinstance(q, dict) and "options" in q for q in every):
         return None
+    text = path.read_text(encoding="utf-8")  # read again only for a file of this shape: lines
+    lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'"question"\s*:', text)]
     records = []
     for question_type, questions in value.items():
         for item in questions:
