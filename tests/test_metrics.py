@@ -301,9 +301,20 @@ def _swallowing_then_slow(seconds):
     return _busy(seconds)
 
 
+class _SlowFinalizer:
+    def __del__(self):  # the alarm lands here: Python cannot raise it, it reports it as unraisable
+        _busy(1.0)
+
+
+def _first_alarm_in_a_finalizer(seconds):
+    _SlowFinalizer()  # finalized at once, taking the first alarm
+    return _busy(seconds)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # reported nowhere
 def test_time_limit_stops_a_slow_pure_python_call():
-    before = signal.getsignal(signal.SIGALRM)
-    for fn in (_busy, _swallowing, _swallowing_then_slow):
+    before, hook = signal.getsignal(signal.SIGALRM), sys.unraisablehook
+    for fn in (_busy, _swallowing, _swallowing_then_slow, _first_alarm_in_a_finalizer):
         start = time.perf_counter()
         with pytest.raises(SampleTimeLimit, match=r"took longer than 0\.2 s"):
             call_with_limit(fn, 0.2, 30)
@@ -311,6 +322,7 @@ def test_time_limit_stops_a_slow_pure_python_call():
     assert call_with_limit(_busy, 5, 0.01) > 0 and call_with_limit(max, 5, [1, 3]) == 3
     assert call_with_limit(_busy, None, 0.3) > 0  # no limit asked
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert sys.unraisablehook is hook
 
 
 def test_time_limit_keeps_an_outer_timer_and_is_off_outside_the_main_thread():
