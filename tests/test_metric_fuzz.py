@@ -70,7 +70,7 @@ def timed(fn, *args, **kwargs):
         assert max(sizes) >= LONG, f"{fn.name} was stopped by the time limit on inputs of {sizes} characters"
         value = None
     elapsed = time.perf_counter() - start
-    bound = limit + 1 if limited else STEP_LIMIT_S  # the limit stops a call within a few bytecodes
+    bound = CALL_LIMIT_S + 1 if limited else STEP_LIMIT_S  # the limit stops a call within a few bytecodes
     assert elapsed < bound, f"{getattr(fn, 'name', fn)} took {elapsed:.1f} s on inputs of {sizes} characters"
     return value
 
