@@ -82,5 +82,5 @@ def test_independent_shards_merge_when_the_last_one_finishes(single_echo, tmp_pa
     sidecar = tmp_path / "tiny-qwen2" / "custom_en.run.json"
     sidecar.write_text("[1]", encoding="utf-8")  # a merge apart from the run cannot note itself there
     assert inference.main(["merge", *COMMON, *ECHO, "--out-dir", str(tmp_path)]) == 2
-    assert f"error: {sidecar}: not a JSON object" in capsys.readouterr().err
+    assert f"error: {sidecar}: not a readable JSON object" in capsys.readouterr().err
     assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")

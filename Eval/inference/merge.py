@@ -46,8 +46,8 @@ def record_output(path: Path, merged: dict) -> None:
     if sidecar.is_file():
         content = read_sidecar(path)
         if not content:
-            raise ValueError(f"{sidecar}: not a JSON object; {path.name} is merged, but its "
-                             "sidecar, left as it is, does not say so")
+            raise ValueError(f"{sidecar}: not a readable JSON object; {path.name} is merged, "
+                             "but its sidecar, left as it is, does not say so")
         content["output"] = output_entry(merged)
         write_json_atomic(sidecar, content)
 

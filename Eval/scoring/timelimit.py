@@ -27,10 +27,8 @@ def limits_available() -> bool:
 
 
 def dropping_our_alarm(previous: Callable) -> Callable:
-    """A sys.unraisablehook that drops SampleTimeLimit, which Python could not raise where the
-    alarm landed (a finalizer, a gc callback) and the repeating timer raises again; anything else
-    goes on to `previous`. One isinstance test: a repeat seldom lands inside this hook (where it
-    would be dropped in turn, until the next repeat)."""
+    """A sys.unraisablehook dropping the SampleTimeLimit Python could not raise (in a finalizer or
+    gc callback; the repeating timer raises it again); anything else goes on to `previous`."""
     def hook(unraisable) -> None:
         if not isinstance(unraisable.exc_value, SampleTimeLimit):
             previous(unraisable)
