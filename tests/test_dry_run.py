@@ -11,6 +11,7 @@ import inference
 from Eval.inference import predict
 from Eval.inference.datasets import load_dataset
 from Eval.inference.templates import fill_template
+from Eval.models import tokenizer_only
 
 MODEL = ROOT / "demo" / "tiny-qwen2"
 DATASETS = "demo_qa_en,demo_trec"  # one chat-mode task, one completion-mode task
@@ -47,7 +48,11 @@ def real_run(tmp_path_factory):
 def test_every_prompt_is_the_one_the_real_run_gave_the_model(real_run, tmp_path, monkeypatch, capsys):
     folder, given = real_run
     no_weights(monkeypatch)
+    configs = []  # the dry run's own reads of the checkpoint's config (the tokenizer makes its own)
+    monkeypatch.setattr(tokenizer_only, "AutoConfig", type("Spy", (), {"from_pretrained": staticmethod(
+        lambda path, **k: configs.append(path) or transformers.AutoConfig.from_pretrained(path, **k))}))
     assert inference.main(["dry-run", "--datasets", DATASETS, "--limit", "3", "--out-dir", str(tmp_path)]) == 0
+    assert configs == [str(MODEL)]  # read once for both datasets (a GGUF file's takes seconds)
     out = tmp_path / "tiny-qwen2"
     assert sorted(p.name for p in out.iterdir()) == ["demo_qa_en.prompts.jsonl", "demo_trec.prompts.jsonl",
                                                      "dry_run.json"]  # no prediction file, no sidecar

@@ -25,12 +25,17 @@ class TokenizerOnly(BaseLLM):
         super().__init__(options)
         self.path, self.trust_remote_code = path, trust_remote_code
         self.tokenizer = load_tokenizer(path, trust_remote_code)
+        self._window: list[int | None] = []  # context_window's answer, once read
 
     def context_window(self) -> int | None:
-        folder, gguf = gguf_parts(self.path) or (self.path, None)
-        config = AutoConfig.from_pretrained(folder, gguf_file=gguf,
-                                            trust_remote_code=self.trust_remote_code)
-        return getattr(config, "max_position_embeddings", None)
+        """max_position_embeddings of the checkpoint's config, read once per run: a GGUF file's
+        config is parsed from the whole file (seconds), and every dataset asks."""
+        if not self._window:
+            folder, gguf = gguf_parts(self.path) or (self.path, None)
+            config = AutoConfig.from_pretrained(folder, gguf_file=gguf,
+                                                trust_remote_code=self.trust_remote_code)
+            self._window.append(getattr(config, "max_position_embeddings", None))
+        return self._window[0]
 
     def identity(self) -> dict:
         return {"adapter": f"hf ({self.name})", "path": shown_path(self.path),
