@@ -87,20 +87,29 @@ def score(argv: list[str]) -> int:
 
 
 def write_table(args, pred_dirs: list[Path], all_models: bool, outputs: dict) -> None:
-    """ROOT/results.{md,csv} whenever a folder of ROOT was scored, so the table always agrees with
-    the result files; a folder outside ROOT gets its sections printed only."""
-    root = args.pred_root
-    in_root = root.is_dir() and any(d.resolve().parent == root.resolve() for d in pred_dirs)
-    if all_models or in_root:
+    """ROOT/results.{md,csv} of every root a scored folder is in (--pred-root, or a folder whose
+    results.md eval.py wrote before), so the tables always agree with the result files; folders
+    outside any get their sections printed only."""
+    roots = {}  # resolved -> as the user named it
+    for d in pred_dirs:
+        if d.parent.resolve() == args.pred_root.resolve() or (d.parent / "results.md").is_file():
+            roots.setdefault(d.parent.resolve(), d.parent)
+    if all_models and args.pred_root.is_dir():
+        roots.setdefault(args.pred_root.resolve(), args.pred_root)
+    printed = []
+    for root in roots.values():
         text, notes = write_models_table(root)
-        where = f"-> {root / 'results.md'}"
-    else:
-        by_model = {d.name: built.details for d, (_, built, _) in outputs.items()}
-        text, notes, where = "\n\n".join(render_text(t) for t in tables(Results(by_model))), [], ""
-    for note in notes:
-        print(f"note: {note}")
-    if not args.quiet:
-        print(f"\nreport {where}\n{text}")
+        printed.append((f"-> {root / 'results.md'}", text, notes))
+    outside = {d.name: built.details for d, (_, built, _) in outputs.items()
+               if d.parent.resolve() not in roots}
+    if outside:
+        text = "\n\n".join(render_text(t) for t in tables(Results(outside)))
+        printed.append(("of the folders scored (no pred root)", text, []))
+    for where, text, notes in printed:
+        for note in notes:
+            print(f"note: {note}")
+        if not args.quiet:
+            print(f"\nreport {where}\n{text}")
 
 
 if __name__ == "__main__":

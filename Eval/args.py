@@ -120,7 +120,10 @@ _HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the sa
                         "or fix the permissions",
           errno.EPERM: "operation not permitted",
           errno.EROFS: "the file system is read-only: choose another folder "
-                       "(--out-dir, --pred-root)"}
+                       "(--out-dir, --pred-root)",
+          errno.ENOTDIR: "a part of this path is a file, not a folder: choose another path "
+                         "(--out-dir, --pred-root)",
+          errno.ENOENT: "no such file or folder, and it cannot be made here: check the path"}
 
 
 def run_main(main: Callable[[], int | None]) -> None:

@@ -24,6 +24,34 @@ INFERENCE_COMMANDS = Registry("inference.py subcommand", discover=("Eval.inferen
                               hint="Add one: @inference_command in a module of Eval/inference/.")
 
 
+# The flags the scripts had before subcommands and -M options: each is an error naming the new form.
+RENAMED = {
+    "inference.py": {"--dry-run": "inference.py dry-run", "--validate": "inference.py validate",
+                     "--merge": "inference.py merge", "--num-shards": "inference.py --shard I/K",
+                     "--shard-id": "inference.py --shard I/K"},
+    "eval.py": {"--diff": "eval.py diff DIR_A DIR_B", "--explain": "eval.py explain DATASET:ID",
+                "--explain-unlearning": "eval.py explain EVAL_JSON METRIC:INDEX",
+                "--worst": "eval.py explain --worst N", "--report": "eval.py report",
+                "--judge": "eval.py judge --judge MODEL", "--compare": "eval.py compare DIR_A DIR_B",
+                "--unlearning": "eval.py unlearning", "--retain-logs": "eval.py unlearning",
+                "--from-open-unlearning": "eval.py unlearning --from-open-unlearning PATH"}}
+MODEL_FLAGS = ("--allow-pickle", "--api-key-env", "--api-model", "--base-url", "--concurrency",
+               "--cut-at", "--device", "--dtype", "--max-retries", "--peft", "--reasoning", "--rpm",
+               "--stop", "--strip-think", "--system-prompt", "--think-tags", "--thinking-budget",
+               "--timeout", "--trust-remote-code")
+
+
+def renamed_flag(prog: str, argv: list[str]) -> str | None:
+    """The error for an old flag of the script's main job (docs/README.md lists them), else None."""
+    for flag in (arg.split("=", 1)[0] for arg in argv):
+        if flag in RENAMED[prog]:
+            return f"{flag} is now `python {RENAMED[prog][flag]}` (see python {prog} --help)"
+        if prog == "inference.py" and flag in MODEL_FLAGS:
+            return (f"{flag} VALUE is now -M {flag[2:].replace('-', '_')}=VALUE (python "
+                    "inference.py --backend NAME --help lists each backend's options)")
+    return None
+
+
 def eval_command(name: str, help: str):  # noqa: A002 - argparse's word for it; read from the source
     return EVAL_COMMANDS.register(name)
 
@@ -43,6 +71,10 @@ def main_or_command(registry: Registry, prog: str, main, argv: list[str] | None)
     """A script's entry: the subcommand argv[0] names, else its main job `main(argv)`."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in registry:
+        old = renamed_flag(prog, argv)
+        if old:
+            print(f"{prog}: error: {old}", file=sys.stderr)
+            return 2
         return main(argv)
     run = registry[argv[0]]
     module = importlib.import_module(run.__module__)

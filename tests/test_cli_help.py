@@ -129,3 +129,23 @@ def test_a_backend_with_one_option_is_one_new_file(tmp_path):
                             capture_output=True, text=True)
     assert "{api,echo,hf,masked,shout}" in helped.stdout  # found by reading Eval/models/, nothing else edited
     assert "-M times=1  how many times the last word is said" in helped.stdout
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    (inference, ["--dry-run", "--limit", "2"], "--dry-run is now `python inference.py dry-run`"),
+    (inference, ["--num-shards", "2", "--shard-id", "0"], "--num-shards is now `python inference.py --shard I/K`"),
+    (inference, ["--dtype=bfloat16"], "--dtype VALUE is now -M dtype=VALUE"),
+    (inference, ["--base-url", "http://x/v1"], "--base-url VALUE is now -M base_url=VALUE"),
+    (eval_cli, ["--model", "m", "--worst", "3"], "--worst is now `python eval.py explain --worst N`"),
+    (eval_cli, ["--diff", "a", "b"], "--diff is now `python eval.py diff DIR_A DIR_B`"),
+    (eval_cli, ["--report", "html"], "--report is now `python eval.py report`")])
+def test_an_old_spelling_is_an_error_naming_the_new_form(script, argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be read or written
+    assert script.main(argv) == 2
+    assert message in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
+def test_the_bridges_old_entry_point_says_where_it_went():
+    run = subprocess.run([sys.executable, "-m", "Eval.inference.lm_eval_bridge", "--tasks", "arc_easy"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "is now `python inference.py lm-eval`" in run.stderr

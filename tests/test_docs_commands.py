@@ -168,3 +168,13 @@ def test_the_front_page_runs_as_written(main_job, tmp_path):
 def test_each_docs_page_runs_as_written(main_job, tmp_path, page):
     repo = copy_after_main_job(main_job[0], tmp_path)
     _run_page(f"docs/{page}", repo, here)
+
+
+@pytest.mark.parametrize("page", [*FRONT, "docs/walkthrough.md", "docs/walkthrough_zh.md"])
+def test_the_record_a_page_shows_is_the_one_the_main_job_writes(main_job, page):
+    shown = next(json.loads(line) for line in (ROOT / page).read_text(encoding="utf-8").splitlines()
+                 if line.startswith('{"id": "demo_qa_zh-011"'))
+    path = main_job[0] / "pred" / "tiny-qwen2" / "demo_qa_zh.jsonl"
+    written = next(r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+                   if r["id"] == shown["id"])
+    assert {**shown, "latency_s": None} == {**written, "latency_s": None}  # the time: of the machine

@@ -222,7 +222,8 @@ def test_explain_prints_the_issue_example_and_writes_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("target, message", [
     ("custom_zh:zh-9", "custom_zh.jsonl: no example with id 'zh-9' (ids look like: zh-1)"),
     ("trec:1", "no prediction file trec.jsonl in "),
-    ("custom_zh", "explain wants DATASET:ID (for example custom_zh:3), got 'custom_zh'")])
+    ("custom_zh", "explain wants DATASET:ID (for example custom_zh:custom_zh-3, or custom_zh:#4 for the file's "
+                  "4th record), got 'custom_zh'")])
 def test_explain_unknown_dataset_or_id_exits_2(tmp_path, capsys, target, message):
     folder = write(tmp_path / "m", "custom_zh", [{"id": "zh-1", "pred": ISSUE_PRED, "answers": [ISSUE_REF]}])
     assert eval_cli.main(["explain", target, "--pred-dir", str(folder)]) == 2

@@ -79,7 +79,7 @@ def test_the_page_holds_every_id_and_number_and_nothing_external(pred_root):
         assert f'"trec-{i}"' in html and f'"mfqa-{i}"' in html
     rows = _cells(html)
     # LongBench-E buckets of base's multifieldqa_en (qa_f1): records 0-1 score 1, 0; 2-3: 1, 1; 4-5: 0, 1
-    assert ["base", "50.00", "100.00", "50.00"] in rows
+    assert ["base", "qa_f1", "50.00", "100.00", "50.00"] in rows
     # the diff: tuned fixes trec-4, and mfqa-2 ("whale" against "blue whale") is a regression
     assert "base vs tuned (diff_base_vs_tuned.json)" in html and "regressions (A right, B not): mfqa-2" in html
     assert ["forget_quality", "0.125"] in rows and ["model_utility", "0.4375"] in rows
@@ -177,4 +177,5 @@ def test_a_bucket_scoring_zero_is_labelled_and_an_empty_one_is_not():
     entry = {"headline_metric": "qa_f1", "metrics": {"qa_f1": {"length_buckets": {"0-4k": 5.29, "4-8k": 0.0,
                                                                                   "8k+": None}}}}
     [table] = length_buckets(Results({"m": {"demo_qa_en": entry}}))
-    assert table.header == ["model", "0-4k", "4-8k", "8k+"] and table.rows == [["m", "5.29", "0.00", "-"]]
+    assert table.header == ["model", "metric", "0-4k", "4-8k", "8k+"]
+    assert table.rows == [["m", "qa_f1", "5.29", "0.00", "-"]]

@@ -314,7 +314,7 @@ def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
                         r"is not available offline \(Couldn't reach 'allenai/ai2_arc' on the Hub "
                         r"\(OfflineModeIsEnabled\)\); to run a local task instead, pass --include-path DIR "
                         r"--no-builtin-tasks, ", errors[0]), errors[0]
-        for hint in ("`dataset_path: json`", "data_files", "test_split", '"lm-evaluation-harness tasks"'):
+        for hint in ("`dataset_path: json`", "data_files", "test_split", "docs/lm-eval.md"):
             assert hint in errors[0]
     assert not (tmp_path / "out").exists()
 

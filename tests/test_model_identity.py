@@ -139,6 +139,7 @@ def test_file_hashes_are_cached_by_stat_and_a_change_is_seen(tmp_path, monkeypat
     assert identity.changed_files(first, second) == ["config.json"]
     (folder / "README.md").write_text("notes")  # not a file that determines outputs
     (folder / "optimizer.pt").write_bytes(b"training state")
+    (folder / "eval_results.json").write_text('{"eval_loss": 1.5}')  # a trainer's metrics, not the model
     assert identity.folder_identity(folder) == second
 
 

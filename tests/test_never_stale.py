@@ -120,3 +120,41 @@ def test_right_to_wrong_counts_a_perfect_rouge_answer():
     rob = score_with_perturbations(get_task("custom_en"), records)["robustness"]
     assert rob["headline_metric"] == "rouge"
     assert (rob["right_to_wrong"], rob["right_originals"]) == (1, 2)  # 0 of 0 before: ROUGE's best is 0.999999995
+
+
+def test_judge_compare_and_diff_rows_leave_the_report_when_their_predictions_change(tmp_path, capsys):
+    out = tmp_path / "pred"
+    assert echo(out, "a", "--datasets", "custom_en,demo_trec") == 0
+    assert echo(out, "b", "--datasets", "custom_en,demo_trec", "-M", "system_prompt=Be brief.") == 0
+    judge = ["--judge", "echo", "--judge-backend", "echo"]
+    assert eval_cli.main(["judge", "--pred-dir", str(out / "a"), *judge]) == 0
+    assert eval_cli.main(["compare", str(out / "a"), str(out / "b"), *judge]) == 0
+    assert eval_cli.main(["diff", str(out / "a"), str(out / "b"), "--quiet"]) == 0
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+    table = (out / "results.md").read_text(encoding="utf-8")
+    for row in ("| a | custom_en | binary |", "| compare_a_vs_b | custom_en |", "| custom_en | rouge |"):
+        assert row in table and "left out" not in table
+    rewrite(out / "a" / "custom_en.jsonl", lambda r: r.update(pred="edited"))
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0  # rescores a, then the page
+    page, _ = build_report(out)
+    for text in ((out / "results.md").read_text(encoding="utf-8"), page):
+        assert "| a | custom_en | binary |" not in text and "<td>custom_en</td><td>binary</td>" not in text
+        assert "| a | demo_trec | binary |" in text or "<td>demo_trec</td><td>binary</td>" in text
+        assert ("left out, made from prediction files that changed or are gone since: a/custom_en; run "
+                "eval.py judge again for them") in text
+        assert "since: compare_a_vs_b/custom_en; run eval.py compare again" in text
+        assert "since: custom_en; run eval.py diff a b again" in text
+
+
+def test_rescoring_one_folder_of_another_root_rebuilds_that_roots_tables(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "runs"
+    assert echo(out, "a", "--datasets", "custom_en") == 0 and echo(out, "b", "--datasets", "custom_en") == 0
+    assert eval_cli.main(["--pred-root", str(out), "--quiet"]) == 0
+    monkeypatch.chdir(tmp_path)  # the default --pred-root, pred/, does not exist here
+    assert eval_cli.main(["--pred-dir", str(out / "b"), "--metrics", "bleu"]) == 0
+    assert f"report -> {out / 'results.md'}" in capsys.readouterr().out
+    table = (out / "results.md").read_text(encoding="utf-8")
+    assert "| b | 0.00 (bleu, n=25) |" in table  # echo answers share no 4-gram with the references
+    (out / "results.md").unlink()
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0  # the page and its tables
+    assert "(bleu, n=25)" in (out / "results.md").read_text(encoding="utf-8")

@@ -85,3 +85,14 @@ def test_no_permission_is_one_line_in_both_scripts(tmp_path, monkeypatch, capsys
                      "write (--out-dir, --pred-root) or fix the permissions"]
     assert not list(out.rglob("*.tmp")) and len((out / "m" / "custom_en.jsonl").read_text().splitlines()) == 2
     assert json.loads((out / "m" / "custom_en.run.json").read_text())["output"]["records"] == 2
+
+
+def test_an_out_dir_under_a_file_is_one_line_naming_it(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    for argv in ([], ["dry-run"]):
+        assert exit_of(inference.main, [*argv, "--backend", "echo", "--datasets", "custom_en", "--limit", "1",
+                                        "--out-dir", str(tmp_path / "notes.txt" / "pred")]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"error: {tmp_path}/notes.txt/pred/tiny-qwen2: a part of this path is a file, not a folder: choose another "
+            "path (--out-dir, --pred-root)")
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"

@@ -139,7 +139,13 @@ def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys
     assert inference.main(run) == 0  # the one changed example is redone, and the file matches its data again
     assert "custom_en: 0 new, 1 changed since the last run (redone), 24 already done" in capsys.readouterr().out
     assert status()["status"] == "ok"
-    (folder / "custom_en.run.json").unlink()
+    sidecar = folder / "custom_en.run.json"
+    before = (folder / "result_detail.json").read_bytes()
+    sidecar.write_text('{"damaged', encoding="utf-8")  # would hide an edit: an error, not "unchecked"
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 2
+    assert f"{sidecar}: a damaged run sidecar (not a JSON object)" in capsys.readouterr().err
+    assert (folder / "result_detail.json").read_bytes() == before and sidecar.read_text() == '{"damaged'
+    sidecar.unlink()
     assert status() == {"status": "unchecked", "warnings": [], "records": 25}
 
 

@@ -48,3 +48,16 @@ def test_renderers_agree_on_a_table():
 
 def test_every_shipped_section_reads_an_empty_root(tmp_path):
     assert tables(Results({}, tmp_path)) == []
+
+
+def test_a_cell_scored_with_another_metric_names_it_and_a_bar_in_a_name_stays_in_its_cell(tmp_path):
+    folders = {"a|b": "rouge", "c": "rouge", "d": "bleu"}  # d: eval.py --metrics bleu
+    entries = {m: {"custom_en": {"headline_metric": metric, "n": 5, "examples_sha256": "same",
+                                 "metrics": {metric: {"score": 10.0, "ci95": [1.0, 20.0]}}}}
+               for m, metric in folders.items()}
+    scores, intervals = tables(Results(entries, tmp_path))[:2]
+    assert scores.header == ["model", "custom_en (rouge)"]
+    assert [row[1] for row in scores.rows] == ["10.00 (n=5)", "10.00 (n=5)", "10.00 (bleu, n=5)"]
+    assert "a metric named in a cell is the one that cell was scored with" in scores.note
+    assert [row[1] for row in intervals.rows] == ["[1.00, 20.00]", "[1.00, 20.00]", "[1.00, 20.00] (bleu)"]
+    assert "| a\\|b | 10.00 (n=5) |" in render_markdown(scores)

@@ -332,7 +332,7 @@ def load_tasks(manager, names: list[str]) -> list:
                             "run a local task instead, pass --include-path DIR --no-builtin-tasks, "
                             "DIR holding a task YAML with `dataset_path: json`, `dataset_kwargs: "
                             "{data_files: {test: /abs/path/data.jsonl}}` and `test_split: test` "
-                            "(see the README section \"lm-evaluation-harness tasks\")") from err
+                            "(see docs/lm-eval.md)") from err
         except (FileNotFoundError, DatasetsError) as err:
             raise TaskError(f"{where}: its data could not be loaded: {one_line(err)}") from err
         # One name builds one group (holding its subgroups and tasks), one task, or a tag's tasks.
@@ -389,3 +389,9 @@ def run(args) -> int:
               "encoding leaves without a continuation token (lm-eval itself stops on them) were "
               "scored with the separate encoding")
     return 0
+
+
+if __name__ == "__main__":  # the bridge's old entry point
+    print("error: `python -m Eval.inference.lm_eval_bridge` is now `python inference.py lm-eval` "
+          "(the same options)", file=sys.stderr)
+    sys.exit(2)

@@ -295,7 +295,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip the greedy generations (no ROUGE)")
     parser.add_argument("--answer-encoding", choices=("full-turn", "answer-eos"),
                         default="full-turn", help="labels: the templated assistant turn plus EOS "
-                        "(open-unlearning's default), or the answer plus one EOS")
+                        "(full-turn, as open-unlearning labels), or the answer plus one EOS")
     parser.add_argument("--completion-max-tokens", type=positive_int, default=2048, metavar="N",
                         help="MUSE verbmem / privleak texts: tokens labelled after the prefix at "
                              "most, open-unlearning's max_length (the context window still cuts)")

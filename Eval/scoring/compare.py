@@ -26,8 +26,8 @@ from Eval.scoring.diff import common_files, pair_records, same_example
 from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
                                 counts_text, load_judge_model, merge_results, pairwise_swaps,
                                 prediction, print_failed, question_of, rates, record_id,
-                                source_problem, tally)
-from Eval.scoring.provenance import file_sha256
+                                tally)
+from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, load_rubric
 from Eval.storage import write_json_atomic
 
@@ -150,7 +150,8 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     result_path = out / "compare_result.json"
     merged, _ = merge_results(result_path, results, why_stale, say, inside="datasets")
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(result_path, {"a": str(dir_a), "b": str(dir_b), "datasets": merged})
+    write_json_atomic(result_path, {"a": str(dir_a.resolve()), "b": str(dir_b.resolve()),
+                                    "datasets": merged})
     return results
 
 

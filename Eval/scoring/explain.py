@@ -4,7 +4,7 @@ Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/) a
 reference that gave the score; explanations never change a score.
 
 Usage:
-    python eval.py explain custom_zh:3 --model demo         # one example, in words
+    python eval.py explain custom_zh:custom_zh-3 --model demo   # one example, in words
     python eval.py explain --worst 3 --model demo           # each dataset's 3 lowest (in memory)
     python eval.py explain pred/m/TOFU_EVAL.json forget_truth_ratio:0   # a TOFU / MUSE value
 """
@@ -133,8 +133,8 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
 
     dataset, sep, example = target.partition(":")  # the id may hold ":" itself
     if not sep or not dataset or not example:
-        print(f"error: explain wants DATASET:ID (for example custom_zh:3), got {target!r}",
-              file=sys.stderr)
+        print(f"error: explain wants DATASET:ID (for example custom_zh:custom_zh-3, or "
+              f"custom_zh:#4 for the file's 4th record), got {target!r}", file=sys.stderr)
         return 2
     shown, problems = 0, []
     for pred_dir in pred_dirs:

@@ -32,15 +32,15 @@ from Eval.tasks import TASKS, Task
 def add_folder_arguments(p) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--pred-dir", type=Path, default=None,
-                       help="score the *.jsonl files of this folder (default: every model folder "
-                            "under PRED_ROOT)")
+                       help="the folder of prediction files (*.jsonl) to use (default: every "
+                            "model folder under PRED_ROOT)")
     where.add_argument("--model", type=model_folder, default=None,
-                       help="score PRED_ROOT/MODEL (default: every model folder)")
+                       help="use PRED_ROOT/MODEL (default: every model folder)")
     p.add_argument("--pred-root", type=Path, default=Path("pred"),
                    help="folder of model folders, used by --model and when neither option is given")
     p.add_argument("--datasets", type=dataset_name_set, default=None,
-                   help="comma-separated dataset names to score; the other datasets' results are "
-                        "kept (default: all)")
+                   help="comma-separated dataset names (default: all); scoring a subset keeps "
+                        "the other datasets' results")
 
 
 def prediction_files(folder: Path) -> list[Path]:

@@ -113,8 +113,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="print only errors")
 
 
-@eval_command("report", help="ROOT/report.html, one offline page; scores first what is not "
-                             "scored yet")
+@eval_command("report", help="ROOT/report.html, one offline page, and ROOT/results.md; scores "
+                             "first what is not scored yet")
 def run(args) -> int:
     from Eval.scoring.folders import score_and_write
 
@@ -128,12 +128,12 @@ def run(args) -> int:
             print(f"scoring first: {', '.join(folder.name for folder in stale)}")
         if score_and_write(stale, None, None, {}, []) is None:
             return 2
-        write_models_table(root)
     if not (any(root.glob("*/result_detail.json")) or any(root.glob("diff_*.json"))
             or any(root.glob("*/*_SUMMARY.json")) or any(root.glob("*/*/*_SUMMARY.json"))):
         print(f"error: {root}: no result files to report (run python eval.py first); nothing was "
               "written", file=sys.stderr)
         return 2
+    write_models_table(root)  # the page says results.md holds the same tables: it must
     html, notes = build_report(root)
     out = root / "report.html"
     write_bytes_atomic(out, html.encode("utf-8"))

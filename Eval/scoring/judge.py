@@ -19,11 +19,8 @@ from typing import Callable
 
 from Eval.extract import run_extraction
 from Eval.models.base import BaseLLM
-from Eval.names import name_problem
 from Eval.records import RecordError
-from Eval.scoring.bergen import prediction_path
 from Eval.scoring.intervals import wilson_interval
-from Eval.scoring.provenance import file_sha256
 from Eval.scoring.rubrics import Rubric
 from Eval.storage import append_lines, read_complete_lines, read_json_object
 from Eval.tasks import TASKS
@@ -248,20 +245,6 @@ def merge_results(path: Path, fresh: dict, why_stale: Callable[[str, object], st
         (dropped if name in fresh or why else merged)[name] = entry
     merged.update(fresh)
     return dict(sorted(merged.items())), dropped
-
-
-def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
-    """Why a saved result no longer describes folder/<name>.jsonl; None when it still does."""
-    if name_problem(name):
-        return name_problem(name)
-    source = prediction_path(folder, name)
-    if not source.is_file():
-        return f"its prediction file {source} is gone"
-    if not isinstance(saved_sha, str):
-        return f"it records no sha256 of {source} (judged by an older version); judge it again"
-    if saved_sha != file_sha256(source):
-        return f"{source} changed since it was judged; judge it again"
-    return None
 
 
 def counts_text(r: dict) -> str:

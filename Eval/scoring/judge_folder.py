@@ -21,8 +21,8 @@ from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
                                 counts_text, load_judge_model, merge_results, prediction,
-                                print_failed, question_of, record_id, source_problem, tally)
-from Eval.scoring.provenance import file_sha256
+                                print_failed, question_of, record_id, tally)
+from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
 from Eval.storage import write_json_atomic, write_jsonl_atomic
 

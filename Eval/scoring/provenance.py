@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from Eval.records import examples_digest, sidecar_path
+from Eval.names import name_problem
+from Eval.records import RecordError, examples_digest, sidecar_path
+from Eval.scoring.bergen import prediction_path
 from Eval.storage import StorageError, read_json_object, read_regular_bytes
 
 
@@ -44,7 +46,11 @@ def _coverage(records: list[dict], data: dict) -> str:
 
 
 def check_prediction_file(path: Path, records: list[dict]) -> dict:
-    sidecar, _ = read_json_object(sidecar_path(path))
+    sidecar, unreadable = read_json_object(sidecar_path(path))
+    if unreadable:  # scored as "unchecked", an edited or partial file would lose its mark
+        raise RecordError(sidecar_path(path), None, "a damaged run sidecar (not a JSON object): "
+                          f"remake {path.name} (inference.py --overwrite), or delete the sidecar "
+                          "to score the file as unchecked")
     data, output = sidecar.get("data"), sidecar.get("output")
     result = {"status": "unchecked", "warnings": [], "records": len(records)}
     if not isinstance(data, dict) or not isinstance(output, dict):
@@ -72,3 +78,18 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
                         "made; rerun inference.py (it redoes only the examples that changed)")
     result["status"] = statuses[-1] if statuses else "ok"
     return result
+
+
+def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
+    """Why a saved result (a judge's, a compare's, a diff's) no longer describes
+    folder/<name>.jsonl, the file it was made from; None when it still does."""
+    if name_problem(name):
+        return name_problem(name)
+    source = prediction_path(folder, name)
+    if not source.is_file():
+        return f"its prediction file {source} is gone"
+    if not isinstance(saved_sha, str):
+        return f"it records no sha256 of {source} (made by an older version); make it again"
+    if saved_sha != file_sha256(source):
+        return f"{source} changed since; make it again"
+    return None

@@ -37,6 +37,12 @@ class Results:
     root: Path | None = None
 
 
+def stale_note(stale: list[str], command: str) -> str:
+    """The note under a table of saved results that left some out: their predictions changed."""
+    return "" if not stale else (f"left out, made from prediction files that changed or are gone "
+                                 f"since: {', '.join(stale)}; run {command} again for them")
+
+
 def section(name: str, order: int):
     def register(build):
         SECTIONS.register(name, (order, build))
@@ -67,7 +73,9 @@ def render_text(table: Table) -> str:
 
 
 def render_markdown(table: Table) -> str:
-    lines = [f"**{table.title}**", "", "| " + " | ".join(table.header) + " |",
-             "|" + "---|" * len(table.header),
-             *("| " + " | ".join(row) + " |" for row in table.rows)]
+    def line(cells: list[str]) -> str:  # a "|" of a name from the data must not end its cell
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    lines = [f"**{table.title}**", "", line(table.header), "|" + "---|" * len(table.header),
+             *map(line, table.rows)]
     return "\n".join(lines + (["", table.note] if table.note else []))

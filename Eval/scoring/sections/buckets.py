@@ -17,7 +17,9 @@ def length_buckets(results: Results) -> list[Table]:
         for model, entries in sorted(results.by_model.items()):
             buckets = headline(entries[d]).get("length_buckets") or {} if d in entries else {}
             if any(buckets.get(name) is not None for name in NAMES):
-                rows.append([model, *(score_text(buckets.get(name)) for name in NAMES)])
+                rows.append([model, entries[d]["headline_metric"],
+                             *(score_text(buckets.get(name)) for name in NAMES)])
         if rows:
-            found.append(Table(f"{d}: LongBench-E length buckets", ["model", *NAMES], rows))
+            found.append(Table(f"{d}: LongBench-E length buckets", ["model", "metric", *NAMES],
+                               rows, numeric_from=2))
     return found

@@ -2,15 +2,29 @@
 items, B - A with its paired bootstrap interval and McNemar's p, and what was compared."""
 from __future__ import annotations
 
-from Eval.scoring.sections import Results, Table, section
+from pathlib import Path
+
+from Eval.scoring.provenance import source_problem
+from Eval.scoring.sections import Results, Table, section, stale_note
 from Eval.scoring.sections.scores import ci_text, score_text
 from Eval.storage import read_json_object
 
 
-def diff_table(doc: dict, name: str) -> Table:
+def _diffed_files_changed(doc: dict, dataset: str, entry: dict) -> bool:
+    """Whether A's or B's prediction file of `dataset` is no longer the one diffed."""
+    return any(source_problem(Path(str(doc.get(f"{side}_dir"))), dataset,
+                              entry.get(f"source_sha256_{side}")) for side in "ab")
+
+
+def diff_table(doc: dict, name: str, check: bool = False) -> Table:
+    """The table of a diff file; with `check`, the datasets whose files changed since are left out
+    (eval.py diff itself shows what it has just computed)."""
     a, b = str(doc.get("a", "A")), str(doc.get("b", "B"))
-    rows, notes = [], []
+    rows, notes, stale = [], [], []
     for dataset, d in sorted(doc["datasets"].items()):
+        if check and _diffed_files_changed(doc, dataset, d):
+            stale.append(dataset)
+            continue
         for metric, m in (d.get("metrics") or {}).items():
             p = m.get("mcnemar") or {}
             rows.append([dataset, metric, str(d.get("scored_pairs", d.get("paired"))),
@@ -22,6 +36,8 @@ def diff_table(doc: dict, name: str) -> Table:
         regressions = ", ".join(map(str, (d.get("regressions") or [])[:5])) or "none"
         notes.append(f"{dataset}: regressions (A right, B not): {regressions}; differing samples: "
                      f"{counts}{left}")
+    if stale:
+        notes.append(stale_note(stale, f"eval.py diff {a} {b}"))
     return Table(f"{a} vs {b} ({name})", ["dataset", "metric", "paired", a, b, "B-A",
                                           "ci95 of B-A", "McNemar p"], rows, "\n".join(notes),
                  numeric_from=2)
@@ -33,5 +49,5 @@ def diff(results: Results) -> list[Table]:
     for path in sorted(results.root.glob("diff_*.json")) if results.root else []:
         doc, _ = read_json_object(path)
         if isinstance(doc.get("datasets"), dict):
-            found.append(diff_table(doc, path.name))
+            found.append(diff_table(doc, path.name, check=True))
     return found

@@ -3,36 +3,57 @@ parseable ones, x 100, and how many were unparseable or failed), and every compa
 under the root (eval.py compare: A's win / tie / lose rates against B, the win rate's interval)."""
 from __future__ import annotations
 
-from Eval.scoring.sections import Results, Table, section
+from pathlib import Path
+
+from Eval.scoring.provenance import source_problem
+from Eval.scoring.sections import Results, Table, section, stale_note
 from Eval.scoring.sections.scores import score_text
 from Eval.storage import read_json_object
 
 
-def judge_entries(results: Results):
-    """(model, dataset, entry) of every model folder's judge_result.json, in name order."""
+def judge_entries(results: Results, stale: list[str] | None = None):
+    """(model, dataset, entry) of every model folder's judge_result.json, in name order, for the
+    prediction files that are still the ones judged; "model/dataset" of the others into `stale`."""
     for model in sorted(results.by_model) if results.root else []:
-        found, _ = read_json_object(results.root / model / "judge_result.json")
+        folder = results.root / model
+        found, _ = read_json_object(folder / "judge_result.json")
         for dataset, entry in sorted(found.items()):
-            if isinstance(entry, dict):
+            if not isinstance(entry, dict):
+                continue
+            if source_problem(folder, dataset, entry.get("source_sha256")):
+                (stale if stale is not None else []).append(f"{model}/{dataset}")
+            else:
                 yield model, dataset, entry
 
 
 @section("judge", order=60)
 def judge(results: Results) -> list[Table]:
+    stale: list[str] = []
     rows = [[model, dataset, str(r.get("rubric", "-")), score_text(r.get("score")),
              f"{r.get('scored', 0)} of {r.get('n', 0)}", str(r.get("unparseable", 0)),
-             str(r.get("failed", 0))] for model, dataset, r in judge_entries(results)]
+             str(r.get("failed", 0))] for model, dataset, r in judge_entries(results, stale)]
     return [Table("LLM judge (eval.py judge): mean verdict x 100 over parseable verdicts",
                   ["model", "dataset", "rubric", "score", "parsed", "unparseable", "failed"], rows,
-                  numeric_from=3)] if rows else []
+                  stale_note(stale, "eval.py judge"), numeric_from=3)] if rows or stale else []
+
+
+def _compared_files_changed(doc: dict, dataset: str, entry: object) -> bool:
+    """Whether A's or B's prediction file of `dataset` is no longer the one compared."""
+    return not isinstance(entry, dict) or any(
+        source_problem(Path(str(doc.get(side))), dataset, entry.get(f"source_sha256_{side}"))
+        for side in "ab")
 
 
 @section("compare", order=65)
 def compare(results: Results) -> list[Table]:
-    rows = []
+    rows, stale = [], []
     for path in sorted(results.root.glob("compare_*/compare_result.json")) if results.root else []:
-        datasets = read_json_object(path)[0].get("datasets")
+        doc, _ = read_json_object(path)
+        datasets = doc.get("datasets")
         for dataset, r in sorted(datasets.items()) if isinstance(datasets, dict) else []:
+            if _compared_files_changed(doc, dataset, r):
+                stale.append(f"{path.parent.name}/{dataset}")
+                continue
             low, high = (r.get("win_ci95") or [None, None])[:2]
             rows.append([path.parent.name, dataset, score_text(r.get("win")),
                          f"[{score_text(low)}, {score_text(high)}]", score_text(r.get("tie")),
@@ -41,5 +62,7 @@ def compare(results: Results) -> list[Table]:
     return [Table("Pairwise judge (eval.py compare): A against B",
                   ["comparison", "dataset", "win", "win ci95", "tie", "lose", "verdicts",
                    "identical"], rows,
-                  "identical: pairs whose two answers are the same text, ties without asking the "
-                  "judge", numeric_from=2)] if rows else []
+                  "\n".join(filter(None, ["identical: pairs whose two answers are the same text, "
+                                          "ties without asking the judge",
+                                          stale_note(stale, "eval.py compare")])),
+                  numeric_from=2)] if rows or stale else []

@@ -56,13 +56,37 @@ def column_sets(results: Results) -> dict[str, str]:
     return reference
 
 
-def _header(results: Results) -> list[str]:
-    metric = {d: next(e[d]["headline_metric"] for e in results.by_model.values() if d in e)
-              for d in datasets_of(results)}
-    return ["model", *(f"{d} ({metric[d]})" for d in datasets_of(results))]
+def column_metrics(results: Results) -> dict[str, str]:
+    """Per dataset, the headline metric most models were scored with (ties: the first model's)."""
+    return {d: Counter(results.by_model[m][d]["headline_metric"] for m in sorted(results.by_model)
+                       if d in results.by_model[m]).most_common(1)[0][0]
+            for d in datasets_of(results)}
+
+
+def _header(metrics: dict[str, str]) -> list[str]:
+    return ["model", *(f"{d} ({metric})" for d, metric in metrics.items())]
+
+
+def other_metric(entry: dict, column_metric: str) -> str | None:
+    """The metric of a cell scored with another one than its column's (eval.py --metrics)."""
+    return None if entry["headline_metric"] == column_metric else entry["headline_metric"]
+
+
+def _score_cell(entry: dict, column_metric: str, mark: str) -> str:
+    """'51.00 (n=25, partial)', with the cell's own metric first when it is not the column's."""
+    metric = other_metric(entry, column_metric)
+    named = f"{metric}, " if metric else ""
+    return f"{score_text(headline(entry)['score'])} ({named}n={n_text(entry)}){mark}"
+
+
+def _interval_cell(entry: dict, column_metric: str) -> str:
+    metric = other_metric(entry, column_metric)
+    return ci_text(headline(entry)) + (f" ({metric})" if metric else "")
 
 
 NOTES = {
+    "metric": "a metric named in a cell is the one that cell was scored with, not its column's "
+              "(eval.py --metrics): not comparable with the column.",
     "marked": "† scored on a different set of examples than the rest of its column (another n, a "
               "--limit run, or other data): not comparable with it.",
     "flagged": "partial / modified / data_changed: the prediction file is not what inference.py "
@@ -78,29 +102,30 @@ NOTES = {
 def scores(results: Results) -> list[Table]:
     if not results.by_model:
         return []
-    reference, rows = column_sets(results), []
+    reference, metrics, rows = column_sets(results), column_metrics(results), []
     for model, entries in sorted(results.by_model.items()):
         row = [model]
         for d in datasets_of(results):
             e = entries.get(d)
             mark = "" if e is None or e.get("examples_sha256") == reference[d] else " †"
-            row.append("-" if e is None else f"{score_text(headline(e)['score'])} (n={n_text(e)})"
-                       + mark)
+            row.append("-" if e is None else _score_cell(e, metrics[d], mark))
         rows.append(row)
     every = [(d, e) for entries in results.by_model.values() for d, e in entries.items()]
-    seen = {"marked": any(e.get("examples_sha256") != reference[d] for d, e in every),
+    seen = {"metric": any(other_metric(e, metrics[d]) for d, e in every),
+            "marked": any(e.get("examples_sha256") != reference[d] for d, e in every),
             "flagged": any(status_of(e) not in CLEAN_STATUSES for _, e in every),
             "skipped": any(skipped_count(e) for _, e in every)}
     note = "\n".join(text for key, text in NOTES.items() if seen[key])
-    return [Table("Scores (0-100), models x datasets", _header(results), rows, note)]
+    return [Table("Scores (0-100), models x datasets", _header(metrics), rows, note)]
 
 
 @section("intervals", order=20)
 def intervals(results: Results) -> list[Table]:
     if not results.by_model:
         return []
-    rows = [[model, *(ci_text(headline(entries[d])) if d in entries else "-"
+    metrics = column_metrics(results)
+    rows = [[model, *(_interval_cell(entries[d], metrics[d]) if d in entries else "-"
                       for d in datasets_of(results))]
             for model, entries in sorted(results.by_model.items())]
     return [Table("95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded "
-                  "bootstrap over examples)", _header(results), rows)]
+                  "bootstrap over examples)", _header(metrics), rows)]
