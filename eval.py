@@ -70,7 +70,8 @@ def score(argv: list[str]) -> int:
         print(f"error: {'--price: ' if isinstance(err, PriceError) else ''}{err}", file=sys.stderr)
         return 2
     outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes,
-                              tuple(args.metrics), tuple(args.metric_args), args.v2_variant)
+                              tuple(args.metrics), tuple(args.metric_args), args.v2_variant,
+                              missing_ok=all_models)
     if outputs is None:
         return 2
     for pred_dir, (results, built, seconds) in outputs.items():

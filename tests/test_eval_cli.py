@@ -107,6 +107,24 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
+def test_datasets_over_a_root_score_the_folders_that_hold_them(tmp_path, capsys):
+    root = tmp_path / "pred"
+    for model, names in (("a", ["trec", "hotpotqa"]), ("b", ["trec"])):
+        (root / model).mkdir(parents=True)
+        for name in names:
+            line = {"pred": "Location", "answers": ["Location"], "all_classes": ["Location"]}
+            (root / model / f"{name}.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    assert eval_cli.main(["--pred-root", str(root), "--quiet"]) == 0
+    before = (root / "b" / "result.json").read_bytes()
+    assert eval_cli.main(["--pred-root", str(root), "--datasets", "hotpotqa"]) == 0  # b has none: kept
+    assert f"note: {root / 'b'}: no prediction file hotpotqa.jsonl" in capsys.readouterr().out
+    assert (root / "b" / "result.json").read_bytes() == before
+    assert eval_cli.main(["--pred-root", str(root), "--datasets", "lsht"]) == 2
+    assert "no model folder holds lsht" in capsys.readouterr().err
+    assert eval_cli.main(["--pred-dir", str(root / "b"), "--datasets", "hotpotqa"]) == 2  # named: an error
+    assert f"{root / 'b'}: no prediction file hotpotqa.jsonl" in capsys.readouterr().err
+
+
 # One fresh interpreter serves the import checks below (each start re-imports eval.py and its metrics). It scores
 # English F1 and ROUGE data first (hotpotqa, multi_news, trec), while nothing has loaded a library, then code
 # (lcc), then custom_zh, then the whole demo folder, noting after each run which watched packages are loaded.

@@ -98,8 +98,9 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
 
 def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str],
                 metrics: tuple[str, ...] = (), metric_args: tuple = (),
-                variants: tuple = ()) -> list[tuple]:
-    """(task, records, sources) for each prediction file; every problem goes to `problems`."""
+                variants: tuple = (), missing_ok: bool = False) -> list[tuple]:
+    """(task, records, sources) for each prediction file; every problem goes to `problems`. A
+    dataset of `only` the folder lacks is a problem, or with `missing_ok` a note."""
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
         return []
@@ -113,8 +114,9 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
                      "`python eval.py unlearning ...`")
     if only is not None:
         files = [f for f in files if dataset_of(f) in only]
-        problems += [f"{pred_dir}: no prediction file {missing}.jsonl"
-                     for missing in sorted(only - {dataset_of(f) for f in files})]
+        missing = sorted(only - {dataset_of(f) for f in files})
+        (notes if missing_ok else problems).extend(
+            f"{pred_dir}: no prediction file {name}.jsonl" for name in missing)
     elif not files:
         problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
     names = [dataset_of(f) for f in files]
@@ -147,16 +149,23 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
 
 def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None,
                     prices: dict, notes: list[str], metrics: tuple[str, ...] = (),
-                    metric_args: tuple = (), variants: tuple = ()) -> dict | None:
+                    metric_args: tuple = (), variants: tuple = (),
+                    missing_ok: bool = False) -> dict | None:
     """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)},
-    or None after printing every problem. `prices`: folder -> its --price entry."""
+    or None after printing every problem. `prices`: folder -> its --price entry. With
+    `missing_ok` (every model folder of a root), a folder without the `only` datasets is left as
+    it is, said in a note; none holding any is a problem."""
     problems: list[str] = []
     unused = [k for k, _ in metric_args
               if metrics and not any(get_metric(m).takes(k) for m in metrics)]
     if unused:
         problems.append(f"-S {unused[0]}: none of the metrics {', '.join(metrics)} takes it")
-    loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args, variants)
+    loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args, variants, missing_ok)
               for d in pred_dirs}
+    if missing_ok:
+        loaded = {d: items for d, items in loaded.items() if items}
+        if not loaded and only:
+            problems.append(f"no model folder holds {', '.join(sorted(only))}")
     outputs = {}
     for pred_dir, items in loaded.items() if not problems else ():
         start = time.perf_counter()
