@@ -98,6 +98,7 @@ def test_bad_input_writes_nothing_and_exits_2(demo):
     assert proc.returncode == 2
     assert f"{demo / 'trec.jsonl'}:2: missing required field 'pred'" in proc.stderr
     assert "unknown dataset 'multi-news'. Did you mean: multi_news" in proc.stderr
+    assert "Eval/tasks.py. Or score it with --metrics NAME, or leave it out with --datasets." in proc.stderr
     assert (demo / "result.json").read_text() == "previous results"
     assert not (demo / "per_example").exists() and not (demo / "result_detail.json").exists()
 

@@ -87,9 +87,10 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
             task = saved_task(path, sidecar)
             notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in "
                          f"{sidecar.name} (metrics {', '.join(task.metrics)})")
-    except KeyError:
+    except KeyError as err:
         if not metrics:
-            raise
+            raise KeyError(f"{err.args[0]} Or score it with --metrics NAME, or leave it out with "
+                           "--datasets.") from None
         task = Task(path.stem, metrics, 0)  # no row, no sidecar: the metrics asked for are the task
     if metrics or metric_args:
         task = dataclasses.replace(task, metrics=metrics or task.metrics, metric_args=metric_args)
