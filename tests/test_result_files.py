@@ -165,3 +165,16 @@ def test_a_sample_over_the_time_limit_scores_0_and_is_counted(tmp_path):
     assert lines[0]["zeroed"] == {"qa_f1_zh": "SampleTimeLimit: took longer than 0.02 s"}
     assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0  # without the limit: scored in full
     assert read(folder / "result_detail.json")["multifieldqa_zh"]["metrics"]["qa_f1_zh"]["zeroed_by_exception"] == {}
+
+
+def test_a_subset_run_says_which_prediction_files_have_no_result(tmp_path, capsys):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for name in ("trec", "hotpotqa"):
+        write(folder / f"{name}.jsonl", [{"pred": "Location", "answers": ["Location"], "all_classes": ["Location"]}])
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0
+    (folder / "result_detail.json").write_text("[1, 2]", encoding="utf-8")  # damaged: hotpotqa's entry is lost
+    assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "trec", "--quiet"]) == 0
+    assert (f"note: {folder}: no result now for hotpotqa; score them with --datasets hotpotqa, or with no "
+            "--datasets") in capsys.readouterr().out
+    assert read(folder / "result.json") == {"trec": 100.0}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from Eval.names import name_problem
 from Eval.pricing import Price, total_usage, with_cost
+from Eval.records import is_prediction_file
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import file_sha256
@@ -74,6 +75,7 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
     """Everything eval.py writes for `folder`, as bytes, merged with the entries it keeps. Every
     entry's cost (kept ones too) is this run's `price`, so one file never mixes two price lists."""
     existing, notes = read_json_object(folder / "result_detail.json")
+    damaged = bool(notes)
     details, delete = {}, []
     scored = {r["dataset"] for r in results}
     for name, entry in existing.items():
@@ -100,6 +102,11 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
               if isinstance(e.get("usage"), dict)}
     details = {name: {**e, "usage": usages[name]} if name in usages else e
                for name, e in sorted(details.items())}
+    unscored = sorted(f.stem for f in folder.glob("*.jsonl")
+                      if is_prediction_file(f) and f.stem not in details)
+    if unscored and damaged and not full_run:  # their results were lost with the damaged file
+        notes.append(f"{folder}: no result now for {', '.join(unscored)}; score them with "
+                     f"--datasets {','.join(unscored)}, or with no --datasets")
     files["result_detail.json"] = json_bytes(details)
     files["result.json"] = json_bytes(headline_scores(details))
     total = with_cost(total_usage(list(usages.values())), price)
