@@ -158,3 +158,18 @@ def test_rescoring_one_folder_of_another_root_rebuilds_that_roots_tables(tmp_pat
     (out / "results.md").unlink()
     assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0  # the page and its tables
     assert "(bleu, n=25)" in (out / "results.md").read_text(encoding="utf-8")
+
+
+def test_diff_and_explain_say_when_a_file_was_edited_after_the_run(tmp_path, capsys):
+    out = tmp_path / "pred"
+    assert echo(out, "a", "--datasets", "custom_en") == 0 and echo(out, "b", "--datasets", "custom_en") == 0
+    path = out / "a" / "custom_en.jsonl"
+    rewrite(path, lambda r: r.update(pred=r["answers"][0]))
+    edited = f"{path}: the file was changed after inference.py wrote it"
+    assert eval_cli.main(["diff", str(out / "a"), str(out / "b"), "--quiet"]) == 0
+    assert f"note: {edited}" in capsys.readouterr().out
+    for argv in (["custom_en:custom_en-0"], ["--worst", "1"]):
+        assert eval_cli.main(["explain", *argv, "--pred-dir", str(out / "a")]) == 0
+        assert f"warning: {edited}" in capsys.readouterr().err
+    assert eval_cli.main(["explain", "custom_en:custom_en-0", "--pred-dir", str(out / "b")]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -24,7 +24,7 @@ from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
 from Eval.scoring.folders import chosen_task, prediction_files
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
-from Eval.scoring.provenance import file_sha256
+from Eval.scoring.provenance import check_prediction_file, file_sha256, not_the_models
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text
 from Eval.scoring.sections.diff import diff_table
@@ -182,8 +182,10 @@ def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]
     datasets = {}
     for name, (file_a, file_b) in common_files(dir_a, dir_b, only, notes).items():
         task_a, task_b = (chosen_task(f, notes, (), ()) for f in (file_a, file_b))
-        datasets[name] = {**compare_dataset(task_a, read_predictions(file_a),
-                                            task_b, read_predictions(file_b)),
+        records_a, records_b = read_predictions(file_a), read_predictions(file_b)
+        for path, records in ((file_a, records_a), (file_b, records_b)):
+            notes += [f"{path}: {w}" for w in not_the_models(check_prediction_file(path, records))]
+        datasets[name] = {**compare_dataset(task_a, records_a, task_b, records_b),
                           "source_sha256_a": file_sha256(file_a),
                           "source_sha256_b": file_sha256(file_b)}
     return {"a": dir_a.resolve().name, "b": dir_b.resolve().name, "a_dir": str(dir_a.resolve()),

@@ -125,6 +125,13 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
     return None
 
 
+def warn_if_not_the_models(path: Path, sources: dict) -> None:
+    from Eval.scoring.provenance import not_the_models
+
+    for warning in not_the_models(sources["data_check"]):
+        print(f"warning: {path}: {warning}", file=sys.stderr)
+
+
 def run_explain(target: str, pred_dirs: list[Path]) -> int:
     """Print DATASET:ID's explanation from each folder that has the dataset; else exit 2."""
     from Eval.scoring.bergen import prediction_path
@@ -141,7 +148,8 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
         path = prediction_path(pred_dir, dataset)
         if not path.is_file():
             continue
-        for task, records, _ in load_folder(pred_dir, {dataset}, problems, []):
+        for task, records, sources in load_folder(pred_dir, {dataset}, problems, []):
+            warn_if_not_the_models(path, sources)
             per_example = score_dataset(task, records)["per_example"]
             entry = find_entry(per_example, example)
             if entry is None:
@@ -173,7 +181,8 @@ def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
         print("error:", *problems, sep="\n  ", file=sys.stderr)
         return 2
     for pred_dir, items in loaded.items():
-        for task, records, _ in items:
+        for task, records, sources in items:
+            warn_if_not_the_models(prediction_path(pred_dir, task.name), sources)
             result = score_with_perturbations(task, records)
             metric = result["headline_metric"]
             scored = [e for e in result["per_example"] if "scores" in e]

@@ -80,6 +80,12 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
     return result
 
 
+def not_the_models(check: dict) -> list[str]:
+    """The warnings of a data check that say the scores are not the model's on today's data
+    (a file edited after the run, or data changed since); a partial file's say nothing of that."""
+    return check["warnings"] if check["status"] in ("modified", "data_changed") else []
+
+
 def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
     """Why a saved result (a judge's, a compare's, a diff's) no longer describes
     folder/<name>.jsonl, the file it was made from; None when it still does."""
