@@ -145,3 +145,26 @@ def test_ctrl_c_says_in_one_line_what_was_saved_and_the_same_command_resumes(tmp
     assert f"demo_summ_en: {limit - saved} new, {saved} already done" in capsys.readouterr().out
     assert [r["id"] for r in lines(out)] == [json.loads(l)["_id"] for l in
                                             (ROOT / "dataset" / "demo_summ_en.jsonl").read_text().splitlines()][:limit]
+
+
+def test_a_line_deleted_or_inserted_in_a_dataset_without_ids_redoes_only_what_changed(tmp_path, data, capsys):
+    """custom_en's ids are line positions: the examples after a deleted line move, their content does not."""
+    args = ["--dataset-dir", str(data), "--datasets", "custom_en"]
+    out = tmp_path / "pred" / "echo" / "custom_en.jsonl"
+    assert run(tmp_path, *args) == 0
+    first = {r["example_sha256"]: r["pred"] for r in lines(out)}
+    examples = (data / "custom_en.jsonl").read_text(encoding="utf-8").splitlines()
+    (data / "custom_en.jsonl").write_text("\n".join(examples[:1] + examples[2:]) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run(tmp_path, *args) == 0
+    assert "custom_en: 0 new, 1 no longer in the dataset (dropped from the file), 24 already done" \
+        in capsys.readouterr().out
+    kept = lines(out)
+    assert [r["id"] for r in kept] == [f"custom_en-{i}" for i in range(24)]
+    assert {r["example_sha256"]: r["pred"] for r in kept} == {s: p for s, p in first.items() if s in
+                                                              {r["example_sha256"] for r in kept}}
+    hello = json.dumps({"instruction": "Say hi.", "input": "", "output": "Hi."})
+    (data / "custom_en.jsonl").write_text("\n".join([hello, *examples[:1], *examples[2:]]) + "\n", encoding="utf-8")
+    assert run(tmp_path, *args) == 0
+    assert "custom_en: 0 new, 1 changed since the last run (redone), 24 already done" in capsys.readouterr().out
+    assert [r["id"] for r in lines(out)] == [f"custom_en-{i}" for i in range(25)]

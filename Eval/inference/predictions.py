@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from Eval.records import RecordError, examples_digest, sidecar_path
-from Eval.storage import append_lines, read_complete_lines, write_jsonl_atomic
+from Eval.storage import append_lines, jsonl_bytes, read_complete_lines, write_jsonl_atomic
 
 
 def _read_records(path: Path, repair: bool) -> list[dict]:
@@ -69,8 +69,13 @@ def _rank(record: dict, expected: dict[str, str] | None, model: str | None = Non
 
 def best_records(path: Path, repair: Path | None = None, expected: dict[str, str] | None = None,
                  model: str | None = None) -> dict[str, dict]:
-    """id -> the best record over the main, shard and unselected files (earlier files win ties)."""
+    """id -> the best record over the main, shard and unselected files (earlier files win ties).
+    With `expected`, an id without a good current record takes the good record of the same
+    content under another id: in a dataset whose ids are line positions, a line inserted or
+    deleted moves the examples after it, not their content (with ids in the data, the content
+    hash covers the id, so nothing moves)."""
     best: dict[str, dict] = {}
+    good: dict[str, dict] = {}  # example_sha256 -> the first good record of the model
     for source in [path, *shard_paths(path), unselected_path(path)]:
         if not source.exists():
             continue
@@ -79,6 +84,12 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
             rank = _rank(record, expected, model)
             if rid not in best or rank > _rank(best[rid], expected, model):
                 best[rid] = record
+            same_model = model is None or record.get("model_sha256") == model
+            if record.get("example_sha256") and record.get("error") is None and same_model:
+                good.setdefault(record["example_sha256"], record)
+    for rid, sha in (expected or {}).items():
+        if sha in good and (rid not in best or _rank(best[rid], expected, model) < 2):
+            best[rid] = {**good[sha], "id": rid}
     return best
 
 
@@ -147,7 +158,7 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
     # A resumed run with nothing to do leaves a main file that already is the merge: not rewritten.
     raw = path.read_bytes() if not shards and not rest and path.exists() else None
     in_place = raw is not None and list(records) == [str(r["id"]) for r in ordered] \
-        and raw.count(b"\n") == len(ordered) and raw.endswith(b"\n")
+        and raw.count(b"\n") == len(ordered) and raw == jsonl_bytes(ordered)  # none moved in
     if rest:  # before the main file loses them
         unselected.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(unselected, rest)
