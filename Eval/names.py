@@ -20,6 +20,8 @@ def name_problem(name: object) -> str | None:
     """Why `name` cannot be a file name, or None when it can."""
     if not isinstance(name, str) or not name:
         return "a name must be a non-empty string"
+    if name != name.strip():  # " " or "run " would be a folder that looks like another, or none
+        return "a name cannot be blank or start or end with whitespace"
     if any(sep in name for sep in ("/", "\\", "\x00")):
         return "a name cannot hold '/' or '\\' (it would be a path)"
     if name in (".", ".."):

@@ -98,6 +98,9 @@ NAME_CASES = {
     "model name with ..": (["--model-name", "../../x"], "--model-name '../../x': a name cannot hold '/'"),
     "model name absolute": (["--model-name", "/tmp/x"], "--model-name '/tmp/x': a name cannot hold '/'"),
     "model name ..": (["--model-name", ".."], "--model-name '..': '.' and '..' are not names"),
+    "model name blank": (["--model-name", " "], "--model-name ' ': a name cannot be blank or start or end with "
+                                                "whitespace"),
+    "model name with a trailing space": (["--model-name", "run "], "--model-name 'run ': a name cannot be blank"),
 }
 
 
@@ -119,6 +122,24 @@ def test_out_dir_that_is_a_file(setup, capsys, tmp_path):
     assert inference.main(argv) == 2
     assert f"--out-dir {tmp_path / 'a-file'}: is a file, not a folder" in capsys.readouterr().err
     assert (tmp_path / "a-file").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("command, extra", [([], []), ([], ["--overwrite"]), (["dry-run"], []), (["merge"], [])])
+def test_an_output_that_is_the_dataset_itself_is_refused(setup, capsys, command, extra):
+    """--out-dir . --model-name dataset: the predictions would replace the data; --overwrite is no way out."""
+    tmp_path, base = setup
+    rows = json.dumps([{"instruction": "a", "input": "b", "output": "c"}])
+    (tmp_path / "dataset" / "other.json").write_text(rows, encoding="utf-8")  # its other.jsonl would be new
+    before = snapshot(tmp_path / "dataset")
+    argv = [*command, "--backend", "echo", *base[:4], "--out-dir", str(tmp_path), "--model-name", "dataset", *extra]
+    data = tmp_path / "dataset"
+    for name, clash in (("mine", f"the prediction file {data / 'mine.jsonl'} would be the dataset file "
+                                 f"{data / 'mine.jsonl'}"),
+                        ("other", f"the output folder {data} is the dataset folder {data}")):
+        assert inference.main([*argv, "--datasets", name]) == 2
+        assert capsys.readouterr().err == (f"error: --out-dir {tmp_path} with --model-name dataset: {clash}, which "
+                                           "this run reads; choose another --out-dir or --model-name\n")
+        assert snapshot(data) == before and not (data / ".locks").exists()
 
 
 OPTION_CASES = {

@@ -1,5 +1,6 @@
 """inference.py with the model-free echo adapter: validation, bad input, resume, user datasets, sidecars."""
 import json
+import shlex
 import shutil
 
 import pytest
@@ -72,6 +73,18 @@ def test_resume_skips_done_repairs_torn_line_and_redoes_failures(tmp_path):
     assert [strip(r) for r in again[:4]] == [strip(r) for r in first]
     summary = json.loads((tmp_path / "pred" / "echo" / "custom_en.run.json").read_text())["summary"]
     assert summary["torn_line_repaired"] and summary["failed_redone"] == 1 and summary["skipped_done"] == 2
+
+
+def test_the_score_command_printed_can_be_pasted_into_a_shell(tmp_path, capsys):
+    out = tmp_path / "my preds"
+    argv = ["--backend", "echo", "--model-name", "my run", "--out-dir", str(out), "--datasets", "custom_en",
+            "--limit", "1"]
+    command = f"python eval.py --model 'my run' --pred-root '{out}'"
+    for done in ("done: 1 examples generated", "done: nothing to do"):
+        assert inference.main(argv) == 0
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert last.startswith(done) and last.endswith(f"; score with: {command}"), last
+    assert eval_cli.main(shlex.split(command.removeprefix("python eval.py ")) + ["--quiet"]) == 0
 
 
 def test_resume_with_other_settings_is_refused_until_overwrite(tmp_path, capsys):

@@ -101,6 +101,43 @@ def test_a_copied_or_renamed_checkpoint_redoes_nothing(sharded, tmp_path, capsys
     assert "0 new, 2 already done" in run(tmp_path / "again", out, capsys)
 
 
+def test_another_checkpoint_with_the_same_folder_name_is_refused_not_replaced(tmp_path, capsys):
+    """run1/checkpoint-500 and run2/checkpoint-500 share the default output folder: the second run used to redo
+    (replace) the first one's records as if the checkpoint had been retrained in place."""
+    first, second = tmp_path / "run1" / "checkpoint-500", tmp_path / "run2" / "checkpoint-500"
+    shutil.copytree(DEMO, first)
+    shutil.copytree(DEMO, second)
+    edit_json("config.json", lambda c: c.update(rms_norm_eps=1e-3))(second)
+    out = tmp_path / "pred"
+    argv = ["--datasets", "custom_en", "--limit", "2", "--out-dir", str(out)]
+    assert inference.main(["--model", str(first), *argv]) == 0
+    folder = out / "checkpoint-500"
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert inference.main(["--model", str(second), *argv]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {folder / 'custom_en.jsonl'}: its records were made by another model, {first}, not this run's "
+        f"{second}; set --model-name NAME to keep both (or --overwrite to replace them)")
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    assert inference.main(["--model", str(second), *argv, "--model-name", "run2"]) == 0
+    assert inference.main(["--model", str(first), *argv]) == 0
+    assert "custom_en: 0 new, 2 already done" in capsys.readouterr().out
+    assert inference.main(["--model", str(second), *argv, "--overwrite"]) == 0
+    assert "custom_en: 2 new" in capsys.readouterr().out
+
+
+def test_the_done_line_counts_the_records_made_by_another_model(tmp_path, capsys):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(DEMO, folder)
+    run(folder, tmp_path / "pred", capsys)
+    edit_json("config.json", lambda c: c.update(rms_norm_eps=1e-3))(folder)
+    assert inference.main(["--model", str(folder), "--model-name", "m", "--datasets", "custom_en", "--limit", "2",
+                           "--out-dir", str(tmp_path / "pred")]) == 0
+    done = capsys.readouterr().out.splitlines()[-1]
+    assert done.startswith("done: 2 examples generated (0 new, 0 changed, 2 made by another model, 0 failed "
+                           "before; 0 already done, 0 removed)"), done
+
+
 def test_a_retrained_adapter_is_run_again(tmp_path, capsys):
     peft = needs_package("peft")
     from transformers import AutoModelForCausalLM

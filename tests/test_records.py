@@ -89,3 +89,6 @@ def test_names_are_never_paths():
     assert name_problem("multifieldqa_zh") is None and name_problem("mydata.v2") is None
     assert name_problem("../x") == "a name cannot hold '/' or '\\' (it would be a path)"
     assert name_problem("..") == "'.' and '..' are not names"
+    assert name_problem("my run") is None  # inner spaces are fine; leading, trailing or only spaces are not
+    for blank in (" ", "run ", "\u3000run"):
+        assert name_problem(blank) == "a name cannot be blank or start or end with whitespace"

@@ -84,3 +84,25 @@ def test_independent_shards_merge_when_the_last_one_finishes(single_echo, tmp_pa
     assert inference.main(["merge", *COMMON, *ECHO, "--out-dir", str(tmp_path)]) == 2
     assert f"error: {sidecar}: not a readable JSON object" in capsys.readouterr().err
     assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")
+
+
+def test_merge_says_what_it_merged_and_names_a_missing_folder(single_echo, tmp_path, capsys, monkeypatch):
+    from Eval.inference import run_loop
+
+    argv = [*COMMON, *ECHO, "--out-dir", str(tmp_path)]
+    assert inference.main(["merge", *argv]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'tiny-qwen2'}: no such folder, so nothing to merge; "
+                                       "give the shard runs' --out-dir and --model-name\n")
+    with monkeypatch.context() as patched:  # two shards finishing at once: each saw the other's file unfinished
+        patched.setattr(run_loop, "merge_predictions", lambda *args, **kwargs: None)
+        for shard in ("0/2", "1/2"):
+            assert inference.main([*argv, "--shard", shard]) == 0
+    capsys.readouterr()
+    assert inference.main(["merge", *argv]) == 0
+    folder = tmp_path / "tiny-qwen2"
+    assert capsys.readouterr().out.splitlines() == [
+        f"custom_en: 7 records from 2 shard files merged into {folder / 'custom_en.jsonl'}",
+        f"demo_trec: 7 records from 2 shard files merged into {folder / 'demo_trec.jsonl'}"]
+    assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")
+    assert inference.main(["merge", *argv]) == 0
+    assert capsys.readouterr().out.startswith(f"custom_en: 7 records already merged in {folder / 'custom_en.jsonl'}")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from Eval.commands import inference_command
 from Eval.inference.predict import required_examples
-from Eval.inference.predictions import merge_predictions, output_entry, read_sidecar
+from Eval.inference.predictions import (merge_predictions, output_entry, read_sidecar,
+                                        shard_paths)
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
 from Eval.inference.runner import prepare, refusing_bad_input
 from Eval.records import sidecar_path
@@ -24,15 +25,21 @@ from Eval.storage import write_json_atomic
 
 def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
     """Merge each dataset's shard files into its main file; 1 if a dataset still lacks examples."""
+    if not out_dir.is_dir():
+        raise FileNotFoundError(f"{out_dir}: no such folder, so nothing to merge; give the shard "
+                                "runs' --out-dir and --model-name")
     code = 0
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
+        shards = len(shard_paths(path))
         merged = merge_predictions(path, [e.id for e in ds.examples],
                                    [e.id for e in required_examples(ds, limit)],
                                    {e.id: e.sha256 for e in ds.examples},
                                    read_sidecar(path).get("model_sha256"))
         if merged:
             record_output(path, merged)
+            done = f"from {shards} shard files merged into" if shards else "already merged in"
+            print(f"{ds.name}: {merged['records']} records {done} {path}")
         else:
             print(f"error: {path}: some examples have no record yet; run the missing shards",
                   file=sys.stderr)

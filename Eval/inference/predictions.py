@@ -172,18 +172,22 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
 
 
-def check_resume(path: Path, fingerprint: dict) -> None:
-    """A resumed file must come from the same template and generation settings; a sidecar with no
-    records beside it (a run stopped before its first batch) binds nothing."""
+def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
+                 model_sha256: str | None = None) -> None:
+    """A resumed file must come from the same template and generation settings, and from the same
+    model path or the same model files (see check_model); a sidecar with no records beside it (a
+    run stopped before its first batch) binds nothing."""
     sidecar = sidecar_path(path)
     written = any(p.exists() and p.stat().st_size for p in [path, *shard_paths(path)])
     if not sidecar.exists() or not written:
         return
     try:
-        previous = json.loads(sidecar.read_text(encoding="utf-8")).get("fingerprint", {})
+        run = json.loads(sidecar.read_text(encoding="utf-8"))
+        previous = run.get("fingerprint", {})
     except (ValueError, AttributeError):
         raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") \
             from None
+    check_model(path, run, model_path, model_sha256)
     fingerprint = json_form(fingerprint)
     for key in ("model", "reference"):  # older sidecars: models are now checked per record
         previous.pop(key, None)
@@ -192,6 +196,21 @@ def check_resume(path: Path, fingerprint: dict) -> None:
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
                          "another --out-dir")
+
+
+def check_model(path: Path, run: dict, model_path: str | None, model_sha256: str | None) -> None:
+    """Records of another model at the same path are redone (a checkpoint retrained in place), and
+    a copied or renamed checkpoint redoes nothing; but a model at another path with other files is
+    another model whose folder has the same name (run1/checkpoint-500, run2/checkpoint-500): its
+    records are refused, not replaced. `run` is the sidecar of the records' run."""
+    before = run.get("model") if isinstance(run.get("model"), dict) else {}
+    before_path, before_sha256 = before.get("path"), run.get("model_sha256")
+    if None in (before_path, before_sha256, model_path, model_sha256):  # older sidecars: no check
+        return
+    if before_path != model_path and before_sha256 != model_sha256:
+        raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
+                         f"this run's {model_path}; set --model-name NAME to keep both (or "
+                         "--overwrite to replace them)")
 
 
 def read_sidecar(path: Path) -> dict:

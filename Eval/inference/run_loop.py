@@ -94,7 +94,8 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
     job.path.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
         if not job.overwrite:
-            check_resume(job.path, job.fingerprint)
+            model_path = (job.sidecar.get("model") or {}).get("path")
+            check_resume(job.path, job.fingerprint, model_path, job.model_sha256)
         return _run_locked(job, plan, process)
 
 

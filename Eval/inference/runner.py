@@ -13,6 +13,7 @@ import argparse
 import functools
 import hashlib
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -138,6 +139,8 @@ def prepare(args) -> tuple[list, Path | None]:
     if hasattr(args, "out_dir"):  # validate has none
         out_dir = output_folder(args.out_dir, args.model_name, args.model)
     datasets = load_datasets(args, out_dir and out_dir.name)
+    if out_dir is not None:
+        check_not_dataset(args, datasets, out_dir)
     price = getattr(args, "price", None)
     try:
         args.price_entry = price_for(price, out_dir.name) if price else None
@@ -149,6 +152,22 @@ def prepare(args) -> tuple[list, Path | None]:
     return datasets, out_dir
 
 
+def check_not_dataset(args, datasets: list, out_dir: Path) -> None:
+    """Refuse an output that is the data being read (`--out-dir . --model-name dataset`): its
+    prediction files, sidecars and locks would replace the datasets or sit among them. Not a case
+    for --overwrite, which would destroy the data."""
+    for ds in datasets:
+        path = out_dir / f"{ds.name}.jsonl"
+        if path.resolve() == ds.path.resolve():
+            clash = f"the prediction file {path} would be the dataset file {ds.path}"
+        elif out_dir.resolve() == ds.path.parent.resolve():
+            clash = f"the output folder {out_dir} is the dataset folder {ds.path.parent}"
+        else:
+            continue
+        raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: {clash}, "
+                         "which this run reads; choose another --out-dir or --model-name")
+
+
 def all_done(args, datasets: list, out_dir: Path) -> bool:
     """True, after saying so per dataset, when a plain rerun has nothing to do."""
     if args.overwrite or args.shard or not all(finished_with(args, ds, out_dir) for ds in datasets):
@@ -156,8 +175,7 @@ def all_done(args, datasets: list, out_dir: Path) -> bool:
     for ds in datasets:  # finished_with found a good record of each required example
         done = len(required_examples(ds, args.limit))
         print(f"{ds.name}: 0 new, {done} already done (nothing to do: no model loaded)")
-    print(f"done: nothing to do -> {out_dir}; score with: python eval.py --model "
-          f"{out_dir.name}")
+    print(f"done: nothing to do -> {out_dir}; score with: {score_command(args, out_dir)}")
     return True
 
 
@@ -272,12 +290,19 @@ def describe_run(summary: dict) -> str:
     return ", ".join(parts)
 
 
+def score_command(args, out_dir: Path) -> str:
+    """The eval.py command line for `out_dir`, quoted so that it can be pasted into a shell."""
+    where = "" if args.out_dir == Path("pred") else f" --pred-root {shlex.quote(str(args.out_dir))}"
+    return f"python eval.py --model {shlex.quote(out_dir.name)}{where}"
+
+
 def done_line(args, totals: dict, out_dir: Path, stopped: bool) -> str:
     t = totals
     skipped = f"{t['skipped']} skipped (do not fit), " if t["skipped"] else ""
-    where = "" if args.out_dir == Path("pred") else f" --pred-root {args.out_dir}"
+    other_model = t["model_changed_redone"]
+    other_model = f"{other_model} made by another model, " if other_model else ""
     return (f"{'so far' if stopped else 'done'}: {t['examples']} examples generated ({t['new']} "
-            f"new, {t['changed_redone']} changed, {t['failed_redone']} failed before; "
+            f"new, {t['changed_redone']} changed, {other_model}{t['failed_redone']} failed before; "
             f"{t['skipped_done']} already done, {t['removed']} removed), {t['truncated']} "
             f"truncated, {skipped}{t['failed']} failed; {usage_text(t, cost_of(args, t))} -> "
-            f"{out_dir}; score with: python eval.py --model {out_dir.name}{where}")
+            f"{out_dir}; score with: {score_command(args, out_dir)}")
