@@ -80,6 +80,9 @@ TEMPLATE_CASES = {
     "lone brace": (b"Question:\n{input", "mine.txt:2: a lone '{' in the template; write {{ for a literal brace"),
     "attribute access": (b"{input.__class__}", "mine.txt:1: placeholder {input.__class__} is not allowed"),
     "not UTF-8": (b"{input}\n\xff\xfe", "mine.txt:2: byte 0xff is not valid UTF-8"),
+    "no placeholder": (b"Answer briefly.\r\n", "mine.txt: the template has no {field} placeholder, so every example "
+                                             "would get the same prompt; name the record fields it asks about"),
+    "empty": (b"", "mine.txt: the template has no {field} placeholder"),
 }
 
 
@@ -90,6 +93,28 @@ def test_bad_templates_are_refused_before_the_model_loads(setup, capsys, case):
     (tmp_path / "prompts" / "mine.txt").write_bytes(content)
     before = snapshot(tmp_path / "pred")
     refused(capsys, ["--model", NO_MODEL, *base], message, before, tmp_path / "pred")
+
+
+VALUE_CASES = {  # a template field's value (mine.txt: {instruction}\n{input}) -> what is wrong with it
+    "null": ("null", "is null, which would reach the prompt as Python text ('None')"),
+    "a list": ('["a", "b"]', """is a list, which would reach the prompt as Python text ("['a', 'b']")"""),
+    "an object": ('{"k": 1}', """is an object, which would reach the prompt as Python text ("{'k': 1}")"""),
+    "NaN": ("NaN", "is nan, not a finite number"),
+    "-Infinity": ("-Infinity", "is -inf, not a finite number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VALUE_CASES))
+def test_a_template_field_that_is_not_text_or_a_number_is_refused_by_every_command(setup, capsys, case):
+    tmp_path, base = setup
+    value, problem = VALUE_CASES[case]
+    record = '{"instruction": "a", "input": ' + value + ', "output": "c"}'
+    (tmp_path / "dataset" / "mine.jsonl").write_text(_line(record))
+    message = (f"mine.jsonl:2: field 'input' of template {tmp_path / 'prompts' / 'mine.txt'} {problem}; "
+               "make it a string")
+    before = snapshot(tmp_path / "pred")
+    for argv in (["--model", NO_MODEL, *base], ["dry-run", "--model", NO_MODEL, *base], ["validate", *base[:4]]):
+        refused(capsys, argv, message, before, tmp_path / "pred")
 
 
 NAME_CASES = {

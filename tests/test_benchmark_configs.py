@@ -12,7 +12,7 @@ import inference
 from Eval.inference.benchmark_configs import load_prompt_config
 from Eval.inference.datasets import load_dataset
 from Eval.inference.templates import check_template
-from Eval.records import iter_json_objects
+from Eval.records import content_hash, iter_json_objects
 
 MODEL = ROOT / "demo" / "tiny-qwen2"
 
@@ -119,6 +119,31 @@ def test_the_fallback_template_asks_no_question_of_a_record_without_input(tmp_pa
     assert [sft.fill(e) for e in sft.examples] == ["Say hi.", "Add:\n1+1"]
 
 
+def test_an_instruction_record_without_input_fills_as_one_with_an_empty_input(tmp_path):
+    """Alpaca-style data leaves `input` out: the default's variant asks nothing, a prompts/ template gets "" (as for
+    "input": ""), and the example's hash is of the record as read."""
+    data, prompts = tmp_path / "data", tmp_path / "prompts"
+    records = [{"instruction": "Say hi.", "output": "hi"}, {"instruction": "Add:", "input": "1+1", "output": "2"}]
+    write_jsonl(data / "my_sft.jsonl", records)
+    sft = load_dataset("my_sft", data, prompts)
+    assert [sft.fill(e) for e in sft.examples] == ["Say hi.", "Add:\n1+1"]
+    assert sft.examples[0].sha256 == content_hash(records[0])
+    write_jsonl(data / "custom_en.jsonl", records)
+    custom = load_dataset("custom_en", data, ROOT / "prompts")
+    assert [custom.fill(e) for e in custom.examples] == ["Say hi.\nQuestion: \nAnswer:", "Add:\nQuestion: 1+1\nAnswer:"]
+    write_jsonl(data / "my_sft.jsonl", [{"instruction": "Say hi.", "input": None, "output": "hi"}])
+    nulled = load_dataset("my_sft", data, prompts)
+    assert nulled.fill(nulled.examples[0]) == "Say hi."  # a null input, as before: the variant that asks nothing
+
+
+def test_a_crlf_template_file_is_read_with_lf_line_ends(tmp_path):
+    write_jsonl(tmp_path / "data" / "mine.jsonl", [{"instruction": "Say hi.", "input": "now", "output": "hi"}])
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "mine.txt").write_bytes(b"Task:\r\n{instruction}\r{input}\r\nReply:")
+    ds = load_dataset("mine", tmp_path / "data", tmp_path / "prompts")
+    assert ds.fill(ds.examples[0]) == "Task:\nSay hi.\nnow\nReply:"
+
+
 @needs_shared
 def test_gaokao_nested_source_reads_as_the_same_questions_as_its_jsonl():
     source = load_dataset("GAOKAO-new1-math", TINYEVAL / "dataset", ROOT / "prompts")
@@ -170,7 +195,7 @@ def test_longbench_v2_prompt_folder_fills_like_its_pred_py(tmp_path):
     folder = tmp_path / "prompts_v2"
     folder.mkdir()
     (folder / "0shot.txt").write_text("Doc {x}: $DOC$\nQ: $Q$\n(A) $C_A$ (B) $C_B$ (C) $C_C$ (D) $C_D$\n",
-                                      encoding="utf-8")
+                                      encoding="utf-8", newline="\r\n")  # pred.py's open() reads CRLF as LF
     (folder / "0shot_cot.txt").write_text("Think. $DOC$ $Q$ $C_A$ $C_B$ $C_C$ $C_D$", encoding="utf-8")
     (folder / "0shot_cot_ans.txt").write_text("$DOC$ $Q$ $C_A$ $C_B$ $C_C$ $C_D$ so: $COT$ done", encoding="utf-8")
     record = {"_id": "x1", "domain": "d", "sub_domain": "s", "difficulty": "easy", "length": "short",

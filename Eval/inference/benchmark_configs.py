@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from Eval.inference.templates import ChosenTemplate, PromptConfig, check_template
+from Eval.inference.templates import (ChosenTemplate, PromptConfig, check_template,
+                                      read_template_file)
 from Eval.models.base import BaseLLM
 from Eval.records import RecordError, read_text_file
 
@@ -55,7 +56,7 @@ def load_prompt_config(path: Path | None) -> PromptConfig | None:
             raise RecordError(path, None, "a prompt folder must hold LongBench v2's "
                                           f"{', '.join(_V2_FILES.values())}; for LongBench / "
                                           "TinyEval pass their dataset2prompt.json")
-        texts = {kind: read_text_file(f) for kind, f in found.items()}
+        texts = {kind: read_template_file(f) for kind, f in found.items()}
         return PromptConfig(path, {}, {kind: ChosenTemplate(
                                            _from_dollar_markers(text, found[kind]),
                                            str(found[kind]), dollar_text=None if once else text)

@@ -3,7 +3,7 @@
 A dataset is `dataset/NAME.jsonl` (or NAME.json: a JSON array, or a nested choice-question file
 such as TinyEval's GAOKAO-new1-math.json) whose records have one of these forms:
     longbench     {"input", "context", "answers": [..], "length", "all_classes", "_id"}  (TinyEval)
-    instruction   {"instruction", "input", "output"}                           SFT style (custom_zh)
+    instruction   {"instruction", "input", "output"}  SFT style (custom_zh); no "input": as ""
     longbench_v2  {"_id", "domain", "sub_domain", "difficulty", "length": "short" | ..., "question",
                    "choice_A" .. "choice_D", "answer": "B", "context"}         LongBench v2
     choice        {"question", "options", "answer", "question_type"}: a nested file's questions,
@@ -29,7 +29,7 @@ from Eval.inference.benchmark_configs import fill_dollar_markers
 from Eval.inference.defaults import default_task, default_template
 from Eval.inference.nested_choices import nested_choice_records
 from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
-                                      fill_template, resolve_template)
+                                      fill_template, resolve_template, value_problem)
 from Eval.names import check_name
 from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.storage import regular_file_problem
@@ -92,14 +92,13 @@ class Dataset:
     def fill(self, example: Example, kind: str = "answer", **extra: str) -> str:
         """The prompt text before truncation and chat wrapping."""
         chosen: ChosenTemplate = self.templates[kind]
-        fields = example.fields
+        fields = template_fields(example.fields, self.form)
         if self.form == "longbench_v2":  # pred.py strips the fields before filling
             fields = {k: v.strip() if isinstance(v, str) else v for k, v in fields.items()}
         fields = {**fields, **extra}
         if chosen.dollar_text is not None:
             return fill_dollar_markers(chosen.dollar_text, fields, kind)
-        no_input = chosen.no_input is not None and not str(fields.get("input") or "").strip()
-        return fill_template(chosen.no_input if no_input else chosen.template, fields)
+        return fill_template(chosen.text_for(fields), fields)
 
     def digest(self) -> str:
         return examples_digest((e.id, e.sha256) for e in self.examples)
@@ -123,6 +122,12 @@ def record_form(record: dict, path: Path, line: int) -> str:
     raise RecordError(path, line, "a dataset record needs 'answers' (LongBench form), 'output' "
                                   "(instruction / input / output form), or 'question', "
                                   "'choice_A'..'choice_D', 'answer' (LongBench v2 form)")
+
+
+def template_fields(record: dict, form: str) -> dict:
+    """What a template is filled from: the record, and for the instruction form an empty `input`
+    where it has none (Alpaca-style data leaves it out); the record, hashed, stays as read."""
+    return {"input": "", **record} if form == "instruction" else record
 
 
 def question_text(record: dict, form: str) -> str:
@@ -230,6 +235,21 @@ def _read_items(path: Path) -> list[tuple[int, dict]]:
     return items
 
 
+def _check_template_fields(fields: dict, templates, path: Path, line: int) -> None:
+    """Each template's fields are in the record, and those the record's prompt is filled with
+    (the no-input variant's, for an empty input) have values a prompt can show (value_problem)."""
+    for chosen in templates:
+        missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
+        if missing:
+            raise RecordError(path, line, f"template {chosen.source} needs field(s) "
+                                          f"{', '.join(missing)}, which this record lacks")
+        for name in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
+            problem = value_problem(fields[name])
+            if problem:
+                raise RecordError(path, line, f"field {name!r} of template {chosen.source} "
+                                              f"{problem}; make it a string")
+
+
 def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sources) -> dict:
     kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
     chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.published_prompt,
@@ -262,17 +282,12 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     if limit:
         notes.append(f"{name}: each filled prompt is cut to {limit} tokens as LongBench v2's "
                      f"pred.py cuts it ({sources.maxlen_path} [{sources.model_name}])")
-    needed = [(t.source, sorted(check_template(t.template) - {"cot"})) for t in templates.values()]
     examples = []
     for index, (line, record) in enumerate(items):
         if record_form(record, path, line) != form:
             raise RecordError(path, line, f"record is not in the {form} form of the file's first "
                                           "record")
-        for source, fields in needed:
-            missing = [f for f in fields if f not in record]
-            if missing:
-                raise RecordError(path, line, f"template {source} needs field(s) "
-                                              f"{', '.join(missing)}, which this record lacks")
+        _check_template_fields(template_fields(record, form), templates.values(), path, line)
         examples.append(_example(record, form, index, name, task.language, path, line))
     examples, repeated = _unique(examples, path)
     if repeated:

@@ -3,6 +3,11 @@
 A template is plain text with `{field}` placeholders naming record fields and `{{` / `}}` for
 literal braces. Nothing else str.format accepts is allowed (`{}`, `{0}`, `{a.b}`, which can reach
 interpreter internals, `{a[0]}`, `{a!r}`, `{a:>9}`, a lone brace): refused with file and line.
+A template file's line ends are read as "\n" (a file saved with CRLF sends no "\r"), and a
+template must name at least one field: one without would give every example the same prompt.
+A placeholder is filled with a string, an integer, a finite float or a bool as str.format writes
+it; null, a list, an object, NaN or infinity is refused (value_problem): it would reach the prompt
+as Python text ('None', "['a']").
 
 Where a template comes from, first found wins (resolve_template; step 4 is defaults.py's):
   1. prompts/NAME.txt (NAME.cot.txt, NAME.cot_answer.txt for --cot's two passes);
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import re
 from pathlib import Path
 
@@ -50,6 +56,12 @@ class ChosenTemplate:
     def sha256(self) -> str:
         return hashlib.sha256(self.template.encode("utf-8")).hexdigest()[:16]
 
+    def text_for(self, fields: dict) -> str:
+        """The template a record is filled with: the no-input variant when its `input` is empty."""
+        if self.no_input is not None and not str(fields.get("input") or "").strip():
+            return self.no_input
+        return self.template
+
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _PLACEHOLDER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -75,14 +87,30 @@ def check_template(template: str, source: str = "template") -> set[str]:
     return fields
 
 
+def read_template_file(path: Path) -> str:
+    """A template file's text with CRLF and lone CR line ends read as LF (as Python's open() reads
+    them, and so LongBench v2's pred.py)."""
+    return read_text_file(path).replace("\r\n", "\n").replace("\r", "\n")
+
+
 def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, published_prompt: str,
                      config: PromptConfig | None) -> ChosenTemplate | None:
     """The template of one kind for a dataset (steps 1-3 above); None: the default (step 4)."""
+    chosen = _find_template(name, kind, prompt_dir, form, published_prompt, config)
+    if chosen is not None and not check_template(chosen.template, chosen.source):
+        raise RecordError(chosen.source, None, "the template has no {field} placeholder, so every "
+                                               "example would get the same prompt; name the "
+                                               "record fields it asks about, e.g. {input}")
+    return chosen
+
+
+def _find_template(name: str, kind: str, prompt_dir: Path, form: str, published_prompt: str,
+                   config: PromptConfig | None) -> ChosenTemplate | None:
     path = prompt_dir / f"{name}{KINDS[kind]}"
     in_config = config is not None and (kind == "answer" and name in config.by_dataset
                                         or form == "longbench_v2" and kind in config.by_kind)
     if path.exists() or path.is_symlink():
-        template = read_text_file(path)
+        template = read_template_file(path)
         check_template(template, str(path))
         note = (f"{name}: {path} wins over --prompt-config {config.path} (move it away to use "
                 "the config's)") if in_config else None
@@ -101,5 +129,21 @@ def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, publishe
     return None  # the form's default, if it has one (defaults.py)
 
 
+def value_problem(value: object) -> str | None:
+    """Why a record value cannot fill a placeholder (None: it can)."""
+    if value is None or isinstance(value, (list, dict)):
+        kind = "null" if value is None else "a list" if isinstance(value, list) else "an object"
+        return f"is {kind}, which would reach the prompt as Python text ({str(value)[:40]!r})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is {value!r}, not a finite number"
+    return None
+
+
 def fill_template(template: str, fields: dict) -> str:
+    """The template filled as str.format fills it; ValueError for a value value_problem refuses
+    (load_dataset refuses those first, naming the file and line)."""
+    for name in check_template(template):
+        problem = value_problem(fields.get(name, ""))
+        if problem:
+            raise ValueError(f"field {name!r} {problem}")
     return template.format(**fields)
