@@ -74,6 +74,7 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    runner.warn_past_window(model, args.max_length)
     totals = runner.run_all(model, datasets, args, shards, out_dir, saved)
     getattr(model, "close", lambda: None)()  # the api adapter's connections
     if totals is None:

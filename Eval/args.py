@@ -1,6 +1,6 @@
 """Command-line helpers shared by the scripts: argument types that refuse nonsense at parse time,
 a help formatter that shows each default once, a backend's -M options for `--help`, and
-`run_main` (a full disk is one line).
+`run_main` (a full disk, Ctrl-C: one line each).
 
 Usage:
     p = argparse.ArgumentParser(formatter_class=HelpFormatter)
@@ -15,7 +15,9 @@ import dataclasses
 import errno
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 
@@ -127,8 +129,37 @@ _HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the sa
 
 
 def run_main(main: Callable[[], int | None]) -> None:
-    """Exits with main()'s status; a reader that stops early (`| head`) ends it quietly, and a full
-    disk or a permission problem is one line naming the path (exit 2), not a traceback."""
+    """Exits with main()'s status; a reader that stops early (`| head`) ends it quietly, Ctrl-C
+    that nothing nearer caught (while torch imports, the model loads) is one line, exit 130, and a
+    full disk or a permission problem is one line naming the path (exit 2), not a traceback."""
+    pressed: list[int] = []  # the Ctrl-Cs seen while main runs
+
+    def note_ctrl_c(signum, frame):
+        pressed.append(signum)
+        signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt, as without us
+
+    previous = signal.getsignal(signal.SIGINT)
+    # not where SIGINT is ignored (a job a script starts in the background), nor off the main thread
+    watching = previous is signal.default_int_handler and \
+        threading.current_thread() is threading.main_thread()
+    if watching:
+        signal.signal(signal.SIGINT, note_ctrl_c)
+    try:
+        _exit_with(main)
+    except (KeyboardInterrupt, Exception) as err:
+        # An import that Ctrl-C cut short may fail with another error (numpy's: "cannot load module
+        # more than once per process"): after a Ctrl-C, that is the interruption too.
+        if not (pressed or isinstance(err, KeyboardInterrupt)):
+            raise
+        print("\ninterrupted; nothing more was written (what was saved is kept); rerun the same "
+              "command to go on", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        if watching:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _exit_with(main: Callable[[], int | None]) -> None:
     try:
         sys.exit(main())
     except BrokenPipeError:

@@ -83,6 +83,54 @@ def test_a_bad_model_option_is_named_before_any_model_loads(tmp_path, capsys):
     assert not (tmp_path / "tiny-qwen2").exists()
 
 
+def gpus_seen(monkeypatch, count: int) -> None:
+    """torch sees `count` CUDA GPUs (and no Apple GPU), whatever this machine has."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+NO_GPU = "here: auto, cpu (torch sees no CUDA GPU)"
+BAD_VALUES = {  # before: tracebacks from torch once the model loaded, and peft= counted as another model
+    "threads=-1": "-M threads=-1: must be at least 1 (none: torch's choice)",
+    "threads=0": "-M threads=0: must be at least 1 (none: torch's choice)",
+    "peft=": "-M peft= is empty: give the adapter's path, or peft=none",
+    "device=gpu": f"-M device=gpu: not a device torch knows; {NO_GPU}",
+    # a device this machine lacks is refused as the model is built (a dry run may name it), before the weights
+    "device=cuda": f"could not load model: -M device=cuda: no such CUDA device on this machine; {NO_GPU}",
+}
+
+
+@pytest.mark.parametrize("pair", sorted(BAD_VALUES))
+def test_a_bad_model_option_value_is_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch, pair):
+    gpus_seen(monkeypatch, 0)
+    argv = ["--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path), "-M", pair]
+    assert inference.main(argv) == 2
+    assert capsys.readouterr().err == f"error: {BAD_VALUES[pair]}\n"
+    assert not (tmp_path / "tiny-qwen2").exists()
+
+
+def test_a_cuda_device_is_checked_against_the_gpus_torch_sees(monkeypatch):
+    from Eval.models.checkpoint import CheckpointOptions, check_device
+
+    gpus_seen(monkeypatch, 2)
+    for device in ("auto", "cpu", "cuda", "cuda:0", "cuda:1"):
+        check_device(device, here=True)
+    assert CheckpointOptions(device="cuda:2").device == "cuda:2"  # a name torch knows: checked at load
+    with pytest.raises(ValueError) as refused:
+        check_device("cuda:2", here=True)
+    assert str(refused.value) == "-M device=cuda:2: no such CUDA device on this machine; here: auto, cpu, cuda, " \
+                                 "cuda:0 to cuda:1"
+
+
+def test_a_dry_run_for_a_gpu_run_works_on_a_machine_without_one(tmp_path, monkeypatch):
+    gpus_seen(monkeypatch, 0)
+    assert inference.main(["dry-run", "--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path),
+                           "-M", "device=cuda", "-M", "dtype=bfloat16"]) == 0
+
+
 SHOUT = textwrap.dedent('''
     """A backend with one option: it answers "HI", `times` times (a test's drop-in)."""
     import dataclasses

@@ -147,8 +147,11 @@ def test_a_backend_without_a_tokenizer_only_mode_is_refused_in_one_line(tmp_path
     assert not (tmp_path / "tiny-qwen2").exists()
 
 
-def test_the_api_backend_dry_runs_on_its_local_tokenizer_without_a_server(tmp_path, capsys):
+def test_the_api_backend_dry_runs_on_its_local_tokenizer_without_a_server(tmp_path, capsys, monkeypatch):
     # --max-length given: nothing asks the server (port 9, discard, has none) for its context window.
+    from Eval.models.api import APIModel
+
+    monkeypatch.setattr(APIModel, "context_window", lambda self: pytest.fail("asked for the context window"))
     common = ["dry-run", "--datasets", DATASETS, "--limit", "3", "--max-length", "2048", "--model", str(MODEL)]
     assert inference.main([*common, "--out-dir", str(tmp_path / "hf")]) == 0
     assert inference.main([*common, "--backend", "api", "-M", "base_url=http://127.0.0.1:9/v1",
@@ -157,3 +160,21 @@ def test_the_api_backend_dry_runs_on_its_local_tokenizer_without_a_server(tmp_pa
         hf, api = (lines(tmp_path / d / "tiny-qwen2" / f"{name}.prompts.jsonl") for d in ("hf", "api"))
         assert api == hf and len(api) == 3
     assert json.loads((tmp_path / "api" / "tiny-qwen2" / "dry_run.json").read_text())["model"]["adapter"] == "api"
+
+
+def test_a_max_length_past_the_context_window_is_said_once_per_run_and_used(tmp_path, monkeypatch, capsys):
+    """Before: --max-length 100000 on the 2048-token demo model ran 7,000-token prompts without a word."""
+    no_weights(monkeypatch)
+    common = ["--datasets", DATASETS, "--limit", "3", "--out-dir", str(tmp_path)]
+    assert inference.main(["dry-run", *common, "--max-length", "100000"]) == 0
+    warning = ("warning: --max-length 100000 is more than the model's context window (2048 tokens); going on as "
+               "asked: prompts are cut to fit 100000\n")
+    assert capsys.readouterr().err == warning  # two datasets, one line
+    assert json.loads((tmp_path / "tiny-qwen2" / "dry_run.json").read_text())["settings"]["max_length"] == 100000
+    assert inference.main(["dry-run", *common, "--max-length", "2048"]) == 0
+    assert capsys.readouterr().err == ""
+    # the real run says it too (the echo adapter's window is 4096 tokens)
+    assert inference.main(["--backend", "echo", *common, "--max-length", "5000", "--model-name", "echo"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning")]
+    assert warnings == ["warning: --max-length 5000 is more than the model's context window (4096 tokens); going on "
+                        "as asked: prompts are cut to fit 5000"]

@@ -2,6 +2,7 @@
 import json
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,57 @@ def test_a_line_deleted_or_inserted_in_a_dataset_without_ids_redoes_only_what_ch
     assert run(tmp_path, *args) == 0
     assert "custom_en: 0 new, 1 changed since the last run (redone), 24 already done" in capsys.readouterr().out
     assert [r["id"] for r in lines(out)] == [f"custom_en-{i}" for i in range(25)]
+
+
+INTERRUPTED = "interrupted; nothing more was written (what was saved is kept); rerun the same command to go on"
+
+
+def test_ctrl_c_that_nothing_nearer_catches_is_one_line_and_exit_130(capsys):
+    """Before: Ctrl-C while torch imported or the model loaded printed a 36-frame traceback."""
+    import signal
+
+    from Eval.args import run_main
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    def import_cut_short():  # numpy's import, cut short by Ctrl-C, fails with an error of its own
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise ImportError("cannot load module more than once per process") from None
+
+    def broken():
+        raise ImportError("a real bug")
+
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)  # a parallel worker may ignore SIGINT
+    try:
+        for main in (interrupted, import_cut_short):
+            with pytest.raises(SystemExit) as stop:
+                run_main(main)
+            assert stop.value.code == 130 and capsys.readouterr().err == f"\n{INTERRUPTED}\n"
+        with pytest.raises(ImportError, match="a real bug"):  # no Ctrl-C: the error and its traceback stay
+            run_main(broken)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="watches the import in /proc/PID/maps (Linux)")
+def test_ctrl_c_while_torch_imports_is_one_line(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "inference.py", "--datasets", "custom_en", "--limit", "1", "--out-dir",
+                             str(tmp_path)], cwd=ROOT, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    maps, deadline = Path(f"/proc/{proc.pid}/maps"), time.monotonic() + 60
+    while "libtorch" not in maps.read_text() and time.monotonic() < deadline:  # torch's import has begun
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip() == INTERRUPTED, err

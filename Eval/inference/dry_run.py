@@ -21,7 +21,7 @@ from Eval.inference.datasets import Dataset
 from Eval.inference.predict import (RunSettings, dataset_prompts, generation_budget,
                                     required_examples)
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
-from Eval.inference.runner import prepare, refusing_bad_input
+from Eval.inference.runner import prepare, refusing_bad_input, warn_past_window
 from Eval.models.base import BaseLLM
 from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
@@ -136,6 +136,8 @@ def run(args) -> int:
     settings = RunSettings(max_length=args.max_length, max_new_tokens=args.max_new_tokens,
                            limit=args.limit, truncation=args.truncation)
     try:
+        if not model.identity().get("served"):  # --max-length given, the dry run asks no server
+            warn_past_window(model, args.max_length)
         return dry_run(model, datasets, out_dir, settings, args.price_entry)
     finally:
         getattr(model, "close", lambda: None)()  # the api adapter's connections

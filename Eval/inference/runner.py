@@ -221,6 +221,16 @@ def check_budgets(model, datasets: list, args) -> None:
                              "window to bound the answer pass; pass --max-length")
 
 
+def warn_past_window(model, max_length: int | None) -> None:
+    """One warning line (per run) for a --max-length past the model's context window: the run
+    goes on as asked, since the model may reach further than its config says (RoPE scaling)."""
+    window = model.context_window()
+    if max_length and window and max_length > window:
+        print(f"warning: --max-length {max_length} is more than the model's context window "
+              f"({window} tokens); going on as asked: prompts are cut to fit {max_length}",
+              file=sys.stderr)
+
+
 TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "changed_redone",
           "failed_redone", "model_changed_redone", "removed", "prompt_tokens", "gen_tokens",
           "truncated_tokens")

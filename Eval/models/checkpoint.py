@@ -17,6 +17,7 @@ from Eval.models.base import BaseLLM
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
 
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointOptions:
     """-M options of the hf and masked backends. Safe by default: safetensors, no remote code."""
@@ -27,6 +28,39 @@ class CheckpointOptions:
     trust_remote_code: bool = option(False, "allow model code from the checkpoint")
     allow_pickle: bool = option(False, "allow non-safetensors (pickle) weights")
     threads: int | None = option(None, "torch CPU threads (none: torch's choice)")
+
+    def __post_init__(self):  # refused here, before any weights load, not deep inside torch
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"-M threads={self.threads}: must be at least 1 (none: torch's "
+                             "choice)")
+        if self.peft is not None and not self.peft.strip():
+            raise ValueError("-M peft= is empty: give the adapter's path, or peft=none")
+        check_device(self.device, here=False)
+
+
+def check_device(device: str, here: bool) -> None:
+    """ValueError naming -M device and the devices this machine has, for a name torch cannot
+    parse, and with `here` (the weights are about to load) for a CUDA device it does not have: a
+    dry run on a laptop renders the prompts of a GPU run."""
+    if device == "auto":
+        return
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"-M device={device}: not a device torch knows; here: {_devices()}") \
+            from None
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if here and parsed.type == "cuda" and (parsed.index or 0) >= gpus:
+        raise ValueError(f"-M device={device}: no such CUDA device on this machine; here: "
+                         f"{_devices()}")
+
+
+def _devices() -> str:
+    """The -M device values this machine takes: 'auto, cpu, cuda, cuda:0 to cuda:1'."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    cuda = f", cuda, cuda:0 to cuda:{gpus - 1}" if gpus else ""
+    mps = ", mps" if torch.backends.mps.is_available() else ""
+    return f"auto, cpu{cuda}{mps}" + ("" if gpus else " (torch sees no CUDA GPU)")
 
 
 def checked_checkpoint(path: str) -> str:
@@ -93,6 +127,7 @@ class CheckpointModel(BaseLLM):
             torch.set_num_threads(threads)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        check_device(device, here=True)
         self.path, self.peft, self.device = path, peft, device
         # The file identities (None: not on disk), taken before the weights load: what was loaded.
         self.files = (folder_identity(path) or None,
