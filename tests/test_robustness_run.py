@@ -111,3 +111,35 @@ def test_the_html_report_shows_the_robustness_table(tmp_path):
     assert copy.fields["output"] == original.fields["output"] and copy.answers == original.answers
     assert copy.fields["input"] != original.fields["input"]
     assert {k for k in original.fields if copy.fields[k] != original.fields[k]} <= {"instruction", "input"}
+
+
+def test_a_run_without_perturb_keeps_the_copies_aside_for_a_later_perturb_run(tmp_path, capsys):
+    """The copies of a --perturb run are kept aside by a run without it, as unselected examples are, and reused (when
+    their content hash still matches) by a later --perturb run; the copies of an example removed from the data go."""
+    data, out = tmp_path / "dataset", tmp_path / "pred"
+    data.mkdir()
+    examples = (ROOT / "dataset" / "custom_en.jsonl").read_text(encoding="utf-8").splitlines()[:3]
+    (data / "custom_en.jsonl").write_text("\n".join(examples) + "\n", encoding="utf-8")
+    plain = ["--dataset-dir", str(data), "--datasets", "custom_en", "--backend", "echo", "--out-dir", str(out)]
+    perturbed = [*plain, "--perturb", "typo:0.05"]
+    path, aside = out / "tiny-qwen2" / "custom_en.jsonl", out / "tiny-qwen2" / "shards" / "custom_en.unselected.jsonl"
+    assert inference.main(perturbed) == 0
+    first = lines(path)
+    capsys.readouterr()
+    assert inference.main(plain) == 0
+    assert ("custom_en: 0 new, 3 not selected by this run (kept aside for a later run; the file holds what this run "
+            "selected), 3 already done;") in capsys.readouterr().out
+    assert [r["id"] for r in lines(path)] == [f"custom_en-{i}" for i in range(3)]
+    assert lines(aside) == [r for r in first if r["perturbation"]]
+    assert inference.main(perturbed) == 0
+    assert "custom_en: 0 new, 6 already done;" in capsys.readouterr().out
+    assert lines(path) == first and not aside.exists()
+    assert inference.main(plain) == 0
+    (data / "custom_en.jsonl").write_text("\n".join(examples[:2]) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert inference.main(plain) == 0  # custom_en-2 and its copy are gone from the data: dropped
+    assert ("custom_en: 0 new, 2 not selected by this run (kept aside for a later run; the file holds what this run "
+            "selected), 2 no longer in the dataset (dropped from the file), 2 already done;") in capsys.readouterr().out
+    assert [r["id"] for r in lines(aside)] == ["custom_en-0~typo:0.05", "custom_en-1~typo:0.05"]
+    assert inference.main([*perturbed, "--perturb-seed", "1"]) == 0  # other copies under the same ids: redone
+    assert "custom_en: 0 new, 2 changed since the last run (redone), 2 already done;" in capsys.readouterr().out

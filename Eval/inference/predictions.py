@@ -145,7 +145,8 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
                       model: str | None = None) -> dict | None:
     """Merge every file of the dataset into the main file, in `order`, when every `required` id has
     a current record (None otherwise): the main file then holds exactly the `required` ids, other
-    current records go to the unselected file. The main file is replaced atomically before shard
+    current records, and good records of perturbed copies of `order`'s ids (a run without that
+    --perturb), go to the unselected file. The main file is replaced atomically before shard
     files are removed, so two merges at once are safe."""
     records, listed = best_records(path, expected=expected, model=model), set(order)
     current = {rid: r for rid, r in records.items() if rid in listed and _rank(r, expected, model)}
@@ -154,6 +155,8 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
     wanted = set(required)
     ordered = [current[rid] for rid in order if rid in current and rid in wanted]
     rest = [current[rid] for rid in order if rid in current and rid not in wanted]
+    copies = [r for rid, r in records.items() if rid not in listed and _copy_kept(r, listed, model)]
+    rest += copies
     shards, unselected = shard_paths(path), unselected_path(path)
     # A resumed run with nothing to do leaves a main file that already is the merge: not rewritten.
     raw = path.read_bytes() if not shards and not rest and path.exists() else None
@@ -166,10 +169,19 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
         write_jsonl_atomic(path, ordered)
     for stale in shards + ([] if rest else [unselected]):
         stale.unlink(missing_ok=True)
-    return {"records": len(ordered), "dropped": len(records) - len(current),
+    return {"records": len(ordered), "dropped": len(records) - len(current) - len(copies),
             "unselected": len(rest),
             "digest": examples_digest((r["id"], r.get("example_sha256")) for r in ordered),
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
+
+
+def _copy_kept(record: dict, listed: set[str], model: str | None) -> bool:
+    """A good record of a --perturb copy of one of the dataset's examples: a run without that
+    perturbation keeps it aside, as it keeps the examples it did not select, so a later --perturb
+    run reuses it (when its content hash still matches) instead of paying for it again."""
+    same_model = model is None or record.get("model_sha256") == model
+    return bool(record.get("perturbation")) and str(record.get("original_id")) in listed \
+        and record.get("error") is None and same_model
 
 
 def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
