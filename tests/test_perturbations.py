@@ -25,6 +25,9 @@ CASES = [
     ("contraction", "Do not worry: It's what we will do, and I'm sure they are right. Can't stop.", (),
      "Don't worry: It is what we'll do, and I am sure they're right. Cannot stop.",
      "Don't worry: It is what we'll do, and I am sure they're right. Cannot stop."),
+    # the case of what is replaced kept: all caps, a capital first letter, lower case
+    ("contraction", "IT IS FINE, I'M SURE. It is, we CANNOT stop; it is", (),
+     "IT'S FINE, I AM SURE. It's, we CAN'T stop; it's", "IT'S FINE, I AM SURE. It's, we CAN'T stop; it's"),
     ("filler", "We should read the whole passage first", (0.5,),
      "We should so read the well whole passage I mean first",
      "We should read I mean the whole passage I mean first"),

@@ -80,12 +80,17 @@ def _same_case(source: str, target: str) -> str:
 @perturbation("contraction", languages=("en",))
 def contraction(text: str, rng: random.Random) -> str:
     """Every form in our table swapped for its counterpart ("do not" -> "don't", "can't" ->
-    "cannot"; a capital first letter kept).
+    "cannot"; the case kept: "IT IS" -> "IT'S", "It is" -> "It's").
 
     >>> apply("contraction", "I am sure it is fine, but we cannot stay and don't know why.", "doc")
     "I'm sure it's fine, but we can't stay and do not know why."
     """
-    return _SWAP_RE.sub(lambda m: _same_case(m.group(0), SWAP[m.group(0).lower()]), text)
+    def swap(match: re.Match) -> str:
+        form = match.group(0)
+        counterpart = SWAP[form.lower()]
+        # all caps stays all caps; else only a capital first letter is kept ("i am" -> "I'm")
+        return counterpart.upper() if form.isupper() else _same_case(form, counterpart)
+    return _SWAP_RE.sub(swap, text)
 
 
 FILLERS = ("uh", "um", "like", "you know", "I mean", "well", "so", "basically")
