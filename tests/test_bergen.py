@@ -327,3 +327,38 @@ def test_bad_bergen_files_name_the_file(tmp_path, capsys):
         assert f"{name}:2: byte 0xe9 is not valid UTF-8" in capsys.readouterr().err
         (folder / name).unlink()
     assert not (folder / "result.json").exists()
+
+
+def test_values_bergen_never_writes_are_refused_or_shown_as_written(tmp_path, capsys):
+    folder = tmp_path / "experiments" / "sysA"
+    folder.mkdir(parents=True)
+    out, config = folder / "eval_dev_out.json", folder / "config.yaml"
+    row = {"q_id": "1", "response": "Paris", "label": ["Paris"], "ranking_label": [["Paris"], []]}
+    (folder / "eval_dev_ranking_run.trec").write_text("1\tQ0\tParis\t1\t2.0\trun\n")
+
+    def problem(rows=(row,)):
+        out.write_text(json.dumps(list(rows)))
+        assert eval_cli.main(["--pred-root", str(tmp_path / "experiments"), "--quiet"]) == 2
+        return capsys.readouterr().err.splitlines()[-1].strip()
+
+    for written, found in (("true", "True"), ("abc", "'abc'"), ("0", "0"), ("2.5", "2.5")):
+        config.write_text(f"generation_top_k: {written}\n")
+        assert problem() == f"{config}: generation_top_k must be a positive integer, found {found}"
+    config.write_text("- generation_top_k: 5\n")
+    assert problem() == f"{config}: must be a mapping of settings (as BERGEN writes it), found list"
+    config.write_text("retriever: [1, 2]\nreranker: {init_args: {model_name: 7}}\n"
+                      "generator: {init_args: {model_name: org/tiny-llm}}\n"
+                      "dataset: {dev: {query: {init_args: {_target_: 1.5}}}}\n")
+    assert problem([{**row, "ranking_label": {"Paris": 1}}]) == (
+        f"{out}:1: ranking_label must be a list of page-id lists, as BERGEN writes it, found {{\"Paris\": 1}}")
+    assert problem([{**row, "ranking_label": [["Paris", None]]}]).startswith(f"{out}:1: ranking_label must be")
+    assert problem([{**row, "response": None}]) == f"{out}:1: field 'response' must be str, found NoneType"
+    assert problem([{**row, "label": [1]}]) == f"{out}:1: field 'label' must hold only strings"
+    assert not (folder / "result.json").exists()
+    out.write_text(json.dumps([row]))
+    assert eval_cli.main(["--pred-root", str(tmp_path / "experiments"), "--quiet"]) == 0
+    detail = json.loads((folder / "result_detail.json").read_text())["dev"]
+    assert detail["config"] == {"retriever": "[1, 2]", "reranker": "7", "generator": "tiny-llm",
+                                "retrieve_top_k": "-", "rerank_top_k": "-", "generation_top_k": "-",
+                                "query_dataset": "1.5"}
+    assert detail["metrics"]["recall_5"]["score"] == 100.0  # the judged page "Paris", ranked first

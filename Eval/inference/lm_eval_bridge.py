@@ -7,14 +7,15 @@ Usage:
 
 BridgeLM is an lm-eval TemplateLM: lm-eval encodes requests as its HF model does, the adapter
 scores token ids (score_ids) and generates greedily. Writes OUT_DIR/lm_eval_results.json: lm-eval's
-results plus "bridge" (the adapter, its options, counts of convention events). See docs/lm-eval.md.
+results plus "bridge" (the adapter, its options, counts of convention events), the results of
+tasks run there before kept (Eval/inference/lm_eval_results.py). See docs/lm-eval.md.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
+import math
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -25,14 +26,14 @@ try:  # an optional dependency: the subcommand says so in one line
 except ImportError:
     TemplateLM = object
 
-from Eval.args import one_line
+from Eval.args import name_list, one_line
 from Eval.commands import inference_command
+from Eval.inference.lm_eval_results import check_same_model, earlier_results, write_results
 from Eval.inference.runner import DEFAULT_MODEL
 from Eval.models.base import BaseLLM, plan_batches
 from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_args,
                                  resolve_model_args)
-from Eval.names import check_name, output_folder
-from Eval.storage import write_bytes_atomic
+from Eval.names import output_folder
 
 log = logging.getLogger(__name__)
 TEXT_SCORING = ("text (score(): the adapter has no score_ids, so each text is tokenized apart and "
@@ -252,42 +253,16 @@ class BridgeLM(TemplateLM):
                 "events": dict(+self.stats), "ignored_gen_kwargs": sorted(self.ignored_gen_kwargs)}
 
 
-def write_results(results: dict, lm: BridgeLM, out_dir: Path) -> Path:
-    """lm_eval_results.json and, if logged, lm_eval_samples/<task>.jsonl in lm-eval's layout
-    (EvaluationTracker.save_results_samples)."""
-    from lm_eval.utils import handle_non_serializable, sanitize_list
-
-    def dump(obj, **kw) -> str:
-        return json.dumps(obj, ensure_ascii=False, default=handle_non_serializable, **kw)
-
-    def sample_line(row: dict) -> str:
-        arguments = {f"gen_args_{i}": {f"arg_{j}": value for j, value in enumerate(args)}
-                     for i, args in enumerate(row["arguments"])}
-        return dump({**row, "arguments": arguments, "resps": sanitize_list(row["resps"]),
-                     "filtered_resps": sanitize_list(row["filtered_resps"]),
-                     "target": str(row["target"])}) + "\n"
-
-    samples = results.pop("samples", None) or {}
-    for task in samples:  # a task name becomes a file name: never a path (checked before writing)
-        check_name(task, "an lm-eval task name")
-    (out_dir / "lm_eval_samples" if samples else out_dir).mkdir(parents=True, exist_ok=True)
-    for task, rows in samples.items():
-        text = "".join(map(sample_line, rows))
-        write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl", text.encode("utf-8"))
-    path = out_dir / "lm_eval_results.json"
-    text = dump({**results, "bridge": lm.report()}, indent=2) + "\n"
-    write_bytes_atomic(path, text.encode("utf-8"))
-    return path
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tasks", required=True, help="comma-separated lm-eval task or group names")
+    p.add_argument("--tasks", required=True, type=name_list,
+                   help="comma-separated lm-eval task or group names")
     p.add_argument("--include-path", action="append", default=[],
                    help="a folder of task YAMLs (repeatable)")
     p.add_argument("--no-builtin-tasks", action="store_true",
                    help="index only --include-path (saves ~8 s)")
-    p.add_argument("--limit", type=float, default=None,
-                   help="first N documents of each task (< 1: a fraction; default: all)")
+    p.add_argument("--limit", type=document_limit, default=None,
+                   help="the first N documents of each task (a whole number), or a fraction F "
+                        "of them (0 < F < 1, rounded up), as lm-eval's --limit (default: all)")
     p.add_argument("--num-fewshot", type=int, default=None,
                    help="few-shot examples (default: the task's)")
     p.add_argument("--apply-chat-template", action="store_true",
@@ -302,6 +277,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="names pred/<model-name> (default: the model path's last part)")
     add_model_arguments(p, DEFAULT_MODEL)
     add_batch_arguments(p)
+
+
+def document_limit(text: str) -> int | float:
+    """--limit: a whole number >= 1, or a fraction in (0, 1) that lm-eval turns into
+    ceil(fraction x documents); lm-eval would cut 2.7 to 2 documents and fail on 0 or -2."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf or (value >= 1 and value != int(value)):
+        raise argparse.ArgumentTypeError(f"must be a whole number of documents (>= 1) or a "
+                                         f"fraction of them (0 < F < 1), not {text}")
+    return value if value < 1 else int(value)
 
 
 class TaskError(Exception):
@@ -361,29 +349,37 @@ def run(args) -> int:
     manager = TaskManager(include_path=args.include_path or None,
                           include_defaults=not args.no_builtin_tasks)
     try:
-        tasks = load_tasks(manager, [t for t in args.tasks.split(",") if t])
-    except TaskError as err:
+        tasks = load_tasks(manager, args.tasks)
+        out_dir = args.out_dir or output_folder(Path("pred"), args.model_name, args.model)
+        earlier = earlier_results(out_dir)  # an unreadable results file stops the run here
+    except (TaskError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        out_dir = args.out_dir or output_folder(Path("pred"), args.model_name, args.model)
         model = from_args(resolve_model_args(args))
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
+    try:
+        check_same_model(earlier, model, out_dir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     lm = BridgeLM(model, args.batch_size, args.max_batch_tokens, args.max_length,
                   force_gen_toks=args.max_new_tokens)
-    limit = args.limit if args.limit is None or args.limit < 1 else int(args.limit)
-    results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot, limit=limit,
-                              bootstrap_iters=args.bootstrap_iters, log_samples=args.log_samples,
+    results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot,
+                              limit=args.limit, bootstrap_iters=args.bootstrap_iters,
+                              log_samples=args.log_samples,
                               apply_chat_template=args.apply_chat_template, task_manager=manager)
     print(make_table(results) + (make_table(results, "groups") if results.get("groups") else ""))
     try:
-        written = write_results(results, lm, out_dir)
+        written, kept = write_results(results, lm, out_dir)
     except ValueError as err:
         print(f"error: nothing was written: {err}", file=sys.stderr)
         return 2
     print(f"done -> {written}; bridge events: {dict(+lm.stats) or 'none'}")
+    if kept:
+        print(f"kept the results of earlier runs for {', '.join(kept)} (not run this time)")
     if lm.stats["unscorable_in_lm_eval_encoding"]:
         print(f"note: {lm.stats['unscorable_in_lm_eval_encoding']} request(s) that lm-eval's "
               "encoding leaves without a continuation token (lm-eval itself stops on them) were "

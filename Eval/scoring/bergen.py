@@ -29,6 +29,7 @@ from Eval.records import (RecordError, iter_json_objects, read_records, read_tex
 from Eval.tasks import Task
 
 OUT_FILE = re.compile(r"^eval_([A-Za-z0-9-]+)_out\.json$")
+BERGEN_FIELD = {"pred": "response", "answers": "label"}  # our record's field -> BERGEN's
 TEXT_METRICS = ("match", "exact_match", "f1", "precision", "recall", "recall_char3gram", "rouge_1",
                 "rouge_2", "rouge")
 
@@ -78,16 +79,34 @@ def read_out(path: Path) -> list[dict]:
     for line, row in iter_json_objects(path):
         if not isinstance(row, dict) or not {"q_id", "response", "label"} <= set(row):
             raise RecordError(path, line, "a BERGEN output row needs q_id, response and label")
-        labels = row.get("ranking_label") or []
-        relevant = {str(doc): 1 for group in labels
-                    for doc in (group if isinstance(group, list) else [group])}
+        relevant = judged_pages(row.get("ranking_label"), path, line)
         record = {"id": str(row["q_id"]), "pred": row["response"], "answers": row["label"],
                   "question": row.get("question"), "relevant": relevant or None,
                   "retrieved": run.get(str(row["q_id"]))}
-        records.append(validate_record(record, path, line))
+        try:
+            records.append(validate_record(record, path, line))
+        except RecordError as err:  # the message names BERGEN's field, not ours
+            problem = re.sub(r"field '(pred|answers)'",
+                             lambda found: f"field {BERGEN_FIELD[found[1]]!r}", err.problem)
+            raise RecordError(path, line, problem) from None
     if not records:
         raise RecordError(path, None, "file is empty: no prediction records")
     return records
+
+
+def judged_pages(labels: object, path: Path, line: int) -> dict[str, int]:
+    """ranking_label as BERGEN writes it (a list of page-id lists, one per answer; or of page ids)
+    -> {page id: 1}, its qrels; anything else is refused rather than guessed at."""
+    def page_ids(group: object) -> list:
+        return group if isinstance(group, list) else [group]
+
+    groups = [] if labels is None else labels
+    if not isinstance(groups, list) or not all(
+            isinstance(doc, (str, int)) and not isinstance(doc, bool)
+            for group in groups for doc in page_ids(group)):
+        raise RecordError(path, line, "ranking_label must be a list of page-id lists, as BERGEN "
+                                      f"writes it, found {json.dumps(labels)[:80]}")
+    return {str(doc): 1 for group in groups for doc in page_ids(group)}
 
 
 def bergen_task(path: Path) -> Task:
@@ -96,7 +115,7 @@ def bergen_task(path: Path) -> Task:
     ranking = ()
     if run_file(path.parent, split_of(path)):
         top_k = read_config(path.parent).get("generation_top_k", 5)  # BERGEN's default
-        if not isinstance(top_k, int) or top_k < 1:
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
             raise RecordError(path.parent / "config.yaml", None,
                               f"generation_top_k must be a positive integer, found {top_k!r}")
         ranking = ("P_1", f"recall_{top_k}")
@@ -105,7 +124,7 @@ def bergen_task(path: Path) -> Task:
 
 
 def read_config(folder: Path) -> dict:
-    """config.yaml of an experiment folder; {} when it has none."""
+    """config.yaml of an experiment folder; {} when it has none or it is empty."""
     import yaml
 
     path = folder / "config.yaml"
@@ -115,7 +134,10 @@ def read_config(folder: Path) -> dict:
         config = yaml.safe_load(read_text_file(path))  # not UTF-8: an error naming file, line
     except yaml.YAMLError as err:
         raise RecordError(path, None, f"not valid YAML: {err}") from None
-    return config if isinstance(config, dict) else {}
+    if not isinstance(config, (dict, type(None))):
+        raise RecordError(path, None, "must be a mapping of settings (as BERGEN writes it), "
+                                      f"found {type(config).__name__}")
+    return config or {}
 
 
 def experiment_config(folder: Path, split: str) -> dict[str, str]:
@@ -124,13 +146,14 @@ def experiment_config(folder: Path, split: str) -> dict[str, str]:
     columns: dict[str, str] = {}
     config = read_config(folder)
     if config:
-        for part in ("retriever", "reranker", "generator"):
-            args = _field(_field(config, part), "init_args")
-            columns[part] = Path(str(args["model_name"])).name if "model_name" in args else "none"
+        for part in ("retriever", "reranker", "generator"):  # print_results: the basename
+            name = _at(config, part, "init_args", "model_name")
+            columns[part] = Path(name).name if isinstance(name, str) else _as_written(name, "none")
         for key in ("retrieve_top_k", "rerank_top_k", "generation_top_k"):
             columns[key] = str(config.get(key, "-"))
-        query = _field(_field(_field(_field(config, "dataset"), split), "query"), "init_args")
-        columns["query_dataset"] = str(query.get("_target_", "-")).rsplit(".", 1)[-1]
+        query = _at(config, "dataset", split, "query", "init_args", "_target_")
+        columns["query_dataset"] = (query.rsplit(".", 1)[-1] if isinstance(query, str)
+                                    else _as_written(query, "-"))
     timing = folder / f"eval_{split}_generation_time.json"
     if timing.is_file():
         try:
@@ -142,7 +165,17 @@ def experiment_config(folder: Path, split: str) -> dict[str, str]:
     return columns
 
 
-def _field(config: object, key: str) -> dict:
-    """config[key] when both are mappings, else {}: a config missing a part shows "none"."""
-    value = config.get(key) if isinstance(config, dict) else None
-    return value if isinstance(value, dict) else {}
+def _at(config: dict, *keys: str) -> object:
+    """config[k1][k2]...; None where a key is missing. A value on the way that is not a mapping
+    (not what BERGEN writes: `retriever: [1, 2]`) is returned itself, to be shown as written."""
+    value: object = config
+    for key in keys:
+        if not isinstance(value, dict):
+            return value
+        value = value.get(key)
+    return value
+
+
+def _as_written(value: object, missing: str) -> str:
+    """A configuration value that is not a string, as YAML wrote it; `missing` for none."""
+    return missing if value is None else json.dumps(value, ensure_ascii=False, default=str)

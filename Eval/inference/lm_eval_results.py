@@ -1,0 +1,104 @@
+"""What `inference.py lm-eval` writes: OUT_DIR/lm_eval_results.json, lm-eval's results dict plus
+"bridge", holding every task run into OUT_DIR (a task run again replaces its entries), and, with
+--log-samples, lm_eval_samples/<task>.jsonl in lm-eval's own layout.
+
+Usage:
+    earlier = earlier_results(out_dir)        # before the model loads: an unreadable file stops it
+    check_same_model(earlier, model, out_dir) # results of another model are not mixed in
+    path, kept = write_results(results, lm, out_dir)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from Eval.args import one_line
+from Eval.names import check_name
+from Eval.storage import write_bytes_atomic
+
+RESULTS_FILE = "lm_eval_results.json"
+# lm-eval's entries keyed by task or group name; every other top-level field (config, date,
+# versions of the software, the bridge block) describes one run: the newest is kept.
+PER_TASK = ("results", "groups", "group_subtasks", "configs", "versions", "n-shot",
+            "higher_is_better", "n-samples")
+
+
+def earlier_results(out_dir: Path) -> dict:
+    """What earlier runs wrote to OUT_DIR/lm_eval_results.json; {} when there is none. A file that
+    is not one is a ValueError naming it (never overwritten: it may hold results)."""
+    path = out_dir / RESULTS_FILE
+    if not path.exists():
+        return {}
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as err:
+        raise ValueError(f"{path}: cannot be read ({one_line(err)}); move it aside to start a "
+                         "new one") from None
+    if not isinstance(earlier, dict) or not isinstance(earlier.get("results"), dict):
+        raise ValueError(f"{path}: not an lm-eval results file (no \"results\" object); move it "
+                         "aside to start a new one")
+    return earlier
+
+
+def check_same_model(earlier: dict, model, out_dir: Path) -> None:
+    """Refuse to add results to a file of another model (another path and other files), as
+    inference.py refuses prediction records of another model with the same folder name."""
+    bridge = earlier.get("bridge") if isinstance(earlier.get("bridge"), dict) else {}
+    before, now = bridge.get("adapter"), model.identity()
+    before = before if isinstance(before, dict) else {}
+    paths = before.get("path"), now.get("path")
+    hashes = _files_sha256(before), _files_sha256(now)
+    if None in (*paths, *hashes):  # an API model, or an older file: no check
+        return
+    if paths[0] != paths[1] and hashes[0] != hashes[1]:
+        raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model, "
+                         f"{paths[0]}, not this run's {paths[1]}; set --model-name NAME or "
+                         "--out-dir DIR to keep both (or move the file aside)")
+
+
+def _files_sha256(identity: dict) -> str | None:
+    files = identity.get("files")
+    return files.get("sha256") if isinstance(files, dict) else None
+
+
+def merge_results(results: dict, earlier: dict) -> tuple[dict, list[str]]:
+    """This run's results plus the earlier file's per-task entries of the tasks and groups it did
+    not run (a group keeps the figures of the run that ran it), and their names."""
+    kept = [name for name in earlier.get("results", {}) if name not in results["results"]]
+    merged = dict(results)
+    for key in PER_TASK:
+        before = earlier.get(key) if isinstance(earlier.get(key), dict) else {}
+        entries = {name: value for name, value in before.items() if name in kept}
+        if entries:
+            merged[key] = {**entries, **(results.get(key) or {})}
+    return merged, kept
+
+
+def write_results(results: dict, lm, out_dir: Path) -> tuple[Path, list[str]]:
+    """lm_eval_results.json (merged with what earlier runs wrote there) and, if logged,
+    lm_eval_samples/<task>.jsonl in lm-eval's layout (EvaluationTracker.save_results_samples).
+    Returns the file and the earlier tasks it kept."""
+    from lm_eval.utils import handle_non_serializable, sanitize_list
+
+    def dump(obj, **kw) -> str:
+        return json.dumps(obj, ensure_ascii=False, default=handle_non_serializable, **kw)
+
+    def sample_line(row: dict) -> str:
+        arguments = {f"gen_args_{i}": {f"arg_{j}": value for j, value in enumerate(args)}
+                     for i, args in enumerate(row["arguments"])}
+        return dump({**row, "arguments": arguments, "resps": sanitize_list(row["resps"]),
+                     "filtered_resps": sanitize_list(row["filtered_resps"]),
+                     "target": str(row["target"])}) + "\n"
+
+    samples = results.pop("samples", None) or {}
+    for task in samples:  # a task name becomes a file name: never a path (checked before writing)
+        check_name(task, "an lm-eval task name")
+    merged, kept = merge_results(results, earlier_results(out_dir))
+    (out_dir / "lm_eval_samples" if samples else out_dir).mkdir(parents=True, exist_ok=True)
+    for task, rows in samples.items():
+        text = "".join(map(sample_line, rows))
+        write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl", text.encode("utf-8"))
+    path = out_dir / RESULTS_FILE
+    text = dump({**merged, "bridge": lm.report()}, indent=2) + "\n"
+    write_bytes_atomic(path, text.encode("utf-8"))
+    return path, kept

@@ -1,0 +1,119 @@
+"""`inference.py lm-eval` across runs and on bad input (Eval/inference/lm_eval_results.py, the bridge's options):
+runs of different tasks into one folder keep each other's results, a task run again replaces its own, a results
+file of another model or one that cannot be read stops the run before anything is written, and --tasks / --limit
+values lm-eval would stop on (or quietly change) are refused at parse time. Offline, on the demo model and local
+JSONL tasks; the bridge's scoring itself: tests/test_lm_eval_bridge.py."""
+import contextlib
+import importlib.util
+import io
+import json
+import os
+
+import pytest
+
+from conftest import ROOT
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local JSONL tasks only
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+needs_lm_eval = pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None, reason="lm-eval not installed")
+DEMO = ROOT / "demo" / "tiny-qwen2"
+DOCS = [{"question": q, "choices": ["Entity", "Human"], "label": y, "answer": ["Entity", "Human"][y]}
+        for q, y in (("What is the hardest natural substance?", 0), ("Who wrote Hamlet?", 1),
+                     ("Which metal is liquid at room temperature?", 0))]
+KINDS = {"t_mc": 'output_type: multiple_choice\ndoc_to_text: "Question: {{question}}\\nType:"\n'
+                 'doc_to_choice: "{{choices}}"\ndoc_to_target: label\nmetric_list: [{metric: acc}]\n',
+         "t_gen": 'output_type: generate_until\ndoc_to_text: "Question: {{question}}\\nType:"\ndoc_to_target: answer\n'
+                  'generation_kwargs: {until: ["Question:"], max_gen_toks: 4}\nmetric_list: [{metric: exact_match}]\n'}
+PER_TASK = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples")
+
+
+@pytest.fixture()
+def task_dir(tmp_path):
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    for task, body in KINDS.items():
+        (tmp_path / f"{task}.yaml").write_text(
+            f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / 'data.jsonl'}\n"
+            f"  cache_dir: {tmp_path / 'hf_cache'}\ntest_split: test\n" + body, encoding="utf-8")
+    return tmp_path
+
+
+def bridge(task_dir, *argv: str) -> tuple[int, str]:
+    """`python inference.py lm-eval` in this process on the demo model: (exit code, what it printed)."""
+    import inference
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = inference.main(["lm-eval", "--model", str(DEMO), "--include-path", str(task_dir), "--no-builtin-tasks",
+                               "--out-dir", str(task_dir / "out"), "--bootstrap-iters", "0", "-M", "threads=1",
+                               *argv])
+    return code, printed.getvalue()
+
+
+def saved(task_dir) -> dict:
+    return json.loads((task_dir / "out" / "lm_eval_results.json").read_text(encoding="utf-8"))
+
+
+@needs_lm_eval
+def test_a_later_run_keeps_the_earlier_tasks_and_replaces_a_task_run_again(task_dir):
+    assert bridge(task_dir, "--tasks", "t_mc", "--limit", "2")[0] == 0
+    first = saved(task_dir)
+    code, printed = bridge(task_dir, "--tasks", "t_gen", "--limit", "0.5")  # a fraction: ceil(0.5 x 3) documents
+    assert code == 0 and "kept the results of earlier runs for t_mc (not run this time)\n" in printed
+    second = saved(task_dir)
+    for key in PER_TASK:
+        assert list(second[key]) == ["t_mc", "t_gen"], key
+        assert second[key]["t_mc"] == first[key]["t_mc"], key  # as the first run wrote them
+    assert second["n-samples"] == {"t_mc": {"original": 3, "effective": 2}, "t_gen": {"original": 3, "effective": 2}}
+    assert second["config"]["limit"] == 0.5 and second["bridge"]["adapter"]["path"] == str(DEMO)  # the newest run's
+    code, printed = bridge(task_dir, "--tasks", "t_mc", "--limit", "1")
+    third = saved(task_dir)
+    assert code == 0 and "kept the results of earlier runs for t_gen (not run this time)\n" in printed
+    assert third["n-samples"] == {"t_gen": {"original": 3, "effective": 2}, "t_mc": {"original": 3, "effective": 1}}
+    assert all(third[key]["t_gen"] == second[key]["t_gen"] for key in PER_TASK)
+
+
+@needs_lm_eval
+def test_a_results_file_of_another_model_or_not_readable_is_left_as_it_is(task_dir, capsys):
+    (task_dir / "out").mkdir()
+    results = task_dir / "out" / "lm_eval_results.json"
+    other = {"results": {"t_mc": {"acc,none": 0.9}},
+             "bridge": {"adapter": {"path": "/elsewhere/tiny-qwen2", "files": {"sha256": "0123456789abcdef"}}}}
+    for text, error in (
+            (json.dumps(other), f"error: {results}: its results were made by another model, /elsewhere/tiny-qwen2, "
+                                f"not this run's {DEMO}; set --model-name NAME or --out-dir DIR to keep both (or "
+                                "move the file aside)\n"),
+            ('{"results": {"t_mc": ', f"error: {results}: cannot be read (Expecting value: line 1 column 22 (char "
+                                      "21)); move it aside to start a new one\n"),
+            ("[1, 2]", f'error: {results}: not an lm-eval results file (no "results" object); move it aside to start '
+                       "a new one\n")):
+        results.write_text(text, encoding="utf-8")
+        capsys.readouterr()
+        assert bridge(task_dir, "--tasks", "t_mc", "--limit", "1")[0] == 2
+        assert capsys.readouterr().err.splitlines(keepends=True)[-1] == error
+        assert results.read_text(encoding="utf-8") == text and os.listdir(task_dir / "out") == [results.name]
+
+
+@needs_lm_eval
+@pytest.mark.parametrize("option, value, error", [
+    ("--tasks", "", "argument --tasks: is empty: give one or more names separated by commas"),
+    ("--tasks", ",", "argument --tasks: is empty: give one or more names separated by commas"),
+    *[("--limit", value, f"argument --limit: must be a whole number of documents (>= 1) or a fraction of them "
+                         f"(0 < F < 1), not {value}") for value in ("0", "-2", "2.7", "abc", "nan", "inf")]])
+def test_tasks_and_limit_lm_eval_cannot_run_are_refused_before_the_model_loads(task_dir, capsys, option, value,
+                                                                                 error):
+    import inference
+
+    argv = {"--tasks": "t_mc", "--limit": "1", option: value}
+    with pytest.raises(SystemExit) as exit:  # the model does not exist: parsing stops first
+        inference.main(["lm-eval", "--model", str(task_dir / "no_model"), "--include-path", str(task_dir),
+                        "--no-builtin-tasks", "--out-dir", str(task_dir / "out"), *sum(argv.items(), ())])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"inference.py lm-eval: error: {error}"
+    assert not (task_dir / "out").exists()
+
+
+def test_limit_is_a_whole_number_or_a_fraction_as_lm_eval_reads_it():
+    from Eval.inference.lm_eval_bridge import document_limit
+
+    assert [document_limit(text) for text in ("3", "3.0", "1", "0.25", "1e3")] == [3, 3, 1, 0.25, 1000]
+    assert all(type(document_limit(text)) is int for text in ("3", "3.0", "1e3"))
