@@ -53,3 +53,20 @@ def test_the_command_prints_it_and_refuses_what_is_not_there(capsys):
     assert "'forget_quality' has no per-sample values in this log" in capsys.readouterr().err
     assert eval_cli.main(["explain", str(FORGET10), "truth"]) == 2
     assert "expected METRIC:INDEX" in capsys.readouterr().err
+
+
+def test_an_mia_metric_is_explained_per_side(tmp_path, capsys):
+    sides = {side: {"agg_value": 0.5, "value_by_index": {"0": {"score": score}}}
+             for side, score in (("forget", 2.5), ("holdout", 7.25))}
+    log = {"mia_min_k": {**sides, "auc": 1.0, "agg_value": 1.0},
+           "forget_truth_ratio": {"value_by_index": {"0": {"score": 0.5}}}}
+    path = tmp_path / "TOFU_EVAL.json"
+    path.write_text(json.dumps(log), encoding="utf-8")
+    assert eval_cli.main(["explain", str(path), "mia_min_k:holdout:0"]) == 0
+    assert capsys.readouterr().out == ("mia_min_k:holdout[0] = score 7.25\n  the attack's score of holdout sample 0; "
+                                       "the metric's AUC ranks the forget side's scores against the holdout side's\n")
+    assert eval_cli.main(["explain", str(path), "mia_min_k:0"]) == 2
+    assert capsys.readouterr().err == ("error: 'mia_min_k' keeps its per-sample values per side: ask for "
+                                       "mia_min_k:forget:0 or mia_min_k:holdout:0\n")
+    assert eval_cli.main(["explain", str(path), "privleak:0"]) == 2
+    assert "(metrics with them: mia_min_k:forget|holdout, forget_truth_ratio)" in capsys.readouterr().err

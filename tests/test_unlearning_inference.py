@@ -243,3 +243,44 @@ def test_demo_unlearning_models_load_offline_and_differ_on_the_forget_set():
             total += math.exp(logp.gather(-1, torch.tensor(labels)[:, None]).mean().item())
         probs[path.name] = total / len(data)
     assert probs["unlearn-target"] > 0.9 and probs["unlearn-retain"] < 0.1
+
+
+def test_eval_warns_on_a_partial_or_edited_split_file(tmp_path):
+    from Eval.unlearning.evaluate import score_records
+
+    data = tmp_path / "data"  # the forget split alone, 3 items: the other splits are skipped
+    data.mkdir()
+    items = json.loads((ur.DEMO_DATA / "forget.json").read_text(encoding="utf-8"))[:3]
+    (data / "forget.json").write_text(json.dumps(items), encoding="utf-8")
+    base = ["unlearning", "tofu", "--model", str(TARGET), "--data-dir", str(data), "--no-generate", "-M", "threads=1"]
+    assert inference.main(base + ["--out-dir", str(tmp_path / "full")]) == 0
+    assert inference.main(base + ["--limit", "2", "--out-dir", str(tmp_path / "part")]) == 0
+    full, part = tmp_path / "full" / "unlearn-target", tmp_path / "part" / "unlearn-target"
+    warned = []  # besides this check's: the one that no --retain-logs was given
+
+    def on_file(message):
+        if "tofu_forget.jsonl" in message:
+            warned.append(message)
+    run = score_records("tofu", full, warn=on_file)
+    assert run.file_status == {"tofu_forget.jsonl": "ok"} and warned == []
+    run = score_records("tofu", part, warn=on_file)
+    assert run.file_status == {"tofu_forget.jsonl": "partial"}
+    assert warned == [f"{part / 'tofu_forget.jsonl'}: the file covers 2 of the dataset's 3 examples (a --limit 2 "
+                      "run); the score is for that part only; the figures computed from it are not the full run's"]
+    lines = (full / "tofu_forget.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (full / "tofu_forget.jsonl").write_text(lines[0] + lines[1].replace('"pred": ""', '"pred": "x"') + lines[2])
+    warned.clear()
+    assert score_records("tofu", full, warn=on_file).file_status == {"tofu_forget.jsonl": "modified"}
+    assert len(warned) == 1 and warned[0].startswith(f"{full / 'tofu_forget.jsonl'}: the file was changed after "
+                                                     "inference.py wrote it (it holds 3 records, as many as")
+
+
+def test_a_backend_without_token_statistics_is_refused_before_anything(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert inference.main(["unlearning", "tofu", "--limit", "3", "--backend", "echo", "--out-dir", str(out)]) == 2
+    assert capsys.readouterr().err == ("error: --backend echo cannot give per-token statistics, which unlearning "
+                                       "score records need; backends that can: hf, masked\n")
+    assert inference.main(["unlearning", "tofu", "--backend", "masked", "--gradnorm", "--out-dir", str(out)]) == 2
+    assert capsys.readouterr().err == ("error: --backend masked cannot give gradients (--gradnorm), which "
+                                       "unlearning score records need; backends that can: hf\n")
+    assert not out.exists()

@@ -168,3 +168,21 @@ def test_null_gradnorm_leaves_that_sample_out_of_the_attack(tmp_path):
     assert outcome.eval_log["mia_reference"]["holdout"]["value_by_index"]["10"] == {"score": None}
     evaluate.write_outputs(tmp_path, "TOFU", outcome.eval_log, outcome.summary)  # null scores survive the import
     assert reaggregate(tmp_path / "TOFU_EVAL.json", None, warn=_quiet).summary == outcome.summary
+
+
+def test_a_folder_of_both_suites_logs_gives_each_suite_its_own(tmp_path, capsys):
+    target, retain = tmp_path / "target", tmp_path / "retain"
+    for folder, memorised in ((target, True), (retain, False)):
+        folder.mkdir()
+        write_tofu_records(folder, memorised=memorised)
+        write_muse_records(folder, memorised=memorised)
+    for suite in ("tofu", "muse"):
+        assert eval_cli.main(["unlearning", suite, "--pred-dir", str(retain), "--quiet"]) == 0
+    for suite in ("muse", "tofu"):
+        outcome = score_records(suite, target, retain, warn=_quiet)
+        assert outcome.retain_path == retain / f"{suite.upper()}_EVAL.json"
+    again = reaggregate(retain / "MUSE_EVAL.json", retain, warn=_quiet)
+    assert again.retain_path == retain / "MUSE_EVAL.json"
+    assert eval_cli.main(["unlearning", "--from-open-unlearning", str(retain), "--out-dir", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == (f"error: nothing was written: {retain}: holds both TOFU_EVAL.json and "
+                                       "MUSE_EVAL.json: name the one to read\n")

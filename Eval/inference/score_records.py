@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
@@ -27,7 +28,7 @@ from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import from_args
 from Eval.names import add_output_arguments, output_folder
-from Eval.records import RecordError, content_hash, iter_json_objects
+from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.unlearning.stats import confidence_ordered_probs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,16 +196,20 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
         fingerprint["completion_max_tokens"] = settings.completion_max_tokens
     if split.kind == "verbmem":
         fingerprint["verbmem_reference"] = settings.verbmem_reference
+    position = {f"{split.name}-{i}": i for i in range(len(items))}  # record id -> item
+    expected = {rid: content_hash(items[i]) for rid, i in position.items()}  # resume redoes changed
+    file_sha = hashlib.sha256(data_file.read_bytes()).hexdigest()[:16]
+    # `data`: what eval.py's check_prediction_file reads to tell a partial or edited file
+    data = {"path": os.path.abspath(data_file), "file_sha256": file_sha, "examples": len(items),
+            "digest": examples_digest(expected.items()), "limit": settings.limit}
     sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path),
-               "source": {"path": str(data_file), "items": len(items),
-                          "sha256": hashlib.sha256(data_file.read_bytes()).hexdigest()[:16]},
-               "split": asdict(split), "model": model.identity(), "settings": asdict(settings),
+               "source": {"path": str(data_file), "items": len(items), "sha256": file_sha},
+               "data": data, "split": asdict(split), "model": model.identity(),
+               "settings": asdict(settings),
                "reference_model": None if reference is None else reference.identity()}
     identity = {"model": model.fingerprint(),
                 "reference": None if reference is None else reference.fingerprint()}
-    position = {f"{split.name}-{i}": i for i in range(len(items))}  # record id -> item
-    job = Job(path, {rid: content_hash(items[i]) for rid, i in position.items()},  # redo changed
-              list(position)[: settings.limit], fingerprint, sidecar, split.name,
+    job = Job(path, expected, list(position)[: settings.limit], fingerprint, sidecar, split.name,
               settings.overwrite, model_sha256=model_digest(identity))
 
     def process(batch: list[str]) -> list[dict]:
@@ -327,9 +332,29 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
     return found
 
 
+def backend_problem(backend: str, gradnorm: bool) -> str | None:
+    """Why `backend` cannot make these records, read from its adapter class's `capabilities`
+    before any model loads; None when it can."""
+    from Eval.models import MODELS
+
+    needed = {"token_stats": "per-token statistics"}
+    if gradnorm:
+        needed["gradients"] = "gradients (--gradnorm)"
+    lacking = [what for cap, what in needed.items() if cap not in MODELS[backend].capabilities]
+    if not lacking:
+        return None
+    able = [name for name in MODELS.names() if set(needed) <= MODELS[name].capabilities]
+    return (f"--backend {backend} cannot give {' or '.join(lacking)}, which unlearning score "
+            f"records need; backends that can: {', '.join(able) or 'none'}")
+
+
 @inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every "
                                       "split, for eval.py")
 def run(args: argparse.Namespace) -> int:
+    problem = backend_problem(args.backend, args.gradnorm)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         found = _found_splits(args)
         out_dir = output_folder(args.out_dir, args.model_name, args.model)

@@ -71,16 +71,30 @@ def render_example(dataset: str, entry: dict, source: str) -> str:
     return "\n".join(lines)
 
 
+def sides_of(entry) -> list[str]:
+    """The sub-keys of a log entry that hold per-sample values (an MIA metric's forget, holdout)."""
+    return [k for k, v in entry.items() if isinstance(v, dict) and "value_by_index" in v] \
+        if isinstance(entry, dict) else []
+
+
 def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
     """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log (tofu.explain, else
-    samples.explain_leaf); a KeyError names what is missing."""
+    samples.explain_leaf); a KeyError names what is missing. An MIA metric keeps its values per
+    side: `metric` is then "mia_min_k:forget" (or ":holdout")."""
     from Eval.unlearning import samples, tofu
 
     def sample_of(name: str):
-        entry = log.get(name)
+        base, _, side = name.partition(":")
+        entry = log.get(base)
+        entry = entry.get(side) if side and isinstance(entry, dict) else entry
         values = entry.get("value_by_index") if isinstance(entry, dict) else None
         if not isinstance(values, dict):
-            having = [k for k, v in log.items() if isinstance(v, dict) and "value_by_index" in v]
+            if sides_of(entry):
+                raise KeyError(f"{name!r} keeps its per-sample values per side: ask for "
+                               f"{' or '.join(f'{name}:{s}:{index}' for s in sides_of(entry))}")
+            having = [k if "value_by_index" in v else f"{k}:{'|'.join(sides_of(v))}"
+                      for k, v in log.items() if isinstance(v, dict)
+                      and ("value_by_index" in v or sides_of(v))]
             raise KeyError(f"{name!r} has no per-sample values in this log (metrics with them: "
                            f"{', '.join(having)})")
         if index not in values:
@@ -90,6 +104,9 @@ def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
 
     stored = sample_of(metric)
     out = tofu.explain(metric, sample_of) if suite == "tofu" else None
+    if ":" in metric:  # one side of a membership-inference attack
+        out = {"text": f"the attack's score of {metric.partition(':')[2]} sample {index}; the "
+                       "metric's AUC ranks the forget side's scores against the holdout side's"}
     return {"metric": metric, "index": index, "stored": stored,
             **(out or samples.explain_leaf(metric, stored))}
 
@@ -98,10 +115,11 @@ def explain_logged(target: str, log_path: Path) -> int:
     from Eval.records import RecordError
     from Eval.unlearning import evaluate
 
-    metric, sep, index = target.partition(":")
+    metric, sep, index = target.rpartition(":")  # METRIC:SIDE:INDEX for an MIA metric's side
     try:
         if not sep or not metric or not index:
-            raise KeyError(f"expected METRIC:INDEX (e.g. forget_truth_ratio:0), found {target!r}")
+            raise KeyError(f"expected METRIC:INDEX (e.g. forget_truth_ratio:0, or "
+                           f"mia_min_k:forget:0), found {target!r}")
         path = evaluate.find_log(log_path)
         log = evaluate.load_log(path)
         explained = explain_sample(log, evaluate.detect_suite(log, path), metric, index)

@@ -55,10 +55,16 @@ def load_log(path: Path, what: str = "EVAL log") -> dict:
     return logs[0]
 
 
-def find_log(path: Path) -> Path:
-    """A log path as given, or the TOFU_EVAL.json (else MUSE_EVAL.json) inside a folder."""
-    found = [Path(path, n) for n in ("TOFU_EVAL.json", "MUSE_EVAL.json") if Path(path, n).is_file()]
-    return found[0] if Path(path).is_dir() and found else Path(path)
+def find_log(path: Path, suite: str | None = None) -> Path:
+    """A log path as given, or the suite's <SUITE>_EVAL.json inside a folder; with no suite, the
+    folder's one log (a RecordError when it holds both, as they cannot be told apart by name)."""
+    if not Path(path).is_dir():
+        return Path(path)
+    names = [f"{name.upper()}_EVAL.json" for name in ((suite,) if suite else ("tofu", "muse"))]
+    found = [Path(path, name) for name in names if Path(path, name).is_file()]
+    if len(found) > 1:
+        raise RecordError(path, None, f"holds both {names[0]} and {names[1]}: name the one to read")
+    return found[0] if found else Path(path)
 
 
 def detect_suite(log: dict, path: Path) -> str:
@@ -101,7 +107,7 @@ class Run:
         self.bench = importlib.import_module(f"Eval.unlearning.{suite}")  # tofu.py or muse.py
         self.warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
         self.results, self.why, self.inputs, self.fallbacks, self.notes = {}, {}, {}, {}, []
-        self.retain_path = retain_logs and find_log(retain_logs)
+        self.retain_path = retain_logs and find_log(retain_logs, suite)
         if self.retain_path:
             self.retain = load_log(self.retain_path, "retain-model log")
             if detect_suite(self.retain, self.retain_path) != suite:  # MUSE's for TOFU
@@ -201,6 +207,21 @@ def _samples(name: str, kind: str, key: str, path: Path, rows: list | None) -> d
     return values
 
 
+def check_files(run: Run, paths: dict, records: dict) -> dict:
+    """{file name: its check_prediction_file status}; a warning for each file that is not all of
+    what inference.py wrote for its split (a --limit run, lines edited or removed, data changed)."""
+    from Eval.scoring.provenance import check_prediction_file
+
+    statuses = {}
+    for split, path in paths.items():
+        check = check_prediction_file(path, [record for _, record in records[split]])
+        statuses[path.name] = check["status"]
+        if check["status"] not in ("ok", "unchecked"):
+            run.warn(f"{path}: {'; '.join(check['warnings'])}; the figures computed from it are "
+                     "not the full run's")
+    return statuses
+
+
 def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
     """Score our records DIR/<suite>_<split>.jsonl."""
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
@@ -211,6 +232,7 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
     if not records:
         raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "
                                           f"{', '.join(p.name for p in paths.values())}")
+    run.file_status = check_files(run, {s: paths[s] for s in records}, records)
 
     def values_of(name, split, kind, key):
         sides = split if isinstance(split, tuple) else (split,)
@@ -284,7 +306,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead: re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json "
                              "from its per-sample values (default: off)")
     parser.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
-                        help="the retain model's EVAL.json, for forget_quality and privleak "
+                        help="the retain model's EVAL.json (or the folder holding it), for "
+                             "forget_quality and privleak "
                              "(default: none: forget_quality null, privleak against AUC 0.5)")
     parser.add_argument("--out-dir", type=Path, default=None,
                         help="where the two files go (default: --pred-dir, or "
