@@ -32,7 +32,8 @@ RENAMED = {
     "eval.py": {"--diff": "eval.py diff DIR_A DIR_B", "--explain": "eval.py explain DATASET:ID",
                 "--explain-unlearning": "eval.py explain EVAL_JSON METRIC:INDEX",
                 "--worst": "eval.py explain --worst N", "--report": "eval.py report",
-                "--judge": "eval.py judge --judge MODEL", "--compare": "eval.py compare DIR_A DIR_B",
+                "--judge": "eval.py judge --judge MODEL",
+                "--compare": "eval.py compare DIR_A DIR_B",
                 "--unlearning": "eval.py unlearning", "--retain-logs": "eval.py unlearning",
                 "--from-open-unlearning": "eval.py unlearning --from-open-unlearning PATH"}}
 MODEL_FLAGS = ("--allow-pickle", "--api-key-env", "--api-model", "--base-url", "--concurrency",

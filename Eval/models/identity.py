@@ -18,8 +18,8 @@ from pathlib import Path
 OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja",
                    ".py", ".tiktoken")
 OUTPUT_NAMES = ("merges.txt", "vocab.txt")
-# Hidden files, and what a trainer saves beside the weights that never reaches the model (its state,
-# and the metrics it wrote: all_results.json, eval_results.json, ..., rewritten by a later evaluate).
+# Hidden files, and what a trainer saves beside the weights that never reaches the model (its
+# state, and the metrics it wrote: all_results.json, ..., rewritten by a later evaluate).
 NOT_OUTPUT = (".", "optimizer", "scheduler", "rng_state", "training_args", "trainer_state",
               "all_results", "train_results", "eval_results", "test_results", "predict_results")
 
