@@ -80,6 +80,27 @@ def test_permanent_500_is_an_error_record_and_a_rerun_redoes_only_it(fake, tmp_p
     assert_no_secret(tmp_path, out.out, out.err)
 
 
+def test_each_dataset_line_shows_the_first_failure_causes_counted(fake, tmp_path, capsys):
+    # one request at a time, so the n-th reply answers the n-th example; no retries
+    statuses = [404, 401, 404, 500, 503]
+    server = fake(lambda path, body, n: (statuses[n], {"error": "nope"}, {}, 0))
+    root = server.base_url.removesuffix("/v1")  # a base URL without /v1: every path 404s on a real server
+    argv = ["--backend", "api", "-M", f"base_url={root}", "--model", "demo", "-M", f"tokenizer={DEMO}",
+            "--datasets", "custom_en", "--limit", "5", "--batch-size", "1", "-M", "concurrency=1",
+            "-M", "max_retries=0", "--out-dir", str(tmp_path)]
+    assert inference.main(argv) == 1
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("custom_en: 5 new"))
+    post = f"POST {root}/chat/completions:"
+    assert "5 FAILED now (rerun to retry)" in lines[at] and lines[at + 1:at + 5] == [
+        f'  2 failed: {post} HTTP 404: {{"error": "nope"}} (the base URL {root} does not end in /v1, where '
+        "OpenAI-compatible servers answer: -M base_url=.../v1?)",
+        f'  1 failed: {post} HTTP 401: {{"error": "nope"}}',
+        f'  1 failed: {post} failed after 1 attempt; last: HTTP 500: {{"error": "nope"}}',
+        "  1 failed otherwise (each record's `error` says why)"]
+    assert lines[at + 5].startswith("done: ")
+
+
 def test_chat_prompts_go_as_messages_and_reasoning_stays_in_the_raw_output(fake, api):
     def reply(path, body, n):
         status, payload, headers, delay = answer(path, "B", finish="length")

@@ -58,6 +58,14 @@ CHAT_CASES = [  # (reply payload, expected (text, finish_reason, error after "PO
                                                                 "character 0 of choices[0].message.reasoning_content")),
     (chat_reply("x", reasoning_content=["r"]), ("", "error", "choices[0].message.reasoning_content is a list, not "
                                                              "a string")),
+    # vLLM's newer field; the first non-empty of reasoning_content and reasoning is read
+    (chat_reply("The answer", reasoning="Is it A?"), ("<think>Is it A?</think>The answer", "stop", None)),
+    (chat_reply(None, finish="length", reasoning="Hmm" * 100),
+     ("", "error", NO_ANSWER + "(only reasoning came back, 300 characters, finish_reason 'length': a reasoning "
+                               "model that spent max_tokens thinking; raise --max-new-tokens)")),
+    (chat_reply("A", reasoning_content="rc", reasoning="r"), ("<think>rc</think>A", "stop", None)),
+    (chat_reply("A", reasoning_content="", reasoning="r"), ("<think>r</think>A", "stop", None)),
+    (chat_reply("x", reasoning=5), ("", "error", "choices[0].message.reasoning is a number, not a string")),
     ({"choices": []}, ("", "error", "choices is empty, not a non-empty list")),
     ({"error": {"message": "overloaded"}}, ("", "error", "choices is missing or null, not a non-empty list (the "
                                                          "reply's error: {'message': 'overloaded'})")),

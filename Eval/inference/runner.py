@@ -257,6 +257,8 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
             print(f"error: {err}", file=sys.stderr)
             return None
         print(f"{ds.name}: {describe_run(summary)}; {usage_text(summary, cost_of(args, summary))}")
+        for line in failure_lines(summary):
+            print(line)
         add_counts(totals, {k: summary[k] for k in (*TOTALS, "server_usage") if k in summary})
         if budget and budget.stopped:  # the datasets after this one are not started
             break
@@ -298,6 +300,17 @@ def describe_run(summary: dict) -> str:
     if summary.get("stopped"):
         parts.append(f"stopped at the token budget ({summary['examples']} generated)")
     return ", ".join(parts)
+
+
+def failure_lines(summary: dict) -> list[str]:
+    """Why records failed now: each distinct error counted (the first few), then how many more
+    failed otherwise; each record's `error` holds its own."""
+    causes = summary.get("failure_causes") or {}
+    lines = [f"  {count} failed: {error}" for error, count in causes.items()]
+    others = summary["failed"] - sum(causes.values())
+    if others > 0:
+        lines.append(f"  {others} failed otherwise (each record's `error` says why)")
+    return lines
 
 
 def score_command(args, out_dir: Path) -> str:

@@ -32,8 +32,9 @@ from Eval.models.options import AdapterOptions, option
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
 
-class APIFeatureError(APIError):
-    """The server lacks something the adapter needs (prompt log-probabilities for score())."""
+class APIFeatureError(ValueError):
+    """The server lacks something the adapter needs (prompt log-probabilities for score()): a
+    setup problem that stops the run with one line, not a failed call (ModelCallFailed)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +149,7 @@ class APIModel(BaseLLM):
         attempts = int(err.request.headers.get("x-stainless-retry-count", "0")) + 1
         if isinstance(err, openai.APIStatusError):
             status, detail = err.status_code, self._scrub(err.response.text.strip())[:300]
-            last = f"HTTP {status}: {detail}"
+            last = f"HTTP {status}: {detail}{self._url_hint(status)}"
             if attempts == 1 and status < 500 and status not in (408, 409, 429):  # not retried
                 return APIError(f"{shown}: {last}", status, detail)
         elif isinstance(err, openai.APITimeoutError):
@@ -159,6 +160,12 @@ class APIModel(BaseLLM):
             last = f"connection error ({type(cause).__name__}: {str(cause) or 'no detail'})"
         return APIError(self._scrub(f"{shown}: failed after {attempts} attempt"
                                     f"{'s' * (attempts > 1)}; last: {last}"))
+
+    def _url_hint(self, status: int) -> str:
+        if status != 404 or self._root.endswith("/v1"):
+            return ""
+        return (f" (the base URL {self.base_url} does not end in /v1, where OpenAI-compatible "
+                "servers answer: -M base_url=.../v1?)")
 
     @functools.cached_property
     def _served(self) -> openai.BaseModel | None:
@@ -197,7 +204,7 @@ class APIModel(BaseLLM):
             path, body["prompt"] = "/completions", prompt.text
         try:
             reply = await self._create(path, body, reply_limit(max_new_tokens))
-            raw, finish_reason = reply_text(reply, chat, tags)
+            raw, finish_reason = reply_text(reply, chat, tags, self.budget_flag)
             counts, server_usage = check_usage(reply.usage, max_new_tokens)
         except (APIError, MalformedReply) as err:
             self.stats["failed"] += 1
@@ -249,7 +256,7 @@ class APIModel(BaseLLM):
         except APIError as err:
             if err.status is not None and 400 <= err.status < 500:
                 raise self._feature_error(f"it rejected the request with HTTP {err.status}: "
-                                          f"{err.detail}") from None
+                                          f"{err.detail}{self._url_hint(err.status)}") from None
             raise
         except MalformedReply as err:
             raise APIError(self._scrub(f"POST {url}: malformed reply: {err}")) from None

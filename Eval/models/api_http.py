@@ -19,6 +19,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 import httpx2 as httpx  # the openai client's HTTP library
 import openai
 
+from Eval.models.base import ModelCallFailed
 from Eval.pricing import is_number  # the same test as server_usage is totalled with
 
 # A reply to max_tokens=N may take N x 256 bytes plus 64 KiB. A token averages about 4 bytes in
@@ -33,7 +34,7 @@ def reply_limit(max_tokens: int) -> int:
     return REPLY_BYTES_PER_TOKEN * max_tokens + REPLY_ENVELOPE_BYTES
 
 
-class APIError(RuntimeError):
+class APIError(ModelCallFailed):
     """A request that failed for good; the message names the URL (redacted) and the cause."""
 
     def __init__(self, message: str, status: int | None = None, detail: str = ""):
@@ -197,17 +198,34 @@ def first_choice(reply) -> openai.BaseModel:
     return expect(choices[0], "choices[0]", openai.BaseModel, "an object")
 
 
-def reply_text(reply, chat: bool, think_tags: tuple[str, str]) -> tuple[str, object]:
-    """(raw output, finish_reason as sent) of a parsed reply. A message's `reasoning_content` (the
-    server's reasoning parser split it off) goes back in front of its content, in `think_tags`: the
-    raw output whole, as the HF adapter saves it."""
+# where a server's reasoning parser puts the thinking it split off: DeepSeek's and older vLLM's
+# name, then vLLM's since PR 27752 (which removed the first in PR 33402)
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def reasoning_of(message) -> tuple[str, str | None]:
+    """(field, text) of a message's reasoning: the first of REASONING_FIELDS holding a non-empty
+    string (a server sends one; vLLM versions between the two PRs sent both, alike), else
+    (REASONING_FIELDS[0], None). A field that is neither null nor a string is a MalformedReply."""
+    found = []
+    for name in REASONING_FIELDS:
+        value = getattr(message, name, None)
+        if value is not None:
+            found.append((name, expect(value, f"choices[0].message.{name}", str, "a string")))
+    return next(((name, text) for name, text in found if text), (REASONING_FIELDS[0], None))
+
+
+def reply_text(reply, chat: bool, think_tags: tuple[str, str],
+               budget_flag: str = "--max-new-tokens") -> tuple[str, object]:
+    """(raw output, finish_reason as sent) of a parsed reply. A message's reasoning (reasoning_of:
+    the server's reasoning parser split it off) goes back in front of its content, in
+    `think_tags`: the raw output whole, as the HF adapter saves it. `budget_flag` is named in the
+    hint for a reply that spent max_tokens thinking."""
     choice = first_choice(reply)
     if not chat:
         return expect(choice.text, "choices[0].text", str, "a string"), choice.finish_reason
     message = expect(choice.message, "choices[0].message", openai.BaseModel, "an object")
-    reasoning, content = getattr(message, "reasoning_content", None), message.content
-    if reasoning is not None:
-        expect(reasoning, "choices[0].message.reasoning_content", str, "a string")
+    (reasoning_field, reasoning), content = reasoning_of(message), message.content
     field = "choices[0].message.content"
     if content is None:
         why = ("a tool call, a refusal, or a reasoning model that spent max_tokens thinking "
@@ -217,9 +235,9 @@ def reply_text(reply, chat: bool, think_tags: tuple[str, str]) -> tuple[str, obj
         elif isinstance(message.refusal, str):
             why = f"the model refused: {message.refusal[:200]!r}"
         elif reasoning:
-            why = (f"only reasoning_content came back, {len(reasoning):,} characters, "
+            why = (f"only {reasoning_field} came back, {len(reasoning):,} characters, "
                    f"finish_reason {choice.finish_reason!r}: a reasoning model that spent "
-                   "max_tokens thinking; raise --max-new-tokens")
+                   f"max_tokens thinking; raise {budget_flag}")
         raise MalformedReply(f"{field} is null: no answer text ({why})", "no answer")
     if isinstance(content, list):  # content parts: the text ones are what the model wrote
         parts = [expect(p, f"{field}[{i}]", dict, "a content part object")

@@ -40,6 +40,12 @@ class Generation:
     server_usage: dict | None = None
 
 
+class ModelCallFailed(RuntimeError):
+    """A model call that failed for a cause outside its input (a server erroring or unreachable
+    after its retries): the results it was for are lost, not the run, so a caller may count them
+    as failed and go on (the judge does)."""
+
+
 @dataclasses.dataclass
 class TokenScores:
     logprobs: list[float]  # log p(answer token t | prompt, answer tokens < t)
@@ -101,6 +107,7 @@ class BaseLLM:
     max_pad_fraction = 0.1  # plan_batches' limit: a local model computes the padding, a server not
     holds_weights = True  # False: building the adapter loads no model (a server's client, echo)
     Options = None  # the backend's -M options: a dataclass of options.py option() fields
+    budget_flag = "--max-new-tokens"  # what raises max_new_tokens, as hints name it (the judge's)
 
     def can(self, what: str) -> bool:
         return what in self.capabilities

@@ -23,10 +23,10 @@ from Eval.names import dataset_name_set
 from Eval.records import RecordError
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
-from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
-                                counts_text, load_judge_model, merge_results, pairwise_swaps,
-                                prediction, print_failed, question_of, rates, record_id,
-                                tally)
+from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
+                                add_judge_model_arguments, close_model, counts_text,
+                                load_judge_model, merge_results, pairwise_swaps, prediction,
+                                print_failed, question_of, rates, record_id, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, load_rubric
 from Eval.storage import write_json_atomic
@@ -128,7 +128,8 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
 
 def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: str, seed: int,
                     max_length: int | None, only: set[str] | None = None,
-                    say: Callable[[str], None] = print, both_orders: bool = False) -> dict:
+                    say: Callable[[str], None] = print, both_orders: bool = False,
+                    max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
     """Pairwise verdicts of A against B for their common datasets (or `only`), merged into
     OUT/compare_result.json once all are in; returns this run's entries."""
     rubric = load_rubric("pairwise", PROMPTS)
@@ -138,7 +139,7 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
         say(f"note: {note}")
     cache_path = out / "judge" / "cache.jsonl"
     _legacy_cache(out, cache_path, say)
-    judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length)
+    judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length, max_new_tokens)
     results = {name: _compare_one(judge, name, pair, seed, both_orders)
                for name, pair in files.items()}
 
@@ -186,16 +187,21 @@ def add_arguments(parser) -> None:
 
 @eval_command("compare", help="pairwise LLM judge: which of two prediction folders answers better")
 def run(args) -> int:
-    a, b = args.dir_a, args.dir_b
+    """0, or 1 when any verdict failed (its results are written all the same), or 2."""
+    a, b, model = args.dir_a, args.dir_b, None
     try:
         common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
         out = args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
-        results = compare_folders(a, b, out, load_judge_model(args), args.judge_mode or "text",
-                                  args.seed, args.judge_max_length, only=args.datasets,
-                                  both_orders=args.both_orders)
+        model = load_judge_model(args)
+        results = compare_folders(a, b, out, model, args.judge_mode or "text", args.seed,
+                                  args.judge_max_length, only=args.datasets,
+                                  both_orders=args.both_orders,
+                                  max_new_tokens=args.judge_max_new_tokens)
     except (FileNotFoundError, ValueError, OSError, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        close_model(model)
     for name, r in results.items():
         identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
             if r["identical"] else ""
@@ -206,4 +212,4 @@ def run(args) -> int:
                   f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
                   f"{r['mismatched']} left out (the same id made from different data)")
         print_failed(name, r)
-    return 0
+    return 1 if any(r["failed"] for r in results.values()) else 0

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from Eval.extract import run_extraction
-from Eval.models.base import BaseLLM
+from Eval.extract import run_extraction, strip_think
+from Eval.models.base import BaseLLM, Generation, ModelCallFailed
 from Eval.records import RecordError
 from Eval.scoring.intervals import wilson_interval
 from Eval.scoring.rubrics import Rubric
@@ -27,6 +27,7 @@ from Eval.tasks import TASKS
 
 NO_VERDICT = "n/a (no parseable verdict)"
 BATCH = 16  # prompts per model call
+MAX_NEW_TOKENS = 16  # a verdict's tokens (--judge-max-new-tokens: more for a reasoning judge)
 
 
 # A label after one of these, in the same clause, is negated. "no" is one too, so that "no correct
@@ -123,11 +124,14 @@ class Judge:
     """Verdicts for batches of filled rubric prompts, through the cache; counts its model calls."""
 
     def __init__(self, model: BaseLLM, rubric: Rubric, mode: str, cache: VerdictCache,
-                 max_length: int | None = None):
+                 max_length: int | None = None, max_new_tokens: int = MAX_NEW_TOKENS):
         if rubric.system:  # the rubric's system message replaces the model's own
             model.options = dataclasses.replace(model.options, system_prompt=rubric.system)
+        model.budget_flag = "--judge-max-new-tokens"  # named by the adapter's hints
         self.model, self.rubric, self.mode, self.cache = model, rubric, mode, cache
         self.max_length = max_length
+        # logits mode reads one token: the budget only sizes its prompts, as it always did
+        self.max_new_tokens = max_new_tokens if mode == "text" else MAX_NEW_TOKENS
         self.identity = judge_identity(model)
         self.model_calls = self.from_cache = 0
         if mode == "logits":
@@ -140,13 +144,17 @@ class Judge:
     def provenance(self) -> dict:
         return {"rubric": self.rubric.name, "rubric_sha": self.rubric.sha, "mode": self.mode,
                 "judge": hashlib.sha256(self.identity.encode()).hexdigest()[:16],
-                "judge_adapter": self.model.name}
+                "judge_adapter": self.model.name,
+                **({"max_new_tokens": self.max_new_tokens} if self.mode == "text" else {})}
 
     def verdicts(self, fields: list[dict]) -> list[dict]:
         """One {score, raw, error, cached} per dict of the rubric's fields; failed calls are never
         cached."""
-        keys = [VerdictCache.key(self.identity, self.rubric.sha, self.mode, f) for f in fields]
-        missing = [i for i, k in enumerate(keys) if k not in self.cache.entries]
+        # the default budget keeps the key it always had, so older caches stay valid
+        budget = [self.max_new_tokens] if self.max_new_tokens != MAX_NEW_TOKENS else []
+        keys = [VerdictCache.key(self.identity, self.rubric.sha, self.mode, f, *budget)
+                for f in fields]
+        missing = [i for i, k in enumerate(keys) if not self._cached(k)]
         self.from_cache += len(fields) - len(missing)
         fresh: dict[int, dict] = {}
         for start in range(0, len(missing), BATCH):
@@ -159,20 +167,47 @@ class Judge:
         return [{**fresh[i], "cached": False} if i in fresh else
                 {**self.cache.entries[k], "cached": True} for i, k in enumerate(keys)]
 
+    def _cached(self, key: str) -> bool:
+        """Whether the cache answers `key`; a text verdict an older version read from a whole
+        output, thinking block included (no "answer" field), is asked again."""
+        entry = self.cache.entries.get(key)
+        if entry is None or "answer" in entry or not isinstance(entry.get("raw"), str):
+            return entry is not None
+        return not any(tag in entry["raw"] for tag in self.model.options.think_tags)
+
     def _ask(self, texts: list[str]) -> list[dict]:
-        built = self.model.build_prompts(texts, chat=True, max_new_tokens=16,
+        built = self.model.build_prompts(texts, chat=True, max_new_tokens=self.max_new_tokens,
                                          max_length=self.max_length)
         if self.mode == "text":
             self.model_calls += len(built)
-            return [{"score": parse_verdict(o.text, self.rubric), "raw": o.text, "error": o.error}
-                    for o in self.model.generate(built, 16)]
+            return [self._text_verdict(o)
+                    for o in self.model.generate(built, self.max_new_tokens)]
         labels, values = zip(*self.rubric.options)
         pairs = [(p.text, label) for p in built for label in labels]
         self.model_calls += len(pairs)
-        firsts = [s.logprobs[0] for s in self.model.score(pairs)]  # per (prompt, option)
+        try:
+            scores = self.model.score(pairs)
+        except ModelCallFailed as err:  # a server error after its retries: this batch has none
+            return [{"score": None, "raw": None, "error": str(err)} for _ in built]
+        firsts = [s.logprobs[0] for s in scores]  # per (prompt, option)
         per_prompt = [firsts[k:k + len(labels)] for k in range(0, len(firsts), len(labels))]
         return [{"score": option_expectation(lps, list(values)), "raw": dict(zip(labels, lps)),
                  "error": None} for lps in per_prompt]
+
+    def _text_verdict(self, output: Generation) -> dict:
+        """The verdict read from the answer after the output's thinking block (the raw output is
+        kept whole); a block that never closed leaves no answer, and fails with a hint."""
+        if output.error:
+            return {"score": None, "raw": output.text, "error": output.error}
+        answer = strip_think(output.text, {"thinking": output.thinking}) \
+            if output.thinking else output.text
+        if answer is None:
+            return {"score": None, "raw": output.text, "answer": None,
+                    "error": f"the judge spent its {self.max_new_tokens} new tokens thinking (its "
+                             "thinking block never closed): no verdict; raise "
+                             "--judge-max-new-tokens"}
+        return {"score": parse_verdict(answer, self.rubric), "raw": output.text, "answer": answer,
+                "error": None}
 
 
 def question_of(record: dict) -> str:
@@ -195,7 +230,8 @@ def tally(scores: list, errors: list, ids: list) -> tuple[dict, list[float]]:
     unparseable = [i for i, s, e in zip(ids, scores, errors) if s is None and not e]
     valid = [s for s, e in zip(scores, errors) if s is not None and not e]
     return {"n": len(scores), "scored": len(valid), "unparseable": len(unparseable),
-            "unparseable_ids": unparseable, "failed": len(failed), "failed_ids": failed}, valid
+            "unparseable_ids": unparseable, "failed": len(failed), "failed_ids": failed,
+            "first_error": next((e for e in errors if e), None)}, valid
 
 
 def pairwise_swaps(n: int, seed: int) -> set[int]:
@@ -255,7 +291,8 @@ def counts_text(r: dict) -> str:
 def print_failed(where: str, r: dict) -> None:
     if r["failed"]:
         print(f"  {where}: {r['failed']} verdicts failed (ids {r['failed_ids'][:10]}); they are "
-              "not cached, so rerunning the same command asks the judge again for exactly those")
+              "not cached, so rerunning the same command asks the judge again for exactly those; "
+              f"the first failed with: {r['first_error']}")
 
 
 def add_judge_model_arguments(parser) -> None:
@@ -276,6 +313,15 @@ def add_judge_model_arguments(parser) -> None:
                              "probabilities (default: a rubric config's use_logits, else text)")
     parser.add_argument("--judge-max-length", type=positive_int, default=None,
                         help="judge prompt budget (default: the model's)")
+    parser.add_argument("--judge-max-new-tokens", type=positive_int, default=MAX_NEW_TOKENS,
+                        help="new tokens of a text-mode verdict; a reasoning judge needs room "
+                             "for its thinking too (default: %(default)s)")
+
+
+def close_model(model: BaseLLM | None) -> None:
+    """Ends the api adapter's connections and its thread (left open, it keeps the process alive)."""
+    if model is not None:
+        getattr(model, "close", lambda: None)()
 
 
 def load_judge_model(args):

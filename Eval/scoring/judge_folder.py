@@ -19,9 +19,10 @@ from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
 from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
-from Eval.scoring.judge import (NO_VERDICT, Judge, VerdictCache, add_judge_model_arguments,
-                                counts_text, load_judge_model, merge_results, prediction,
-                                print_failed, question_of, record_id, tally)
+from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
+                                add_judge_model_arguments, close_model, counts_text,
+                                load_judge_model, merge_results, prediction, print_failed,
+                                question_of, record_id, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
 from Eval.storage import write_json_atomic, write_jsonl_atomic
@@ -29,9 +30,10 @@ from Eval.storage import write_json_atomic, write_jsonl_atomic
 
 def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: BaseLLM,
                  rubric: Rubric, mode: str, max_length: int | None,
-                 say: Callable[[str], None] = print) -> dict:
+                 say: Callable[[str], None] = print, max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
     judge_dir = pred_dir / "judge"
-    judge = Judge(model, rubric, mode, VerdictCache(judge_dir / "cache.jsonl", say), max_length)
+    judge = Judge(model, rubric, mode, VerdictCache(judge_dir / "cache.jsonl", say), max_length,
+                  max_new_tokens)
     rows, results = {}, {}
     for name, records in datasets:
         check_name(name, f"dataset of {pred_dir}")
@@ -44,6 +46,8 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
         verdicts = judge.verdicts(fields)
         ids = [record_id(r, k) for k, r in enumerate(records)]
         rows[name] = [{"id": i, "score": v["score"], "raw": v["raw"], "cached": v["cached"],
+                       # what the verdict was read from, where the raw output holds more
+                       **({"answer": v["answer"]} if v.get("answer", v["raw"]) != v["raw"] else {}),
                        **({"error": v["error"]} if v.get("error") else {})}
                       for i, v in zip(ids, verdicts)]
         counts, valid = tally([v["score"] for v in verdicts], [v.get("error") for v in verdicts],
@@ -80,9 +84,10 @@ def add_arguments(parser) -> None:
 
 @eval_command("judge", help="an LLM judge grades each prediction against its references")
 def run(args) -> int:
+    """0, or 1 when any verdict failed (its results are written all the same), or 2."""
     from Eval.scoring.folders import find_pred_dirs, load_folder
 
-    problems, notes = [], []
+    problems, notes, model, failed = [], [], None, 0
     try:
         pred_dirs, _ = find_pred_dirs(args.pred_dir, args.model, args.pred_root, notes)
         loaded = {d: load_folder(d, args.datasets, problems, notes) for d in pred_dirs}
@@ -93,13 +98,17 @@ def run(args) -> int:
         for folder, items in loaded.items():
             datasets = [(task.name, records) for task, records, _ in items]
             results = judge_folder(folder, datasets, model, rubric,
-                                   args.judge_mode or rubric.mode or "text", args.judge_max_length)
+                                   args.judge_mode or rubric.mode or "text", args.judge_max_length,
+                                   max_new_tokens=args.judge_max_new_tokens)
             for name, r in results.items():
                 head = f"judge {r['score']}" if r["scored"] else f"judge {NO_VERDICT}"
                 print(f"{folder.name}/{name}: {head} over {r['scored']} of {r['n']} verdicts "
                       f"({counts_text(r)})")
                 print_failed(f"{folder.name}/{name}", r)
-        return 0
+                failed += r["failed"]
+        return 1 if failed else 0
     except (FileNotFoundError, ValueError, OSError, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        close_model(model)
