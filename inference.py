@@ -69,12 +69,12 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     except (FileNotFoundError, OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    try:
+    try:  # the first questions to a served model: a server that does not answer stops here
         runner.check_budgets(model, datasets, args)
+        runner.warn_past_window(model, args.max_length)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    runner.warn_past_window(model, args.max_length)
     totals = runner.run_all(model, datasets, args, shards, out_dir, saved)
     getattr(model, "close", lambda: None)()  # the api adapter's connections
     if totals is None:

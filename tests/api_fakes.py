@@ -57,12 +57,19 @@ class FakeServer:
     def __init__(self, reply, models=None):
         self.reply, self.calls, self.lock = reply, [], threading.Lock()
         self.models = models or []  # what GET /v1/models lists (vLLM: {"id", "root", "max_model_len", ...})
+        self.models_status, self.models_delay, self.model_lists = 200, 0.0, 0  # GET /v1/models: answer, delay, count
         self.inflight = self.max_inflight = 0
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                self._send(200, {"object": "list", "data": fake.models}, {})
+                fake.model_lists += 1
+                time.sleep(fake.models_delay)
+                payload = {"object": "list", "data": fake.models} if fake.models_status == 200 else "no list here"
+                try:
+                    self._send(fake.models_status, payload, {})
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

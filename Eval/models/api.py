@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import math
 import os
+import re
 import sys
 from urllib.parse import parse_qsl
 
@@ -30,11 +32,18 @@ from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RETRIED_STATUSES = (408, 409, 429)  # besides 5xx: what the openai client retries
 
 
 class APIFeatureError(ValueError):
     """The server lacks something the adapter needs (prompt log-probabilities for score()): a
     setup problem that stops the run with one line, not a failed call (ModelCallFailed)."""
+
+
+class ServerUnreadable(ValueError):
+    """GET /v1/models got no answer (connection, timeout, 5xx after the retries): what the server
+    serves is unknown, so nothing may be taken for another model's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +58,21 @@ class APIOptions:
     timeout: float = option(300.0, "deadline in seconds for a whole request before it is retried")
     max_retries: int = option(5, "retries on 429 / 5xx / timeouts / connection errors")
     trust_remote_code: bool = option(False, "allow the local tokenizer's own code")
+
+    def __post_init__(self):  # refused before any request, not as a failure of every request
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise ValueError(f"-M timeout={self.timeout:g}: must be a number of seconds above 0")
+        if self.concurrency < 1:
+            raise ValueError(f"-M concurrency={self.concurrency}: must be at least 1")
+        if self.rpm is not None and self.rpm < 1:
+            raise ValueError(f"-M rpm={self.rpm}: must be at least 1 (none: no limit)")
+        if self.max_retries < 0:
+            raise ValueError(f"-M max_retries={self.max_retries}: must be at least 0")
+        if not ENV_NAME.fullmatch(self.api_key_env):  # the value is not shown: it may be the key
+            raise ValueError("-M api_key_env= takes the name of the environment variable that "
+                             "holds the key (e.g. OPENAI_API_KEY), not the key itself; the value "
+                             "given is no such name (letters, digits and _) and is not shown: it "
+                             "may be the key")
 
 
 @register_model("api")
@@ -67,8 +91,6 @@ class APIModel(BaseLLM):
     def __init__(self, settings: APIOptions, options: AdapterOptions | None = None,
                  rpm_window: float = 60.0):
         super().__init__(options)
-        if settings.concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {settings.concurrency}")
         self.settings, self.api_model = settings, settings.api_model
         # Requests go to ROOT + path + ?QUERY with any credentials as given; all shown is redacted.
         self._root, self._query = split_base_url(settings.base_url)
@@ -142,15 +164,15 @@ class APIModel(BaseLLM):
         finally:
             REPLY_LIMIT.reset(token)
 
-    def _failure(self, path: str, err: openai.APIError) -> APIError:
+    def _failure(self, path: str, err: openai.APIError, method: str = "POST") -> APIError:
         """The error of a request the client gave up on: its URL, how many attempts it made
         (numbered in a header) and the last one's cause."""
-        shown, cause = f"POST {self._shown(path)}", err.__cause__
+        shown, cause = f"{method} {self._shown(path)}", err.__cause__
         attempts = int(err.request.headers.get("x-stainless-retry-count", "0")) + 1
         if isinstance(err, openai.APIStatusError):
             status, detail = err.status_code, self._scrub(err.response.text.strip())[:300]
             last = f"HTTP {status}: {detail}{self._url_hint(status)}"
-            if attempts == 1 and status < 500 and status not in (408, 409, 429):  # not retried
+            if attempts == 1 and status < 500 and status not in RETRIED_STATUSES:  # not retried
                 return APIError(f"{shown}: {last}", status, detail)
         elif isinstance(err, openai.APITimeoutError):
             # AttemptClient's own deadline is the only plain TimeoutException
@@ -170,16 +192,27 @@ class APIModel(BaseLLM):
     @functools.cached_property
     def _served(self) -> openai.BaseModel | None:
         """The server's /v1/models entry for api_model (vLLM's has `root`, `max_model_len`); None
-        when it lists none or does not answer in 10 s."""
-        async def entries() -> list:
-            with contextlib.suppress(openai.APIError, ValueError, TypeError, RecursionError):
-                client = self.client.with_options(max_retries=0, timeout=10.0)
-                page = await client.models.list(extra_headers=self._auth)
-                return [m for m in getattr(page, "data", None) or []
-                        if isinstance(m, openai.BaseModel)]
-            return []
+        when the server answers without one (it lists none; a 4xx: it does not list models), the
+        same on every run. ServerUnreadable when no answer came (asked as requests are: -M timeout,
+        max_retries): taken for "no root", it would make every saved record another model's."""
+        async def entries() -> tuple[list, str | None]:  # (the entries, why there are none)
+            try:
+                page = await self.client.models.list(extra_headers=self._auth)
+            except (openai.APIConnectionError, openai.APIStatusError) as err:  # timeouts included
+                status = getattr(err, "status_code", None)
+                if status is None or status >= 500 or status in RETRIED_STATUSES:
+                    return [], str(self._failure("/models", err, "GET"))
+                return [], None
+            except (openai.APIError, ValueError, TypeError, RecursionError):  # a body not a list
+                return [], None
+            return [m for m in getattr(page, "data", None) or []
+                    if isinstance(m, openai.BaseModel)], None
 
-        found = self._portal.call(entries) if self._portal else []
+        found, failure = self._portal.call(entries) if self._portal else ([], None)
+        if failure:  # raised here: an error raised in the portal's thread holds its frames, and
+            # the portal with them, until a garbage collection whose closing of the portal hangs
+            raise ServerUnreadable(f"{failure}; without it what the server serves is unknown, so "
+                                   "nothing was redone or replaced: rerun when the server answers")
         return next((m for m in found if m.id == self.api_model), None)
 
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
@@ -310,6 +343,11 @@ class APIModel(BaseLLM):
                 "server_model": self._server_model,
                 "tokenizer_sha256": files.get("sha256") or self.tokenizer_path,
                 "chat_template_sha256": identity["chat_template_sha256"]}
+
+    def cache_identity(self) -> dict:
+        """The judge's cache key: what determines the outputs, not how they are asked for
+        (-M concurrency, rpm, timeout, max_retries, api_key_env change no verdict)."""
+        return self.fingerprint()
 
     def close(self) -> None:
         if self._portal is not None:

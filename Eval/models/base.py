@@ -200,6 +200,11 @@ class BaseLLM:
                 "chat_template_sha256": identity.get("chat_template_sha256"),
                 "path": None if files else identity.get("path")}
 
+    def cache_identity(self) -> dict:
+        """What a cache of this model's outputs (the judge's verdicts) is keyed by: identity()
+        less where the model runs and its size (a served model's: what fingerprint() holds)."""
+        return {k: v for k, v in self.identity().items() if k not in ("device", "num_parameters")}
+
     def prompt_overhead(self, chat: bool) -> int:
         """Tokens around the text: the empty chat template, or a BOS in completion mode."""
         if chat and not hasattr(self, "_chat_overhead"):

@@ -115,8 +115,10 @@ class VerdictCache:
 
 
 def judge_identity(model: BaseLLM) -> str:
-    identity = {k: v for k, v in model.identity().items() if k not in ("device", "num_parameters")}
-    return json.dumps({"identity": identity, "options": dataclasses.asdict(model.options)},
+    """What the verdict cache is keyed by besides the rubric, the mode and the fields: what
+    determines the judge's outputs (a served judge: what the server serves, asked here)."""
+    return json.dumps({"identity": model.cache_identity(),
+                       "options": dataclasses.asdict(model.options)},
                       sort_keys=True, default=str)
 
 
