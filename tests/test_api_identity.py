@@ -89,7 +89,8 @@ BAD_VALUES = {  # before: timeout<=0 failed every request, inf / nan "Out of ran
 }
 
 
-@pytest.mark.parametrize("pair", sorted(BAD_VALUES))
+# ids without the random key: every xdist worker must collect the same test names
+@pytest.mark.parametrize("pair", sorted(BAD_VALUES), ids=lambda pair: pair.replace(SECRET, "SECRET"))
 def test_bad_api_option_values_are_one_line_before_any_request(fake, tmp_path, capsys, pair):
     server = fake(lambda path, body, n: pytest.fail("a request was sent"), ROOTED)
     assert inference.main(["--backend", "api", "-M", f"base_url={server.base_url}", "--datasets", "demo_trec",
