@@ -72,11 +72,12 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     try:  # the first questions to a served model: a server that does not answer stops here
         runner.check_budgets(model, datasets, args)
         runner.warn_past_window(model, args.max_length)
+        totals = runner.run_all(model, datasets, args, shards, out_dir, saved)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    totals = runner.run_all(model, datasets, args, shards, out_dir, saved)
-    getattr(model, "close", lambda: None)()  # the api adapter's connections
+    finally:
+        model.close()
     if totals is None:
         return 2
     stopped = bool(totals["budget"] and totals["budget"].stopped)

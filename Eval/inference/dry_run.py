@@ -140,4 +140,4 @@ def run(args) -> int:
             warn_past_window(model, args.max_length)
         return dry_run(model, datasets, out_dir, settings, args.price_entry)
     finally:
-        getattr(model, "close", lambda: None)()  # the api adapter's connections
+        model.close()

@@ -200,6 +200,10 @@ class BaseLLM:
                 "chat_template_sha256": identity.get("chat_template_sha256"),
                 "path": None if files else identity.get("path")}
 
+    def close(self) -> None:
+        """Frees what the adapter holds open (the api adapter: its connections and their thread,
+        which would keep the process alive)."""
+
     def cache_identity(self) -> dict:
         """What a cache of this model's outputs (the judge's verdicts) is keyed by: identity()
         less where the model runs and its size (a served model's: what fingerprint() holds)."""

@@ -24,7 +24,7 @@ from Eval.records import RecordError
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
-                                add_judge_model_arguments, close_model, counts_text,
+                                add_judge_model_arguments, counts_text,
                                 load_judge_model, merge_results, pairwise_swaps, prediction,
                                 print_failed, question_of, rates, record_id, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
@@ -201,7 +201,8 @@ def run(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     finally:
-        close_model(model)
+        if model is not None:
+            model.close()
     for name, r in results.items():
         identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
             if r["identical"] else ""

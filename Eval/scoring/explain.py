@@ -103,10 +103,11 @@ def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
         return values[index]
 
     stored = sample_of(metric)
-    out = tofu.explain(metric, sample_of) if suite == "tofu" else None
     if ":" in metric:  # one side of a membership-inference attack
         out = {"text": f"the attack's score of {metric.partition(':')[2]} sample {index}; the "
                        "metric's AUC ranks the forget side's scores against the holdout side's"}
+    else:
+        out = tofu.explain(metric, sample_of) if suite == "tofu" else None
     return {"metric": metric, "index": index, "stored": stored,
             **(out or samples.explain_leaf(metric, stored))}
 

@@ -320,12 +320,6 @@ def add_judge_model_arguments(parser) -> None:
                              "for its thinking too (default: %(default)s)")
 
 
-def close_model(model: BaseLLM | None) -> None:
-    """Ends the api adapter's connections and its thread (left open, it keeps the process alive)."""
-    if model is not None:
-        getattr(model, "close", lambda: None)()
-
-
 def load_judge_model(args):
     # only now is the backend (and torch) imported
     from Eval.models.factory import from_args

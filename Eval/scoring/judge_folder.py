@@ -20,7 +20,7 @@ from Eval.names import check_name, name_problem
 from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
-                                add_judge_model_arguments, close_model, counts_text,
+                                add_judge_model_arguments, counts_text,
                                 load_judge_model, merge_results, prediction, print_failed,
                                 question_of, record_id, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
@@ -111,4 +111,5 @@ def run(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     finally:
-        close_model(model)
+        if model is not None:
+            model.close()

@@ -20,10 +20,10 @@ def judge_entries(results: Results, stale: list[str] | None = None):
         for dataset, entry in sorted(found.items()):
             if not isinstance(entry, dict):
                 continue
-            if source_problem(folder, dataset, entry.get("source_sha256")):
-                (stale if stale is not None else []).append(f"{model}/{dataset}")
-            else:
+            if not source_problem(folder, dataset, entry.get("source_sha256")):
                 yield model, dataset, entry
+            elif stale is not None:
+                stale.append(f"{model}/{dataset}")
 
 
 @section("judge", order=60)
