@@ -198,14 +198,12 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
         fingerprint["verbmem_reference"] = settings.verbmem_reference
     position = {f"{split.name}-{i}": i for i in range(len(items))}  # record id -> item
     expected = {rid: content_hash(items[i]) for rid, i in position.items()}  # resume redoes changed
-    file_sha = hashlib.sha256(data_file.read_bytes()).hexdigest()[:16]
-    # `data`: what eval.py's check_prediction_file reads to tell a partial or edited file
-    data = {"path": os.path.abspath(data_file), "file_sha256": file_sha, "examples": len(items),
+    # `data`: the split read, as eval.py's check_prediction_file reads it (a partial, edited file)
+    data = {"path": os.path.abspath(data_file), "examples": len(items),
+            "file_sha256": hashlib.sha256(data_file.read_bytes()).hexdigest()[:16],
             "digest": examples_digest(expected.items()), "limit": settings.limit}
-    sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path),
-               "source": {"path": str(data_file), "items": len(items), "sha256": file_sha},
-               "data": data, "split": asdict(split), "model": model.identity(),
-               "settings": asdict(settings),
+    sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path), "data": data,
+               "split": asdict(split), "model": model.identity(), "settings": asdict(settings),
                "reference_model": None if reference is None else reference.identity()}
     identity = {"model": model.fingerprint(),
                 "reference": None if reference is None else reference.fingerprint()}
