@@ -1,6 +1,5 @@
-"""Command-line helpers shared by the scripts: argument types that refuse nonsense at parse time,
-a help formatter that shows each default once, a backend's -M options for `--help`, and
-`run_main` (a full disk, Ctrl-C: one line each).
+"""Command-line helpers of the scripts: argument types, the help formatter, a backend's -M options
+for `--help`, and `run_main` (a full disk, Ctrl-C: one line each).
 
 Usage:
     p = argparse.ArgumentParser(formatter_class=HelpFormatter)
@@ -22,8 +21,7 @@ from collections.abc import Callable
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Appends "(default: X)" to an option's help unless the help names its default; description
-    and epilog keep their lines."""
+    """"(default: X)" unless the help names its default; description and epilog keep their lines."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -33,8 +31,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 
 def backend_help(backend: str) -> str:
-    """The -M options of `backend` (its own, then every backend's) as `--backend NAME --help` shows
-    them: one line per option, `-M key=DEFAULT  help`, the choices when it has some."""
+    """`--backend NAME --help`'s -M options (its own, then every backend's), one line each."""
     from Eval.models.factory import option_classes  # imports the backend's module, only for help
 
     classes = option_classes(backend)
@@ -107,7 +104,7 @@ def key_value(text: str) -> tuple[str, str]:
 
 def one_line(err: BaseException) -> str:
     """An exception's message on one line, with its direct cause (datasets' "error while
-    generating the dataset" says nothing specific alone)."""
+    generating the dataset" says nothing alone)."""
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err.__cause__, Exception) and str(err.__cause__).strip():
         text += f" ({' '.join(str(err.__cause__).split())})"
@@ -129,9 +126,8 @@ _HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the sa
 
 
 def run_main(main: Callable[[], int | None]) -> None:
-    """Exits with main()'s status; a reader that stops early (`| head`) ends it quietly, Ctrl-C
-    that nothing nearer caught (while torch imports, the model loads) is one line, exit 130, and a
-    full disk or a permission problem is one line naming the path (exit 2), not a traceback."""
+    """Exits with main()'s status; `| head` ends it quietly; an uncaught Ctrl-C is one line (exit
+    130), a full disk or a permission problem one line naming the path (exit 2)."""
     pressed: list[int] = []  # the Ctrl-Cs seen while main runs
 
     def note_ctrl_c(signum, frame):
@@ -145,8 +141,16 @@ def run_main(main: Callable[[], int | None]) -> None:
     if watching:
         signal.signal(signal.SIGINT, note_ctrl_c)
     try:
-        _exit_with(main)
+        sys.exit(main())
+    except BrokenPipeError:
+        # Python would print a second BrokenPipeError while flushing stdout at exit: silence stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except (KeyboardInterrupt, Exception) as err:
+        if isinstance(err, OSError) and err.errno in _HINTS:
+            where = err.filename if err.filename is not None else "(a file)"
+            print(f"error: {where}: {_HINTS[err.errno]}", file=sys.stderr)
+            sys.exit(2)
         # An import that Ctrl-C cut short may fail with another error (numpy's: "cannot load module
         # more than once per process"): after a Ctrl-C, that is the interruption too.
         if not (pressed or isinstance(err, KeyboardInterrupt)):
@@ -157,18 +161,3 @@ def run_main(main: Callable[[], int | None]) -> None:
     finally:
         if watching:
             signal.signal(signal.SIGINT, previous)
-
-
-def _exit_with(main: Callable[[], int | None]) -> None:
-    try:
-        sys.exit(main())
-    except BrokenPipeError:
-        # Python would print a second BrokenPipeError while flushing stdout at exit: silence stdout.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
-    except OSError as err:
-        if err.errno not in _HINTS:
-            raise
-        where = err.filename if err.filename is not None else "(a file)"
-        print(f"error: {where}: {_HINTS[err.errno]}", file=sys.stderr)
-        sys.exit(2)

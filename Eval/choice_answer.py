@@ -1,5 +1,5 @@
-"""The `choice_answer` extraction step (Eval/extract.py registers it): the choice letters of a
-free-form answer, as a reasoning model writes it, for a task that lists the step.
+"""The `choice_answer` extraction step (registered in Eval/extract.py): the choice letters of a
+free-form answer, as a reasoning model writes it.
 
 Usage:
     text = run_extraction(("strip_think", "choice_answer"), record["pred"], record)
@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-# choice_answer: cues after which the chosen letters are written; English ones ignore case,
-# letters never do.
+# cues after which the chosen letters are written; English ones ignore case, letters never do
 _CUES = re.compile(r"答案是|答案为|答案：|答案:|故选|应选|选项"
                    r"|(?i:the answer is|answer:)")
 # Between a cue and the letters: spaces, punctuation, brackets, markdown, "是" / "为",
@@ -23,10 +22,9 @@ _LONE_LETTER = re.compile(r"(?<![A-Za-z])[A-J](?![A-Za-z])")
 
 
 def choice_answer(pred: str, record: dict) -> Optional[str]:
-    """Choice letters A-J from a free-form answer, sorted, each once ("CA" and "A、C" give "AC").
-
-    The letters right after the LAST answer cue (_CUES) followed by letters that do not run into a
-    word ("the answer is Apple" has none); else the last capital A-J no Latin letter touches.
+    """Choice letters A-J, sorted, each once: those right after the LAST answer cue that has
+    letters not running into a word ("the answer is Apple" has none); else the last capital A-J no
+    Latin letter touches.
 
     >>> choice_answer("分析……故选 A、C", {})
     'AC'

@@ -1,7 +1,6 @@
-"""Subcommands of the two scripts: every mode other than the main job is `python SCRIPT NAME ...`.
-A subcommand module has a usage docstring, `add_arguments(parser)` and a `run(args) -> int`
-decorated with `@eval_command("name", help="...")` or `@inference_command(...)`; the registries
-read names and help lines from the source (Eval/registry.py), so --help imports no subcommand.
+"""Subcommands of the two scripts (`python SCRIPT NAME ...`): a module with a usage docstring,
+`add_arguments(parser)` and a `run(args) -> int` decorated with `@eval_command("name", help=...)`
+or `@inference_command(...)`, read from the source (--help imports no subcommand).
 
 Usage (in a script):
     return main_or_command(EVAL_COMMANDS, "eval.py", main, argv)
@@ -24,7 +23,7 @@ INFERENCE_COMMANDS = Registry("inference.py subcommand", discover=("Eval.inferen
                               hint="Add one: @inference_command in a module of Eval/inference/.")
 
 
-# The flags the scripts had before subcommands and -M options: each is an error naming the new form.
+# The scripts' flags before subcommands and -M options: each is an error naming the new form.
 RENAMED = {
     "inference.py": {"--dry-run": "inference.py dry-run", "--validate": "inference.py validate",
                      "--merge": "inference.py merge", "--num-shards": "inference.py --shard I/K",

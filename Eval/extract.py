@@ -1,5 +1,5 @@
-"""Answer extraction: the named steps a task lists (Eval/tasks.py), run at scoring time so the raw
-output can always be rescored. A step returns None when it finds no answer: the record scores 0.
+"""Answer extraction: the named steps a task lists, run at scoring time (the raw output can always
+be rescored). A step returns None when it finds no answer: the record scores 0.
 
 Usage:
     text = run_extraction(("strip_think", "first_line"), record["pred"], record)
@@ -19,8 +19,7 @@ extractor = EXTRACTORS.register
 
 @extractor("first_line")
 def first_line(pred: str, record: dict) -> str:
-    """LongBench's post-processing for trec, triviaqa, samsum, lsht: the text before the first
-    newline after the leading ones (spaces kept).
+    """LongBench's trec / triviaqa / samsum / lsht: the first line after leading newlines.
 
     >>> first_line("\\n\\n Location\\nExplanation: ...", {})
     ' Location'
@@ -29,8 +28,7 @@ def first_line(pred: str, record: dict) -> str:
 
 
 def _thinking(record: dict) -> dict:
-    """record["thinking"], written by the adapter: tags, opened_in_prompt, stripped."""
-    thinking = record.get("thinking")
+    thinking = record.get("thinking")  # written by the adapter: tags, opened_in_prompt, stripped
     return thinking if isinstance(thinking, dict) else {}
 
 
@@ -79,11 +77,9 @@ _CHOICE = re.compile(r"[A-D]")
 
 @extractor("choice_letters")
 def choice_letters(pred: str, record: dict) -> Optional[str]:
-    """TinyEval's GAOKAO_math letter pick; None when the text has no letter A-D.
-
-    Single choice (one-letter references): the last capital A-D. Multiple choice: the letters from
-    the first on, up to one whose gap to the previous one (between their last occurrences) exceeds
-    5 characters, sorted. TinyEval walks only when two letters occur, so one letter yields "".
+    """TinyEval's GAOKAO_math pick (None: no letter A-D). Single choice: the last capital A-D;
+    multiple: the letters from the first on, up to one more than 5 characters from the previous
+    (their last occurrences), sorted; TinyEval walks only from two letters, so one letter gives "".
 
     >>> choice_letters("答案是 B", {"answers": ["B"]})
     'B'
@@ -112,8 +108,8 @@ _V2_BARE = re.compile(r"The correct answer is ([A-D])")
 
 @extractor("longbench_v2_answer")
 def longbench_v2_answer(pred: str, record: dict) -> Optional[str]:
-    """LongBench v2's pick, exactly: with every "*" dropped, the X (A-D) of the first "The correct
-    answer is (X)", else of the first "The correct answer is X" (so "... is Apple" gives "A").
+    """LongBench v2's pick: with every "*" dropped, the X (A-D) of the first "The correct answer
+    is (X)", else of the first "The correct answer is X" (so "... is Apple" gives "A").
 
     >>> longbench_v2_answer("**The correct answer is (B)**", {})
     'B'

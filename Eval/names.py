@@ -1,6 +1,5 @@
-"""Names that become file names (a dataset, a model folder, a rubric) are joined to an output
-folder, so a separator, `..` or an absolute path in one would reach outside it: `check_name`
-refuses them, naming where the name came from.
+"""Names that become file names (a dataset, a model folder, a rubric): `check_name` refuses one
+that would reach outside its folder (a separator, `..`), naming where it came from.
 
 Usage:
     out = out_dir / check_name(args.model_name, "--model-name")  # ValueError: --model-name '../x'
@@ -67,8 +66,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
-    """OUT_DIR/MODEL_NAME (given, or the model path's last part without a .gguf suffix), checked
-    before anything is written."""
+    """OUT_DIR/MODEL_NAME (given, or the model path's last part without .gguf), checked."""
     if model_name is not None:
         name = check_name(model_name, "--model-name")
     else:

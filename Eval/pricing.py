@@ -1,14 +1,10 @@
-"""Token, time and cost accounting, shared by both stages (no torch): the usage totals of prediction
-records, and `--price` files: model name (OUT/<model>) -> US dollars per million tokens, "*" for
-any other model:
-    {"tiny-qwen2": {"input": 0.15, "output": 0.60}, "*": {"input": 1.0, "output": 2.0}}
+"""Token, time and cost of prediction records (both --cot passes; a `skipped` record spends nothing;
+a server's own `server_usage` is totalled apart), and `--price` files: model name -> US dollars per
+million tokens, "*" for any other: {"tiny-qwen2": {"input": 0.15, "output": 0.60}}.
 
 Usage:
     usage = with_cost(usage_of(records), price_for(Path("docs/prices.example.json"), "tiny-qwen2"))
     usage_text(usage)   # '1234 prompt + 96 generated tokens, 0 cut, 2.1 s, 45.7 gen tok/s, $0.0002'
-
-Tokens count both --cot passes; a `skipped` record spends nothing. The API server's own counts
-(`server_usage`) are totalled beside ours, never mixed in: the cost always uses our counts.
 """
 from __future__ import annotations
 
@@ -84,8 +80,7 @@ def add_counts(total: dict, counts: dict) -> dict:
 
 
 def batch_counts(records: list[dict]) -> dict:
-    """Token totals of some records (both --cot passes, none for a skipped record), and the totals
-    of `server_usage` (and how many records had it) when any did."""
+    """Token totals of some records, and of their `server_usage` (with how many had it) if any."""
     totals = dict.fromkeys(COUNTS, 0)
     for record in (r for r in records if not r.get("skipped")):
         for name in COUNTS:
@@ -105,8 +100,8 @@ def tokens_per_s(gen_tokens: int, seconds: float | None) -> float | None:
 
 
 def usage_of(records: list[dict]) -> dict:
-    """The usage object of one prediction file (`counted`: the records carrying token counts),
-    seconds = the sum of latency_s (each the batch's time / its size)."""
+    """The usage of one prediction file (`counted`: records with token counts; seconds: the sum
+    of latency_s)."""
     counted = sum(1 for r in records if "prompt_tokens" in r or "gen_tokens" in r)
     usage = {"examples": len(records), "counted": counted, **batch_counts(records)}
     seconds = 0.0
@@ -119,8 +114,7 @@ def usage_of(records: list[dict]) -> dict:
 
 
 def total_usage(usages: list[dict]) -> dict:
-    """The sum of several usage objects, tokens/s recomputed; cost_usd the sum of theirs when every
-    one that counted tokens has a cost."""
+    """The sum of usage objects, tokens/s recomputed, cost_usd when each that counted has one."""
     total: dict = {}
     for usage in usages:
         add_counts(total, {k: v for k, v in usage.items()
@@ -144,8 +138,8 @@ def with_cost(usage: dict, price: Price | None) -> dict:
 
 
 def cost_text(usd: float) -> str:
-    """'$0.0123'; below a hundredth of a cent two significant digits ('$0.000012'), never '$0.0000'
-    for a cost that is not zero."""
+    """'$0.0123'; below a hundredth of a cent '$0.000012' or two significant digits, never
+    '$0.0000' for a cost that is not zero."""
     if usd == 0 or usd >= 0.0001:
         return f"${usd:.4f}"
     return f"${usd:.6f}" if usd >= 0.000001 else f"${usd:.2g}"

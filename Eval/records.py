@@ -1,8 +1,5 @@
-"""The prediction record: the one file contract between `inference.py` and `eval.py`.
-
-A prediction file is `<pred-dir>/<dataset>.jsonl`, one JSON object per line; LongBench / TinyEval
-files are valid as they are (only `pred` and `answers` are required). Later stages add fields, never
-rename them.
+"""The prediction record, the one contract between `inference.py` and `eval.py`: one JSON object
+per line of `<pred-dir>/<dataset>.jsonl`; LongBench / TinyEval files are valid as they are.
 
 Usage:
     records = read_records("pred/internlm/trec.jsonl")   # list of dicts, `answers` always a list
@@ -58,9 +55,8 @@ __doc__ += "\n".join(f"    {k:18} {'/'.join(t.__name__ for t in v[0]):18} "
                      f"{'required' if v[1] else 'optional':8} {v[2]}" for k, v in FIELDS.items())
 
 
-# What the probability / unlearning metrics need, in a record's `logprobs` field:
-#   "logprobs": {<answer key, e.g. "paraphrased_answer">: [TokenStats, ...one per option...]}
-# A TokenStats dict holds one entry per LABELLED answer token (an EOS appended to QA answers too):
+# `logprobs`: {answer key: [TokenStats, one per option]}; a TokenStats dict holds, per labelled
+# answer token (an EOS appended to QA answers too):
 TOKEN_STATS_FIELDS = {
     "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probs",
     "greedy": "list[bool]: whether the label is the argmax at its position (memorisation)",
@@ -81,8 +77,7 @@ class RecordError(ValueError):
 
 
 def read_text_file(path: Path) -> str:
-    """A regular UTF-8 text file (a BOM is dropped); else RecordError naming the file (and the
-    line of a bad byte): a folder, a FIFO, a broken link, bytes that are not UTF-8."""
+    """A regular UTF-8 text file (a BOM is dropped); else RecordError naming the file (and line)."""
     try:
         raw = read_regular_bytes(path)
     except StorageError as err:
@@ -119,8 +114,7 @@ def _lone_surrogate_at(value: object) -> str | None:
 
 
 def _scan(text: str, pos: int, skip: str, path: Path, line: int, limit: int | None = None) -> list:
-    """(line, value, start) of the JSON values from `pos` on, separated by characters of `skip`;
-    every parser failure is a RecordError naming the line."""
+    """(line, value, start) of the JSON values from `pos` on, separated by characters of `skip`."""
     decoder, counted, found = json.JSONDecoder(), pos, []
     while limit is None or len(found) < limit:
         while pos < len(text) and text[pos] in skip:
@@ -154,10 +148,8 @@ def _scan(text: str, pos: int, skip: str, path: Path, line: int, limit: int | No
 
 
 def iter_json_objects(path: os.PathLike | str) -> Iterable[tuple[int, object]]:
-    """(line number, parsed value) of each JSON value in the file: JSON Lines, and the two shapes
-    TinyEval ships as .jsonl, pretty-printed objects one after another and one JSON array of
-    objects (each element with its line). Refuses, naming file and line: anything but a regular
-    UTF-8 file, broken JSON, values nested too deeply or too long, lone surrogates."""
+    """(line number, parsed value) of each JSON value: JSON Lines, and TinyEval's two other .jsonl
+    shapes, pretty-printed objects one after another and one JSON array of objects."""
     path = Path(path)
     text = read_text_file(path)
     values = _scan(text, 0, " \t\r\n", path, 1)

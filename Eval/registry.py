@@ -1,10 +1,8 @@
-"""One registry behind every named concept (models, tasks, metrics, extraction steps,
-perturbations, report sections, subcommands), filled where each thing is defined. A second
-registration of a name raises; an unknown name is a KeyError suggesting the closest known ones.
-    - `discover="Eval.metrics"`: the first lookup imports every module of that package (not `_x`);
-    - `discover="Eval.models", marker="register_model"`: the modules are only READ (their
-      `@register_model("x")` decorators parsed), and one is imported when one of its names is
-      asked for, so listing the backends for --help imports no torch.
+"""One registry behind every named concept, filled where each thing is defined; a name registered
+twice raises, an unknown one is a KeyError naming the closest known ones. `discover`: the first
+lookup imports every module of those packages (not `_x`); with a `marker`, the modules are only
+read (its decorators parsed) and one is imported when one of its names is asked for (--help
+imports no torch).
 
 Usage:
     METRICS = Registry("metric", discover="Eval.metrics", hint="add one with @metric")
@@ -73,7 +71,7 @@ class Registry(Mapping):
         return self._items[name]
 
     def help_of(self, name: str) -> str:
-        """The one-line help a marker gave `name` (help="..."), without importing its module."""
+        """The help="..." a marker gave `name`, without importing its module."""
         self._discover()
         return self._marked.get(name, ("", ""))[1]
 
@@ -97,8 +95,7 @@ class Registry(Mapping):
 
 
 def _marked_names(module: str, marker: str) -> list[tuple[str, str]]:
-    """(name, help) of what a module registers with `@marker("name", help="...")`, read from its
-    source without importing it (help is "" when the marker has none)."""
+    """(name, help or "") of each `@marker("name", help="...")` in a module's source."""
     source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
     names = []
     for node in ast.walk(ast.parse(source)):

@@ -1,8 +1,6 @@
-"""Bytes on disk, for every file the toolkit reads or writes: a path read as data must be a regular
-file (a FIFO would block forever); a file is written to NAME.tmp and renamed over NAME; a set of
-files that must agree (eval.py's result.json, result_detail.json, per_example/) is committed through
-a journal, so a killed process leaves the old set or a journal the next `recover()` rolls forward;
-JSONL lines are appended whole and fsynced; one writer per output file (flock, `output_lock`).
+"""Bytes on disk: data is read from regular files only (a FIFO would block forever); files are
+written to NAME.tmp and renamed; a set of files that must agree is committed through a journal the
+next `recover()` rolls forward; JSONL lines are appended whole and fsynced; one writer per file.
 
 Usage:
     data = read_regular_bytes(path)              # StorageError for a FIFO, folder, broken link
@@ -72,8 +70,8 @@ def _named(path: Path):
         raise
 
 
-def _fsync_write(path: Path, data: bytes) -> None:
-    with _named(path), open(path, "wb") as f:
+def _fsync_write(path: Path, data: bytes, mode: str = "wb") -> None:
+    with _named(path), open(path, mode) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -134,12 +132,8 @@ def write_jsonl_atomic(path: StrPath, rows: Iterable[dict]) -> None:
 
 def append_lines(path: StrPath, lines: list[str]) -> None:
     """Append complete lines (each ending in a newline) and fsync: a crash loses at most these."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _named(path), open(path, "a", encoding="utf-8") as f:
-        f.writelines(lines)
-        f.flush()
-        os.fsync(f.fileno())
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _fsync_write(Path(path), "".join(lines).encode("utf-8"), "ab")
 
 
 def read_complete_lines(path: StrPath, repair: bool) -> tuple[list[tuple[int, bytes]], bool]:

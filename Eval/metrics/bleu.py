@@ -1,8 +1,6 @@
-"""Sentence BLEU-4 with nltk's smoothing method 1, on whitespace words, and on jieba words for
-Chinese: nltk's ``sentence_bleu([reference], prediction, smoothing_function=...method1)``, nltk
-imported on first use (it imports scipy.stats, 1.8 s). The explainers use nltk's own pieces:
-clipped n-gram matches (modified_precision), method1's smoothing and the brevity penalty.
-"""
+"""Sentence BLEU-4: nltk's ``sentence_bleu([reference], prediction, smoothing_function=method1)``
+on whitespace words, or jieba words for Chinese (nltk imported on first use: 1.8 s); the explainers
+use nltk's own pieces (modified_precision, method1, brevity_penalty)."""
 from __future__ import annotations
 
 import math
@@ -27,7 +25,7 @@ def _zh_words(text: str) -> list[str]:
 
 @explains("bleu", tokens=str.split)
 def explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
-    """sentence_bleu4's numbers: modified precisions, method1 (0.1 on a zero count), BP, score."""
+    """sentence_bleu4's numbers: modified precisions, method1 (0.1 on a zero count), BP."""
     out = {"prediction_tokens": len(prediction), "reference_tokens": len(reference)}
     if not prediction or not reference:
         return {**out, "score": 0.0, "text": "an empty side scores 0"}
@@ -54,8 +52,8 @@ def explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
 
 @metric("bleu", version="nltk-sentence-bleu4-method1")
 def bleu(prediction: str, reference: str, **record) -> float:
-    """Sentence BLEU-4 (nltk, uniform weights) on whitespace words, case kept; method1 smoothing
-    (0.1 for a zero n-gram count) gives a short answer a small positive score. An empty side: 0.
+    """Sentence BLEU-4 (nltk, uniform weights) on whitespace words, case kept; method1 (0.1 for a
+    zero n-gram count) gives a short answer a small positive score; an empty side 0.
 
     >>> round(bleu("the cat sat on the mat", "the cat sat on a mat"), 4)
     0.5373

@@ -1,7 +1,5 @@
-"""Code similarity: LongBench's code_sim (lcc / repobench-p), ``fuzz.ratio(line, reference) / 100``
-(fuzzywuzzy) on the first code line. fuzz.ratio is difflib's ratio rounded to an integer unless
-python-Levenshtein is installed, which changes the values (a warning says so); so does rapidfuzz.
-"""
+"""Code similarity: LongBench's code_sim (lcc / repobench-p), fuzzywuzzy's ``fuzz.ratio(line,
+reference) / 100`` on the first code line, on difflib (python-Levenshtein changes the values)."""
 from __future__ import annotations
 
 import functools
@@ -34,8 +32,7 @@ def first_code_line(prediction: str) -> str:
 
 @metric("code_sim", version="longbench-fuzzywuzzy-0.18")
 def code_sim(prediction: str, reference: str, **record) -> float:
-    """LongBench code_sim_score: fuzz.ratio of the first real code line and the reference, / 100
-    (so quantised to 0.01; 0 if one side is empty).
+    """LongBench code_sim_score: fuzz.ratio of the first code line and the reference / 100.
 
     >>> code_sim("```\\nreturn x + 1", "return x+1")
     0.91

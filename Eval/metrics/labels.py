@@ -17,22 +17,18 @@ def _counted(prediction: str, reference: str, all_classes, quirk: bool) -> tuple
     matched = [c for c in all_classes or [] if c in prediction]
     if not quirk:
         return matched, [c for c in matched if not (c in reference and c != reference)]
-    # LongBench's `for t in lst: if ...: lst.remove(t)`: remove drops the FIRST equal element and
-    # the iterator then moves past the element that slid into the removed slot.
-    kept, i = list(matched), 0
-    while i < len(kept):
-        if kept[i] in reference and kept[i] != reference:
-            kept.remove(kept[i])
-        i += 1
+    kept = list(matched)
+    for c in kept:  # LongBench's loop as it is: removing while iterating skips the next element
+        if c in reference and c != reference:
+            kept.remove(c)
     return matched, kept
 
 
 @metric("classification", version="longbench-1")
 def classification(prediction: str, reference: str, *, all_classes=None, **record) -> float:
-    """LongBench classification_score (trec, lsht), quirk included: the classes that occur
-    (case-sensitive) in the prediction, minus those that are a proper substring of the reference,
-    but LongBench removes them while iterating over the list, so the element after each removal is
-    skipped. Score = 1/len(matches) if the reference is one.
+    """LongBench classification_score (trec, lsht): the classes in the prediction (case-sensitive)
+    minus those that are a proper substring of the reference, removed while iterating over the list
+    (so the element after each removal is skipped); 1/len(matches) if the reference is one.
 
     >>> classes = ["Other location", "location", "Other"]
     >>> classification("Other location", "Other location", all_classes=classes)
@@ -80,8 +76,8 @@ def classification_strict(prediction: str, reference: str, *, all_classes=None, 
 
 
 def _paragraph(pattern: re.Pattern, reference: str) -> str | None:
-    found = pattern.findall(reference)
-    return found[0] if found else None
+    found = pattern.search(reference)
+    return found.group(1) if found else None
 
 
 def _share_equal(prediction: str, target: str | None) -> float:
@@ -93,8 +89,7 @@ def _share_equal(prediction: str, target: str | None) -> float:
 
 def _explain_share(prediction: str, reference: str, *, what: str, pattern: re.Pattern | None = None,
                    **record) -> dict:
-    """The numbers in the prediction and the one they are compared with: the reference, or the id
-    `pattern` finds in it."""
+    """The prediction's numbers and the reference, or the id `pattern` finds in it."""
     target = reference if pattern is None else _paragraph(pattern, reference)
     numbers = _NUMBER.findall(prediction)
     if target is None:
@@ -142,10 +137,8 @@ def count(prediction: str, reference: str, **record) -> float:
 
 @metric("gaokao_choice", version="tinyeval-1")
 def gaokao_choice(prediction: str, reference: str, **record) -> float:
-    """TinyEval's GAOKAO_math rule on the letters `choice_letters` picked. Single choice: 1 if
-    equal. Multiple choice: 1 if the letter sets are equal, 0.5 if the prediction is a proper subset
-    of the reference (the empty string too, which TinyEval's picker returns for exactly one
-    letter), else 0.
+    """TinyEval's GAOKAO_math rule on the letters `choice_letters` picked: 1 if equal; multiple
+    choice: 0.5 if the prediction is a proper subset of the reference ("" too), else 0.
 
     >>> gaokao_choice("C", "C"), gaokao_choice("AB", "ABD"), gaokao_choice("AE", "ABD")
     (1.0, 0.5, 0.0)

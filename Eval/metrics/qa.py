@@ -1,6 +1,5 @@
-"""Token-overlap F1 for short answers: LongBench's qa_f1 (SQuAD's normalisation) and qa_f1_zh
-(jieba words), each maximised over the references on its own; the token F1 and its explanation
-are shared with BERGEN's answer metrics (Eval/metrics/bergen_qa.py)."""
+"""Token-overlap F1: LongBench's qa_f1 (SQuAD's normalisation) and qa_f1_zh (jieba words); the
+token F1 and its explanation are shared with BERGEN's answer metrics (bergen_qa.py)."""
 from __future__ import annotations
 
 import re
@@ -20,8 +19,8 @@ _ALL_PUNCT = str.maketrans("", "", string.punctuation + _ZH_PUNCT)
 
 
 def normalize_en(text: str, articles: re.Pattern = _ARTICLES) -> str:
-    """SQuAD normalisation: lowercase, drop ASCII punctuation and a/an/the, collapse whitespace.
-    `articles` is Python's `re` pattern here; BERGEN passes its `regex` one (bergen_qa.py)."""
+    """SQuAD normalisation: lowercase, no ASCII punctuation nor a/an/the, whitespace collapsed
+    (BERGEN passes its `regex` package's `articles`)."""
     return " ".join(articles.sub(" ", text.lower().translate(_ASCII_PUNCT)).split())
 
 
@@ -61,8 +60,7 @@ def ratio(part: int, whole: int) -> str:
 
 
 def overlap_fields(prediction: list[str], reference: list[str]) -> tuple[dict, str]:
-    """What every overlap explanation starts from: both token lists, the shared tokens with their
-    counts and their total; and those shared tokens listed (the first 12) for its text."""
+    """Both token lists, the shared tokens with their counts and total; the first 12 listed."""
     common = Counter(prediction) & Counter(reference)
     shared = {t: common[t] for t in dict.fromkeys(prediction) if t in common}
     words = [f"{t} ×{c}" for t, c in shared.items()]
@@ -73,8 +71,7 @@ def overlap_fields(prediction: list[str], reference: list[str]) -> tuple[dict, s
 
 
 def explain_overlap(prediction: list[str], reference: list[str]) -> dict:
-    """token_f1's numbers: the overlap_fields, then P, R and F1 with the metric's own float
-    operations."""
+    """token_f1's numbers: the overlap_fields, then P, R and F1 computed the metric's way."""
     out, listed = overlap_fields(prediction, reference)
     same = out["shared_count"]
     if same == 0:

@@ -1,14 +1,10 @@
-"""The metric registry: one decorated pure function per metric, in any module of Eval/metrics/.
+"""The metric registry: one decorated pure function per metric, in any module of Eval/metrics/;
+it takes one prediction, ONE reference and the record's other fields as keywords. An explainer
+returns the numbers behind a score, the "score" recomputed the metric's way, and a "text".
 
+Usage:
     @metric("qa_f1", version="longbench-1")
-    def qa_f1(prediction: str, reference: str, **record) -> float:
-        '''The card: what it measures, and a >>> example the tests run.'''
-
-A metric takes one prediction and ONE reference (the scorer takes the max over references, floored
-at 0, then the mean over records, as LongBench does); other record fields (``all_classes``) arrive
-as keyword arguments. An explainer (``@explains("qa_f1")``) takes the same arguments and returns the
-numbers behind the score, the "score" recomputed with the metric's own float operations, and a
-one-line "text"; the scorer never takes a score from it.
+    def qa_f1(prediction: str, reference: str, **record) -> float: ...   # its card: a >>> example
 """
 from __future__ import annotations
 
@@ -34,8 +30,8 @@ class Metric:
     per_query: bool = False  # a ranking metric: fn(records) -> a value or None per record
 
     def bind(self, args: dict[str, str]) -> "Metric":
-        """The metric with those of `args` (eval.py -S key=value) its function takes, each converted
-        to the type of its default; the version records them, since they change the values."""
+        """The metric with those of `args` (eval.py -S) it takes, typed as their defaults; the
+        version records them."""
         params = inspect.signature(self.fn).parameters
         kept = {}
         for key, text in args.items():
@@ -91,8 +87,7 @@ def metric(name: str, *, version: str = "1", best: float = 1.0):
 
 
 def explains(name: str, tokens: Callable[[str], object] | None = None):
-    """Register the explainer of metric `name`; with `tokens`, it is given both texts' tokens
-    (and no other field): `explains("f1", tokens=words)(explain_overlap)`."""
+    """Register the explainer of metric `name`; with `tokens`, it gets both texts' tokens only."""
     def register(fn: Callable[..., dict]) -> Callable[..., dict]:
         if name in EXPLAINERS:
             raise ValueError(f"metric {name!r} has two explainers")

@@ -1,15 +1,12 @@
-"""ROUGE-L as LongBench scores it: ``rouge`` / ``rouge_zh``, pltrdy ``rouge`` 1.0.1's ROUGE-L bit
-for bit, computed here (tests/test_rouge.py uses the package as oracle). The ROUGE metrics that call
-their packages as they are (rouge_chinese, BERGEN's rouge_1 / rouge_2) are in rouge_packages.py.
-
-The package's ROUGE-L, not the textbook one: sentences are "."-pieces (empty ones dropped) of
-whitespace words; for each (reference, hypothesis) sentence pair it walks its LCS table back once
-(diagonal on equal words, up only when T[i-1][j] > T[i][j-1]) and llcs counts the distinct words
-of the union of those LCSs; m, n count distinct words; F = 2*((P*R)/(P+R+1e-8)).
-Why not call it: its dict DP and recursive walk took 31 s on LongBench-size data (bench_eval.py),
-bit-parallel rows (Hyyro) and walking only pairs that can grow the union take 0.37 s. The package
-raises RecursionError (LongBench scores 0.0) on a walk past about 990 steps; we score it (real
-outputs stay below 577 steps).
+"""ROUGE-L as LongBench scores it (``rouge``, ``rouge_zh``): pltrdy ``rouge`` 1.0.1's ROUGE-L bit
+for bit, computed here (tests/test_rouge.py: the package as oracle; rouge_packages.py calls them).
+Its ROUGE-L: sentences are non-empty "."-pieces of whitespace words; each (reference, hypothesis)
+sentence pair's LCS table is walked back once (diagonal on equal words, up only when T[i-1][j] >
+T[i][j-1]); llcs counts the distinct words of the union of those LCSs, m, n count distinct words;
+F = 2*((P*R)/(P+R+1e-8)). Why not call it: its dict DP and recursive walk took 31 s on
+LongBench-size data (bench_eval.py), bit-parallel rows (Hyyro) and walking only pairs that can grow
+the union take 0.37 s. It raises RecursionError (LongBench scores 0.0) on a walk past about 990
+steps; we score it (real outputs stay below 577 steps).
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""ROUGE from the packages as they are, for comparing with work that used them: ``rouge_chinese``
-(the ``rouge-chinese`` package's ROUGE-L on jieba words) and BERGEN's ``rouge_1`` / ``rouge_2``
-(pltrdy's ``rouge`` package's ROUGE-1 / ROUGE-2 F). LongBench's ROUGE-L, computed here bit for bit
-rather than called, is rouge.py. Each package is imported when its metric first runs; a failure
-(an empty text raises) scores 0.0 as a ``Zeroed`` that says why.
+"""ROUGE from the packages as they are: ``rouge_chinese`` (the ``rouge-chinese`` package's ROUGE-L
+on jieba words) and BERGEN's ``rouge_1`` / ``rouge_2`` (pltrdy ``rouge``'s ROUGE-1 / -2 F), each
+package imported on first use; a failure (an empty text) scores 0.0 as a ``Zeroed`` saying why.
 
 Usage:
     python eval.py --pred-dir DIR --metrics rouge_chinese,rouge_1   # on any prediction files
@@ -27,10 +25,9 @@ def _chinese_rouge(raw: bool = False):
 
 @metric("rouge_chinese", best=ROUGE_BEST, version="rouge-chinese-1.0.3")
 def rouge_chinese(prediction: str, reference: str, **record) -> float:
-    """ROUGE-L F of the ``rouge-chinese`` package on jieba words: not LongBench's figure (it splits
-    on Chinese end punctuation and takes one LCS over all words), for comparing with work that used
-    it (rouge_zh gives 0.615 here). Quadratic (see ``--sample-time-limit``); any exception scores
-    0.0 (``Zeroed``).
+    """ROUGE-L F of the ``rouge-chinese`` package on jieba words, for comparing with work that used
+    it; not LongBench's (one LCS over all words: rouge_zh gives 0.615 here). Quadratic (see
+    ``--sample-time-limit``).
 
     >>> rouge_chinese("我爱我的家，我的家很大", "我的家很大，我爱它")
     0.555555550617284
@@ -70,8 +67,7 @@ def _package_rouge():
 
 
 def _package_f(prediction: str, reference: str, which: str) -> float:
-    """The `rouge` package's F of ROUGE-N, as BERGEN calls it; any failure (an empty text raises)
-    scores 0.0, as BERGEN scores it."""
+    """The `rouge` package's F of ROUGE-N, as BERGEN calls and scores it (a failure: 0.0)."""
     try:
         return _package_rouge().get_scores(prediction, reference, avg=True)[which]["f"]
     except Exception as exc:

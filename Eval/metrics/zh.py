@@ -1,6 +1,5 @@
-"""Chinese word segmentation for the zh metrics: LongBench's ``jieba.cut(text, cut_all=False)``, so
-words follow the installed jieba (0.42.1, pinned). Its dictionary takes 1-2 s to load, so jieba is
-imported when a zh metric first runs."""
+"""Chinese words for the zh metrics: LongBench's ``jieba.cut(text, cut_all=False)`` (jieba 0.42.1,
+pinned), imported when a zh metric first runs (its dictionary takes 1-2 s to load)."""
 from __future__ import annotations
 
 import functools

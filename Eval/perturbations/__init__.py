@@ -1,8 +1,6 @@
-"""PERTURBATIONS: seeded rewrites of an example's input text (typos, extra spaces, full-width
-punctuation, ...), so a score can be read beside the score on slightly changed inputs (HELM's
-robustness figure; docs/robustness.md). A perturbation is a decorated pure function
-`fn(text, rng, *args) -> str` in the module of its language; its docstring is the card, with a >>>
-example the tests run. (text, seed_key, arguments) gives the same text anywhere.
+"""PERTURBATIONS: seeded rewrites of an example's input text, for HELM's robustness figure
+(docs/robustness.md): each a decorated pure `fn(text, rng, *args) -> str` in its language's module,
+its docstring the card; (text, seed_key, arguments) gives the same text anywhere.
 
 Usage:
     parse_perturbations("typo:0.05,extra_space")   # [("typo", (0.05,)), ("extra_space", ())]
@@ -34,8 +32,7 @@ class Perturbation:
     bounds: tuple[tuple[float, float], ...] = ()  # (low, high) per argument, inclusive
 
     def resolve(self, args: tuple | list = ()) -> tuple:
-        """`args` completed with the defaults, converted to their types, checked in bounds."""
-        args = tuple(args)
+        """`args` completed with the defaults, typed as them, checked in bounds."""
         if len(args) > len(self.default_args):
             raise ValueError(f"{self.name} takes at most {len(self.default_args)} argument(s), "
                              f"got {len(args)}")

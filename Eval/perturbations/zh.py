@@ -1,9 +1,6 @@
-"""Chinese perturbations: fullwidth (punctuation width), traditional, homophone.
-
-The tables are small ones of our own: about 270 simplified characters whose traditional form
-does not depend on the word, in Taiwan's forms (為, 眾; 后, 发, 里, 签, with two
-traditional forms, are left out on purpose), and groups of common characters sharing a pinyin
-syllable (tones ignored), the usual input-method typos.
+"""Chinese perturbations: fullwidth (punctuation width), traditional, homophone. Our own tables:
+about 270 simplified characters whose traditional form (Taiwan's: 為, 眾) does not depend on the
+word (后, 发, 里, 签 have two: left out), and common characters sharing a pinyin syllable.
 """
 from __future__ import annotations
 
@@ -21,8 +18,8 @@ _WIDTH_RE = re.compile(r"(?<![0-9])[,.:]|[,.:](?![0-9])|[?!;()" + _FULL + "]")
 
 @perturbation("fullwidth", languages=("zh",))
 def fullwidth(text: str, rng: random.Random) -> str:
-    """Punctuation width flipped: half-width , . ? ! : ; ( ) become ，。？！：；（）
-    and those become half-width (a mark between two digits, as in 3.14 or 10:30, is kept).
+    """Punctuation width flipped: , . ? ! : ; ( ) become ，。？！：；（） and back (a mark
+    between two digits, as in 3.14 or 10:30, is kept).
 
     >>> apply("fullwidth", "价格是3.5元,对吗?答：对。", "doc")
     '价格是3.5元，对吗？答:对.'
