@@ -55,8 +55,7 @@ __doc__ += "\n".join(f"    {k:18} {'/'.join(t.__name__ for t in v[0]):18} "
                      f"{'required' if v[1] else 'optional':8} {v[2]}" for k, v in FIELDS.items())
 
 
-# `logprobs`: {answer key: [TokenStats, one per option]}; a TokenStats dict holds, per labelled
-# answer token (an EOS appended to QA answers too):
+# `logprobs`: {answer key: [TokenStats, one per option]}, each per labelled answer token (and EOS):
 TOKEN_STATS_FIELDS = {
     "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probs",
     "greedy": "list[bool]: whether the label is the argmax at its position (memorisation)",

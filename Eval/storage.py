@@ -59,22 +59,17 @@ def read_regular_bytes(path: StrPath) -> bytes:
         return f.read()
 
 
-@contextlib.contextmanager
-def _named(path: Path):
-    """An OSError of a write (a full disk fails the write, not the open) names the file."""
+def _fsync_write(path: Path, data: bytes, mode: str = "wb") -> None:
+    """Write and fsync; an OSError names the file (a full disk fails the write, not the open)."""
     try:
-        yield
+        with open(path, mode) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
     except OSError as err:
         if err.filename is None:
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
-
-
-def _fsync_write(path: Path, data: bytes, mode: str = "wb") -> None:
-    with _named(path), open(path, mode) as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _tmp(path: Path) -> Path:

@@ -1,5 +1,5 @@
-"""Tasks: what each dataset is scored with and how it is prompted, one row per dataset. Adding a
-dataset = `dataset/NAME.jsonl` + `prompts/NAME.txt` + one row in TASKS below.
+"""Tasks: what each dataset is scored with and how it is prompted, one row per dataset (a new one:
+`dataset/NAME.jsonl`, `prompts/NAME.txt` and a row in TASKS below).
 
 Usage:
     task = get_task("trec")   # Task(name='trec', metrics=('classification',), ...)
@@ -47,9 +47,8 @@ def _rows(*tasks: Task, published_prompt: str = "") -> None:
         TASKS.register(task.name, dataclasses.replace(task, published_prompt=published_prompt))
 
 
-_V2_GROUPS = ("difficulty", "length", "domain", "sub_domain")  # LongBench v2's breakdown fields
-_V2_PICK = ("longbench_v2_answer",)
-_V2 = {"group_by": _V2_GROUPS, "breakdown": "longbench_v2", "leave_out_empty": True}
+_V2 = {"extract": ("longbench_v2_answer",), "breakdown": "longbench_v2", "leave_out_empty": True,
+       "group_by": ("difficulty", "length", "domain", "sub_domain")}
 
 
 _rows(
@@ -80,11 +79,10 @@ _rows(
          description="find the paragraph (zh)"),
     Task("lcc", ("code_sim",), 64, chat=False, description="code completion"),
     Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion"),
-    # LongBench v2: multiple choice A-D over long documents; its pred.py lengths (answer 128,
-    # CoT 1024). Its answer pick reads the whole output, thinking block included (eval.py
-    # --v2-variant strip-thinking).
-    Task("longbench_v2", ("choice_match",), 128, _V2_PICK, **_V2,
-         cot_max_new_tokens=1024, description="long-context multiple choice"),
+    # LongBench v2: its pred.py lengths (answer 128, CoT 1024); its answer pick reads the whole
+    # output, thinking block included (eval.py --v2-variant strip-thinking).
+    Task("longbench_v2", ("choice_match",), 128, **_V2, cot_max_new_tokens=1024,
+         description="long-context multiple choice"),
     published_prompt="LongBench",  # scores compare with published figures only under its prompts
 )
 _rows(
@@ -103,7 +101,7 @@ _rows(
          description="demo question classification"),
     Task("demo_gaokao", ("gaokao_choice",), 64, (_THINK, "choice_letters"), language="zh",
          description="demo math single / multiple choice (zh)"),
-    Task("demo_longbench_v2", ("choice_match",), 128, _V2_PICK, **_V2, cot_max_new_tokens=256,
+    Task("demo_longbench_v2", ("choice_match",), 128, **_V2, cot_max_new_tokens=256,
          description="demo long-context multiple choice (v2 form)"),
 )
 
