@@ -1,8 +1,6 @@
-"""Writing what scoring found: result.json (TinyEval's shape), details, per-example scores, tables.
-
-For a folder: result.json, result_detail.json, result_usage.json and per_example/, committed
-together; for a pred root, results.md (every report section) and results.csv. Scoring a subset keeps
-the other entries only while their prediction file is unchanged, so no stale score survives.
+"""What scoring found: a folder's result.json (TinyEval's shape), result_detail.json,
+result_usage.json and per_example/, committed together; a pred root's results.md and .csv. Scoring a
+subset keeps the other entries only while their prediction file is unchanged.
 
 Usage:
     outputs = folder_outputs(DIR, results, sources, full_run=True)      # nothing written yet
@@ -11,11 +9,11 @@ Usage:
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from Eval.names import name_problem
 from Eval.pricing import Price, total_usage, with_cost
@@ -34,8 +32,7 @@ from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, r
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
 
 
-@dataclasses.dataclass
-class FolderOutputs:
+class FolderOutputs(NamedTuple):
     files: dict[str, bytes]  # relative path -> bytes, committed together
     delete: list[str]
     details: dict[str, dict]  # the merged result_detail.json content

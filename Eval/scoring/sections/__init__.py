@@ -1,6 +1,5 @@
-"""Report sections: one function per section, from the scored results to Tables, decorated with
-`@section(NAME, order=N)` in any module of this package; the terminal, pred/results.md and
-report.html render them alike.
+"""Report sections: functions from the scored results to Tables, decorated with `@section(NAME,
+order=N)` in a module of this package; the terminal, results.md and report.html render them alike.
 
 Usage:
     @section("my_section", order=90)
@@ -58,7 +57,7 @@ def tables(results: Results) -> list[Table]:
 
 
 def aligned_lines(rows: list, left: set[int]) -> list[str]:
-    """Rows padded to each column's widest cell, those in `left` left-aligned, a rule under the
+    """Rows padded to each column's widest cell (`left` ones left-aligned), a rule under the
     header."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
