@@ -23,7 +23,7 @@ from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import file_sha256
 from Eval.scoring.sections import Results, aligned_lines, render_markdown
 from Eval.scoring.sections import render_text, tables
-from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
+from Eval.scoring.sections.every_metric import extra_cells, extra_columns
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
 from Eval.scoring.sections.scores import status_of
 from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, read_json_object,
@@ -146,7 +146,7 @@ def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
     """results.csv: a row per model and dataset; every metric and the configuration too when the
     every-metric table shows."""
     reference = column_sets(Results(by_model))
-    metrics, config = extra_columns(by_model) if wanted(by_model) else ([], [])
+    metrics, config = extra_columns(by_model)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column",
