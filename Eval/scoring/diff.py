@@ -192,7 +192,6 @@ def _dataset_lines(name: str, d: dict, a: str, b: str) -> list[str]:
     def short(view: dict) -> str:
         return f"{head(view['failed'] or view['pred'] or '', 60)!r} -> {view['score']}"
 
-
     counts = ", ".join(f"{bucket} {k}" for bucket, k in d["buckets"].items() if k) or "none"
     mismatched, ids = d["mismatched"], d["mismatched_ids"]
     lines = [f"{name}: {d['paired']} paired ({d['unmatched']['a_only']} only in {a}, "

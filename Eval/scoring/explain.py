@@ -11,7 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from Eval.args import positive_int
 from Eval.commands import eval_command
+from Eval.records import RecordError
+from Eval.scoring.bergen import prediction_path
+from Eval.scoring.provenance import not_the_models
 
 NO_EXPLAINER = "no explanation for this metric yet"
 PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
@@ -103,7 +107,6 @@ def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
 
 
 def explain_logged(target: str, log_path: Path) -> int:
-    from Eval.records import RecordError
     from Eval.unlearning import evaluate
 
     metric, sep, index = target.rpartition(":")  # METRIC:SIDE:INDEX for an MIA metric's side
@@ -136,23 +139,19 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
 
 def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) -> list[tuple]:
     """(prediction file, task, records, sources) of each dataset of `only` the folders hold."""
-    from Eval.scoring.bergen import prediction_path
-    from Eval.scoring.folders import load_folder
+    from Eval.scoring.folders import load_folder  # folders -> scorer -> this module
 
     return [(prediction_path(d, task.name), task, records, sources) for d in pred_dirs
             for task, records, sources in load_folder(d, only, problems, [])]
 
 
 def warn_if_not_the_models(path: Path, sources: dict) -> None:
-    from Eval.scoring.provenance import not_the_models
-
     for warning in not_the_models(sources["data_check"]):
         print(f"warning: {path}: {warning}", file=sys.stderr)
 
 
 def run_explain(target: str, pred_dirs: list[Path]) -> int:
     """Print DATASET:ID's explanation from each folder that has the dataset; else exit 2."""
-    from Eval.scoring.bergen import prediction_path
     from Eval.scoring.scorer import score_dataset
 
     dataset, sep, example = target.partition(":")  # the id may hold ":" itself
@@ -205,7 +204,6 @@ def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
 
 
 def add_arguments(parser) -> None:
-    from Eval.args import positive_int
     from Eval.scoring.folders import add_folder_arguments
 
     parser.add_argument("target", nargs="*", metavar="TARGET",
