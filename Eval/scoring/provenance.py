@@ -82,8 +82,7 @@ def not_the_models(check: dict) -> list[str]:
 
 
 def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
-    """Why a saved result (a judge's, a compare's, a diff's) no longer describes the prediction
-    file it was made from; None when it still does."""
+    """Why a saved judge / compare / diff result no longer fits its prediction file, or None."""
     if name_problem(name):
         return name_problem(name)
     source = prediction_path(folder, name)

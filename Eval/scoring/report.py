@@ -143,8 +143,7 @@ def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
 
 
 def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
-    """results.csv: a row per model and dataset; every metric and the configuration too when the
-    every-metric table shows."""
+    """results.csv: a row per model and dataset, with the every-metric table's extra columns."""
     reference = column_sets(Results(by_model))
     metrics, config = extra_columns(by_model)
     buf = io.StringIO()
