@@ -1,15 +1,11 @@
 """Stage 2: score saved prediction records. Never runs a model, never imports torch.
 
 Usage:
-    python eval.py                   # every model folder under pred/, plus pred/results.{csv,md}
-    python eval.py --model internlm  # = --pred-dir pred/internlm
-    python eval.py --pred-dir DIR    # every DIR/*.jsonl; the file stem names the dataset (TinyEval)
-    python eval.py --pred-dir DIR --datasets trec,multi_news --price prices.json
-    python eval.py --pred-dir DIR --metrics exact_match,qa_f1   # any metric on any dataset
+    python eval.py [--model M | --pred-dir DIR] [--datasets a,b] [--metrics m,..] [--price P]
     python eval.py diff | explain | judge | compare | report | unlearning ...   # NAME --help
 
-Writes DIR/result.json (TinyEval's file) and the detail files, all or nothing
-(Eval/scoring/report.py); bad input prints every problem, exits 2 and writes nothing.
+Writes DIR/result.json (TinyEval's file) and the detail files, all or nothing; bad input prints
+every problem, exits 2 and writes nothing.
 """
 from __future__ import annotations
 
@@ -59,12 +55,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def score(argv: list[str]) -> int:
-    """The main job: score the folders asked for, write and print their results and the table."""
     args = parse_args(argv)
     notes: list[str] = []
     try:
         pred_dirs, all_models = find_pred_dirs(args.pred_dir, args.model, args.pred_root, notes)
-        # the price of every folder (its model's entry, or "*"), before anything is scored
         prices = {d: price_for(args.price, d.name) if args.price else None for d in pred_dirs}
     except (FileNotFoundError, PriceError) as err:
         print(f"error: {'--price: ' if isinstance(err, PriceError) else ''}{err}", file=sys.stderr)
@@ -88,9 +82,8 @@ def score(argv: list[str]) -> int:
 
 
 def write_table(args, pred_dirs: list[Path], all_models: bool, outputs: dict) -> None:
-    """ROOT/results.{md,csv} of every root a scored folder is in (--pred-root, or a folder whose
-    results.md eval.py wrote before), so the tables always agree with the result files; folders
-    outside any get their sections printed only."""
+    """ROOT/results.{md,csv} of every root a scored folder is in (--pred-root, or one holding a
+    results.md); folders outside any get their sections printed only."""
     roots = {}  # resolved -> as the user named it
     for d in pred_dirs:
         if d.parent.resolve() == args.pred_root.resolve() or (d.parent / "results.md").is_file():

@@ -1,7 +1,5 @@
-"""Named breakdowns of a dataset's per-example scores by the record's groups (Task.breakdown).
-
-Group values come from the record's "groups" object (inference.py copies Task.group_by there), else
-a top-level field of the same name (LongBench v2's own prediction files).
+"""Named breakdowns of a dataset's per-example scores by the record's groups (Task.breakdown):
+its "groups" object (inference.py's copy of Task.group_by), else a top-level field (LongBench v2's).
 
 Usage:
     table = BREAKDOWNS["longbench_v2"](scored)   # [(record, headline score, answered?), ...]
@@ -9,6 +7,8 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
+
 from Eval.registry import Registry
 from Eval.tasks import Task
 
@@ -20,9 +20,7 @@ BREAKDOWNS = Registry("breakdown", hint="Add one: a function decorated with "
 
 def group_value(record: dict, key: str):
     groups = record.get("groups")
-    if isinstance(groups, dict) and key in groups:
-        return groups[key]
-    return record.get(key)
+    return groups[key] if isinstance(groups, dict) and key in groups else record.get(key)
 
 
 def _percent_1(total: float, count: int) -> float | None:
@@ -79,10 +77,8 @@ def not_written(record: dict) -> str | None:
 
 @BREAKDOWNS.register("longbench_v2")
 def longbench_v2(scored: Scored) -> dict:
-    """LongBench v2's result.py table (Overall, Easy, Hard, Short, Medium, Long; each round(100 *
-    sum / count, 1), an empty column None), the same row "compensated" (an output with no
-    extracted answer counts 0.25 instead of 0), and accuracy by domain and by (domain,
-    sub-domain): sub-domains of the same name in two domains are two rows.
+    """LongBench v2's result.py row, the same row "compensated" (no extracted answer counts 0.25),
+    and accuracy by domain and by (domain, sub-domain).
 
     >>> rows = [({"groups": {"difficulty": "easy", "length": "short", "domain": "QA"}}, 1.0, True),
     ...         ({"groups": {"difficulty": "hard", "length": "long", "domain": "QA"}}, 0.0, False)]
@@ -104,12 +100,12 @@ def longbench_v2(scored: Scored) -> dict:
 def _by_group(scored: Scored, *keys: str) -> dict:
     """{value: {"accuracy": round(100 * sum / n, 1), "n": n}}, sorted; a missing value "unknown".
     With two keys, nested: {domain: {sub-domain: {...}}}."""
-    sums, counts = {}, {}
+    sums, counts = Counter(), Counter()
     for record, score, _ in scored:
         path = tuple("unknown" if v is None else str(v) for v in
                      (group_value(record, key) for key in keys))
-        sums[path] = sums.get(path, 0.0) + score
-        counts[path] = counts.get(path, 0) + 1
+        sums[path] += score
+        counts[path] += 1
     table: dict = {}
     for path in sorted(sums):
         *outer, last = path

@@ -1,10 +1,7 @@
 """`python eval.py diff DIR_A DIR_B`: is B better than A on the same items, and why they differ.
 
-Records are paired by key (pair_key), the k-th of a key in A with the k-th in B, so a line inserted
-in B shifts nothing. A pair whose example_sha256 differ is two questions under one id: counted as
-`mismatched`, never compared. Per metric: the means, B - A with a paired bootstrap interval, and
-McNemar's p for 0/1 metrics; each differing pair in one bucket (bucket_of), and the regressions.
-Writes <parent of DIR_B>/diff_<A>_vs_<B>.json and prints a table.
+The k-th record of a key (pair_key) in A pairs with the k-th in B; a pair whose example_sha256
+differ is `mismatched`, never compared. Writes <parent of DIR_B>/diff_<A>_vs_<B>.json.
 
 Usage:
     python eval.py diff pred/base pred/tuned [--datasets trec,custom_zh] [--quiet]
@@ -61,7 +58,6 @@ def _occurrences(records: list[dict]):
 
 
 def pair_records(records_a: list[dict], records_b: list[dict]) -> list[tuple[int, int]]:
-    """(index in A, index in B) of every pair, in A's order."""
     in_b = {occurrence: j for j, occurrence in enumerate(_occurrences(records_b))}
     return [(i, in_b[occurrence]) for i, occurrence in enumerate(_occurrences(records_a))
             if occurrence in in_b]
@@ -81,8 +77,8 @@ def _label(record: dict, index: int, first: bool) -> str:
 
 
 def bucket_of(rec_a: dict, rec_b: dict, entry_a: dict, entry_b: dict, metrics: list[str]):
-    """The first of BUCKETS that applies to a pair, or None when nothing differs. A prompt hash
-    only one side has (older records) is unknown, not changed."""
+    """The first of BUCKETS that applies to a pair, or None. A prompt hash only one side has (older
+    records) is unknown, not changed."""
     fail_a, fail_b = _failure(rec_a), _failure(rec_b)
     sha_a, sha_b = rec_a.get("prompt_sha256"), rec_b.get("prompt_sha256")
     prompt_differs = sha_a is not None and sha_b is not None and sha_a != sha_b
@@ -193,6 +189,9 @@ def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]
 
 
 def _dataset_lines(name: str, d: dict, a: str, b: str) -> list[str]:
+    def short(view: dict) -> str:
+        return f"{head(view['failed'] or view['pred'] or '', 60)!r} -> {view['score']}"
+
     counts = ", ".join(f"{bucket} {k}" for bucket, k in d["buckets"].items() if k) or "none"
     mismatched, ids = d["mismatched"], d["mismatched_ids"]
     lines = [f"{name}: {d['paired']} paired ({d['unmatched']['a_only']} only in {a}, "
@@ -206,16 +205,11 @@ def _dataset_lines(name: str, d: dict, a: str, b: str) -> list[str]:
                      "shift when the data gains or loses a line")
     shown = {s["id"]: s for s in d["samples"]}
     for s in (shown[rid] for rid in d["regressions"][:SHOWN] if rid in shown):
-        lines.append(f"  regression {s['id']} ({s['bucket']}): {a} {_short(s['a'])} | "
-                     f"{b} {_short(s['b'])}")
+        lines.append(f"  regression {s['id']} ({s['bucket']}): {a} {short(s['a'])} | "
+                     f"{b} {short(s['b'])}")
     if len(d["regressions"]) > SHOWN:
         lines.append(f"  ... {len(d['regressions']) - SHOWN} more regressions in the file")
     return lines
-
-
-def _short(view: dict) -> str:
-    text = view["failed"] or view["pred"] or ""
-    return f"{head(text, 60)!r} -> {view['score']}"
 
 
 def add_arguments(parser) -> None:

@@ -1,7 +1,5 @@
-"""Why a score is what it is: per-example explanation fields, and `python eval.py explain`.
-
-Each metric's explainer lives beside the metric (`@explains` in Eval/metrics/) and is called on the
-reference that gave the score; explanations never change a score.
+"""Why a score is what it is: per-example explanation fields (from each metric's `@explains`, on
+the reference that gave the score; they never change it), and `python eval.py explain`.
 
 Usage:
     python eval.py explain custom_zh:custom_zh-3 --model demo   # one example, in words
@@ -13,7 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from Eval.args import positive_int
 from Eval.commands import eval_command
+from Eval.records import RecordError
+from Eval.scoring.bergen import prediction_path
+from Eval.scoring.provenance import not_the_models
 
 NO_EXPLAINER = "no explanation for this metric yet"
 PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
@@ -44,18 +46,6 @@ def unscored_explanation(record: dict, metric_names: list[str]) -> dict:
     return {name: {"score": 0.0, "text": text} for name in metric_names}
 
 
-def _token_lines(found: dict) -> list[str]:
-    lines = []
-    # F1 lists every token, ROUGE-L the distinct words: the lists the counts are taken from
-    for key, label in (("prediction_tokens", "prediction words"),
-                       ("reference_tokens", "reference words")):
-        if isinstance(found.get(key), list):
-            tokens = found[key]
-            more = f" … ({len(tokens) - 40} more)" if len(tokens) > 40 else ""
-            lines.append(f"      {label} ({len(tokens)}): {' '.join(tokens[:40])}{more}")
-    return lines
-
-
 def render_example(dataset: str, entry: dict, source: str) -> str:
     name = entry["id"] if entry.get("id") is not None else f"#{entry['line']}"
     lines = [f"{dataset}:{name}  ({source} line {entry['line']})",
@@ -67,7 +57,12 @@ def render_example(dataset: str, entry: dict, source: str) -> str:
     for name, score in entry["scores"].items():
         found = entry["explanations"].get(name, {"text": NO_EXPLAINER})
         lines.append(f"  {name} = {score:.4g}: {found['text']}")
-        lines.extend(_token_lines(found))
+        # F1 lists every token, ROUGE-L the distinct words: the lists the counts are taken from
+        for side in ("prediction", "reference"):
+            tokens = found.get(f"{side}_tokens")
+            if isinstance(tokens, list):
+                more = f" … ({len(tokens) - 40} more)" if len(tokens) > 40 else ""
+                lines.append(f"      {side} words ({len(tokens)}): {' '.join(tokens[:40])}{more}")
     return "\n".join(lines)
 
 
@@ -78,9 +73,8 @@ def sides_of(entry) -> list[str]:
 
 
 def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
-    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log (tofu.explain, else
-    samples.explain_leaf); a KeyError names what is missing. An MIA metric keeps its values per
-    side: `metric` is then "mia_min_k:forget" (or ":holdout")."""
+    """The numbers behind log[metric].value_by_index[index] of a TOFU / MUSE log; a KeyError names
+    what is missing. An MIA metric's `metric` names its side: "mia_min_k:forget" (or ":holdout")."""
     from Eval.unlearning import samples, tofu
 
     def sample_of(name: str):
@@ -113,7 +107,6 @@ def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
 
 
 def explain_logged(target: str, log_path: Path) -> int:
-    from Eval.records import RecordError
     from Eval.unlearning import evaluate
 
     metric, sep, index = target.rpartition(":")  # METRIC:SIDE:INDEX for an MIA metric's side
@@ -144,17 +137,21 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
     return None
 
 
-def warn_if_not_the_models(path: Path, sources: dict) -> None:
-    from Eval.scoring.provenance import not_the_models
+def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) -> list[tuple]:
+    """(prediction file, task, records, sources) of each dataset of `only` the folders hold."""
+    from Eval.scoring.folders import load_folder  # folders -> scorer -> this module
 
+    return [(prediction_path(d, task.name), task, records, sources) for d in pred_dirs
+            for task, records, sources in load_folder(d, only, problems, [])]
+
+
+def warn_if_not_the_models(path: Path, sources: dict) -> None:
     for warning in not_the_models(sources["data_check"]):
         print(f"warning: {path}: {warning}", file=sys.stderr)
 
 
 def run_explain(target: str, pred_dirs: list[Path]) -> int:
     """Print DATASET:ID's explanation from each folder that has the dataset; else exit 2."""
-    from Eval.scoring.bergen import prediction_path
-    from Eval.scoring.folders import load_folder
     from Eval.scoring.scorer import score_dataset
 
     dataset, sep, example = target.partition(":")  # the id may hold ":" itself
@@ -163,24 +160,21 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
               f"custom_zh:#4 for the file's 4th record), got {target!r}", file=sys.stderr)
         return 2
     shown, problems = 0, []
-    for pred_dir in pred_dirs:
-        path = prediction_path(pred_dir, dataset)
-        if not path.is_file():
-            continue
-        for task, records, sources in load_folder(pred_dir, {dataset}, problems, []):
-            warn_if_not_the_models(path, sources)
-            per_example = score_dataset(task, records)["per_example"]
-            entry = find_entry(per_example, example)
-            if entry is None:
-                ids = [str(e["id"]) for e in per_example[:5] if e.get("id") is not None]
-                problems.append(f"{path}: no example with id {example!r} "
-                                f"(ids look like: {', '.join(ids) or 'none; use #LINE'})")
-            elif "scores" not in entry:
-                problems.append(f"{path}: {example!r} was skipped at inference "
-                                f"({entry['skipped']}); it has no score")
-            else:
-                print(render_example(dataset, entry, str(path)))
-                shown += 1
+    holding = [d for d in pred_dirs if prediction_path(d, dataset).is_file()]
+    for path, task, records, sources in loaded(holding, {dataset}, problems):
+        warn_if_not_the_models(path, sources)
+        per_example = score_dataset(task, records)["per_example"]
+        entry = find_entry(per_example, example)
+        if entry is None:
+            ids = [str(e["id"]) for e in per_example[:5] if e.get("id") is not None]
+            problems.append(f"{path}: no example with id {example!r} "
+                            f"(ids look like: {', '.join(ids) or 'none; use #LINE'})")
+        elif "scores" not in entry:
+            problems.append(f"{path}: {example!r} was skipped at inference "
+                            f"({entry['skipped']}); it has no score")
+        else:
+            print(render_example(dataset, entry, str(path)))
+            shown += 1
     if not shown and not problems:
         problems.append(f"no prediction file {dataset}.jsonl in "
                         + ", ".join(str(d) for d in pred_dirs))
@@ -190,30 +184,26 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
 
 
 def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
-    from Eval.scoring.bergen import prediction_path
-    from Eval.scoring.folders import load_folder
     from Eval.scoring.robustness import score_with_perturbations
 
     problems: list[str] = []
-    loaded = {d: load_folder(d, only, problems, []) for d in pred_dirs}
+    found = loaded(pred_dirs, only, problems)
     if problems:
         print("error:", *problems, sep="\n  ", file=sys.stderr)
         return 2
-    for pred_dir, items in loaded.items():
-        for task, records, sources in items:
-            warn_if_not_the_models(prediction_path(pred_dir, task.name), sources)
-            result = score_with_perturbations(task, records)
-            metric = result["headline_metric"]
-            scored = [e for e in result["per_example"] if "scores" in e]
-            chosen = sorted(scored, key=lambda e: (e["scores"][metric], e["line"]))[:n]
-            print(f"\n{pred_dir}  {task.name}: the {len(chosen)} lowest on {metric}")
-            for entry in chosen:
-                print(render_example(task.name, entry, str(prediction_path(pred_dir, task.name))))
+    for path, task, records, sources in found:
+        warn_if_not_the_models(path, sources)
+        result = score_with_perturbations(task, records)
+        metric = result["headline_metric"]
+        scored = [e for e in result["per_example"] if "scores" in e]
+        chosen = sorted(scored, key=lambda e: (e["scores"][metric], e["line"]))[:n]
+        print(f"\n{path.parent}  {task.name}: the {len(chosen)} lowest on {metric}")
+        for entry in chosen:
+            print(render_example(task.name, entry, str(path)))
     return 0
 
 
 def add_arguments(parser) -> None:
-    from Eval.args import positive_int
     from Eval.scoring.folders import add_folder_arguments
 
     parser.add_argument("target", nargs="*", metavar="TARGET",

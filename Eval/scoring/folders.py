@@ -1,6 +1,5 @@
-"""Prediction folders: which folders and files to score, the task of each file, and scoring them.
-
-A folder holds `<dataset>.jsonl` files or BERGEN's `eval_<split>_out.json` files (bergen.py).
+"""Prediction folders (`<dataset>.jsonl` or BERGEN's `eval_<split>_out.json` files): which to
+score, the task of each file, and scoring them.
 
 Usage:
     pred_dirs, all_models = find_pred_dirs(pred_dir, model, Path("pred"), notes)
@@ -100,8 +99,8 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
 def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str],
                 metrics: tuple[str, ...] = (), metric_args: tuple = (),
                 variants: tuple = (), missing_ok: bool = False) -> list[tuple]:
-    """(task, records, sources) for each prediction file; every problem goes to `problems`. A
-    dataset of `only` the folder lacks is a problem, or with `missing_ok` a note."""
+    """(task, records, sources) for each prediction file; every problem goes to `problems`, and a
+    dataset of `only` the folder lacks too (with `missing_ok`, to `notes`)."""
     if not pred_dir.is_dir():
         problems.append(f"{pred_dir}: no such folder")
         return []
@@ -153,9 +152,7 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
                     metric_args: tuple = (), variants: tuple = (),
                     missing_ok: bool = False) -> dict | None:
     """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)},
-    or None after printing every problem. `prices`: folder -> its --price entry. With
-    `missing_ok` (every model folder of a root), a folder without the `only` datasets is left as
-    it is, said in a note; none holding any is a problem."""
+    or None after printing every problem. With `missing_ok`, a folder lacking `only` is a note."""
     problems: list[str] = []
     unused = [k for k, _ in metric_args
               if metrics and not any(get_metric(m).takes(k) for m in metrics)]

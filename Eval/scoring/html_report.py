@@ -1,8 +1,7 @@
 """`python eval.py report`: one self-contained report.html of everything under a pred root.
 
-It shows every report section (Eval/scoring/sections/) and a browser over the examples: per model
-and dataset the SAMPLES lowest-scored per-example lines, a page at a time. Inline CSS and JS only
-(it opens offline) and no path of the machine it was made on; every string from the data is escaped.
+Every report section, and a browser over each model and dataset's SAMPLES lowest-scored examples.
+Inline CSS and JS only (it opens offline), no path of this machine, every data string escaped.
 
 Usage:
     python eval.py report [--pred-root pred]       # scores first what is not scored yet
@@ -14,7 +13,9 @@ import sys
 from pathlib import Path
 
 from Eval.commands import eval_command
+from Eval.scoring.bergen import prediction_path, read_predictions
 from Eval.scoring.explain import head
+from Eval.scoring.folders import prediction_files, score_and_write
 from Eval.scoring.report import collect_models, write_models_table
 from Eval.scoring.sections import Results, tables
 from Eval.scoring.sections.scores import score_text
@@ -26,8 +27,6 @@ TEXT_HEAD = 300  # characters of a prediction, extracted answer, reference or ex
 
 def _predictions(folder: Path, dataset: str) -> dict[int, dict]:
     """line -> record, for per-example lines written before they carried pred / answers."""
-    from Eval.scoring.bergen import prediction_path, read_predictions
-
     try:
         return dict(enumerate(read_predictions(prediction_path(folder, dataset)), 1))
     except Exception:  # noqa: BLE001 - a fallback for old lines: without the file they show "-"
@@ -75,36 +74,23 @@ def _sample(model: str, dataset: str, metric: str, line: dict, record: dict) -> 
             "explanations": explanations, "zeroed": line.get("zeroed")}
 
 
-def script_json(value) -> str:
-    # no text of the data can end the <script> element it sits in
-    text = json.dumps(value, ensure_ascii=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
 def build_report(root: Path) -> tuple[str, list[str]]:
     import jinja2  # only this command needs it
     from markupsafe import Markup
 
     by_model, notes = collect_models(root)
     samples, total = sample_rows(root, by_model, notes)
+    text = json.dumps(samples, ensure_ascii=False)  # no text of the data can end its <script>
+    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True)
     page = env.get_template("report.html.j2").render(
         title=root.resolve().name, tables=tables(Results(by_model, root)), notes=notes,
-        samples=Markup(script_json(samples)), shown=len(samples), total=total, per_dataset=SAMPLES,
+        samples=Markup(text), shown=len(samples), total=total, per_dataset=SAMPLES,
         models=sorted({s["model"] for s in samples}),
         datasets=sorted({s["dataset"] for s in samples}))
     return page, notes
-
-
-def stale_folders(root: Path) -> list[Path]:
-    from Eval.scoring.folders import prediction_files
-
-    current, _ = collect_models(root)  # each folder's entries whose prediction file is unchanged
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    return [folder for folder in folders
-            if any(f.stem not in current.get(folder.name, {}) for f in prediction_files(folder))]
 
 
 def add_arguments(parser) -> None:
@@ -116,13 +102,14 @@ def add_arguments(parser) -> None:
 @eval_command("report", help="ROOT/report.html, one offline page, and ROOT/results.md; scores "
                              "first what is not scored yet")
 def run(args) -> int:
-    from Eval.scoring.folders import score_and_write
-
     root = args.pred_root
     if not root.is_dir():
         print(f"error: {root}: no such folder; run inference.py and eval.py first", file=sys.stderr)
         return 2
-    stale = stale_folders(root)
+    current, _ = collect_models(root)  # each folder's entries whose prediction file is unchanged
+    stale = [folder for folder in sorted(p for p in root.iterdir()
+                                         if p.is_dir() and not p.name.startswith("."))
+             if any(f.stem not in current.get(folder.name, {}) for f in prediction_files(folder))]
     if stale:
         if not args.quiet:
             print(f"scoring first: {', '.join(folder.name for folder in stale)}")

@@ -1,7 +1,6 @@
-"""95% intervals for a dataset score, and the paired statistics that `eval.py diff` reports.
-
-0/1 metrics get the Wilson score interval (well-behaved near 0% and 100%, where the bootstrap
-collapses to a point); every other metric a seeded percentile bootstrap over examples.
+"""95% intervals for a dataset score, and the paired statistics that `eval.py diff` reports: 0/1
+metrics get the Wilson interval (the bootstrap collapses to a point near 0% and 100%), every other
+metric a seeded percentile bootstrap over examples.
 
 Usage:
     score_interval([1.0, 0.0, 1.0])        # {"ci95": [20.77, 93.85], "ci95_method": "wilson"}

@@ -1,6 +1,5 @@
-"""Whether a prediction file still is what inference.py wrote, for the data it was run on.
-
-The run sidecar (`<dataset>.run.json`) describes the dataset read and the file written. Statuses:
+"""Whether a prediction file still is what inference.py wrote (its sidecar `<dataset>.run.json`
+describes both), for the data it was run on. Statuses:
     ok             exactly the records the run wrote, for every example of the dataset as it was
     partial        only part of the dataset (a --limit run, an unfinished or sharded run)
     modified       changed after inference.py wrote it (lines appended, edited or removed)
@@ -23,15 +22,6 @@ from Eval.storage import StorageError, read_json_object, read_regular_bytes
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(read_regular_bytes(path)).hexdigest()[:16]
-
-
-def _dataset_changed(data: dict) -> bool:
-    # a dataset file that is gone is unknown, not changed
-    source = data.get("path")
-    try:
-        return isinstance(source, str) and file_sha256(Path(source)) != data.get("file_sha256")
-    except StorageError:
-        return False
 
 
 def _coverage(records: list[dict], data: dict) -> str:
@@ -72,7 +62,12 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
         limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""
         warnings.append(f"the file covers {_coverage(records, data)}{limit}; the score is for "
                         "that part only")
-    if _dataset_changed(data):
+    try:  # a dataset file that is gone is unknown, not changed
+        changed = isinstance(data.get("path"), str) and \
+            file_sha256(Path(data["path"])) != data.get("file_sha256")
+    except StorageError:
+        changed = False
+    if changed:
         statuses.append("data_changed")
         warnings.append(f"the dataset {data.get('path')} changed since these predictions were "
                         "made; rerun inference.py (it redoes only the examples that changed)")
@@ -87,8 +82,7 @@ def not_the_models(check: dict) -> list[str]:
 
 
 def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
-    """Why a saved result (a judge's, a compare's, a diff's) no longer describes
-    folder/<name>.jsonl, the file it was made from; None when it still does."""
+    """Why a saved judge / compare / diff result no longer fits its prediction file, or None."""
     if name_problem(name):
         return name_problem(name)
     source = prediction_path(folder, name)

@@ -1,8 +1,6 @@
-"""Writing what scoring found: result.json (TinyEval's shape), details, per-example scores, tables.
-
-For a folder: result.json, result_detail.json, result_usage.json and per_example/, committed
-together; for a pred root, results.md (every report section) and results.csv. Scoring a subset keeps
-the other entries only while their prediction file is unchanged, so no stale score survives.
+"""What scoring found: a folder's result.json (TinyEval's shape), result_detail.json,
+result_usage.json and per_example/, committed together; a pred root's results.md and .csv. Scoring a
+subset keeps the other entries only while their prediction file is unchanged.
 
 Usage:
     outputs = folder_outputs(DIR, results, sources, full_run=True)      # nothing written yet
@@ -11,11 +9,11 @@ Usage:
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from Eval.names import name_problem
 from Eval.pricing import Price, total_usage, with_cost
@@ -25,7 +23,7 @@ from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import file_sha256
 from Eval.scoring.sections import Results, aligned_lines, render_markdown
 from Eval.scoring.sections import render_text, tables
-from Eval.scoring.sections.every_metric import extra_cells, extra_columns, wanted
+from Eval.scoring.sections.every_metric import extra_cells, extra_columns
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
 from Eval.scoring.sections.scores import status_of
 from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, read_json_object,
@@ -34,8 +32,7 @@ from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, r
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
 
 
-@dataclasses.dataclass
-class FolderOutputs:
+class FolderOutputs(NamedTuple):
     files: dict[str, bytes]  # relative path -> bytes, committed together
     delete: list[str]
     details: dict[str, dict]  # the merged result_detail.json content
@@ -146,10 +143,9 @@ def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
 
 
 def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
-    """results.csv: a row per model and dataset; every metric and the configuration too when the
-    every-metric table shows."""
+    """results.csv: a row per model and dataset, with the every-metric table's extra columns."""
     reference = column_sets(Results(by_model))
-    metrics, config = extra_columns(by_model) if wanted(by_model) else ([], [])
+    metrics, config = extra_columns(by_model)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column",

@@ -1,9 +1,6 @@
-"""Scores of a file written with `inference.py --perturb`: the originals, each perturbation, and
-HELM's robustness figure.
-
-A record with a "perturbation" label is a copy of its "original_id". The dataset's score is the
-originals'; result["robustness"] adds each perturbation's score and delta, the worst case (per
-original the lowest value over it and its copies, averaged) and right_to_wrong.
+"""Scores of a file written with `inference.py --perturb` (a record with a "perturbation" label is a
+copy of its "original_id"): the dataset's score is the originals'; result["robustness"] adds each
+perturbation's score and delta, HELM's worst case and right_to_wrong.
 
 Usage:
     result = score_with_perturbations(task, records)   # score_dataset's result, + "robustness"

@@ -1,10 +1,9 @@
 """Score one dataset's prediction records: extraction, per-record metric values, aggregates.
 
-The LongBench loop, kept exactly: per record, score = max(0, max over `answers` of
-metric(extracted, answer, all_classes=...)); dataset score = round(100 * sum / n, 2) over EVERY line
-(duplicates counted, as the published figures count them). A record with an `error` scores 0; one
-with `skipped` (never run) is out of n and of every figure, and so, for LongBench v2, is an empty or
-failed output (its pred.py writes no record for one: Task.leave_out_empty).
+The LongBench loop, kept exactly: per record max(0, max over `answers` of metric(extracted, answer,
+all_classes=...)); dataset score round(100 * sum / n, 2) over EVERY line, duplicates counted. An
+`error` record scores 0; a `skipped` one (and LongBench v2's empty or failed output,
+Task.leave_out_empty) is out of n and of every figure.
 
 Usage:
     result = score_dataset(get_task("trec"), read_records("pred/internlm/trec.jsonl"))
@@ -131,7 +130,7 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
 
 def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_set: tuple,
                   time_limit: float | None) -> dict:
-    """The per-example entry; `label_set`: (classes, whether read)."""
+    """The per-example entry; `label_set`: (classes, whether a metric reads them)."""
     classes, needs_classes = label_set
     entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
     failed = record.get("error") is not None

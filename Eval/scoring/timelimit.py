@@ -26,15 +26,6 @@ def limits_available() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
-def dropping_our_alarm(previous: Callable) -> Callable:
-    """A sys.unraisablehook dropping the SampleTimeLimit Python could not raise (in a finalizer or
-    gc callback; the repeating timer raises it again); anything else goes on to `previous`."""
-    def hook(unraisable) -> None:
-        if not isinstance(unraisable.exc_value, SampleTimeLimit):
-            previous(unraisable)
-    return hook
-
-
 def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwargs) -> Any:
     """fn(*args, **kwargs), or SampleTimeLimit after `seconds` (no limit for None or <= 0).
 
@@ -50,8 +41,12 @@ def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwar
             state["fired"] = True
             raise SampleTimeLimit(seconds)
 
+    def hook(unraisable) -> None:  # drops the SampleTimeLimit Python could not raise (see below)
+        if not isinstance(unraisable.exc_value, SampleTimeLimit):
+            previous_hook(unraisable)
+
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    previous_hook, sys.unraisablehook = sys.unraisablehook, dropping_our_alarm(sys.unraisablehook)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, hook
     # The timer repeats: an exception the call swallows (its own `except`, or one raised inside a
     # gc callback, where Python drops it) is raised again REPEAT_S later.
     outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds,

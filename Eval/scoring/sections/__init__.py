@@ -1,6 +1,5 @@
-"""Report sections: one function per section, from the scored results to Tables, decorated with
-`@section(NAME, order=N)` in any module of this package; the terminal, pred/results.md and
-report.html render them alike.
+"""Report sections: functions from the scored results to Tables, decorated with `@section(NAME,
+order=N)` in a module of this package; the terminal, results.md and report.html render them alike.
 
 Usage:
     @section("my_section", order=90)
@@ -31,8 +30,7 @@ class Table:
 
 @dataclasses.dataclass
 class Results:
-    """Each model folder's current result_detail.json entries, and the pred root (None for one
-    folder outside a root)."""
+    """Each model folder's current result_detail.json entries; the pred root (None: outside one)."""
     by_model: dict[str, dict[str, dict]]
     root: Path | None = None
 
@@ -58,8 +56,7 @@ def tables(results: Results) -> list[Table]:
 
 
 def aligned_lines(rows: list, left: set[int]) -> list[str]:
-    """Rows padded to each column's widest cell, those in `left` left-aligned, a rule under the
-    header."""
+    """Rows padded to each column's widest cell (`left` ones left-aligned), a rule under row 1."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
                        for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in rows]

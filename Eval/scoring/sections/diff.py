@@ -10,19 +10,14 @@ from Eval.scoring.sections.scores import ci_text, score_text
 from Eval.storage import read_json_object
 
 
-def _diffed_files_changed(doc: dict, dataset: str, entry: dict) -> bool:
-    """Whether A's or B's prediction file of `dataset` is no longer the one diffed."""
-    return any(source_problem(Path(str(doc.get(f"{side}_dir"))), dataset,
-                              entry.get(f"source_sha256_{side}")) for side in "ab")
-
-
 def diff_table(doc: dict, name: str, check: bool = False) -> Table:
-    """The table of a diff file; with `check`, the datasets whose files changed since are left out
-    (eval.py diff itself shows what it has just computed)."""
+    """The table of a diff file; with `check`, the datasets whose A or B file changed since are left
+    out (eval.py diff itself shows what it has just computed)."""
     a, b = str(doc.get("a", "A")), str(doc.get("b", "B"))
     rows, notes, stale = [], [], []
     for dataset, d in sorted(doc["datasets"].items()):
-        if check and _diffed_files_changed(doc, dataset, d):
+        if check and any(source_problem(Path(str(doc.get(f"{side}_dir"))), dataset,
+                                        d.get(f"source_sha256_{side}")) for side in "ab"):
             stale.append(dataset)
             continue
         for metric, m in (d.get("metrics") or {}).items():

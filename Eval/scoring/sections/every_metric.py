@@ -1,8 +1,6 @@
-"""Every metric in one table, as BERGEN shows its experiments: a row per model (experiment) and
-dataset, a column per metric any of them was scored with, then the run's configuration (retriever,
-reranker, generator, ... from a BERGEN config.yaml). Shown when a dataset was scored with more than
-one metric or carries a configuration; otherwise the scores table says it all. results.csv gets
-the same columns (Eval/scoring/report.py)."""
+"""Every metric in one table, as BERGEN shows its experiments: a row per model and dataset, a column
+per metric, then the run's configuration (a BERGEN config.yaml's); shown when a dataset has more
+than one metric or a configuration. results.csv gets the same columns."""
 from __future__ import annotations
 
 from Eval.scoring.sections import Results, Table, section
@@ -10,18 +8,14 @@ from Eval.scoring.sections.judge import judge_entries
 from Eval.scoring.sections.scores import n_text, score_text
 
 
-def _entries(by_model: dict[str, dict[str, dict]]) -> list[dict]:
-    return [e for entries in by_model.values() for e in entries.values()]
-
-
-def wanted(by_model: dict[str, dict[str, dict]]) -> bool:
-    return any(len(e["metrics"]) > 1 or e.get("config") for e in _entries(by_model))
-
-
 def extra_columns(by_model: dict[str, dict[str, dict]]) -> tuple[list[str], list[str]]:
-    """(metric names, configuration keys), each in the order first met."""
+    """(metric names, configuration keys), each in the order first met; none when no entry has a
+    second metric or a configuration (the table is not shown)."""
+    entries = [e for entries in by_model.values() for e in entries.values()]
+    if not any(len(e["metrics"]) > 1 or e.get("config") for e in entries):
+        return [], []
     metrics, config = {}, {}
-    for entry in _entries(by_model):
+    for entry in entries:
         metrics.update(dict.fromkeys(entry["metrics"]))
         config.update(dict.fromkeys(entry.get("config") or {}))
     return list(metrics), list(config)
@@ -36,9 +30,9 @@ def extra_cells(entry: dict, metrics: list[str], config: list[str]) -> list[str]
 
 @section("every_metric", order=15)
 def every_metric(results: Results) -> list[Table]:
-    if not wanted(results.by_model):
-        return []
     metrics, config = extra_columns(results.by_model)
+    if not metrics:
+        return []
     judged: dict[tuple[str, str], dict[str, str]] = {}  # (model, dataset) -> {rubric: score}
     for model, dataset, r in judge_entries(results):
         judged.setdefault((model, dataset), {})[str(r.get("rubric"))] = score_text(r.get("score"))

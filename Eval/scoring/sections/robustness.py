@@ -1,6 +1,5 @@
-"""Robustness (inference.py --perturb): per dataset, each model's score on the originals, on each
-perturbation's copies, HELM's worst case and how many originals with full marks lost them on some
-copy (computed by Eval/scoring/robustness.py)."""
+"""Robustness (inference.py --perturb, Eval/scoring/robustness.py): per dataset, each model's score
+on the originals, on each perturbation's copies, HELM's worst case and right -> wrong."""
 from __future__ import annotations
 
 from Eval.scoring.sections import Results, Table, section

@@ -1,6 +1,5 @@
 """The headline table, models x datasets, each cell `score (n=N)` with its marks (", 2 skipped", a
-data-check status such as ", partial", and † for another set of examples than its column); and the
-same matrix of 95% intervals.
+data-check status such as ", partial", † for other examples than its column's); and its intervals.
 """
 from __future__ import annotations
 

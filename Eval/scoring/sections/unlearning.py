@@ -1,7 +1,6 @@
-"""Unlearning (eval.py unlearning): every TOFU_SUMMARY.json / MUSE_SUMMARY.json one or two folders
-under the root, and, for masked / diffusion models, the mean label probability at each confidence
-rank (most confident first), from an EVAL log's confidence-ordered metric (eval.py unlearning
-writes it from the score records' confidence_ordered_probs)."""
+"""Unlearning (eval.py unlearning): every TOFU / MUSE summary one or two folders under the root,
+and for masked / diffusion models the mean label probability at each confidence rank, from an EVAL
+log's confidence-ordered metric."""
 from __future__ import annotations
 
 from pathlib import Path

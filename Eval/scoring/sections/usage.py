@@ -1,6 +1,5 @@
-"""Tokens, seconds and cost: per model and dataset what its prediction records spent (prompt,
-generated and cut tokens, the sum of latency_s, generated tokens/s; the cost with eval.py --price),
-and each model's total."""
+"""Tokens, seconds and cost (with eval.py --price) per model and dataset, from its prediction
+records, and each model's total."""
 from __future__ import annotations
 
 from Eval.pricing import cost_text, total_usage
