@@ -2,7 +2,7 @@
 kept out of all it shows, and the checks a reply must pass to be saved.
 
 Usage:
-    openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, RateLimiter(60), stats))
+    openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, RateLimiter(60, 60.0), stats))
     REPLY_LIMIT.set(reply_limit(max_tokens))  # in the task that sends: the most bytes of a reply
     Scrubber(api_key, base_url)(text)         # the text with secrets *** and every URL redacted
 """
@@ -61,9 +61,7 @@ class ReplyTooLong(MalformedReply, openai.OpenAIError):  # the client passes its
 class RateLimiter:
     """At most `rpm` request starts in any `window` seconds: each start holds a slot that long."""
 
-    def __init__(self, rpm: int, window: float = 60.0):
-        if rpm < 1:
-            raise ValueError(f"requests per minute must be at least 1, not {rpm}")
+    def __init__(self, rpm: int, window: float):
         self.window, self.waited_s = window, 0.0
         self._slots = asyncio.Semaphore(rpm)
 
@@ -175,8 +173,7 @@ def json_kind(value) -> str:
 
 
 def expect(value, field: str, kind: type, what: str):
-    """`value` when it is a `kind` (a string: one a UTF-8 file can hold), else a MalformedReply
-    naming the field and what it holds."""
+    """`value` when it is a `kind` (a string: one a UTF-8 file can hold), else a MalformedReply."""
     if not isinstance(value, kind):
         raise MalformedReply(f"{field} is {json_kind(value)}, not {what}")
     if isinstance(value, str):  # JSON's "\ud800" decodes to a lone surrogate, no UTF-8 file's
@@ -198,35 +195,25 @@ def first_choice(reply) -> openai.BaseModel:
     return expect(choices[0], "choices[0]", openai.BaseModel, "an object")
 
 
-# where a server's reasoning parser puts the thinking it split off: DeepSeek's and older vLLM's
-# name, then vLLM's since PR 27752 (which removed the first in PR 33402)
-REASONING_FIELDS = ("reasoning_content", "reasoning")
-
-
-def reasoning_of(message) -> tuple[str, str | None]:
-    """(field, text) of a message's reasoning: the first of REASONING_FIELDS holding a non-empty
-    string (a server sends one; vLLM versions between the two PRs sent both, alike), else
-    (REASONING_FIELDS[0], None). A field that is neither null nor a string is a MalformedReply."""
-    found = []
-    for name in REASONING_FIELDS:
-        value = getattr(message, name, None)
-        if value is not None:
-            found.append((name, expect(value, f"choices[0].message.{name}", str, "a string")))
-    return next(((name, text) for name, text in found if text), (REASONING_FIELDS[0], None))
-
-
 def reply_text(reply, chat: bool, think_tags: tuple[str, str],
-               budget_flag: str = "--max-new-tokens") -> tuple[str, object]:
-    """(raw output, finish_reason as sent) of a parsed reply. A message's reasoning (reasoning_of:
-    the server's reasoning parser split it off) goes back in front of its content, in
-    `think_tags`: the raw output whole, as the HF adapter saves it. `budget_flag` is named in the
-    hint for a reply that spent max_tokens thinking."""
+               budget_flag: str) -> tuple[str, object]:
+    """(raw output, finish_reason as sent) of a parsed reply. A message's reasoning, which the
+    server's reasoning parser split off, goes back in front of its content in `think_tags`: the
+    raw output whole, as the HF adapter saves it."""
     choice = first_choice(reply)
     if not chat:
         return expect(choice.text, "choices[0].text", str, "a string"), choice.finish_reason
     message = expect(choice.message, "choices[0].message", openai.BaseModel, "an object")
-    (reasoning_field, reasoning), content = reasoning_of(message), message.content
-    field = "choices[0].message.content"
+    # the reasoning: the first non-empty of DeepSeek's and older vLLM's field, then vLLM's since
+    # PR 27752 (which removed the first in PR 33402; versions between sent both, alike)
+    reasoning_field, reasoning = "reasoning_content", None
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if value is not None:
+            value = expect(value, f"choices[0].message.{name}", str, "a string")
+            if value and not reasoning:
+                reasoning_field, reasoning = name, value
+    content, field = message.content, "choices[0].message.content"
     if content is None:
         why = ("a tool call, a refusal, or a reasoning model that spent max_tokens thinking "
                "sends none")
