@@ -162,10 +162,13 @@ class APIModel(BaseLLM):
         shown, cause = f"{method} {self._shown(path)}", err.__cause__
         attempts = int(err.request.headers.get("x-stainless-retry-count", "0")) + 1
         if isinstance(err, openai.APIStatusError):
-            status, detail = err.status_code, self._scrub(err.response.text.strip())[:300]
-            last = f"HTTP {status}: {detail}{self._url_hint(status)}"
+            status, hint = err.status_code, ""
+            if status == 404 and not self._root.endswith("/v1"):
+                hint = (f" (the base URL {self.base_url} does not end in /v1, where "
+                        "OpenAI-compatible servers answer: -M base_url=.../v1?)")
+            last = f"HTTP {status}: {self._scrub(err.response.text.strip())[:300]}{hint}"
             if attempts == 1 and status < 500 and status not in RETRIED_STATUSES:  # not retried
-                return APIError(self._scrub(f"{shown}: {last}"), status, detail)
+                return APIError(self._scrub(f"{shown}: {last}"), status, last)
         elif isinstance(err, openai.APITimeoutError):
             # AttemptClient's own deadline is the only plain TimeoutException
             what = str(cause) if type(cause) is httpx.TimeoutException else type(cause).__name__
@@ -174,12 +177,6 @@ class APIModel(BaseLLM):
             last = f"connection error ({type(cause).__name__}: {str(cause) or 'no detail'})"
         return APIError(self._scrub(f"{shown}: failed after {attempts} attempt"
                                     f"{'s' * (attempts > 1)}; last: {last}"))
-
-    def _url_hint(self, status: int) -> str:
-        if status != 404 or self._root.endswith("/v1"):
-            return ""
-        return (f" (the base URL {self.base_url} does not end in /v1, where OpenAI-compatible "
-                "servers answer: -M base_url=.../v1?)")
 
     @functools.cached_property
     def _served(self) -> openai.BaseModel | None:
@@ -266,7 +263,7 @@ class APIModel(BaseLLM):
         body = {"model": self.api_model, "prompt": prompt_ids + answer_ids, "max_tokens": 0,
                 "echo": True, "logprobs": 1, "temperature": 0}
 
-        def check(reply) -> tuple | None:  # the answer's (log-probabilities, tops); None: absent
+        def check(reply) -> TokenScores | None:  # None: no prompt log-probabilities
             logprobs = first_choice(reply).logprobs
             if logprobs is not None:
                 expect(logprobs, "choices[0].logprobs", openai.BaseModel, "an object")
@@ -277,24 +274,22 @@ class APIModel(BaseLLM):
                 return None
             if not (all(isinstance(top, dict) and all(map(is_number, top.values())) for top in tops)
                     and all(map(is_number, lps))):
-                raise MalformedReply("choices[0].logprobs holds token_logprobs that are not numbers "
-                                     "or top_logprobs that are not objects of numbers at the answer "
-                                     "positions")
-            return lps, tops
+                raise MalformedReply("choices[0].logprobs holds token_logprobs that are not "
+                                     "numbers or top_logprobs that are not objects of numbers at "
+                                     "the answer positions")
+            greedy = [lp >= max(top.values()) for lp, top in zip(lps, tops)]
+            return TokenScores([float(x) for x in lps], greedy)
         try:
             found = await self._create("/completions", body, check=check)
         except APIError as err:
             if err.status is not None and 400 <= err.status < 500:
-                raise self._feature_error(f"it rejected the request with HTTP {err.status}: "
-                                          f"{err.detail}{self._url_hint(err.status)}") from None
+                raise self._feature_error(f"it rejected the request with {err.last}") from None
             raise
         if found is None:
             raise self._feature_error(f"choices[0].logprobs should hold token_logprobs and "
                                       f"top_logprobs for each of the {end} prompt tokens; it "
                                       "ignores echo/logprobs")
-        lps, tops = found
-        greedy = [lp >= max(top.values()) for lp, top in zip(lps, tops)]
-        return TokenScores([float(x) for x in lps], greedy)
+        return found
 
     def _feature_error(self, what: str) -> APIFeatureError:
         return APIFeatureError(self._scrub(

@@ -35,27 +35,20 @@ def reply_limit(max_tokens: int) -> int:
 
 
 class APIError(ModelCallFailed):
-    """A request that failed for good; the message names the URL (redacted) and the cause."""
+    """A request that failed for good; the message names the URL (redacted) and the cause (an
+    answer not retried: its `status` and `last`, "HTTP status: body")."""
 
-    def __init__(self, message: str, status: int | None = None, detail: str = ""):
+    def __init__(self, message: str, status: int | None = None, last: str = ""):
         super().__init__(message)
-        self.status, self.detail = status, detail
+        self.status, self.last = status, last
 
 
-class MalformedReply(ValueError):
+class MalformedReply(ValueError, openai.OpenAIError):  # the client passes its own errors on
     """A reply the adapter cannot use: `kind` says what is wrong, the message names the field."""
 
     def __init__(self, message: str, kind: str = "malformed reply"):
         super().__init__(message)
         self.kind = kind
-
-
-class ReplyTooLong(MalformedReply, openai.OpenAIError):  # the client passes its own errors on
-    def __init__(self, limit: int):
-        super().__init__(f"the body ran past {limit:,} bytes, more than max_tokens allows "
-                         f"({REPLY_BYTES_PER_TOKEN} bytes a token + {REPLY_ENVELOPE_BYTES:,} for "
-                         "the JSON around it); reading stopped there (does the server ignore "
-                         "max_tokens?)", "reply too long")
 
 
 class RateLimiter:
@@ -107,7 +100,11 @@ class LimitedStream(httpx.AsyncByteStream):
         async for chunk in self.stream:
             size += len(chunk)
             if self.limit is not None and size > self.limit:
-                raise ReplyTooLong(self.limit)
+                raise MalformedReply(f"the body ran past {self.limit:,} bytes, more than "
+                                     f"max_tokens allows ({REPLY_BYTES_PER_TOKEN} bytes a token + "
+                                     f"{REPLY_ENVELOPE_BYTES:,} for the JSON around it); reading "
+                                     "stopped there (does the server ignore max_tokens?)",
+                                     "reply too long")
             yield chunk
 
     async def aclose(self) -> None:

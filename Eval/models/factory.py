@@ -28,8 +28,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> 
 
 
 def option_classes(backend: str) -> list[type]:
-    options = getattr(MODELS[backend], "Options", None)
-    return [AdapterOptions] + ([options] if options else [])
+    return [AdapterOptions] + ([MODELS[backend].Options] if MODELS[backend].Options else [])
 
 
 def resolve_model_args(args: argparse.Namespace) -> argparse.Namespace:

@@ -73,8 +73,8 @@ def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f" Did you mean {close[0]}?" if close else ""
-            known = ", ".join(sorted(fields))
-            raise ValueError(f"-M {key}: no such option.{hint} Options: {known}")
+            raise ValueError(f"-M {key}: no such option.{hint} Options: "
+                             f"{', '.join(sorted(fields))}")
         cls, field = fields[key]
         annotation = typing.get_type_hints(cls)[key]
         value = _value(annotation, text, key)
