@@ -106,12 +106,11 @@ class APIModel(BaseLLM):
         self._semaphore = asyncio.Semaphore(settings.concurrency)
         # identity: the byte limit counts the text as sent; the environment's OpenAI account stays
         # out; without a key the client wants a placeholder, and each request omits the header
-        headers = {"Accept-Encoding": "identity", "OpenAI-Organization": openai.omit,
-                   "OpenAI-Project": openai.omit}
         self._auth = {} if key else {"Authorization": openai.omit}
         self.client = openai.AsyncOpenAI(
             api_key=key or "no-key", base_url=self._root, max_retries=settings.max_retries,
-            default_headers=headers,
+            default_headers={"Accept-Encoding": "identity", "OpenAI-Organization": openai.omit,
+                             "OpenAI-Project": openai.omit},
             default_query=dict(parse_qsl(self._query, keep_blank_values=True)),
             timeout=httpx.Timeout(settings.timeout, connect=min(settings.timeout, 10.0)),
             http_client=AttemptClient(settings.timeout, self.limiter, self.stats))

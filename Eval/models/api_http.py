@@ -192,11 +192,9 @@ def first_choice(reply) -> openai.BaseModel:
     return expect(choices[0], "choices[0]", openai.BaseModel, "an object")
 
 
-def reply_text(reply, chat: bool, think_tags: tuple[str, str],
-               budget_flag: str) -> tuple[str, object]:
-    """(raw output, finish_reason as sent) of a parsed reply. A message's reasoning, which the
-    server's reasoning parser split off, goes back in front of its content in `think_tags`: the
-    raw output whole, as the HF adapter saves it."""
+def reply_text(reply, chat: bool, think_tags: tuple[str, str], budget_flag: str) -> tuple:
+    """(raw output, finish_reason as sent) of a parsed reply: a message's reasoning (split off by
+    the server's parser) back in front of its content in `think_tags`, as the hf adapter has it."""
     choice = first_choice(reply)
     if not chat:
         return expect(choice.text, "choices[0].text", str, "a string"), choice.finish_reason
