@@ -141,7 +141,7 @@ class APIModel(BaseLLM):
         for good or the reply cannot be used: over `limit` bytes, not JSON, refused by `check`."""
         chat = path == "/chat/completions"
         endpoint = self.client.chat.completions if chat else self.client.completions
-        token = REPLY_LIMIT.set(limit)
+        REPLY_LIMIT.set(limit)  # in this request's own task (gather's, the portal's): no reset
         try:
             async with self._semaphore:
                 reply = await endpoint.create(**body, extra_headers=self._auth)
@@ -152,8 +152,6 @@ class APIModel(BaseLLM):
             what = f"{err.kind}: {err}" if isinstance(err, MalformedReply) else \
                 "malformed reply: HTTP 200 with a body that is not JSON"
             raise APIError(self._scrub(f"POST {self._shown(path)}: {what}")) from None
-        finally:
-            REPLY_LIMIT.reset(token)
 
     def _failure(self, path: str, err: openai.APIError, method: str = "POST") -> APIError:
         """The error of a request the client gave up on: its URL, how many attempts it made
