@@ -20,9 +20,9 @@ import anyio.from_thread
 import openai
 
 from Eval.models import register_model
-from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptClient, MalformedReply, RateLimiter,
-                                  Scrubber, check_usage, expect, first_choice, httpx, is_number,
-                                  redact_url, reply_limit, reply_text, split_base_url)
+from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptClient, MalformedReply, Scrubber,
+                                  check_usage, expect, first_choice, httpx, is_number, redact_url,
+                                  reply_limit, reply_text, split_base_url)
 from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
                               prompt_opens_thinking)
 from Eval.models.identity import folder_identity, shown_path, template_sha256
@@ -91,7 +91,6 @@ class APIModel(BaseLLM):
             raise ValueError(f"environment variable {settings.api_key_env} (named by -M "
                              "api_key_env) is not set")
         self._scrub = Scrubber(key, settings.base_url)
-        self.limiter = RateLimiter(settings.rpm, rpm_window) if settings.rpm else None
         self.stats = dict.fromkeys(("requests", "retries", "rate_limited", "failed",
                                     "prompt_token_mismatch"), 0)
 
@@ -104,6 +103,7 @@ class APIModel(BaseLLM):
         self._exit = contextlib.ExitStack()
         self._portal = self._exit.enter_context(anyio.from_thread.start_blocking_portal())
         self._semaphore = asyncio.Semaphore(settings.concurrency)
+        self.limiter = AttemptClient(settings.timeout, settings.rpm, rpm_window, self.stats)
         # identity: the byte limit counts the text as sent; the environment's OpenAI account stays
         # out; without a key the client wants a placeholder, and each request omits the header
         self._auth = {} if key else {"Authorization": openai.omit}
@@ -113,7 +113,7 @@ class APIModel(BaseLLM):
                              "OpenAI-Project": openai.omit},
             default_query=dict(parse_qsl(self._query, keep_blank_values=True)),
             timeout=httpx.Timeout(settings.timeout, connect=min(settings.timeout, 10.0)),
-            http_client=AttemptClient(settings.timeout, self.limiter, self.stats))
+            http_client=self.limiter)
 
     def without_chat_template(self, text: str) -> str:
         raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat "

@@ -2,7 +2,7 @@
 kept out of all it shows, and the checks a reply must pass to be saved.
 
 Usage:
-    openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, RateLimiter(60, 60.0), stats))
+    openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, 60, 60.0, stats))  # rpm: 60
     REPLY_LIMIT.set(reply_limit(max_tokens))  # in the task that sends: the most bytes of a reply
     Scrubber(api_key, base_url)(text)         # the text with secrets *** and every URL redacted
 """
@@ -51,33 +51,25 @@ class MalformedReply(ValueError, openai.OpenAIError):  # the client passes its o
         self.kind = kind
 
 
-class RateLimiter:
-    """At most `rpm` request starts in any `window` seconds: each start holds a slot that long."""
-
-    def __init__(self, rpm: int, window: float):
-        self.window, self.waited_s = window, 0.0
-        self._slots = asyncio.Semaphore(rpm)
-
-    async def acquire(self) -> None:
-        start = time.monotonic()
-        await self._slots.acquire()
-        self.waited_s += time.monotonic() - start
-        asyncio.get_running_loop().call_later(self.window, self._slots.release)
-
-
 class AttemptClient(openai.DefaultAsyncHttpxClient):
-    """The openai client's HTTP client. Each attempt (a first try or a retry) waits for `limiter`,
-    is counted in `stats` and is bounded by `deadline` seconds from connect to the last body byte
-    (httpx's timeouts are per read: a trickling server would hold it for ever) and by REPLY_LIMIT
-    bytes of body: a server that ignores max_tokens cannot fill the memory."""
+    """The openai client's HTTP client. Each attempt (a first try or a retry) is counted in `stats`,
+    starts at most `rpm` times in any `window` seconds (a start holds a slot that long), and is
+    bounded by `deadline` seconds from connect to the last body byte (httpx's timeouts are per
+    read: a trickling server would hold it for ever) and by REPLY_LIMIT bytes of body: a server
+    that ignores max_tokens cannot fill the memory."""
 
-    def __init__(self, deadline: float, limiter: RateLimiter | None, stats: dict):
+    def __init__(self, deadline: float, rpm: int | None, window: float, stats: dict):
         super().__init__(event_hooks={"response": [self._limit_body]})
-        self.deadline, self.limiter, self.stats = deadline, limiter, stats
+        self.deadline, self.window, self.stats = deadline, window, stats
+        self._slots = asyncio.Semaphore(rpm) if rpm else None
+        self.waited_s = 0.0  # for a slot
 
     async def send(self, request: httpx.Request, **options) -> httpx.Response:
-        if self.limiter:
-            await self.limiter.acquire()
+        if self._slots:
+            start = time.monotonic()
+            await self._slots.acquire()
+            self.waited_s += time.monotonic() - start
+            asyncio.get_running_loop().call_later(self.window, self._slots.release)
         self.stats["requests"] += 1
         # the openai client numbers its attempts in this header (0: the first)
         self.stats["retries"] += request.headers.get("x-stainless-retry-count", "0") != "0"
