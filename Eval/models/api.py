@@ -53,12 +53,11 @@ class APIOptions:
     def __post_init__(self):  # refused before any request, not as a failure of every request
         if not 0 < self.timeout < float("inf"):  # nan too
             raise ValueError(f"-M timeout={self.timeout:g}: must be a number of seconds above 0")
-        if self.concurrency < 1:
-            raise ValueError(f"-M concurrency={self.concurrency}: must be at least 1")
-        if self.rpm is not None and self.rpm < 1:
-            raise ValueError(f"-M rpm={self.rpm}: must be at least 1 (none: no limit)")
-        if self.max_retries < 0:
-            raise ValueError(f"-M max_retries={self.max_retries}: must be at least 0")
+        for name, least, note in (("concurrency", 1, ""), ("rpm", 1, " (none: no limit)"),
+                                  ("max_retries", 0, "")):
+            value = getattr(self, name)
+            if value is not None and value < least:
+                raise ValueError(f"-M {name}={value}: must be at least {least}{note}")
         if not (self.api_key_env.isascii() and self.api_key_env.isidentifier()):  # not shown
             raise ValueError("-M api_key_env= takes the name of the environment variable that "
                              "holds the key (e.g. OPENAI_API_KEY), not the key itself; the value "
