@@ -1,8 +1,7 @@
-"""OpenAI-compatible API adapter (--backend api): vLLM, `transformers serve`, or any server speaking
-/v1/chat/completions and /v1/completions. Prompts are built on a LOCAL tokenizer as the HF adapter
-builds them; chat prompts go as messages, completion prompts as text; greedy. A request that fails
-for good, or a reply that cannot be used, becomes a Generation with finish_reason "error" (a rerun
-redoes it). The key and the base URL's credentials are sent, never shown or stored.
+"""OpenAI-compatible API adapter (--backend api): vLLM, `transformers serve`, any server speaking
+/v1/chat/completions and /v1/completions; prompts built on a LOCAL tokenizer as the HF adapter
+builds them, greedy. A failed request or an unusable reply is a Generation with finish_reason
+"error" (a rerun redoes it). The key and the base URL's credentials are never shown or stored.
 
 Usage:
     python inference.py --backend api --model MODEL -M base_url=http://127.0.0.1:8000/v1
@@ -13,9 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import math
 import os
-import re
 import sys
 from urllib.parse import parse_qsl
 
@@ -23,27 +20,21 @@ import anyio.from_thread
 import openai
 
 from Eval.models import register_model
-from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptClient, MalformedReply, RateLimiter,
-                                  Scrubber, check_usage, expect, first_choice, httpx, is_number,
-                                  redact_url, reply_limit, reply_text, split_base_url)
+from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptClient, MalformedReply, Scrubber,
+                                  check_usage, expect, first_choice, httpx, is_number, redact_url,
+                                  reply_limit, reply_text, split_base_url)
 from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
                               prompt_opens_thinking)
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RETRIED_STATUSES = (408, 409, 429)  # besides 5xx: what the openai client retries
 
 
 class APIFeatureError(ValueError):
-    """The server lacks something the adapter needs (prompt log-probabilities for score()): a
-    setup problem that stops the run with one line, not a failed call (ModelCallFailed)."""
-
-
-class ServerUnreadable(ValueError):
-    """GET /v1/models got no answer (connection, timeout, 5xx after the retries): what the server
-    serves is unknown, so nothing may be taken for another model's."""
+    """The server lacks what score() needs (prompt log-probabilities): a setup problem that stops
+    the run with one line, not a failed call (ModelCallFailed)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,15 +51,14 @@ class APIOptions:
     trust_remote_code: bool = option(False, "allow the local tokenizer's own code")
 
     def __post_init__(self):  # refused before any request, not as a failure of every request
-        if not (math.isfinite(self.timeout) and self.timeout > 0):
+        if not 0 < self.timeout < float("inf"):  # nan too
             raise ValueError(f"-M timeout={self.timeout:g}: must be a number of seconds above 0")
-        if self.concurrency < 1:
-            raise ValueError(f"-M concurrency={self.concurrency}: must be at least 1")
-        if self.rpm is not None and self.rpm < 1:
-            raise ValueError(f"-M rpm={self.rpm}: must be at least 1 (none: no limit)")
-        if self.max_retries < 0:
-            raise ValueError(f"-M max_retries={self.max_retries}: must be at least 0")
-        if not ENV_NAME.fullmatch(self.api_key_env):  # the value is not shown: it may be the key
+        for name, least, note in (("concurrency", 1, ""), ("rpm", 1, " (none: no limit)"),
+                                  ("max_retries", 0, "")):
+            value = getattr(self, name)
+            if value is not None and value < least:
+                raise ValueError(f"-M {name}={value}: must be at least {least}{note}")
+        if not (self.api_key_env.isascii() and self.api_key_env.isidentifier()):  # not shown
             raise ValueError("-M api_key_env= takes the name of the environment variable that "
                              "holds the key (e.g. OPENAI_API_KEY), not the key itself; the value "
                              "given is no such name (letters, digits and _) and is not shown: it "
@@ -100,7 +90,6 @@ class APIModel(BaseLLM):
             raise ValueError(f"environment variable {settings.api_key_env} (named by -M "
                              "api_key_env) is not set")
         self._scrub = Scrubber(key, settings.base_url)
-        self.limiter = RateLimiter(settings.rpm, rpm_window) if settings.rpm else None
         self.stats = dict.fromkeys(("requests", "retries", "rate_limited", "failed",
                                     "prompt_token_mismatch"), 0)
 
@@ -113,17 +102,17 @@ class APIModel(BaseLLM):
         self._exit = contextlib.ExitStack()
         self._portal = self._exit.enter_context(anyio.from_thread.start_blocking_portal())
         self._semaphore = asyncio.Semaphore(settings.concurrency)
+        self.limiter = AttemptClient(settings.timeout, settings.rpm, rpm_window, self.stats)
         # identity: the byte limit counts the text as sent; the environment's OpenAI account stays
         # out; without a key the client wants a placeholder, and each request omits the header
-        headers = {"Accept-Encoding": "identity", "OpenAI-Organization": openai.omit,
-                   "OpenAI-Project": openai.omit}
         self._auth = {} if key else {"Authorization": openai.omit}
         self.client = openai.AsyncOpenAI(
             api_key=key or "no-key", base_url=self._root, max_retries=settings.max_retries,
-            default_headers=headers,
+            default_headers={"Accept-Encoding": "identity", "OpenAI-Organization": openai.omit,
+                             "OpenAI-Project": openai.omit},
             default_query=dict(parse_qsl(self._query, keep_blank_values=True)),
             timeout=httpx.Timeout(settings.timeout, connect=min(settings.timeout, 10.0)),
-            http_client=AttemptClient(settings.timeout, self.limiter, self.stats))
+            http_client=self.limiter)
 
     def without_chat_template(self, text: str) -> str:
         raise ValueError(f"{self.tokenizer_path}: the tokenizer has no chat template, so chat "
@@ -131,8 +120,7 @@ class APIModel(BaseLLM):
                          "tokenizer, or use completion mode")
 
     def context_window(self) -> int | None:
-        """The server's max_model_len (vLLM lists it in /v1/models), else max_position_embeddings
-        from the local tokenizer folder's config.json."""
+        """The server's max_model_len (vLLM's /v1/models), else the local config's."""
         served = getattr(self._served, "max_model_len", None)
         if type(served) is int and served > 0:
             return served
@@ -146,23 +134,23 @@ class APIModel(BaseLLM):
     def _shown(self, path: str) -> str:  # the request URL of an endpoint path, redacted
         return redact_url(self._root + path + (f"?{self._query}" if self._query else ""))
 
-    async def _create(self, path: str, body: dict, limit: int | None = None):
-        """The parsed reply of a 200 answer (its shape unchecked); APIError when the request fails
-        for good, MalformedReply when the body is over `limit` bytes or not JSON."""
+    async def _create(self, path: str, body: dict, limit: int | None = None,
+                      check=lambda reply: reply):
+        """check(the parsed reply) of a 200 answer; APIError naming the URL when the request fails
+        for good or the reply cannot be used: over `limit` bytes, not JSON, refused by `check`."""
         chat = path == "/chat/completions"
         endpoint = self.client.chat.completions if chat else self.client.completions
-        token = REPLY_LIMIT.set(limit)
+        REPLY_LIMIT.set(limit)  # in this request's own task (gather's, the portal's): no reset
         try:
             async with self._semaphore:
-                return await endpoint.create(**body, extra_headers=self._auth)
+                reply = await endpoint.create(**body, extra_headers=self._auth)
+            return check(reply)
         except openai.APIError as err:  # retries spent, or an answer that is not retried
             raise self._failure(path, err) from None
-        except MalformedReply:
-            raise
-        except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
-            raise MalformedReply("HTTP 200 with a body that is not JSON") from None
-        finally:
-            REPLY_LIMIT.reset(token)
+        except (ValueError, RecursionError) as err:  # RecursionError: JSON nested past the stack
+            what = f"{err.kind}: {err}" if isinstance(err, MalformedReply) else \
+                "malformed reply: HTTP 200 with a body that is not JSON"
+            raise APIError(self._scrub(f"POST {self._shown(path)}: {what}")) from None
 
     def _failure(self, path: str, err: openai.APIError, method: str = "POST") -> APIError:
         """The error of a request the client gave up on: its URL, how many attempts it made
@@ -170,10 +158,13 @@ class APIModel(BaseLLM):
         shown, cause = f"{method} {self._shown(path)}", err.__cause__
         attempts = int(err.request.headers.get("x-stainless-retry-count", "0")) + 1
         if isinstance(err, openai.APIStatusError):
-            status, detail = err.status_code, self._scrub(err.response.text.strip())[:300]
-            last = f"HTTP {status}: {detail}{self._url_hint(status)}"
+            status, hint = err.status_code, ""
+            if status == 404 and not self._root.endswith("/v1"):
+                hint = (f" (the base URL {self.base_url} does not end in /v1, where "
+                        "OpenAI-compatible servers answer: -M base_url=.../v1?)")
+            last = f"HTTP {status}: {self._scrub(err.response.text.strip())[:300]}{hint}"
             if attempts == 1 and status < 500 and status not in RETRIED_STATUSES:  # not retried
-                return APIError(f"{shown}: {last}", status, detail)
+                return APIError(self._scrub(f"{shown}: {last}"), status, last)
         elif isinstance(err, openai.APITimeoutError):
             # AttemptClient's own deadline is the only plain TimeoutException
             what = str(cause) if type(cause) is httpx.TimeoutException else type(cause).__name__
@@ -183,36 +174,28 @@ class APIModel(BaseLLM):
         return APIError(self._scrub(f"{shown}: failed after {attempts} attempt"
                                     f"{'s' * (attempts > 1)}; last: {last}"))
 
-    def _url_hint(self, status: int) -> str:
-        if status != 404 or self._root.endswith("/v1"):
-            return ""
-        return (f" (the base URL {self.base_url} does not end in /v1, where OpenAI-compatible "
-                "servers answer: -M base_url=.../v1?)")
-
     @functools.cached_property
     def _served(self) -> openai.BaseModel | None:
         """The server's /v1/models entry for api_model (vLLM's has `root`, `max_model_len`); None
-        when the server answers without one (it lists none; a 4xx: it does not list models), the
-        same on every run. ServerUnreadable when no answer came (asked as requests are: -M timeout,
-        max_retries): taken for "no root", it would make every saved record another model's."""
-        async def entries() -> tuple[list, str | None]:  # (the entries, why there are none)
+        when the server answers without one (the same on every run). A ValueError when no answer
+        came: taken for "no root", it would make every saved record another model's."""
+        async def entries() -> list | str:  # the entries, or why there are none
             try:
                 page = await self.client.models.list(extra_headers=self._auth)
             except (openai.APIConnectionError, openai.APIStatusError) as err:  # timeouts included
                 status = getattr(err, "status_code", None)
                 if status is None or status >= 500 or status in RETRIED_STATUSES:
-                    return [], str(self._failure("/models", err, "GET"))
-                return [], None
+                    return str(self._failure("/models", err, "GET"))
+                return []  # a 4xx: it does not list models
             except (openai.APIError, ValueError, TypeError, RecursionError):  # a body not a list
-                return [], None
-            return [m for m in getattr(page, "data", None) or []
-                    if isinstance(m, openai.BaseModel)], None
+                return []
+            return [m for m in getattr(page, "data", None) or [] if isinstance(m, openai.BaseModel)]
 
-        found, failure = self._portal.call(entries) if self._portal else ([], None)
-        if failure:  # raised here: an error raised in the portal's thread holds its frames, and
-            # the portal with them, until a garbage collection whose closing of the portal hangs
-            raise ServerUnreadable(f"{failure}; without it what the server serves is unknown, so "
-                                   "nothing was redone or replaced: rerun when the server answers")
+        found = self._portal.call(entries) if self._portal else []
+        if isinstance(found, str):  # raised here: an error raised in the portal's thread holds its
+            # frames, and the portal with them, until a garbage collection whose closing hangs
+            raise ValueError(f"{found}; without it what the server serves is unknown, so nothing "
+                             "was redone or replaced: rerun when the server answers")
         return next((m for m in found if m.id == self.api_model), None)
 
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
@@ -235,42 +218,36 @@ class APIModel(BaseLLM):
             path, body["messages"] = "/chat/completions", self.chat_messages(prompt.user_text)
         else:  # completion mode, or a Prompt built elsewhere: its text is what the model gets
             path, body["prompt"] = "/completions", prompt.text
+
+        def check(reply) -> tuple:  # (raw output, finish_reason, token counts, usage)
+            return (*reply_text(reply, chat, tags, self.budget_flag),
+                    *check_usage(reply.usage, max_new_tokens))
         try:
-            reply = await self._create(path, body, reply_limit(max_new_tokens))
-            raw, finish_reason = reply_text(reply, chat, tags, self.budget_flag)
-            counts, server_usage = check_usage(reply.usage, max_new_tokens)
-        except (APIError, MalformedReply) as err:
+            raw, finish_reason, counts, server_usage = await self._create(
+                path, body, reply_limit(max_new_tokens), check)
+        except APIError as err:
             self.stats["failed"] += 1
-            error = f"POST {self._shown(path)}: {err.kind}: {err}" \
-                if isinstance(err, MalformedReply) else str(err)
-            return Generation("", 0, "error", error=self._scrub(error), batch_size=batch_size)
-        self._check_prompt_tokens(prompt, counts.get("prompt_tokens"))
+            return Generation("", 0, "error", error=str(err), batch_size=batch_size)
+        if counts.get("prompt_tokens", prompt.n_tokens) != prompt.n_tokens:
+            self.stats["prompt_token_mismatch"] += 1
+            if self.stats["prompt_token_mismatch"] == 1:
+                print(self._scrub(f"warning: {self.base_url} counted {counts['prompt_tokens']} "
+                                  f"prompt tokens where the local tokenizer {self.tokenizer_path} "
+                                  f"counts {prompt.n_tokens}: the server's tokenizer or chat "
+                                  "template differs from the local one, so truncation budgets and "
+                                  "prompt_tokens may be off"), file=sys.stderr)
         # OpenAI and vLLM drop a matched stop string, `transformers serve` returns it: cutting here
         # makes both the same, and is the only cut when the stops were held back.
         text, cut = cut_at_stop(raw, stop, tags, opened)
-        n_tokens = counts.get("completion_tokens")
-        if n_tokens is None:
-            n_tokens = len(self.tokenize(raw))
+        n_tokens = counts.get("completion_tokens", len(self.tokenize(raw)))
         reason = "length" if finish_reason == "length" and not cut else "stop"
         saved, thinking = self.finish_output(text, opened)
         return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking,
                           server_usage=server_usage or None)
 
-    def _check_prompt_tokens(self, prompt: Prompt, server_count: int | None) -> None:
-        if server_count is None or server_count == prompt.n_tokens:
-            return
-        self.stats["prompt_token_mismatch"] += 1
-        if self.stats["prompt_token_mismatch"] == 1:
-            print(self._scrub(f"warning: {self.base_url} counted {server_count} prompt tokens "
-                              f"where the local tokenizer {self.tokenizer_path} counts "
-                              f"{prompt.n_tokens}: the server's tokenizer or chat template differs "
-                              "from the local one, so truncation budgets and prompt_tokens may be "
-                              "off"), file=sys.stderr)
-
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
-        """Per-token log-probabilities of each answer after its prompt (tokenized apart, as the HF
-        adapter does), sent as one token-id prompt to /v1/completions with echo=true, logprobs=1,
-        max_tokens=0; a token is greedy when its log-probability is its position's top one."""
+        """Each answer's token log-probabilities after its prompt (tokenized apart, as hf does):
+        one token-id prompt to /v1/completions with echo=true, logprobs=1, max_tokens=0."""
         return self._portal.call(asyncio.gather, *(self._score_one(p, a) for p, a in pairs))
 
     async def _score_one(self, prompt: str, answer: str) -> TokenScores:
@@ -281,32 +258,34 @@ class APIModel(BaseLLM):
         start, end = len(prompt_ids), len(prompt_ids) + len(answer_ids)
         body = {"model": self.api_model, "prompt": prompt_ids + answer_ids, "max_tokens": 0,
                 "echo": True, "logprobs": 1, "temperature": 0}
-        url = self._shown("/completions")
-        try:
-            logprobs = first_choice(await self._create("/completions", body)).logprobs
+
+        def check(reply) -> TokenScores | None:  # None: no prompt log-probabilities
+            logprobs = first_choice(reply).logprobs
             if logprobs is not None:
                 expect(logprobs, "choices[0].logprobs", openai.BaseModel, "an object")
+            lps, tops = (getattr(logprobs, key, None) for key in ("token_logprobs", "top_logprobs"))
+            lps = lps[start:end] if isinstance(lps, list) and len(lps) >= end else None
+            tops = tops[start:end] if isinstance(tops, list) and len(tops) >= end else None
+            if lps is None or tops is None or None in lps or not all(tops):
+                return None
+            if not (all(isinstance(top, dict) and all(map(is_number, top.values())) for top in tops)
+                    and all(map(is_number, lps))):
+                raise MalformedReply("choices[0].logprobs holds token_logprobs that are not "
+                                     "numbers or top_logprobs that are not objects of numbers at "
+                                     "the answer positions")
+            greedy = [lp >= max(top.values()) for lp, top in zip(lps, tops)]
+            return TokenScores([float(x) for x in lps], greedy)
+        try:
+            found = await self._create("/completions", body, check=check)
         except APIError as err:
             if err.status is not None and 400 <= err.status < 500:
-                raise self._feature_error(f"it rejected the request with HTTP {err.status}: "
-                                          f"{err.detail}{self._url_hint(err.status)}") from None
+                raise self._feature_error(f"it rejected the request with {err.last}") from None
             raise
-        except MalformedReply as err:
-            raise APIError(self._scrub(f"POST {url}: malformed reply: {err}")) from None
-        lps, tops = (getattr(logprobs, name, None) for name in ("token_logprobs", "top_logprobs"))
-        lps = lps[start:end] if isinstance(lps, list) and len(lps) >= end else None
-        tops = tops[start:end] if isinstance(tops, list) and len(tops) >= end else None
-        if lps is None or tops is None or None in lps or not all(tops):
+        if found is None:
             raise self._feature_error(f"choices[0].logprobs should hold token_logprobs and "
                                       f"top_logprobs for each of the {end} prompt tokens; it "
                                       "ignores echo/logprobs")
-        numbers = all(isinstance(top, dict) and all(map(is_number, top.values())) for top in tops)
-        if not (numbers and all(map(is_number, lps))):
-            raise APIError(f"POST {url}: malformed reply: choices[0].logprobs holds token_logprobs "
-                           "that are not numbers or top_logprobs that are not objects of numbers "
-                           "at the answer positions")
-        greedy = [lp >= max(top.values()) for lp, top in zip(lps, tops)]
-        return TokenScores([float(x) for x in lps], greedy)
+        return found
 
     def _feature_error(self, what: str) -> APIFeatureError:
         return APIFeatureError(self._scrub(
@@ -337,17 +316,15 @@ class APIModel(BaseLLM):
         serves (vLLM's `root` in /v1/models; identity() shows it from now on) and the tokenizer."""
         root = getattr(self._served, "root", None)
         self._server_model = root if isinstance(root, str) and root else None
-        identity = self.identity()
-        files = identity["tokenizer_files"] or {}
+        tokenizer_sha256 = folder_identity(self.tokenizer_path).get("sha256")
         return {"adapter": self.name, "base_url": self.base_url, "api_model": self.api_model,
                 "server_model": self._server_model,
-                "tokenizer_sha256": files.get("sha256") or self.tokenizer_path,
-                "chat_template_sha256": identity["chat_template_sha256"]}
+                "tokenizer_sha256": tokenizer_sha256 or self.tokenizer_path,
+                "chat_template_sha256": template_sha256(self.tokenizer)}
 
-    def cache_identity(self) -> dict:
-        """The judge's cache key: what determines the outputs, not how they are asked for
-        (-M concurrency, rpm, timeout, max_retries, api_key_env change no verdict)."""
-        return self.fingerprint()
+    # the judge's cache key: what determines the outputs, not how they are asked for (-M
+    # concurrency, rpm, timeout, max_retries, api_key_env change no verdict)
+    cache_identity = fingerprint
 
     def close(self) -> None:
         if self._portal is not None:

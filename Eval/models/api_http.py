@@ -2,7 +2,7 @@
 kept out of all it shows, and the checks a reply must pass to be saved.
 
 Usage:
-    openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, RateLimiter(60), stats))
+    openai.AsyncOpenAI(..., http_client=AttemptClient(300.0, 60, 60.0, stats))  # rpm: 60
     REPLY_LIMIT.set(reply_limit(max_tokens))  # in the task that sends: the most bytes of a reply
     Scrubber(api_key, base_url)(text)         # the text with secrets *** and every URL redacted
 """
@@ -35,14 +35,15 @@ def reply_limit(max_tokens: int) -> int:
 
 
 class APIError(ModelCallFailed):
-    """A request that failed for good; the message names the URL (redacted) and the cause."""
+    """A request that failed for good; the message names the URL (redacted) and the cause (an
+    answer not retried: its `status` and `last`, "HTTP status: body")."""
 
-    def __init__(self, message: str, status: int | None = None, detail: str = ""):
+    def __init__(self, message: str, status: int | None = None, last: str = ""):
         super().__init__(message)
-        self.status, self.detail = status, detail
+        self.status, self.last = status, last
 
 
-class MalformedReply(ValueError):
+class MalformedReply(ValueError, openai.OpenAIError):  # the client passes its own errors on
     """A reply the adapter cannot use: `kind` says what is wrong, the message names the field."""
 
     def __init__(self, message: str, kind: str = "malformed reply"):
@@ -50,43 +51,25 @@ class MalformedReply(ValueError):
         self.kind = kind
 
 
-class ReplyTooLong(MalformedReply, openai.OpenAIError):  # the client passes its own errors on
-    def __init__(self, limit: int):
-        super().__init__(f"the body ran past {limit:,} bytes, more than max_tokens allows "
-                         f"({REPLY_BYTES_PER_TOKEN} bytes a token + {REPLY_ENVELOPE_BYTES:,} for "
-                         "the JSON around it); reading stopped there (does the server ignore "
-                         "max_tokens?)", "reply too long")
-
-
-class RateLimiter:
-    """At most `rpm` request starts in any `window` seconds: each start holds a slot that long."""
-
-    def __init__(self, rpm: int, window: float = 60.0):
-        if rpm < 1:
-            raise ValueError(f"requests per minute must be at least 1, not {rpm}")
-        self.window, self.waited_s = window, 0.0
-        self._slots = asyncio.Semaphore(rpm)
-
-    async def acquire(self) -> None:
-        start = time.monotonic()
-        await self._slots.acquire()
-        self.waited_s += time.monotonic() - start
-        asyncio.get_running_loop().call_later(self.window, self._slots.release)
-
-
 class AttemptClient(openai.DefaultAsyncHttpxClient):
-    """The openai client's HTTP client. Each attempt (a first try or a retry) waits for `limiter`,
-    is counted in `stats` and is bounded by `deadline` seconds from connect to the last body byte
-    (httpx's timeouts are per read: a trickling server would hold it for ever) and by REPLY_LIMIT
-    bytes of body: a server that ignores max_tokens cannot fill the memory."""
+    """The openai client's HTTP client. Each attempt (a first try or a retry) is counted in `stats`,
+    starts at most `rpm` times in any `window` seconds (a start holds a slot that long), and is
+    bounded by `deadline` seconds from connect to the last body byte (httpx's timeouts are per
+    read: a trickling server would hold it for ever) and by REPLY_LIMIT bytes of body: a server
+    that ignores max_tokens cannot fill the memory."""
 
-    def __init__(self, deadline: float, limiter: RateLimiter | None, stats: dict):
+    def __init__(self, deadline: float, rpm: int | None, window: float, stats: dict):
         super().__init__(event_hooks={"response": [self._limit_body]})
-        self.deadline, self.limiter, self.stats = deadline, limiter, stats
+        self.deadline, self.window, self.stats = deadline, window, stats
+        self._slots = asyncio.Semaphore(rpm) if rpm else None
+        self.waited_s = 0.0  # for a slot
 
     async def send(self, request: httpx.Request, **options) -> httpx.Response:
-        if self.limiter:
-            await self.limiter.acquire()
+        if self._slots:
+            start = time.monotonic()
+            await self._slots.acquire()
+            self.waited_s += time.monotonic() - start
+            asyncio.get_running_loop().call_later(self.window, self._slots.release)
         self.stats["requests"] += 1
         # the openai client numbers its attempts in this header (0: the first)
         self.stats["retries"] += request.headers.get("x-stainless-retry-count", "0") != "0"
@@ -109,7 +92,11 @@ class LimitedStream(httpx.AsyncByteStream):
         async for chunk in self.stream:
             size += len(chunk)
             if self.limit is not None and size > self.limit:
-                raise ReplyTooLong(self.limit)
+                raise MalformedReply(f"the body ran past {self.limit:,} bytes, more than "
+                                     f"max_tokens allows ({REPLY_BYTES_PER_TOKEN} bytes a token + "
+                                     f"{REPLY_ENVELOPE_BYTES:,} for the JSON around it); reading "
+                                     "stopped there (does the server ignore max_tokens?)",
+                                     "reply too long")
             yield chunk
 
     async def aclose(self) -> None:
@@ -175,8 +162,7 @@ def json_kind(value) -> str:
 
 
 def expect(value, field: str, kind: type, what: str):
-    """`value` when it is a `kind` (a string: one a UTF-8 file can hold), else a MalformedReply
-    naming the field and what it holds."""
+    """`value` when it is a `kind` (a string: one a UTF-8 file can hold), else a MalformedReply."""
     if not isinstance(value, kind):
         raise MalformedReply(f"{field} is {json_kind(value)}, not {what}")
     if isinstance(value, str):  # JSON's "\ud800" decodes to a lone surrogate, no UTF-8 file's
@@ -198,35 +184,23 @@ def first_choice(reply) -> openai.BaseModel:
     return expect(choices[0], "choices[0]", openai.BaseModel, "an object")
 
 
-# where a server's reasoning parser puts the thinking it split off: DeepSeek's and older vLLM's
-# name, then vLLM's since PR 27752 (which removed the first in PR 33402)
-REASONING_FIELDS = ("reasoning_content", "reasoning")
-
-
-def reasoning_of(message) -> tuple[str, str | None]:
-    """(field, text) of a message's reasoning: the first of REASONING_FIELDS holding a non-empty
-    string (a server sends one; vLLM versions between the two PRs sent both, alike), else
-    (REASONING_FIELDS[0], None). A field that is neither null nor a string is a MalformedReply."""
-    found = []
-    for name in REASONING_FIELDS:
-        value = getattr(message, name, None)
-        if value is not None:
-            found.append((name, expect(value, f"choices[0].message.{name}", str, "a string")))
-    return next(((name, text) for name, text in found if text), (REASONING_FIELDS[0], None))
-
-
-def reply_text(reply, chat: bool, think_tags: tuple[str, str],
-               budget_flag: str = "--max-new-tokens") -> tuple[str, object]:
-    """(raw output, finish_reason as sent) of a parsed reply. A message's reasoning (reasoning_of:
-    the server's reasoning parser split it off) goes back in front of its content, in
-    `think_tags`: the raw output whole, as the HF adapter saves it. `budget_flag` is named in the
-    hint for a reply that spent max_tokens thinking."""
+def reply_text(reply, chat: bool, think_tags: tuple[str, str], budget_flag: str) -> tuple:
+    """(raw output, finish_reason as sent) of a parsed reply: a message's reasoning (split off by
+    the server's parser) back in front of its content in `think_tags`, as the hf adapter has it."""
     choice = first_choice(reply)
     if not chat:
         return expect(choice.text, "choices[0].text", str, "a string"), choice.finish_reason
     message = expect(choice.message, "choices[0].message", openai.BaseModel, "an object")
-    (reasoning_field, reasoning), content = reasoning_of(message), message.content
-    field = "choices[0].message.content"
+    # the reasoning: the first non-empty of DeepSeek's and older vLLM's field, then vLLM's since
+    # PR 27752 (which removed the first in PR 33402; versions between sent both, alike)
+    reasoning_field, reasoning = "reasoning_content", None
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if value is not None:
+            value = expect(value, f"choices[0].message.{name}", str, "a string")
+            if value and not reasoning:
+                reasoning_field, reasoning = name, value
+    content, field = message.content, "choices[0].message.content"
     if content is None:
         why = ("a tool call, a refusal, or a reasoning model that spent max_tokens thinking "
                "sends none")

@@ -1,9 +1,7 @@
-"""A model-free adapter for tests and dry runs (lm-eval's dummy-model idea): characters are tokens.
-
-`generate` answers with the prompt's last line reversed word by word (in a chat task the chat
-format's last line, "[assistant]"); `score` gives each answer character log-probability -1. Stops
-and thinking blocks are handled as in every backend, so a last line reading "answer </think>
-thinking <think>" exercises the reasoning path.
+"""A model-free adapter for tests and dry runs (lm-eval's dummy-model idea): characters are tokens;
+`generate` answers with the prompt's last line reversed word by word (in chat, "[assistant]"), so
+"answer </think> thinking <think>" exercises the reasoning path; `score` gives each answer
+character log-probability -1.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from Eval.args import positive_int
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM
 from Eval.models.options import AdapterOptions, parse_model_args
@@ -28,8 +29,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, default_model: str) -> 
 
 
 def option_classes(backend: str) -> list[type]:
-    options = getattr(MODELS[backend], "Options", None)
-    return [AdapterOptions] + ([options] if options else [])
+    return [AdapterOptions] + ([MODELS[backend].Options] if MODELS[backend].Options else [])
 
 
 def resolve_model_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -54,8 +54,6 @@ def from_args(args: argparse.Namespace, tokenizer_only: bool = False) -> BaseLLM
 
 def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     """How prompts are batched and budgeted: shared by inference.py and the lm-eval bridge."""
-    from Eval.args import positive_int
-
     parser.add_argument("--batch-size", type=positive_int, default=16,
                         help="most examples per batch (halved on OOM)")
     parser.add_argument("--max-batch-tokens", type=positive_int, default=16384,

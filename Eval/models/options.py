@@ -1,6 +1,6 @@
-"""Model options on the command line: `-M key=value`, one pair per flag (a value may hold commas,
-spaces and "="; a list option grows by one value per pair), declared by each backend as a frozen
-dataclass of `option(default, help)` fields (--help: Eval/args.py); AdapterOptions: every backend's.
+"""-M key=value model options, one pair per flag (a value may hold commas, spaces and "="; a tuple
+option grows by one value per pair), declared by each backend as a frozen dataclass of
+`option(default, help)` fields (--help: Eval/args.py); AdapterOptions: every backend's.
 
 Usage:
     parse_model_args(["dtype=bfloat16"], [AdapterOptions, CheckpointOptions])  # {class: options}
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import types
 import typing
 
 
@@ -43,20 +42,11 @@ class AdapterOptions:
                 raise ValueError(f"-M {name}= is empty: give the text to look for")
 
 
-def _kind(hint) -> tuple[type, bool, bool]:
-    """(value type, optional, a tuple of values) of a field's annotation."""
-    hint_args = typing.get_args(hint)
-    optional = type(None) in hint_args
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        hint = next(a for a in hint_args if a is not type(None))
-    if typing.get_origin(hint) is tuple:
-        return typing.get_args(hint)[0], optional, True
-    return hint, optional, False
-
-
-def _value(kind: type, optional: bool, text: str, key: str):
-    if optional and text.lower() == "none":
+def _value(annotation, text: str, key: str):
+    """`text` as a value of a field annotated X, X | None ("none") or tuple[X, ...] (one X)."""
+    if type(None) in typing.get_args(annotation) and text.lower() == "none":
         return None
+    kind = next((a for a in typing.get_args(annotation) if a is not type(None)), annotation)
     if kind is bool:
         if text.lower() in ("true", "1", "yes", "on"):
             return True
@@ -83,15 +73,15 @@ def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f" Did you mean {close[0]}?" if close else ""
-            known = ", ".join(sorted(fields))
-            raise ValueError(f"-M {key}: no such option.{hint} Options: {known}")
+            raise ValueError(f"-M {key}: no such option.{hint} Options: "
+                             f"{', '.join(sorted(fields))}")
         cls, field = fields[key]
-        kind, optional, many = _kind(typing.get_type_hints(cls)[key])
-        value = _value(kind, optional, text, key)
+        annotation = typing.get_type_hints(cls)[key]
+        value = _value(annotation, text, key)
         choices = field.metadata.get("choices")
         if choices and value not in choices:
             raise ValueError(f"-M {key}={text}: choose one of {', '.join(map(str, choices))}")
-        if many:
+        if typing.get_origin(annotation) is tuple:
             value = (*values[cls].get(key, ()), value)
         values[cls][key] = value
     return {cls: cls(**values[cls]) for cls in classes}  # __post_init__'s ValueError as it is

@@ -1,6 +1,5 @@
-"""The hf adapter's tokenizer-only twin for `inference.py dry-run`: the same prompts, rendered by
-the checkpoint's tokenizer and chat template, with no weights loaded and no model calls.
-HFModel.tokenizer_only builds it (Eval/models/factory.py: from_args(args, tokenizer_only=True)).
+"""The hf adapter's tokenizer-only twin for `inference.py dry-run` (HFModel.tokenizer_only): the
+same prompts, rendered by the checkpoint's tokenizer and chat template, with no weights loaded.
 
 Usage:
     renderer = TokenizerOnly("/path/to/checkpoint", AdapterOptions())
