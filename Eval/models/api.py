@@ -239,7 +239,9 @@ class APIModel(BaseLLM):
         # OpenAI and vLLM drop a matched stop string, `transformers serve` returns it: cutting here
         # makes both the same, and is the only cut when the stops were held back.
         text, cut = cut_at_stop(raw, stop, tags, opened)
-        n_tokens = counts.get("completion_tokens", len(self.tokenize(raw)))
+        n_tokens = counts.get("completion_tokens")
+        if n_tokens is None:  # not sent, or null
+            n_tokens = len(self.tokenize(raw))
         reason = "length" if finish_reason == "length" and not cut else "stop"
         saved, thinking = self.finish_output(text, opened)
         return Generation(saved, n_tokens, reason, batch_size=batch_size, thinking=thinking,
