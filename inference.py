@@ -7,9 +7,7 @@ Usage:
     python inference.py --limit 5 --model-name tiny-qwen2-first5     # the first 5 examples
     python inference.py validate | dry-run | merge | unlearning | lm-eval ...   # NAME --help
 
-Writes pred/<model-name>/<dataset>.jsonl (Eval/records.py) and <dataset>.run.json (what the run
-was). Runs resume: an example is redone only when its data, or the model, changed since its record
-was made; a rerun with nothing left to do says so before any model loads. Then score with eval.py.
+Writes pred/<model-name>/<dataset>.jsonl and <dataset>.run.json; runs resume (README.md).
 """
 import os
 

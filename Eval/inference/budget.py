@@ -1,10 +1,6 @@
-"""--max-total-tokens: the prompt + generated tokens one invocation of inference.py may spend, over
-all its datasets. The run loop (run_loop.py) does not start a batch whose bound could go over; the
-datasets after it are not started, and the invocation says how far it got, exit code 3.
+"""--max-total-tokens: the run loop starts no batch whose bound could go over; exit code 3.
 
-Usage:
-    budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
-    if budget.stopped: return stopped_at_budget(args, datasets, out_dir, budget)
+Usage: budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
 """
 from __future__ import annotations
 

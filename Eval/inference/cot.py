@@ -1,11 +1,7 @@
-"""--cot: LongBench v2's chain-of-thought mode, two passes per example as its pred.py runs them.
-The reasoning prompt (template kind "cot") is generated first, then the answer prompt
-("cot_answer") quoting that reasoning; `pred` is the answer, `cot` the reasoning. Records go to
-NAME_cot.jsonl. A task has the mode when it sets cot_max_new_tokens (Eval/tasks.py).
+"""--cot: LongBench v2's two passes as its pred.py runs them, the reasoning ("cot") then the
+answer ("cot_answer") quoting it; records go to NAME_cot.jsonl.
 
-Usage:
-    ds = as_cot(load_dataset("longbench_v2", ...))       # inference.py --cot: cot_datasets
-    done = generate_with_cot(model, ds, examples, reasoning_prompts, "middle", 128, None)
+Usage: done = generate_with_cot(model, ds, examples, reasoning_prompts, "middle", 128, None)
 """
 from __future__ import annotations
 
@@ -37,9 +33,8 @@ def cot_datasets(datasets: list[Dataset], args) -> list[Dataset]:
 
 def generate_with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],
                       truncation: str, max_new: int, max_length: int | None) -> list[tuple]:
-    """(prompt, generation, the record's cot_* fields) per example: the reasoning pass, then the
-    answer prompt quoting it (stripped, as LongBench v2); as its pred.py, no answer pass after a
-    failed or empty reasoning."""
+    """(prompt, generation, cot_* fields) per example; as pred.py, no answer pass after a failed
+    or empty reasoning."""
     reasoning = generate_outputs(model, firsts, ds.task.cot_max_new_tokens, ())
     ok = [k for k, out in enumerate(reasoning)
           if not out.error and out.finish_reason != "skipped" and out.text != ""]

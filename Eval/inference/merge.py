@@ -1,12 +1,6 @@
-"""`python inference.py merge`: merge the shard files of independent shard runs into each dataset's
-main file, when no shard could do it itself (each merges as soon as it sees every example written).
+"""`python inference.py merge`: independent shards' files into each dataset's main file.
 
-Usage:
-    python inference.py --shard 3/16 --model /path/to/model       # one of 16 processes
-    python inference.py merge --model /path/to/model              # afterwards, the same options
-
-The main file gets the selected examples' best records in dataset order; records of another model
-than the shards' sidecar names are left out. Exit code 1 when a dataset still lacks examples.
+Usage: python inference.py merge --model /path/to/model    # the shard runs' options
 """
 from __future__ import annotations
 

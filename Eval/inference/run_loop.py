@@ -1,10 +1,5 @@
-"""The one run loop of the inference stage: predictions (predict.py) and TOFU / MUSE score records
-(score_records.py) both run through `run_job`.
-
-For one output file: take its lock, refuse to resume a file made with other settings, let the
-caller plan the items without a current record into batches, write the sidecar, append batch after
-batch, merge the files in data order and record the summary. A `TokenBudget` (budget.py) is
-shared by an invocation's jobs: a batch whose bound does not fit is not run.
+"""The one run loop (predict.py, score_records.py): lock, resume check, plan, sidecar, batches
+appended, merge, summary.
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
@@ -61,9 +56,8 @@ class Job:
 
 @contextlib.contextmanager
 def _deferred_interrupt():
-    """Hold Ctrl-C until the block ends. The handler is swapped rather than the signal masked: a
-    SIGINT that arrived just before the block is still pending in Python and would be raised inside
-    it; the swapped-in handler catches that one too, and the previous handler gets it afterwards."""
+    """Hold Ctrl-C until the block ends. The handler is swapped, not the signal masked: a SIGINT
+    already pending in Python is caught too, and handed to the previous handler afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -138,8 +132,7 @@ def _run_locked(job: Job, plan, process) -> dict:
 
 
 def _model_changes(path: Path, new: dict) -> list[str]:
-    """What changed in the model since the sidecar's run: the files whose content changed, else the
-    identity fields that differ; [] when the old sidecar cannot tell."""
+    """What changed in the model since the sidecar's run: files, else identity fields."""
     old, changes = read_sidecar(path), []
     for key in ("model", "reference_model"):
         before, after = old.get(key), new.get(key)
@@ -153,8 +146,7 @@ def _model_changes(path: Path, new: dict) -> list[str]:
 
 
 def _count_causes(stats: dict, records: list[dict]) -> None:
-    """stats["failure_causes"]: the first FIRST_CAUSES distinct errors of failed records, with
-    counts (the console shows them; each record's `error` says its own)."""
+    """stats["failure_causes"]: the first FIRST_CAUSES distinct errors, counted."""
     for error in (r["error"] for r in records if r.get("error")):
         causes = stats.setdefault("failure_causes", {})
         if error in causes or len(causes) < FIRST_CAUSES:

@@ -1,11 +1,7 @@
-"""`python inference.py`'s main job: its options, the checks before any model loads, the
-nothing-to-do exit, the run over every dataset (shards, torchrun, a token budget), what it prints.
+"""`python inference.py`'s main job: options, checks before any model loads, the nothing-to-do
+exit, the run over every dataset, what it prints.
 
-Usage (inference.py is the entry; the subcommands reuse the option groups and `prepare`):
-    args = parse_args(argv)
-    datasets, out_dir = prepare(args)           # refused before a model loads, or an exit code
-    if all_done(args, datasets, out_dir): ...   # from the files alone, before torch is imported
-    totals = run_all(model, datasets, args, shards, out_dir, saved)
+Usage: args = parse_args(argv); datasets, out_dir = prepare(args); run_all(model, datasets, ...)
 """
 from __future__ import annotations
 
@@ -101,8 +97,7 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
 
 
 def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
-    """`command`, its bad input (a dataset, template, option or -M value) one error line naming
-    the file / line / flag, exit code 2, before any model loads."""
+    """`command` with bad input as one error line naming the file / line / flag, exit code 2."""
     @functools.wraps(command)
     def run(*args) -> int:
         try:
@@ -153,9 +148,7 @@ def prepare(args) -> tuple[list, Path | None]:
 
 
 def check_not_dataset(args, datasets: list, out_dir: Path) -> None:
-    """Refuse an output that is the data being read (`--out-dir . --model-name dataset`): its
-    prediction files, sidecars and locks would replace the datasets or sit among them. Not a case
-    for --overwrite, which would destroy the data."""
+    """Refuse an output that is the data being read (`--out-dir . --model-name dataset`)."""
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
         if path.resolve() == ds.path.resolve():
@@ -180,8 +173,7 @@ def all_done(args, datasets: list, out_dir: Path) -> bool:
 
 
 def finished_with(args, ds, out_dir: Path) -> bool:
-    """Whether the last run of `ds` was this very request (predict.py request_fingerprint), its
-    merged file unchanged since, holding every selected example's good record."""
+    """Whether the last run of `ds` was this request, its file unchanged and complete since."""
     path = out_dir / f"{ds.name}.jsonl"
     sidecar = read_sidecar(path)
     output, data = sidecar.get("output"), sidecar.get("data")
@@ -222,8 +214,7 @@ def check_budgets(model, datasets: list, args) -> None:
 
 
 def warn_past_window(model, max_length: int | None) -> None:
-    """One warning line (per run) for a --max-length past the model's context window: the run
-    goes on as asked, since the model may reach further than its config says (RoPE scaling)."""
+    """Warn of a --max-length past the context window; go on (RoPE scaling may reach it)."""
     window = model.context_window()
     if max_length and window and max_length > window:
         print(f"warning: --max-length {max_length} is more than the model's context window "
@@ -237,8 +228,7 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
-    """Every dataset through the model (torchrun: rank 0 merges after each); `saved` collects each
-    batch's saved records (for the Ctrl-C message). None on error."""
+    """Every dataset through the model; `saved` gets each batch's record count. None on error."""
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
                            args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
                            shards.num_shards, shards.shard_id, merge=not shards.torchrun,
@@ -303,8 +293,7 @@ def describe_run(summary: dict) -> str:
 
 
 def failure_lines(summary: dict) -> list[str]:
-    """Why records failed now: each distinct error counted (the first few), then how many more
-    failed otherwise; each record's `error` holds its own."""
+    """Why records failed now: the first few distinct errors counted, then the others."""
     causes = summary.get("failure_causes") or {}
     lines = [f"  {count} failed: {error}" for error, count in causes.items()]
     others = summary["failed"] - sum(causes.values())
@@ -314,7 +303,7 @@ def failure_lines(summary: dict) -> list[str]:
 
 
 def score_command(args, out_dir: Path) -> str:
-    """The eval.py command line for `out_dir`, quoted so that it can be pasted into a shell."""
+    """The eval.py command line for `out_dir`, shell-quoted."""
     where = "" if args.out_dir == Path("pred") else f" --pred-root {shlex.quote(str(args.out_dir))}"
     return f"python eval.py --model {shlex.quote(out_dir.name)}{where}"
 
