@@ -12,23 +12,19 @@ from Eval.inference.predict import dataset_prompts, generate_outputs
 from Eval.models.base import BaseLLM, Prompt
 
 
-def as_cot(ds: Dataset) -> Dataset:
-    """The dataset in --cot mode, named NAME_cot; ValueError when its task has no such mode."""
-    if not ds.task.cot_max_new_tokens:
-        raise ValueError(f"--cot: {ds.name} has no chain-of-thought mode (its task sets no "
-                         "cot_max_new_tokens in Eval/tasks.py)")
-    name = f"{ds.name}_cot"
-    task = dataclasses.replace(ds.task, name=name)
-    return dataclasses.replace(ds, name=name, task=task, cot=True)
-
-
 def cot_datasets(datasets: list[Dataset], args) -> list[Dataset]:
-    """inference.py --cot: the datasets named, or without --datasets every one with the mode."""
-    if not args.datasets:  # every dataset that has a chain-of-thought mode
+    """The datasets named (or without --datasets every one with the mode), each named NAME_cot."""
+    if not args.datasets:
         datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
         if not datasets:
             raise ValueError(f"--cot: no dataset in {args.dataset_dir} has a chain-of-thought mode")
-    return [as_cot(ds) for ds in datasets]
+    for ds in datasets:
+        if not ds.task.cot_max_new_tokens:
+            raise ValueError(f"--cot: {ds.name} has no chain-of-thought mode (its task sets no "
+                             "cot_max_new_tokens in Eval/tasks.py)")
+    return [dataclasses.replace(ds, name=f"{ds.name}_cot", cot=True,
+                                task=dataclasses.replace(ds.task, name=f"{ds.name}_cot"))
+            for ds in datasets]
 
 
 def generate_with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],

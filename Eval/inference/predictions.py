@@ -77,8 +77,7 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
             rank = _rank(record, expected, model)
             if rid not in best or rank > _rank(best[rid], expected, model):
                 best[rid] = record
-            same_model = model is None or record.get("model_sha256") == model
-            if record.get("example_sha256") and record.get("error") is None and same_model:
+            if record.get("example_sha256") and _rank(record, None, model) == 2:
                 good.setdefault(record["example_sha256"], record)
     for rid, sha in (expected or {}).items():
         if sha in good and (rid not in best or _rank(best[rid], expected, model) < 2):
@@ -144,7 +143,9 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
     wanted = set(required)
     ordered = [current[rid] for rid in order if rid in current and rid in wanted]
     rest = [current[rid] for rid in order if rid in current and rid not in wanted]
-    copies = [r for rid, r in records.items() if rid not in listed and _copy_kept(r, listed, model)]
+    # good records of --perturb copies of listed examples: kept aside for a later --perturb run
+    copies = [r for rid, r in records.items() if rid not in listed and r.get("perturbation")
+              and str(r.get("original_id")) in listed and _rank(r, None, model) == 2]
     rest += copies
     shards, unselected = shard_paths(path), unselected_path(path)
     # A resumed run with nothing to do leaves a main file that already is the merge: not rewritten.
@@ -164,17 +165,10 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
 
 
-def _copy_kept(record: dict, listed: set[str], model: str | None) -> bool:
-    """A good record of a --perturb copy of a listed example: kept aside for a later --perturb."""
-    same_model = model is None or record.get("model_sha256") == model
-    return bool(record.get("perturbation")) and str(record.get("original_id")) in listed \
-        and record.get("error") is None and same_model
-
-
 def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
                  model_sha256: str | None = None) -> None:
-    """A resumed file must come from the same settings and model (check_model); a sidecar with no
-    records beside it binds nothing."""
+    """A resumed file must come from the same settings and model; a sidecar with no records beside
+    it binds nothing."""
     sidecar = sidecar_path(path)
     written = any(p.exists() and p.stat().st_size for p in [path, *shard_paths(path)])
     if not sidecar.exists() or not written:
@@ -185,7 +179,15 @@ def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
     except (ValueError, AttributeError):
         raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") \
             from None
-    check_model(path, run, model_path, model_sha256)
+    before = run.get("model") if isinstance(run.get("model"), dict) else {}
+    before_path, before_sha256 = before.get("path"), run.get("model_sha256")
+    # another path and other files: another model in a folder of the same name (run1/checkpoint-500,
+    # run2/checkpoint-500); the same path or files: redone per record; older sidecars: no check
+    if None not in (before_path, before_sha256, model_path, model_sha256) \
+            and before_path != model_path and before_sha256 != model_sha256:
+        raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
+                         f"this run's {model_path}; set --model-name NAME to keep both (or "
+                         "--overwrite to replace them)")
     fingerprint = json_form(fingerprint)
     for key in ("model", "reference"):  # older sidecars: models are now checked per record
         previous.pop(key, None)
@@ -194,19 +196,6 @@ def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
                          "another --out-dir")
-
-
-def check_model(path: Path, run: dict, model_path: str | None, model_sha256: str | None) -> None:
-    """Refuse records of a model at another path with other files (run1/checkpoint-500, then
-    run2/checkpoint-500); same path or same files: redone per record. `run`: the old sidecar."""
-    before = run.get("model") if isinstance(run.get("model"), dict) else {}
-    before_path, before_sha256 = before.get("path"), run.get("model_sha256")
-    if None in (before_path, before_sha256, model_path, model_sha256):  # older sidecars: no check
-        return
-    if before_path != model_path and before_sha256 != model_sha256:
-        raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
-                         f"this run's {model_path}; set --model-name NAME to keep both (or "
-                         "--overwrite to replace them)")
 
 
 def read_sidecar(path: Path) -> dict:

@@ -109,12 +109,16 @@ def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
     return run
 
 
-def load_datasets(args, model_name: str | None = None) -> list:
-    """The datasets asked for; `model_name` (the output folder) picks a model2maxlen.json entry."""
+def prepare(args) -> tuple[list, Path | None]:
+    """(datasets, out_dir) with names, output folder and price checked (see refusing_bad_input)."""
+    out_dir = None
+    if hasattr(args, "out_dir"):  # validate has none
+        out_dir = output_folder(args.out_dir, args.model_name, args.model)
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl or *.json datasets")
     maxlen = load_maxlen_config(args.maxlen_config)
+    model_name = out_dir and out_dir.name  # picks a model2maxlen.json entry
     if maxlen and model_name and model_name not in maxlen and not set(maxlen) & set(names):
         raise ValueError(f"--maxlen-config {args.maxlen_config} names neither a dataset of this "
                          f"run nor the model {model_name!r} (a model2maxlen.json is keyed by the "
@@ -125,15 +129,7 @@ def load_datasets(args, model_name: str | None = None) -> list:
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                     for ds in datasets]
-    return cot_datasets(datasets, args) if args.cot else datasets
-
-
-def prepare(args) -> tuple[list, Path | None]:
-    """(datasets, out_dir) with names, output folder and price checked (see refusing_bad_input)."""
-    out_dir = None
-    if hasattr(args, "out_dir"):  # validate has none
-        out_dir = output_folder(args.out_dir, args.model_name, args.model)
-    datasets = load_datasets(args, out_dir and out_dir.name)
+    datasets = cot_datasets(datasets, args) if args.cot else datasets
     if out_dir is not None:
         check_not_dataset(args, datasets, out_dir)
     price = getattr(args, "price", None)

@@ -79,30 +79,18 @@ def read_template_file(path: Path) -> str:
 def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, published_prompt: str,
                      config: PromptConfig | None) -> ChosenTemplate | None:
     """The template of one kind for a dataset; None: the form's default (defaults.py)."""
-    chosen = _find_template(name, kind, prompt_dir, form, published_prompt, config)
-    if chosen is not None and not check_template(chosen.template, chosen.source):
-        raise RecordError(chosen.source, None, "the template has no {field} placeholder, so every "
-                                               "example would get the same prompt; name the "
-                                               "record fields it asks about, e.g. {input}")
-    return chosen
-
-
-def _find_template(name: str, kind: str, prompt_dir: Path, form: str, published_prompt: str,
-                   config: PromptConfig | None) -> ChosenTemplate | None:
     path = prompt_dir / f"{name}{KINDS[kind]}"
     in_config = config is not None and (kind == "answer" and name in config.by_dataset
                                         or form == "longbench_v2" and kind in config.by_kind)
     if path.exists() or path.is_symlink():
-        template = read_template_file(path)
-        check_template(template, str(path))
         note = (f"{name}: {path} wins over --prompt-config {config.path} (move it away to use "
                 "the config's)") if in_config else None
-        return ChosenTemplate(template, str(path), note=note)
-    if in_config and kind == "answer" and name in config.by_dataset:
-        return ChosenTemplate(config.by_dataset[name], f"{config.path} [{name}]")
-    if in_config:
-        return config.by_kind[kind]
-    if published_prompt:
+        chosen = ChosenTemplate(read_template_file(path), str(path), note=note)
+    elif in_config and kind == "answer" and name in config.by_dataset:
+        chosen = ChosenTemplate(config.by_dataset[name], f"{config.path} [{name}]")
+    elif in_config:
+        chosen = config.by_kind[kind]
+    elif published_prompt:
         where = f"{config.path} has no entry for it" if config else "no --prompt-config was given"
         # a generic prompt would change the task (multi_news would be asked a question)
         raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own "
@@ -110,7 +98,13 @@ def _find_template(name: str, kind: str, prompt_dir: Path, form: str, published_
                          "benchmark's config (LongBench's or TinyEval's "
                          "config/dataset2prompt.json, LongBench v2's prompts/ folder) or write "
                          f"{path}")
-    return None  # the form's default, if it has one (defaults.py)
+    else:
+        return None
+    if not check_template(chosen.template, chosen.source):
+        raise RecordError(chosen.source, None, "the template has no {field} placeholder, so every "
+                                               "example would get the same prompt; name the "
+                                               "record fields it asks about, e.g. {input}")
+    return chosen
 
 
 def value_problem(value: object) -> str | None:
