@@ -30,27 +30,22 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
                                    [e.id for e in required_examples(ds, limit)],
                                    {e.id: e.sha256 for e in ds.examples},
                                    read_sidecar(path).get("model_sha256"))
-        if merged:
-            record_output(path, merged)
-            done = f"from {shards} shard files merged into" if shards else "already merged in"
-            print(f"{ds.name}: {merged['records']} records {done} {path}")
-        else:
+        if not merged:
             print(f"error: {path}: some examples have no record yet; run the missing shards",
                   file=sys.stderr)
             code = 1
+            continue
+        sidecar = sidecar_path(path)
+        if sidecar.is_file():  # note what the merge left in the main file
+            content = read_sidecar(path)
+            if not content:
+                raise ValueError(f"{sidecar}: not a readable JSON object; {path.name} is merged, "
+                                 "but its sidecar, left as it is, does not say so")
+            content["output"] = output_entry(merged)
+            write_json_atomic(sidecar, content)
+        done = f"from {shards} shard files merged into" if shards else "already merged in"
+        print(f"{ds.name}: {merged['records']} records {done} {path}")
     return code
-
-
-def record_output(path: Path, merged: dict) -> None:
-    """Note in the sidecar what a merge done apart from the run left in the main file."""
-    sidecar = sidecar_path(path)
-    if sidecar.is_file():
-        content = read_sidecar(path)
-        if not content:
-            raise ValueError(f"{sidecar}: not a readable JSON object; {path.name} is merged, "
-                             "but its sidecar, left as it is, does not say so")
-        content["output"] = output_entry(merged)
-        write_json_atomic(sidecar, content)
 
 
 @inference_command("merge", help="merge independent shards' files into each dataset's main file")

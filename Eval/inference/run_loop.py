@@ -49,9 +49,7 @@ class Job:
     on_saved: Callable[[int], None] | None = None  # told how many records each batch saved
     budget: TokenBudget | None = None  # charged with the tally's prompt + generated tokens
     bound: Callable[[list[str]], int] | None = None  # the most tokens a batch can spend
-    # The hash of what determines the outputs (BaseLLM.fingerprint), stamped on every record: a
-    # record made by another model is not done, so a checkpoint changed in place is rerun.
-    model_sha256: str | None = None
+    model_sha256: str | None = None  # on every record: another model's (changed in place) is redone
 
 
 @contextlib.contextmanager
