@@ -76,8 +76,6 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
         return 2
     finally:
         model.close()
-    if totals is None:
-        return 2
     stopped = bool(totals["budget"] and totals["budget"].stopped)
     print(runner.done_line(args, totals, out_dir, stopped))
     if stopped:

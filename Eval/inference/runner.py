@@ -30,7 +30,6 @@ from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text
-from Eval.records import RecordError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
@@ -102,7 +101,7 @@ def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
     def run(*args) -> int:
         try:
             return command(*args)
-        except (FileNotFoundError, KeyError, RecordError, ValueError) as err:
+        except (FileNotFoundError, KeyError, ValueError) as err:  # RecordError is a ValueError
             text = err.args[0] if isinstance(err, KeyError) and err.args else err  # unquoted
             print(f"error: {text}", file=sys.stderr)
             return 2
@@ -173,13 +172,10 @@ def finished_with(args, ds, out_dir: Path) -> bool:
     path = out_dir / f"{ds.name}.jsonl"
     sidecar = read_sidecar(path)
     output, data = sidecar.get("output"), sidecar.get("data")
-    if not output or not isinstance(data, dict) or data.get("digest") != ds.digest():
-        return False
-    if not path.is_file() or (sidecar.get("model") or {}).get("served"):  # only the server knows
-        return False
-    if sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds)):
-        return False
-    if output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]:
+    if (not output or not isinstance(data, dict) or data.get("digest") != ds.digest()
+            or not path.is_file() or (sidecar.get("model") or {}).get("served")  # the server knows
+            or sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds))
+            or output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]):
         return False
     done, required = examples_done(ds, out_dir, args.limit)
     return done == required == output.get("records")
@@ -223,8 +219,9 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
           "truncated_tokens")
 
 
-def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
-    """Every dataset through the model; `saved` gets each batch's record count. None on error."""
+def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict:
+    """Every dataset through the model; `saved` gets each batch's record count. A ValueError
+    (RecordError, StorageError: another writer) stops it: inference.py says `error:`, exit 2."""
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
                            args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
                            shards.num_shards, shards.shard_id, merge=not shards.torchrun,
@@ -232,16 +229,12 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     start, totals = time.perf_counter(), dict.fromkeys(TOTALS, 0)
     budget = TokenBudget(args.max_total_tokens) if args.max_total_tokens else None
     for ds in datasets:
-        try:
-            if shards.torchrun and args.overwrite:
-                clear_ranks_files(shards, out_dir / f"{ds.name}.jsonl")
-            summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append,
-                                  budget=budget, request=request_of(args))
-            if shards.torchrun:
-                merge_ranks_files(shards, ds, out_dir, args.limit)
-        except (ValueError, RecordError) as err:  # StorageError (another writer) included
-            print(f"error: {err}", file=sys.stderr)
-            return None
+        if shards.torchrun and args.overwrite:
+            clear_ranks_files(shards, out_dir / f"{ds.name}.jsonl")
+        summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append, budget=budget,
+                              request=request_of(args))
+        if shards.torchrun:
+            merge_ranks_files(shards, ds, out_dir, args.limit)
         print(f"{ds.name}: {describe_run(summary)}; {usage_text(summary, cost_of(args, summary))}")
         for line in failure_lines(summary):
             print(line)
