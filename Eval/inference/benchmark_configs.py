@@ -6,7 +6,6 @@ Usage:
     cfg = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
     text, cut = cut_as_pred_py(model, text, maxlen["my-model"])
 """
-from __future__ import annotations
 
 import json
 from pathlib import Path

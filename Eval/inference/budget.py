@@ -2,7 +2,6 @@
 
 Usage: budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
 """
-from __future__ import annotations
 
 import dataclasses
 import sys

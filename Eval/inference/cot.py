@@ -3,7 +3,6 @@ answer ("cot_answer") quoting it; records go to NAME_cot.jsonl.
 
 Usage: done = generate_with_cot(model, ds, examples, reasoning_prompts, "middle", 128, None)
 """
-from __future__ import annotations
 
 import dataclasses
 

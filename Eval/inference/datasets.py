@@ -4,7 +4,6 @@
 Usage:
     ds = load_dataset("demo_qa_en", Path("dataset"), Path("prompts"))
 """
-from __future__ import annotations
 
 import dataclasses
 import difflib

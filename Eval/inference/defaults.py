@@ -2,7 +2,6 @@
 
 Usage: task, note = default_task("my_qa", "longbench", "en")
 """
-from __future__ import annotations
 
 from pathlib import Path
 

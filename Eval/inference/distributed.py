@@ -2,7 +2,6 @@
 
 Usage: torchrun --nproc_per_node 4 inference.py --model PATH; inference.py --shard 3/8 --model PATH
 """
-from __future__ import annotations
 
 import argparse
 import dataclasses

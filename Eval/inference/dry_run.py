@@ -4,7 +4,6 @@ the run can cost), nothing else.
 
 Usage: python inference.py dry-run --max-length 2048 --price docs/prices.example.json
 """
-from __future__ import annotations
 
 import sys
 from pathlib import Path

@@ -2,7 +2,6 @@
 
 Usage: python inference.py merge --model /path/to/model    # the shard runs' options
 """
-from __future__ import annotations
 
 import sys
 from pathlib import Path

@@ -3,7 +3,6 @@
 
 Usage: records = nested_choice_records(value, path)   # [(line, record)], or None
 """
-from __future__ import annotations
 
 import re
 from pathlib import Path

@@ -3,7 +3,6 @@ perturbation, id `<original id>~<label>` (docs/robustness.md).
 
 Usage: ds = with_perturbations(ds, parse_perturbations("typo:0.05,extra_space"), seed=0)
 """
-from __future__ import annotations
 
 import argparse
 import dataclasses

@@ -2,7 +2,6 @@
 
 Usage: summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings())
 """
-from __future__ import annotations
 
 import dataclasses
 import hashlib

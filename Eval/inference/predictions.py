@@ -6,7 +6,6 @@ Usage:
     out = PredictionFile(path, expected={e.id: e.sha256 for e in dataset.examples})
     merged = merge_predictions(path, order=[...], required=[...], expected={...})
 """
-from __future__ import annotations
 
 import hashlib
 import json

@@ -5,7 +5,6 @@ Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
     summary = run_job(job, plan=lambda todo: [[id, ...], ...], process=lambda batch: [record, ...])
 """
-from __future__ import annotations
 
 import contextlib
 import dataclasses

@@ -3,7 +3,6 @@ exit, the run over every dataset, what it prints.
 
 Usage: args = parse_args(argv); datasets, out_dir = prepare(args); run_all(model, datasets, ...)
 """
-from __future__ import annotations
 
 import argparse
 import functools

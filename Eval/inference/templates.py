@@ -7,7 +7,6 @@ Usage:
     chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "", cfg)
     text = fill_template(chosen.template, record)
 """
-from __future__ import annotations
 
 import dataclasses
 import hashlib

@@ -2,7 +2,6 @@
 
 Usage: python inference.py validate --datasets my_data --prompt-config dataset2prompt.json
 """
-from __future__ import annotations
 
 from Eval.commands import inference_command
 from Eval.inference.runner import add_data_arguments as add_arguments  # noqa: F401
