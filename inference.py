@@ -64,7 +64,7 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     args.backend_options = join(shards, args.backend_options)
     try:
         model = factory.from_args(args)  # the backend's module, and torch: only now
-    except (FileNotFoundError, OSError, ValueError) as err:
+    except (OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     try:  # the first questions to a served model: a server that does not answer stops here

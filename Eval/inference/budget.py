@@ -10,8 +10,7 @@ from pathlib import Path
 
 @dataclasses.dataclass
 class TokenBudget:
-    """--max-total-tokens: prompt + generated tokens one invocation may spend, over all datasets."""
-    limit: int
+    limit: int  # prompt + generated tokens one invocation may spend, over all datasets
     spent: int = 0
     stopped: bool = False  # a batch did not fit: later datasets are not started
 

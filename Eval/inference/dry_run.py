@@ -122,7 +122,7 @@ def run(args) -> int:
     resolve_model_args(args)
     try:
         model = from_args(args, tokenizer_only=True)
-    except (FileNotFoundError, OSError, ValueError) as err:
+    except (OSError, ValueError) as err:
         print(f"error: dry-run: {one_line(err)}", file=sys.stderr)
         return 2
     settings = RunSettings(max_length=args.max_length, max_new_tokens=args.max_new_tokens,

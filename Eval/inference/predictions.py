@@ -89,7 +89,7 @@ class PredictionFile:
 
     def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1,
                  expected: dict[str, str] | None = None, model: str | None = None):
-        self.path, self.expected, self.model = path, expected, model
+        self.expected, self.model = expected, model
         self.write_path = write_path(path, shard_id, num_shards)
         if overwrite:
             every = [*shard_paths(path), unselected_path(path)] if num_shards == 1 else []
