@@ -173,18 +173,6 @@ def _example(record: dict, form: str, index: int, name: str, language: str, path
                    sha256=content_hash(record), line=line)
 
 
-def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
-    """Examples with exact repeats dropped, and how many; an id reused for other content: error."""
-    first: dict[str, Example] = {}
-    for e in examples:
-        seen = first.setdefault(e.id, e)
-        if seen.sha256 != e.sha256:
-            raise RecordError(path, e.line, f"example id {e.id!r} was already used by line "
-                                            f"{seen.line} with different content; ids must name "
-                                            "one example")
-    return list(first.values()), len(examples) - len(first)
-
-
 def dataset_names(dataset_dir: Path) -> list[str]:
     return sorted({p.stem for pattern in ("*.jsonl", "*.json") for p in dataset_dir.glob(pattern)})
 
@@ -274,7 +262,15 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
                                           "record")
         _check_template_fields(template_fields(record, form), templates.values(), path, line)
         examples.append(_example(record, form, index, name, task.language, path, line))
-    examples, repeated = _unique(examples, path)
+    first: dict[str, Example] = {}  # exact repeats dropped; an id reused for other content: error
+    for e in examples:
+        seen = first.setdefault(e.id, e)
+        if seen.sha256 != e.sha256:
+            raise RecordError(path, e.line, f"example id {e.id!r} was already used by line "
+                                            f"{seen.line} with different content; ids must name "
+                                            "one example")
+    repeated = len(examples) - len(first)
+    examples = list(first.values())
     if repeated:
         notes.append(f"{name}: {repeated} line(s) repeat an earlier example exactly (same id and "
                      "content); each example is run once")
