@@ -142,14 +142,6 @@ def _model_changes(path: Path, new: dict) -> list[str]:
     return changes
 
 
-def _count_causes(stats: dict, records: list[dict]) -> None:
-    """stats["failure_causes"]: the first FIRST_CAUSES distinct errors, counted."""
-    for error in (r["error"] for r in records if r.get("error")):
-        causes = stats.setdefault("failure_causes", {})
-        if error in causes or len(causes) < FIRST_CAUSES:
-            causes[error] = causes.get(error, 0) + 1
-
-
 def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], process) -> dict:
     # the tally's zeros first, so a rerun with nothing left to do still states what it spent
     stats: dict = {"examples": 0, "failed": 0, **(job.tally([]) if job.tally else {})}
@@ -172,7 +164,10 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
             counts = job.tally(records) if job.tally else {}
             failed = sum(1 for r in records if r.get("error"))
             add_counts(stats, {"examples": len(records), "failed": failed, **counts})
-            _count_causes(stats, records)
+            for error in (r["error"] for r in records if r.get("error")):
+                causes = stats.setdefault("failure_causes", {})
+                if error in causes or len(causes) < FIRST_CAUSES:
+                    causes[error] = causes.get(error, 0) + 1
             if job.budget is not None:
                 job.budget.charge(counts)
             bar.update(len(batch))

@@ -254,27 +254,21 @@ def cost_of(args, usage: dict) -> float | None:
 
 def describe_run(summary: dict) -> str:
     """What a rerun did, in words: '4 new, 1 changed (redone), 25 removed, 3 already done'."""
-    parts = [f"{summary['new']} new"]
-    if summary["changed_redone"]:
-        parts.append(f"{summary['changed_redone']} changed since the last run (redone)")
-    if summary["failed_redone"]:
-        parts.append(f"{summary['failed_redone']} failed before (redone)")
-    if summary.get("model_changed_redone"):
-        changes = summary.get("model_changes")
-        named = ": " + ", ".join(changes[:5]) if changes else ""
-        more = f" and {len(changes) - 5} more" if changes and len(changes) > 5 else ""
-        parts.append(f"{summary['model_changed_redone']} made by another model (redone: the "
-                     f"model's files or settings changed{named}{more})")
-    if summary.get("unselected"):
-        parts.append(f"{summary['unselected']} not selected by this run (kept aside for a later "
-                     "run; the file holds what this run selected)")
-    if summary["removed"]:
-        parts.append(f"{summary['removed']} no longer in the dataset (dropped from the file)")
-    parts.append(f"{summary['skipped_done']} already done")
-    if summary["skipped"]:
-        parts.append(f"{summary['skipped']} skipped (the prompt does not fit; --truncation skip)")
-    if summary["failed"]:
-        parts.append(f"{summary['failed']} FAILED now (rerun to retry)")
+    changes = summary.get("model_changes")
+    named = ": " + ", ".join(changes[:5]) if changes else ""
+    more = f" and {len(changes) - 5} more" if changes and len(changes) > 5 else ""
+    words = {"new": "new", "changed_redone": "changed since the last run (redone)",
+             "failed_redone": "failed before (redone)",
+             "model_changed_redone": "made by another model (redone: the model's files or "
+                                     f"settings changed{named}{more})",
+             "unselected": "not selected by this run (kept aside for a later run; the file holds "
+                           "what this run selected)",
+             "removed": "no longer in the dataset (dropped from the file)",
+             "skipped_done": "already done",
+             "skipped": "skipped (the prompt does not fit; --truncation skip)",
+             "failed": "FAILED now (rerun to retry)"}
+    always = ("new", "skipped_done")
+    parts = [f"{summary[k]} {w}" for k, w in words.items() if k in always or summary.get(k)]
     if summary.get("stopped"):
         parts.append(f"stopped at the token budget ({summary['examples']} generated)")
     return ", ".join(parts)
