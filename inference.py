@@ -7,9 +7,7 @@ Usage:
     python inference.py --limit 5 --model-name tiny-qwen2-first5     # the first 5 examples
     python inference.py validate | dry-run | merge | unlearning | lm-eval ...   # NAME --help
 
-Writes pred/<model-name>/<dataset>.jsonl (Eval/records.py) and <dataset>.run.json (what the run
-was). Runs resume: an example is redone only when its data, or the model, changed since its record
-was made; a rerun with nothing left to do says so before any model loads. Then score with eval.py.
+Writes pred/<model-name>/<dataset>.jsonl and <dataset>.run.json; runs resume (README.md).
 """
 import os
 
@@ -66,7 +64,7 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     args.backend_options = join(shards, args.backend_options)
     try:
         model = factory.from_args(args)  # the backend's module, and torch: only now
-    except (FileNotFoundError, OSError, ValueError) as err:
+    except (OSError, ValueError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     try:  # the first questions to a served model: a server that does not answer stops here
@@ -78,8 +76,6 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
         return 2
     finally:
         model.close()
-    if totals is None:
-        return 2
     stopped = bool(totals["budget"] and totals["budget"].stopped)
     print(runner.done_line(args, totals, out_dir, stopped))
     if stopped:

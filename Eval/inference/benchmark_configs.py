@@ -1,24 +1,11 @@
-"""A benchmark's published config files (--prompt-config, --maxlen-config), read as they are and
-applied as the benchmark's own scripts apply them.
-
-    dataset2prompt.json   LongBench's / TinyEval's templates by dataset name ({field} templates)
-    prompts/ folder       LongBench v2's 0shot.txt, 0shot_cot.txt, 0shot_cot_ans.txt: $DOC$, $Q$,
-                          $C_A$..$C_D$, $COT$ read as {context}, {question}, {choice_A}..
-                          {choice_D}, {cot} for the checks, and filled as its pred.py fills them
-                          (fill_dollar_markers); DIR:fill-once fills them as plain templates
-    dataset2maxlen.json   generation lengths by dataset name
-    model2maxlen.json     LongBench v2's prompt tokens by model name: each filled prompt is cut as
-                          its pred.py cuts it (cut_as_pred_py)
-
-Where a config's template ranks against prompts/NAME.txt and the defaults: templates.py.
+"""A benchmark's config files (--prompt-config, --maxlen-config: dataset2prompt.json, LongBench
+v2's prompts/ folder, dataset2maxlen.json, model2maxlen.json), read as they are and applied as the
+benchmark's own scripts apply them (docs/inference.md).
 
 Usage:
     cfg = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
-    maxlen = load_maxlen_config(Path("LongBench/config/dataset2maxlen.json"))
-    text = fill_dollar_markers(chosen.dollar_text, record, "answer")
     text, cut = cut_as_pred_py(model, text, maxlen["my-model"])
 """
-from __future__ import annotations
 
 import json
 from pathlib import Path
@@ -44,8 +31,7 @@ def _read_json(path: Path):
 
 
 def load_prompt_config(path: Path | None) -> PromptConfig | None:
-    """A dataset2prompt.json file or a LongBench v2 prompts folder (DIR:fill-once: filled as
-    plain {field} templates, each marker once)."""
+    """A dataset2prompt.json file or a LongBench v2 prompts folder (DIR:fill-once)."""
     if path is None:
         return None
     once = str(path).endswith(FILL_ONCE)  # the project's fill: each $MARKER$ once, from the record
@@ -111,10 +97,8 @@ def fill_dollar_markers(text: str, fields: dict, kind: str) -> str:
 
 
 def cut_as_pred_py(model: BaseLLM, text: str, limit: int) -> tuple[str, int]:
-    """LongBench v2's pred.py cut of a filled prompt over `limit` tokens (its model2maxlen
-    entry), before the chat template: the tokens as the model's tokenizer encodes them, its BOS
-    included; the first limit // 2 and the last limit - limit // 2 decoded as one text, special
-    tokens skipped. (the text, tokens cut)"""
+    """(text, tokens cut): pred.py's cut to `limit` tokens, BOS counted, before the chat template:
+    the first limit // 2 and the last limit - limit // 2 decoded as one text."""
     ids, bos = model.tokenize(text), int(model.adds_bos())
     over = len(ids) + bos - limit
     if over <= 0:

@@ -1,12 +1,7 @@
-"""--max-total-tokens: the prompt + generated tokens one invocation of inference.py may spend, over
-all its datasets. The run loop (run_loop.py) does not start a batch whose bound could go over; the
-datasets after it are not started, and the invocation says how far it got, exit code 3.
+"""--max-total-tokens: the run loop starts no batch whose bound could go over; exit code 3.
 
-Usage:
-    budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
-    if budget.stopped: return stopped_at_budget(args, datasets, out_dir, budget)
+Usage: budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
 """
-from __future__ import annotations
 
 import dataclasses
 import sys
@@ -15,8 +10,7 @@ from pathlib import Path
 
 @dataclasses.dataclass
 class TokenBudget:
-    """--max-total-tokens: prompt + generated tokens one invocation may spend, over all datasets."""
-    limit: int
+    limit: int  # prompt + generated tokens one invocation may spend, over all datasets
     spent: int = 0
     stopped: bool = False  # a batch did not fit: later datasets are not started
 

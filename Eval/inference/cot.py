@@ -1,13 +1,8 @@
-"""--cot: LongBench v2's chain-of-thought mode, two passes per example as its pred.py runs them.
-The reasoning prompt (template kind "cot") is generated first, then the answer prompt
-("cot_answer") quoting that reasoning; `pred` is the answer, `cot` the reasoning. Records go to
-NAME_cot.jsonl. A task has the mode when it sets cot_max_new_tokens (Eval/tasks.py).
+"""--cot: LongBench v2's two passes as its pred.py runs them, the reasoning ("cot") then the
+answer ("cot_answer") quoting it; records go to NAME_cot.jsonl.
 
-Usage:
-    ds = as_cot(load_dataset("longbench_v2", ...))       # inference.py --cot: cot_datasets
-    done = generate_with_cot(model, ds, examples, reasoning_prompts, "middle", 128, None)
+Usage: done = generate_with_cot(model, ds, examples, reasoning_prompts, "middle", 128, None)
 """
-from __future__ import annotations
 
 import dataclasses
 
@@ -16,30 +11,25 @@ from Eval.inference.predict import dataset_prompts, generate_outputs
 from Eval.models.base import BaseLLM, Prompt
 
 
-def as_cot(ds: Dataset) -> Dataset:
-    """The dataset in --cot mode, named NAME_cot; ValueError when its task has no such mode."""
-    if not ds.task.cot_max_new_tokens:
-        raise ValueError(f"--cot: {ds.name} has no chain-of-thought mode (its task sets no "
-                         "cot_max_new_tokens in Eval/tasks.py)")
-    name = f"{ds.name}_cot"
-    task = dataclasses.replace(ds.task, name=name)
-    return dataclasses.replace(ds, name=name, task=task, cot=True)
-
-
 def cot_datasets(datasets: list[Dataset], args) -> list[Dataset]:
-    """inference.py --cot: the datasets named, or without --datasets every one with the mode."""
-    if not args.datasets:  # every dataset that has a chain-of-thought mode
+    """The datasets named (or without --datasets every one with the mode), each named NAME_cot."""
+    if not args.datasets:
         datasets = [ds for ds in datasets if ds.task.cot_max_new_tokens]
         if not datasets:
             raise ValueError(f"--cot: no dataset in {args.dataset_dir} has a chain-of-thought mode")
-    return [as_cot(ds) for ds in datasets]
+    for ds in datasets:
+        if not ds.task.cot_max_new_tokens:
+            raise ValueError(f"--cot: {ds.name} has no chain-of-thought mode (its task sets no "
+                             "cot_max_new_tokens in Eval/tasks.py)")
+    return [dataclasses.replace(ds, name=f"{ds.name}_cot", cot=True,
+                                task=dataclasses.replace(ds.task, name=f"{ds.name}_cot"))
+            for ds in datasets]
 
 
 def generate_with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firsts: list[Prompt],
                       truncation: str, max_new: int, max_length: int | None) -> list[tuple]:
-    """(prompt, generation, the record's cot_* fields) per example: the reasoning pass, then the
-    answer prompt quoting it (stripped, as LongBench v2); as its pred.py, no answer pass after a
-    failed or empty reasoning."""
+    """(prompt, generation, cot_* fields) per example; as pred.py, no answer pass after a failed
+    or empty reasoning."""
     reasoning = generate_outputs(model, firsts, ds.task.cot_max_new_tokens, ())
     ok = [k for k, out in enumerate(reasoning)
           if not out.error and out.finish_reason != "skipped" and out.text != ""]

@@ -1,23 +1,9 @@
-"""Loading a dataset and its prompt template for inference, checked before any model loads.
-
-A dataset is `dataset/NAME.jsonl` (or NAME.json: a JSON array, or a nested choice-question file
-such as TinyEval's GAOKAO-new1-math.json) whose records have one of these forms:
-    longbench     {"input", "context", "answers": [..], "length", "all_classes", "_id"}  (TinyEval)
-    instruction   {"instruction", "input", "output"}  SFT style (custom_zh); no "input": as ""
-    longbench_v2  {"_id", "domain", "sub_domain", "difficulty", "length": "short" | ..., "question",
-                   "choice_A" .. "choice_D", "answer": "B", "context"}         LongBench v2
-    choice        {"question", "options", "answer", "question_type"}: a nested file's questions,
-                  {"one-choice-question": [{"question", "options": [{"option": "A", "value": ..},
-                  ..], "answer": "A"}, ..], ..}
-A dataset with no row in Eval/tasks.py gets a metric and length from its form and language
-(defaults.py). Each example has an id (`_id` / `id`, else `NAME-<position>`) and a hash of all its
-fields (resume redoes an example whose content changed).
+"""Loading a dataset and its prompt templates, checked before any model loads. The record forms
+(longbench, instruction, longbench_v2, choice: record_form) and ids: docs/inference.md.
 
 Usage:
     ds = load_dataset("demo_qa_en", Path("dataset"), Path("prompts"))
-    ds.task, ds.template, ds.examples[0].fields, ds.notes, ds.fill(ds.examples[0])
 """
-from __future__ import annotations
 
 import dataclasses
 import difflib
@@ -105,7 +91,8 @@ class Dataset:
 
 
 def record_form(record: dict, path: Path, line: int) -> str:
-    """Which of the forms above `record` has."""
+    """Which form `record` has: longbench (answers), instruction (output), longbench_v2 (choice_A..
+    choice_D, read as published), choice (options: a nested file's questions, nested_choices.py)."""
     if "answers" in record:
         return "longbench"
     if "output" in record:
@@ -125,13 +112,12 @@ def record_form(record: dict, path: Path, line: int) -> str:
 
 
 def template_fields(record: dict, form: str) -> dict:
-    """What a template is filled from: the record, and for the instruction form an empty `input`
-    where it has none (Alpaca-style data leaves it out); the record, hashed, stays as read."""
+    """The record, and for the instruction form an empty `input` where it has none (Alpaca)."""
     return {"input": "", **record} if form == "instruction" else record
 
 
 def question_text(record: dict, form: str) -> str:
-    """What a judge needs to see of the question (the long context stays in the dataset file)."""
+    """What a judge needs to see of the question (not the long context)."""
     if form == "longbench_v2":
         return "\n".join([record["question"], *(f"{c[-1]}) {record[c]}" for c in V2_CHOICES)])
     parts = [record.get(k) for k in ("instruction", "input", "question", "options")]
@@ -187,18 +173,6 @@ def _example(record: dict, form: str, index: int, name: str, language: str, path
                    sha256=content_hash(record), line=line)
 
 
-def _unique(examples: list[Example], path: Path) -> tuple[list[Example], int]:
-    """Examples with exact repeats dropped, and how many (an id reused for other content: error)."""
-    first: dict[str, Example] = {}
-    for e in examples:
-        seen = first.setdefault(e.id, e)
-        if seen.sha256 != e.sha256:
-            raise RecordError(path, e.line, f"example id {e.id!r} was already used by line "
-                                            f"{seen.line} with different content; ids must name "
-                                            "one example")
-    return list(first.values()), len(examples) - len(first)
-
-
 def dataset_names(dataset_dir: Path) -> list[str]:
     return sorted({p.stem for pattern in ("*.jsonl", "*.json") for p in dataset_dir.glob(pattern)})
 
@@ -236,8 +210,7 @@ def _read_items(path: Path) -> list[tuple[int, dict]]:
 
 
 def _check_template_fields(fields: dict, templates, path: Path, line: int) -> None:
-    """Each template's fields are in the record, and those the record's prompt is filled with
-    (the no-input variant's, for an empty input) have values a prompt can show (value_problem)."""
+    """Each template's fields are in the record; those its prompt is filled with can be shown."""
     for chosen in templates:
         missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
         if missing:
@@ -289,7 +262,15 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
                                           "record")
         _check_template_fields(template_fields(record, form), templates.values(), path, line)
         examples.append(_example(record, form, index, name, task.language, path, line))
-    examples, repeated = _unique(examples, path)
+    first: dict[str, Example] = {}  # exact repeats dropped; an id reused for other content: error
+    for e in examples:
+        seen = first.setdefault(e.id, e)
+        if seen.sha256 != e.sha256:
+            raise RecordError(path, e.line, f"example id {e.id!r} was already used by line "
+                                            f"{seen.line} with different content; ids must name "
+                                            "one example")
+    repeated = len(examples) - len(first)
+    examples = list(first.values())
     if repeated:
         notes.append(f"{name}: {repeated} line(s) repeat an earlier example exactly (same id and "
                      "content); each example is run once")

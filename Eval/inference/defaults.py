@@ -1,12 +1,7 @@
-"""What a dataset gets when nothing names its own, each choice said in a note: the task of a dataset
-with no row in Eval/tasks.py (metrics, generation length) and the template of one with no
-prompts/ file or config entry, both by the record form and language (datasets.py's forms).
+"""The task and template of a dataset nothing names its own, by record form and language.
 
-Usage:
-    task, note = default_task("my_qa", "longbench", "en")
-    chosen = default_template("my_qa", "answer", Path("prompts"), "longbench", "en")
+Usage: task, note = default_task("my_qa", "longbench", "en")
 """
-from __future__ import annotations
 
 from pathlib import Path
 
@@ -67,8 +62,7 @@ def default_task(name: str, form: str, language: str) -> tuple[Task, str]:
 
 def default_template(name: str, kind: str, prompt_dir: Path, form: str,
                      language: str) -> ChosenTemplate | None:
-    """The form's template of `kind` (None: it has none); a record with an empty `input` gets the
-    variant asking nothing."""
+    """The form's template of `kind` (None: it has none), with its no-input variant."""
     lang = "*" if (form, "*", kind) in DEFAULT_TEMPLATES else language
     template = DEFAULT_TEMPLATES.get((form, lang, kind))
     if template is None:

@@ -1,14 +1,7 @@
-"""Scale-out for inference: torchrun ranks or independent shard processes, merged by id.
+"""torchrun ranks or independent --shard processes (example k to shard k % K), merged by id.
 
-    torchrun --nproc_per_node 4 inference.py --model PATH            # one process per GPU
-    python inference.py --shard $SLURM_ARRAY_TASK_ID/8 --model PATH   # scheduler arrays
-    python inference.py merge --model PATH                            # after independent shards
-
-Example k of a dataset goes to shard k % num_shards, each process appending to its own file;
-torchrun's rank 0 merges after a barrier, an independent shard when it finds every id written, and
-`inference.py merge` does it explicitly. Resume reads every shard file, whatever their count was.
+Usage: torchrun --nproc_per_node 4 inference.py --model PATH; inference.py --shard 3/8 --model PATH
 """
-from __future__ import annotations
 
 import argparse
 import dataclasses
@@ -43,8 +36,7 @@ def resolve_shards(shard: tuple[int, int] | None) -> Shards:
 
 
 def join(shards: Shards, backend_options):
-    """Join torchrun's group (nccl on GPUs, gloo on CPU); the backend options with device "auto"
-    made this rank's own GPU (LOCAL_RANK)."""
+    """Join torchrun's group; device "auto" becomes this rank's own GPU (LOCAL_RANK)."""
     if not shards.torchrun:
         return backend_options
     import torch

@@ -1,16 +1,9 @@
-"""`python inference.py dry-run`: every prompt rendered exactly as the real run would, with no
-model weights loaded: check a configuration, see truncation before paying for it, estimate the cost.
+"""`python inference.py dry-run`: every prompt rendered by the run's own functions (predict.py),
+with no model weights: OUT/<model>/<dataset>.prompts.jsonl and dry_run.json (with --price the most
+the run can cost), nothing else.
 
-Usage:
-    python inference.py dry-run --max-length 2048 --price docs/prices.example.json  # run's options
-
-Prompts come from the run's own functions (predict.py), so they cannot drift from what the model
-would see. Writes OUT/<model>/<dataset>.prompts.jsonl (per example: id, prompt, prompt_tokens,
-truncated_tokens, max_new_tokens; user_text for chat tasks; skipped under --truncation skip) and
-OUT/<model>/dry_run.json (the summary per dataset and in total; with --price the most the run can
-cost), and nothing else, so a run beside it is untouched. eval.py never scores these files.
+Usage: python inference.py dry-run --max-length 2048 --price docs/prices.example.json
 """
-from __future__ import annotations
 
 import sys
 from pathlib import Path
@@ -32,8 +25,7 @@ FIGURES = ("examples", "prompt_tokens", "truncated", "skipped", "max_gen_tokens"
 
 
 def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[list[dict], dict]:
-    """(a row per example the run would do, the summary). Under --cot the reasoning pass's prompts
-    are rendered (the answer pass quotes outputs not made yet); the bound counts both passes."""
+    """(a row per example the run would do, the summary); --cot: the reasoning pass's prompts."""
     max_new, max_length, kind, first_max = generation_budget(model, ds, settings)
     examples = required_examples(ds, settings.limit)
     prompts = dataset_prompts(model, ds, examples, first_max, max_length, settings.truncation, kind)
@@ -61,7 +53,7 @@ def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[
 
 def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: RunSettings,
             price: Price | None = None) -> int:
-    """Render every dataset, then write the files (none when a dataset is refused). Exit code."""
+    """Render every dataset, then write the files (none when one is refused). Exit code."""
     rendered = {}
     for ds in datasets:
         path = out_dir / f"{ds.name}{DRY_RUN_SUFFIX}"
@@ -102,7 +94,7 @@ def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: Ru
 
 
 def _estimate(summary: dict, price: Price | None) -> dict:
-    """The summary with the most it can cost: prompt tokens exact, generated ones at their bound."""
+    """The summary with the most it can cost."""
     if price is None:
         return summary
     cost = price.cost(summary["prompt_tokens"], summary["max_gen_tokens"])
@@ -130,7 +122,7 @@ def run(args) -> int:
     resolve_model_args(args)
     try:
         model = from_args(args, tokenizer_only=True)
-    except (FileNotFoundError, OSError, ValueError) as err:
+    except (OSError, ValueError) as err:
         print(f"error: dry-run: {one_line(err)}", file=sys.stderr)
         return 2
     settings = RunSettings(max_length=args.max_length, max_new_tokens=args.max_new_tokens,

@@ -1,14 +1,7 @@
-"""`python inference.py merge`: merge the shard files of independent shard runs into each dataset's
-main file, when no shard could do it itself (each merges as soon as it sees every example written).
+"""`python inference.py merge`: independent shards' files into each dataset's main file.
 
-Usage:
-    python inference.py --shard 3/16 --model /path/to/model       # one of 16 processes
-    python inference.py merge --model /path/to/model              # afterwards, the same options
-
-The main file gets the selected examples' best records in dataset order; records of another model
-than the shards' sidecar names are left out. Exit code 1 when a dataset still lacks examples.
+Usage: python inference.py merge --model /path/to/model    # the shard runs' options
 """
-from __future__ import annotations
 
 import sys
 from pathlib import Path
@@ -36,27 +29,22 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
                                    [e.id for e in required_examples(ds, limit)],
                                    {e.id: e.sha256 for e in ds.examples},
                                    read_sidecar(path).get("model_sha256"))
-        if merged:
-            record_output(path, merged)
-            done = f"from {shards} shard files merged into" if shards else "already merged in"
-            print(f"{ds.name}: {merged['records']} records {done} {path}")
-        else:
+        if not merged:
             print(f"error: {path}: some examples have no record yet; run the missing shards",
                   file=sys.stderr)
             code = 1
+            continue
+        sidecar = sidecar_path(path)
+        if sidecar.is_file():  # note what the merge left in the main file
+            content = read_sidecar(path)
+            if not content:
+                raise ValueError(f"{sidecar}: not a readable JSON object; {path.name} is merged, "
+                                 "but its sidecar, left as it is, does not say so")
+            content["output"] = output_entry(merged)
+            write_json_atomic(sidecar, content)
+        done = f"from {shards} shard files merged into" if shards else "already merged in"
+        print(f"{ds.name}: {merged['records']} records {done} {path}")
     return code
-
-
-def record_output(path: Path, merged: dict) -> None:
-    """Note in the sidecar what a merge done apart from the run left in the main file."""
-    sidecar = sidecar_path(path)
-    if sidecar.is_file():
-        content = read_sidecar(path)
-        if not content:
-            raise ValueError(f"{sidecar}: not a readable JSON object; {path.name} is merged, "
-                             "but its sidecar, left as it is, does not say so")
-        content["output"] = output_entry(merged)
-        write_json_atomic(sidecar, content)
 
 
 @inference_command("merge", help="merge independent shards' files into each dataset's main file")

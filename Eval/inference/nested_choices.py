@@ -1,15 +1,8 @@
-"""Nested choice-question files (TinyEval's GAOKAO-new1-math.json): one JSON object of question
-lists by question type, read as records of the `choice` form (Eval/inference/datasets.py).
+"""Nested choice-question files (TinyEval's GAOKAO-new1-math.json) read as `choice` records:
+{"one-choice-question": [{"question", "options": [{"option": "A", "value"}, ..], "answer"}, ..]}.
 
-    {"one-choice-question": [{"question": "..", "options": [{"option": "A", "value": ".."}, ..],
-                              "answer": "A"}, ..], ..}
-    -> {"question": "..", "options": "A: .., B: ..", "answer": "A",
-        "question_type": "one-choice-question"}
-
-Usage:
-    records = nested_choice_records(value, path)   # [(line, record)], or None: not such a file
+Usage: records = nested_choice_records(value, path)   # [(line, record)], or None
 """
-from __future__ import annotations
 
 import re
 from pathlib import Path
@@ -18,8 +11,7 @@ from Eval.records import RecordError
 
 
 def nested_choice_records(value: object, path: Path) -> list[tuple[int, dict]] | None:
-    """The (line, record) pairs of a nested choice-question file whose one JSON value is `value`,
-    or None when it is not one; each record's line is where its "question" key is written."""
+    """The (line of its "question" key, record) pairs of such a file, or None when it is not."""
     if not isinstance(value, dict) or not value:
         return None
     every = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]

@@ -1,16 +1,8 @@
-"""`inference.py --perturb NAME[:ARG],...`: each example run as it is and as one perturbed copy per
-perturbation (HELM's robustness runs keep the original beside its copies).
+"""`inference.py --perturb NAME[:ARG],...`: each example run as it is and as one copy per
+perturbation, id `<original id>~<label>` (docs/robustness.md).
 
-A copy has the id `<original id>~<label>` (e.g. `custom_en-3~typo:0.05`) and its own content
-hash, so resume and shards treat it as any other example; its record names the perturbation and
-the original. Only the fields the perturbation declares and the template reads change (references
-only with --perturb-references); a perturbation for another language is left out with a note. A
-copy's text is a pure function of (perturbation, arguments, seed, example id, field).
-
-Usage:
-    ds = with_perturbations(ds, parse_perturbations("typo:0.05,extra_space"), seed=0)
+Usage: ds = with_perturbations(ds, parse_perturbations("typo:0.05,extra_space"), seed=0)
 """
-from __future__ import annotations
 
 import argparse
 import dataclasses

@@ -1,12 +1,7 @@
-"""The prediction run of one dataset: its examples as prompts, length-sorted batches through the
-model, one record per example (Eval/records.py), through the run loop (run_loop.py).
+"""The prediction run of one dataset on the run loop: prompts, length-sorted batches, records.
 
-Usage:
-    summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings(...))
-
-`dry-run` builds its prompts with the same functions. --cot (LongBench v2's two passes): cot.py.
+Usage: summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings=RunSettings())
 """
-from __future__ import annotations
 
 import dataclasses
 import hashlib
@@ -62,7 +57,7 @@ def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, late
 
 def generate_outputs(model: BaseLLM, prompts: list[Prompt], max_new: int,
                      stop: tuple) -> list[Generation]:
-    """A Generation per prompt; a skipped one (--truncation skip) is not run: "skipped"."""
+    """A Generation per prompt; a skipped one (--truncation skip) is not run."""
     run = [p for p in prompts if not p.skipped]
     outputs = iter(model.generate(run, max_new, stop) if run else [])
     return [Generation("", 0, "skipped") if p.skipped else next(outputs) for p in prompts]
@@ -118,8 +113,8 @@ def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, i
 
 
 def _v2_settings(ds: Dataset) -> dict:
-    """What changes LongBench v2 prompts beyond the template text (none: nothing, so files from
-    before these settings resume): pred.py's chained fill and its model2maxlen cut."""
+    """What changes LongBench v2 prompts beyond the template text ({} when unused: old files
+    resume): pred.py's chained fill and its model2maxlen cut."""
     settings = {"prompt_limit": ds.prompt_limit} if ds.prompt_limit else {}
     if any(t.dollar_text is not None for t in ds.templates.values()):
         settings["fill"] = "pred.py"
@@ -129,8 +124,7 @@ def _v2_settings(ds: Dataset) -> dict:
 def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_new: int,
                     max_length: int | None, truncation: str = "middle", kind: str = "answer",
                     extras: list[dict] | None = None) -> list[Prompt]:
-    """The template of `kind` filled, cut to a model2maxlen limit as LongBench v2's pred.py cuts,
-    then to fit by the truncation policy, chat-wrapped if the task is."""
+    """The template of `kind` filled, cut to model2maxlen, then truncated and chat-wrapped."""
     extras = extras or [{}] * len(examples)
     texts = [ds.fill(e, kind, **extra) for e, extra in zip(examples, extras)]
     cuts = [cut_as_pred_py(model, t, ds.prompt_limit) if ds.prompt_limit else (t, 0) for t in texts]
@@ -142,9 +136,8 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
 
 
 def request_fingerprint(request: dict, ds: Dataset) -> dict:
-    """What a command asked for, from its arguments and the files alone (no model), with the
-    content hash of each file or folder --model or a -M value names: the sidecar keeps it, so a
-    rerun of the same request with nothing left to do stops before a model loads (runner.py)."""
+    """What a command asked for, with the hash of each file --model or -M names: a rerun of the
+    same request with nothing left to do stops before a model loads (runner.py)."""
     paths = [request["model"], *(pair.partition("=")[2] for pair in request.get("model_args", ()))]
     files = [folder_identity(p).get("sha256") for p in paths if p and os.path.exists(p)]
     kept = {k: v for k, v in request.items() if k != "model_args"}  # values may be secret

@@ -1,16 +1,11 @@
-"""A prediction file being written: content-aware resume, torn lines, shards, merge, the sidecar.
-
-`pred/<model>/<dataset>.jsonl` is appended batch by batch; a sharded run appends to
-`pred/<model>/shards/<dataset>.I-of-K.jsonl`. An example is done when a file holds a record of it
-without an `error` whose `example_sha256` is the example's current hash (and whose `model_sha256`
-is the run's model's). Finishing merges the files by id into the main file in dataset order.
+"""A prediction file being written: content-aware resume, torn lines, shard files
+(shards/<dataset>.I-of-K.jsonl), merge by id in dataset order, the sidecar. An example is done when
+a record of it has no `error` and the current `example_sha256` and `model_sha256`.
 
 Usage:
     out = PredictionFile(path, expected={e.id: e.sha256 for e in dataset.examples})
-    out.append(records)          # one batch
     merged = merge_predictions(path, order=[...], required=[...], expected={...})
 """
-from __future__ import annotations
 
 import hashlib
 import json
@@ -45,8 +40,7 @@ def write_path(path: Path, shard_id: int, num_shards: int) -> Path:
 
 
 def shard_paths(path: Path) -> list[Path]:
-    """This dataset's shard files: an exact match on the name, never a glob that a dotted dataset
-    name could widen (`mydata.v2.0-of-2.jsonl` is not a shard of `mydata`)."""
+    """This dataset's shard files, by exact name (`mydata.v2.0-of-2.jsonl` is not `mydata`'s)."""
     folder = path.parent / "shards"
     if not folder.is_dir():
         return []
@@ -70,10 +64,8 @@ def _rank(record: dict, expected: dict[str, str] | None, model: str | None = Non
 def best_records(path: Path, repair: Path | None = None, expected: dict[str, str] | None = None,
                  model: str | None = None) -> dict[str, dict]:
     """id -> the best record over the main, shard and unselected files (earlier files win ties).
-    With `expected`, an id without a good current record takes the good record of the same
-    content under another id: in a dataset whose ids are line positions, a line inserted or
-    deleted moves the examples after it, not their content (with ids in the data, the content
-    hash covers the id, so nothing moves)."""
+    With `expected`, an id without a good current record takes a good one of the same content
+    (a line inserted in a dataset whose ids are positions moves the examples after it)."""
     best: dict[str, dict] = {}
     good: dict[str, dict] = {}  # example_sha256 -> the first good record of the model
     for source in [path, *shard_paths(path), unselected_path(path)]:
@@ -84,8 +76,7 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
             rank = _rank(record, expected, model)
             if rid not in best or rank > _rank(best[rid], expected, model):
                 best[rid] = record
-            same_model = model is None or record.get("model_sha256") == model
-            if record.get("example_sha256") and record.get("error") is None and same_model:
+            if record.get("example_sha256") and _rank(record, None, model) == 2:
                 good.setdefault(record["example_sha256"], record)
     for rid, sha in (expected or {}).items():
         if sha in good and (rid not in best or _rank(best[rid], expected, model) < 2):
@@ -98,7 +89,7 @@ class PredictionFile:
 
     def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1,
                  expected: dict[str, str] | None = None, model: str | None = None):
-        self.path, self.expected, self.model = path, expected, model
+        self.expected, self.model = expected, model
         self.write_path = write_path(path, shard_id, num_shards)
         if overwrite:
             every = [*shard_paths(path), unselected_path(path)] if num_shards == 1 else []
@@ -112,8 +103,7 @@ class PredictionFile:
         self.done = {rid for rid, r in self.records.items() if _rank(r, expected, model) == 2}
 
     def status(self, ids: list[str]) -> dict[str, int]:
-        """How the examples stand: done, new, changed (a record of older content), made by another
-        model (a checkpoint changed in place), failed."""
+        """How the examples stand: done, new, changed, made by another model, failed."""
         counts = {"done": 0, "new": 0, "changed": 0, "model_changed": 0, "failed": 0}
         for rid in ids:
             record = self.records.get(rid)
@@ -129,8 +119,7 @@ class PredictionFile:
 
 
 def _serialise(record: dict) -> str:
-    """One JSONL line; an output that cannot be saved (a lone surrogate from a server) becomes a
-    failed record, redone on the next run, instead of stopping the run."""
+    """One JSONL line; an unsavable output (a lone surrogate) becomes a failed record."""
     try:
         return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
     except (UnicodeEncodeError, ValueError) as err:
@@ -143,11 +132,9 @@ def _serialise(record: dict) -> str:
 def merge_predictions(path: Path, order: list[str], required: list[str],
                       expected: dict[str, str] | None = None,
                       model: str | None = None) -> dict | None:
-    """Merge every file of the dataset into the main file, in `order`, when every `required` id has
-    a current record (None otherwise): the main file then holds exactly the `required` ids, other
-    current records, and good records of perturbed copies of `order`'s ids (a run without that
-    --perturb), go to the unselected file. The main file is replaced atomically before shard
-    files are removed, so two merges at once are safe."""
+    """Merge the dataset's files into the main file, in `order`, when every `required` id has a
+    current record (else None); other current records and kept --perturb copies go to the
+    unselected file. The main file is replaced atomically first: two merges at once are safe."""
     records, listed = best_records(path, expected=expected, model=model), set(order)
     current = {rid: r for rid, r in records.items() if rid in listed and _rank(r, expected, model)}
     if not all(i in current for i in required):
@@ -155,7 +142,9 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
     wanted = set(required)
     ordered = [current[rid] for rid in order if rid in current and rid in wanted]
     rest = [current[rid] for rid in order if rid in current and rid not in wanted]
-    copies = [r for rid, r in records.items() if rid not in listed and _copy_kept(r, listed, model)]
+    # good records of --perturb copies of listed examples: kept aside for a later --perturb run
+    copies = [r for rid, r in records.items() if rid not in listed and r.get("perturbation")
+              and str(r.get("original_id")) in listed and _rank(r, None, model) == 2]
     rest += copies
     shards, unselected = shard_paths(path), unselected_path(path)
     # A resumed run with nothing to do leaves a main file that already is the merge: not rewritten.
@@ -175,20 +164,10 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
 
 
-def _copy_kept(record: dict, listed: set[str], model: str | None) -> bool:
-    """A good record of a --perturb copy of one of the dataset's examples: a run without that
-    perturbation keeps it aside, as it keeps the examples it did not select, so a later --perturb
-    run reuses it (when its content hash still matches) instead of paying for it again."""
-    same_model = model is None or record.get("model_sha256") == model
-    return bool(record.get("perturbation")) and str(record.get("original_id")) in listed \
-        and record.get("error") is None and same_model
-
-
 def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
                  model_sha256: str | None = None) -> None:
-    """A resumed file must come from the same template and generation settings, and from the same
-    model path or the same model files (see check_model); a sidecar with no records beside it (a
-    run stopped before its first batch) binds nothing."""
+    """A resumed file must come from the same settings and model; a sidecar with no records beside
+    it binds nothing."""
     sidecar = sidecar_path(path)
     written = any(p.exists() and p.stat().st_size for p in [path, *shard_paths(path)])
     if not sidecar.exists() or not written:
@@ -199,7 +178,15 @@ def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
     except (ValueError, AttributeError):
         raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") \
             from None
-    check_model(path, run, model_path, model_sha256)
+    before = run.get("model") if isinstance(run.get("model"), dict) else {}
+    before_path, before_sha256 = before.get("path"), run.get("model_sha256")
+    # another path and other files: another model in a folder of the same name (run1/checkpoint-500,
+    # run2/checkpoint-500); the same path or files: redone per record; older sidecars: no check
+    if None not in (before_path, before_sha256, model_path, model_sha256) \
+            and before_path != model_path and before_sha256 != model_sha256:
+        raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
+                         f"this run's {model_path}; set --model-name NAME to keep both (or "
+                         "--overwrite to replace them)")
     fingerprint = json_form(fingerprint)
     for key in ("model", "reference"):  # older sidecars: models are now checked per record
         previous.pop(key, None)
@@ -208,21 +195,6 @@ def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
                          "another --out-dir")
-
-
-def check_model(path: Path, run: dict, model_path: str | None, model_sha256: str | None) -> None:
-    """Records of another model at the same path are redone (a checkpoint retrained in place), and
-    a copied or renamed checkpoint redoes nothing; but a model at another path with other files is
-    another model whose folder has the same name (run1/checkpoint-500, run2/checkpoint-500): its
-    records are refused, not replaced. `run` is the sidecar of the records' run."""
-    before = run.get("model") if isinstance(run.get("model"), dict) else {}
-    before_path, before_sha256 = before.get("path"), run.get("model_sha256")
-    if None in (before_path, before_sha256, model_path, model_sha256):  # older sidecars: no check
-        return
-    if before_path != model_path and before_sha256 != model_sha256:
-        raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
-                         f"this run's {model_path}; set --model-name NAME to keep both (or "
-                         "--overwrite to replace them)")
 
 
 def read_sidecar(path: Path) -> dict:
@@ -235,10 +207,10 @@ def read_sidecar(path: Path) -> dict:
 
 
 def json_form(value):
-    """`value` as it reads back from JSON (tuples become lists), to compare with a sidecar."""
+    """`value` as it reads back from JSON (tuples become lists)."""
     return json.loads(json.dumps(value))
 
 
 def output_entry(merged: dict) -> dict:
-    """The sidecar's `output`: any later edit of a line is seen (Eval/scoring/provenance.py)."""
+    """The sidecar's `output`: a later edit is seen (Eval/scoring/provenance.py)."""
     return {key: merged[key] for key in ("records", "digest", "sha256")}

@@ -1,16 +1,10 @@
-"""The one run loop of the inference stage: predictions (predict.py) and TOFU / MUSE score records
-(score_records.py) both run through `run_job`.
-
-For one output file: take its lock, refuse to resume a file made with other settings, let the
-caller plan the items without a current record into batches, write the sidecar, append batch after
-batch, merge the files in data order and record the summary. A `TokenBudget` (budget.py) is
-shared by an invocation's jobs: a batch whose bound does not fit is not run.
+"""The one run loop (predict.py, score_records.py): lock, resume check, plan, sidecar, batches
+appended, merge, summary.
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
     summary = run_job(job, plan=lambda todo: [[id, ...], ...], process=lambda batch: [record, ...])
 """
-from __future__ import annotations
 
 import contextlib
 import dataclasses
@@ -54,16 +48,13 @@ class Job:
     on_saved: Callable[[int], None] | None = None  # told how many records each batch saved
     budget: TokenBudget | None = None  # charged with the tally's prompt + generated tokens
     bound: Callable[[list[str]], int] | None = None  # the most tokens a batch can spend
-    # The hash of what determines the outputs (BaseLLM.fingerprint), stamped on every record: a
-    # record made by another model is not done, so a checkpoint changed in place is rerun.
-    model_sha256: str | None = None
+    model_sha256: str | None = None  # on every record: another model's (changed in place) is redone
 
 
 @contextlib.contextmanager
 def _deferred_interrupt():
-    """Hold Ctrl-C until the block ends. The handler is swapped rather than the signal masked: a
-    SIGINT that arrived just before the block is still pending in Python and would be raised inside
-    it; the swapped-in handler catches that one too, and the previous handler gets it afterwards."""
+    """Hold Ctrl-C until the block ends. The handler is swapped, not the signal masked: a SIGINT
+    already pending in Python is caught too, and handed to the previous handler afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -138,8 +129,7 @@ def _run_locked(job: Job, plan, process) -> dict:
 
 
 def _model_changes(path: Path, new: dict) -> list[str]:
-    """What changed in the model since the sidecar's run: the files whose content changed, else the
-    identity fields that differ; [] when the old sidecar cannot tell."""
+    """What changed in the model since the sidecar's run: files, else identity fields."""
     old, changes = read_sidecar(path), []
     for key in ("model", "reference_model"):
         before, after = old.get(key), new.get(key)
@@ -150,15 +140,6 @@ def _model_changes(path: Path, new: dict) -> list[str]:
         changes += [k for k in ("adapter", "dtype", "base_url", "api_model", "server_model")
                     if before.get(k) != after.get(k)]
     return changes
-
-
-def _count_causes(stats: dict, records: list[dict]) -> None:
-    """stats["failure_causes"]: the first FIRST_CAUSES distinct errors of failed records, with
-    counts (the console shows them; each record's `error` says its own)."""
-    for error in (r["error"] for r in records if r.get("error")):
-        causes = stats.setdefault("failure_causes", {})
-        if error in causes or len(causes) < FIRST_CAUSES:
-            causes[error] = causes.get(error, 0) + 1
 
 
 def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], process) -> dict:
@@ -183,7 +164,10 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
             counts = job.tally(records) if job.tally else {}
             failed = sum(1 for r in records if r.get("error"))
             add_counts(stats, {"examples": len(records), "failed": failed, **counts})
-            _count_causes(stats, records)
+            for error in (r["error"] for r in records if r.get("error")):
+                causes = stats.setdefault("failure_causes", {})
+                if error in causes or len(causes) < FIRST_CAUSES:
+                    causes[error] = causes.get(error, 0) + 1
             if job.budget is not None:
                 job.budget.charge(counts)
             bar.update(len(batch))

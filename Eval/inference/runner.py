@@ -1,13 +1,8 @@
-"""`python inference.py`'s main job: its options, the checks before any model loads, the
-nothing-to-do exit, the run over every dataset (shards, torchrun, a token budget), what it prints.
+"""`python inference.py`'s main job: options, checks before any model loads, the nothing-to-do
+exit, the run over every dataset, what it prints.
 
-Usage (inference.py is the entry; the subcommands reuse the option groups and `prepare`):
-    args = parse_args(argv)
-    datasets, out_dir = prepare(args)           # refused before a model loads, or an exit code
-    if all_done(args, datasets, out_dir): ...   # from the files alone, before torch is imported
-    totals = run_all(model, datasets, args, shards, out_dir, saved)
+Usage: args = parse_args(argv); datasets, out_dir = prepare(args); run_all(model, datasets, ...)
 """
-from __future__ import annotations
 
 import argparse
 import functools
@@ -34,7 +29,6 @@ from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text
-from Eval.records import RecordError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
@@ -101,25 +95,28 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
 
 
 def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
-    """`command`, its bad input (a dataset, template, option or -M value) one error line naming
-    the file / line / flag, exit code 2, before any model loads."""
+    """`command` with bad input as one error line naming the file / line / flag, exit code 2."""
     @functools.wraps(command)
     def run(*args) -> int:
         try:
             return command(*args)
-        except (FileNotFoundError, KeyError, RecordError, ValueError) as err:
+        except (FileNotFoundError, KeyError, ValueError) as err:  # RecordError is a ValueError
             text = err.args[0] if isinstance(err, KeyError) and err.args else err  # unquoted
             print(f"error: {text}", file=sys.stderr)
             return 2
     return run
 
 
-def load_datasets(args, model_name: str | None = None) -> list:
-    """The datasets asked for; `model_name` (the output folder) picks a model2maxlen.json entry."""
+def prepare(args) -> tuple[list, Path | None]:
+    """(datasets, out_dir) with names, output folder and price checked (see refusing_bad_input)."""
+    out_dir = None
+    if hasattr(args, "out_dir"):  # validate has none
+        out_dir = output_folder(args.out_dir, args.model_name, args.model)
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl or *.json datasets")
     maxlen = load_maxlen_config(args.maxlen_config)
+    model_name = out_dir and out_dir.name  # picks a model2maxlen.json entry
     if maxlen and model_name and model_name not in maxlen and not set(maxlen) & set(names):
         raise ValueError(f"--maxlen-config {args.maxlen_config} names neither a dataset of this "
                          f"run nor the model {model_name!r} (a model2maxlen.json is keyed by the "
@@ -130,15 +127,7 @@ def load_datasets(args, model_name: str | None = None) -> list:
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                     for ds in datasets]
-    return cot_datasets(datasets, args) if args.cot else datasets
-
-
-def prepare(args) -> tuple[list, Path | None]:
-    """(datasets, out_dir) with names, output folder and price checked (see refusing_bad_input)."""
-    out_dir = None
-    if hasattr(args, "out_dir"):  # validate has none
-        out_dir = output_folder(args.out_dir, args.model_name, args.model)
-    datasets = load_datasets(args, out_dir and out_dir.name)
+    datasets = cot_datasets(datasets, args) if args.cot else datasets
     if out_dir is not None:
         check_not_dataset(args, datasets, out_dir)
     price = getattr(args, "price", None)
@@ -153,9 +142,7 @@ def prepare(args) -> tuple[list, Path | None]:
 
 
 def check_not_dataset(args, datasets: list, out_dir: Path) -> None:
-    """Refuse an output that is the data being read (`--out-dir . --model-name dataset`): its
-    prediction files, sidecars and locks would replace the datasets or sit among them. Not a case
-    for --overwrite, which would destroy the data."""
+    """Refuse an output that is the data being read (`--out-dir . --model-name dataset`)."""
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
         if path.resolve() == ds.path.resolve():
@@ -180,18 +167,14 @@ def all_done(args, datasets: list, out_dir: Path) -> bool:
 
 
 def finished_with(args, ds, out_dir: Path) -> bool:
-    """Whether the last run of `ds` was this very request (predict.py request_fingerprint), its
-    merged file unchanged since, holding every selected example's good record."""
+    """Whether the last run of `ds` was this request, its file unchanged and complete since."""
     path = out_dir / f"{ds.name}.jsonl"
     sidecar = read_sidecar(path)
     output, data = sidecar.get("output"), sidecar.get("data")
-    if not output or not isinstance(data, dict) or data.get("digest") != ds.digest():
-        return False
-    if not path.is_file() or (sidecar.get("model") or {}).get("served"):  # only the server knows
-        return False
-    if sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds)):
-        return False
-    if output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]:
+    if (not output or not isinstance(data, dict) or data.get("digest") != ds.digest()
+            or not path.is_file() or (sidecar.get("model") or {}).get("served")  # the server knows
+            or sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds))
+            or output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]):
         return False
     done, required = examples_done(ds, out_dir, args.limit)
     return done == required == output.get("records")
@@ -222,8 +205,7 @@ def check_budgets(model, datasets: list, args) -> None:
 
 
 def warn_past_window(model, max_length: int | None) -> None:
-    """One warning line (per run) for a --max-length past the model's context window: the run
-    goes on as asked, since the model may reach further than its config says (RoPE scaling)."""
+    """Warn of a --max-length past the context window; go on (RoPE scaling may reach it)."""
     window = model.context_window()
     if max_length and window and max_length > window:
         print(f"warning: --max-length {max_length} is more than the model's context window "
@@ -236,9 +218,9 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
           "truncated_tokens")
 
 
-def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict | None:
-    """Every dataset through the model (torchrun: rank 0 merges after each); `saved` collects each
-    batch's saved records (for the Ctrl-C message). None on error."""
+def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict:
+    """Every dataset through the model; `saved` gets each batch's record count. A ValueError
+    (RecordError, StorageError: another writer) stops it: inference.py says `error:`, exit 2."""
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
                            args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
                            shards.num_shards, shards.shard_id, merge=not shards.torchrun,
@@ -246,16 +228,12 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     start, totals = time.perf_counter(), dict.fromkeys(TOTALS, 0)
     budget = TokenBudget(args.max_total_tokens) if args.max_total_tokens else None
     for ds in datasets:
-        try:
-            if shards.torchrun and args.overwrite:
-                clear_ranks_files(shards, out_dir / f"{ds.name}.jsonl")
-            summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append,
-                                  budget=budget, request=request_of(args))
-            if shards.torchrun:
-                merge_ranks_files(shards, ds, out_dir, args.limit)
-        except (ValueError, RecordError) as err:  # StorageError (another writer) included
-            print(f"error: {err}", file=sys.stderr)
-            return None
+        if shards.torchrun and args.overwrite:
+            clear_ranks_files(shards, out_dir / f"{ds.name}.jsonl")
+        summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append, budget=budget,
+                              request=request_of(args))
+        if shards.torchrun:
+            merge_ranks_files(shards, ds, out_dir, args.limit)
         print(f"{ds.name}: {describe_run(summary)}; {usage_text(summary, cost_of(args, summary))}")
         for line in failure_lines(summary):
             print(line)
@@ -276,35 +254,28 @@ def cost_of(args, usage: dict) -> float | None:
 
 def describe_run(summary: dict) -> str:
     """What a rerun did, in words: '4 new, 1 changed (redone), 25 removed, 3 already done'."""
-    parts = [f"{summary['new']} new"]
-    if summary["changed_redone"]:
-        parts.append(f"{summary['changed_redone']} changed since the last run (redone)")
-    if summary["failed_redone"]:
-        parts.append(f"{summary['failed_redone']} failed before (redone)")
-    if summary.get("model_changed_redone"):
-        changes = summary.get("model_changes")
-        named = ": " + ", ".join(changes[:5]) if changes else ""
-        more = f" and {len(changes) - 5} more" if changes and len(changes) > 5 else ""
-        parts.append(f"{summary['model_changed_redone']} made by another model (redone: the "
-                     f"model's files or settings changed{named}{more})")
-    if summary.get("unselected"):
-        parts.append(f"{summary['unselected']} not selected by this run (kept aside for a later "
-                     "run; the file holds what this run selected)")
-    if summary["removed"]:
-        parts.append(f"{summary['removed']} no longer in the dataset (dropped from the file)")
-    parts.append(f"{summary['skipped_done']} already done")
-    if summary["skipped"]:
-        parts.append(f"{summary['skipped']} skipped (the prompt does not fit; --truncation skip)")
-    if summary["failed"]:
-        parts.append(f"{summary['failed']} FAILED now (rerun to retry)")
+    changes = summary.get("model_changes")
+    named = ": " + ", ".join(changes[:5]) if changes else ""
+    more = f" and {len(changes) - 5} more" if changes and len(changes) > 5 else ""
+    words = {"new": "new", "changed_redone": "changed since the last run (redone)",
+             "failed_redone": "failed before (redone)",
+             "model_changed_redone": "made by another model (redone: the model's files or "
+                                     f"settings changed{named}{more})",
+             "unselected": "not selected by this run (kept aside for a later run; the file holds "
+                           "what this run selected)",
+             "removed": "no longer in the dataset (dropped from the file)",
+             "skipped_done": "already done",
+             "skipped": "skipped (the prompt does not fit; --truncation skip)",
+             "failed": "FAILED now (rerun to retry)"}
+    always = ("new", "skipped_done")
+    parts = [f"{summary[k]} {w}" for k, w in words.items() if k in always or summary.get(k)]
     if summary.get("stopped"):
         parts.append(f"stopped at the token budget ({summary['examples']} generated)")
     return ", ".join(parts)
 
 
 def failure_lines(summary: dict) -> list[str]:
-    """Why records failed now: each distinct error counted (the first few), then how many more
-    failed otherwise; each record's `error` holds its own."""
+    """Why records failed now: the first few distinct errors counted, then the others."""
     causes = summary.get("failure_causes") or {}
     lines = [f"  {count} failed: {error}" for error, count in causes.items()]
     others = summary["failed"] - sum(causes.values())
@@ -314,7 +285,7 @@ def failure_lines(summary: dict) -> list[str]:
 
 
 def score_command(args, out_dir: Path) -> str:
-    """The eval.py command line for `out_dir`, quoted so that it can be pasted into a shell."""
+    """The eval.py command line for `out_dir`, shell-quoted."""
     where = "" if args.out_dir == Path("pred") else f" --pred-root {shlex.quote(str(args.out_dir))}"
     return f"python eval.py --model {shlex.quote(out_dir.name)}{where}"
 

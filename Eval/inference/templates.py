@@ -1,29 +1,12 @@
-"""Prompt templates: where each dataset's template comes from, checked and filled.
-
-A template is plain text with `{field}` placeholders naming record fields and `{{` / `}}` for
-literal braces. Nothing else str.format accepts is allowed (`{}`, `{0}`, `{a.b}`, which can reach
-interpreter internals, `{a[0]}`, `{a!r}`, `{a:>9}`, a lone brace): refused with file and line.
-A template file's line ends are read as "\n" (a file saved with CRLF sends no "\r"), and a
-template must name at least one field: one without would give every example the same prompt.
-A placeholder is filled with a string, an integer, a finite float or a bool as str.format writes
-it; null, a list, an object, NaN or infinity is refused (value_problem): it would reach the prompt
-as Python text ('None', "['a']").
-
-Where a template comes from, first found wins (resolve_template; step 4 is defaults.py's):
-  1. prompts/NAME.txt (NAME.cot.txt, NAME.cot_answer.txt for --cot's two passes);
-  2. --prompt-config: LongBench's / TinyEval's `dataset2prompt.json` (name -> template), or
-     LongBench v2's `prompts/` folder, read and filled as benchmark_configs.py says;
-  3. a task naming a published prompt (Eval/tasks.py) stops here with an error: a generic prompt
-     would change the task (multi_news would be asked a question);
-  4. the record form's default (defaults.py); a record with an empty `input` gets the variant
-     asking nothing.
+"""Prompt templates: where each dataset's comes from, checked and filled. Only `{field}` and
+`{{` `}}` are allowed (`{a.b}` and the like could reach interpreter internals); the rules and the
+order of sources (prompts/NAME.txt, --prompt-config, an error for a published-prompt task, the
+form's default): docs/inference.md.
 
 Usage:
-    cfg = load_prompt_config(Path("dataset2prompt.json"))  # Eval/inference/benchmark_configs.py
     chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "", cfg)
     text = fill_template(chosen.template, record)
 """
-from __future__ import annotations
 
 import dataclasses
 import hashlib
@@ -88,45 +71,39 @@ def check_template(template: str, source: str = "template") -> set[str]:
 
 
 def read_template_file(path: Path) -> str:
-    """A template file's text with CRLF and lone CR line ends read as LF (as Python's open() reads
-    them, and so LongBench v2's pred.py)."""
+    """A template file's text, CRLF and lone CR read as LF (as open() and LongBench v2 read it)."""
     return read_text_file(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def resolve_template(name: str, kind: str, prompt_dir: Path, form: str, published_prompt: str,
                      config: PromptConfig | None) -> ChosenTemplate | None:
-    """The template of one kind for a dataset (steps 1-3 above); None: the default (step 4)."""
-    chosen = _find_template(name, kind, prompt_dir, form, published_prompt, config)
-    if chosen is not None and not check_template(chosen.template, chosen.source):
-        raise RecordError(chosen.source, None, "the template has no {field} placeholder, so every "
-                                               "example would get the same prompt; name the "
-                                               "record fields it asks about, e.g. {input}")
-    return chosen
-
-
-def _find_template(name: str, kind: str, prompt_dir: Path, form: str, published_prompt: str,
-                   config: PromptConfig | None) -> ChosenTemplate | None:
+    """The template of one kind for a dataset; None: the form's default (defaults.py)."""
     path = prompt_dir / f"{name}{KINDS[kind]}"
     in_config = config is not None and (kind == "answer" and name in config.by_dataset
                                         or form == "longbench_v2" and kind in config.by_kind)
     if path.exists() or path.is_symlink():
-        template = read_template_file(path)
-        check_template(template, str(path))
         note = (f"{name}: {path} wins over --prompt-config {config.path} (move it away to use "
                 "the config's)") if in_config else None
-        return ChosenTemplate(template, str(path), note=note)
-    if in_config and kind == "answer" and name in config.by_dataset:
-        return ChosenTemplate(config.by_dataset[name], f"{config.path} [{name}]")
-    if in_config:
-        return config.by_kind[kind]
-    if published_prompt:
+        chosen = ChosenTemplate(read_template_file(path), str(path), note=note)
+    elif in_config and kind == "answer" and name in config.by_dataset:
+        chosen = ChosenTemplate(config.by_dataset[name], f"{config.path} [{name}]")
+    elif in_config:
+        chosen = config.by_kind[kind]
+    elif published_prompt:
         where = f"{config.path} has no entry for it" if config else "no --prompt-config was given"
+        # a generic prompt would change the task (multi_news would be asked a question)
         raise ValueError(f"{name}: a {published_prompt} dataset needs {published_prompt}'s own "
                          f"prompt and there is no {path} ({where}); pass --prompt-config with the "
                          "benchmark's config (LongBench's or TinyEval's "
                          "config/dataset2prompt.json, LongBench v2's prompts/ folder) or write "
                          f"{path}")
-    return None  # the form's default, if it has one (defaults.py)
+    else:
+        return None
+    if not check_template(chosen.template, chosen.source):
+        raise RecordError(chosen.source, None, "the template has no {field} placeholder, so every "
+                                               "example would get the same prompt; name the "
+                                               "record fields it asks about, e.g. {input}")
+    return chosen
 
 
 def value_problem(value: object) -> str | None:
@@ -140,6 +117,5 @@ def value_problem(value: object) -> str | None:
 
 
 def fill_template(template: str, fields: dict) -> str:
-    """The template filled as str.format fills it (load_dataset has refused the values
-    value_problem refuses, naming the file and line)."""
+    """The template filled by str.format (load_dataset refused what value_problem refuses)."""
     return template.format(**fields)

@@ -1,13 +1,7 @@
-"""`python inference.py validate`: check datasets and templates as a run would, and load no model.
+"""`python inference.py validate`: check datasets and templates as a run would; no model loads.
 
-Usage:
-    python inference.py validate                          # every dataset/*.jsonl
-    python inference.py validate --datasets my_data --prompt-config path/to/dataset2prompt.json
-
-One line per dataset: examples, record form, template (source, fields, hash), metrics, generation
-length, chat or completion mode. Bad input stops with the file, line and problem.
+Usage: python inference.py validate --datasets my_data --prompt-config dataset2prompt.json
 """
-from __future__ import annotations
 
 from Eval.commands import inference_command
 from Eval.inference.runner import add_data_arguments as add_arguments  # noqa: F401
