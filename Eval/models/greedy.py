@@ -28,12 +28,18 @@ def plain_cache(config) -> bool:
     return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
 
 
-def pad_positions(states: torch.Tensor, width: int, left: bool = False) -> torch.Tensor:
-    """KV states (..., length, dim) -> (..., width, dim), zeros after (or before): masked out."""
-    missing = width - states.shape[-2]
-    if missing <= 0:
-        return states
-    return torch.nn.functional.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
+def stacked_cache(config, rows: list[tuple], width: int, left: bool = False) -> DynamicCache:
+    """One cache of the rows' (keys, values per layer), zero-padded (masked out) to `width`
+    positions after them (or before)."""
+    def pad(states: torch.Tensor) -> torch.Tensor:
+        missing = width - states.shape[-2]
+        return torch.nn.functional.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
+
+    cache = DynamicCache(config=config)
+    for index in range(len(rows[0][0])):
+        cache.update(torch.cat([pad(row[0][index]) for row in rows]),
+                     torch.cat([pad(row[1][index]) for row in rows]), index)
+    return cache
 
 
 SHORT_PROMPT = 256  # "auto" prefill: batches whose prompts are all at most this long run padded
@@ -104,9 +110,9 @@ def _prefill(model, input_ids, attention_mask, positions,
     short prompts on a CPU, bound by reading the weights); "auto": padded up to SHORT_PROMPT
     tokens (docs/speed.md). Caches with other than plain dynamic layers always run padded."""
     lengths = attention_mask.sum(-1).tolist()
-    cache = DynamicCache(config=model.config)
     short = how == "auto" and max(lengths) <= SHORT_PROMPT
     if how == "padded" or short or len(set(lengths)) == 1 or not plain_cache(model.config):
+        cache = DynamicCache(config=model.config)
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                     use_cache=True, logits_to_keep=1, **cache_argument(model, cache))
         return cache, out.logits[:, -1]
@@ -115,10 +121,7 @@ def _prefill(model, input_ids, attention_mask, positions,
         row_cache = DynamicCache(config=model.config)
         out = model(input_ids=input_ids[r:r + 1, width - length:], use_cache=True, logits_to_keep=1,
                     **cache_argument(model, row_cache))
-        rows.append(row_cache)
+        rows.append(([layer.keys for layer in row_cache.layers],
+                     [layer.values for layer in row_cache.layers]))
         logits.append(out.logits[:, -1])
-    for index in range(len(rows[0].layers)):
-        keys = torch.cat([pad_positions(c.layers[index].keys, width, left=True) for c in rows])
-        values = torch.cat([pad_positions(c.layers[index].values, width, left=True) for c in rows])
-        cache.update(keys, values, index)
-    return cache, torch.cat(logits)
+    return stacked_cache(model.config, rows, width, left=True), torch.cat(logits)

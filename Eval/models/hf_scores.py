@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache
 
 from Eval.models.base import Prompt, TokenScores, plan_batches
-from Eval.models.greedy import cache_argument, pad_positions, plain_cache
+from Eval.models.greedy import cache_argument, plain_cache, stacked_cache
 from Eval.models.token_stats import (_logit_batches, _Node, _pad_right, _prefix_tree, _stats_rows,
                                      end_labels)
 
@@ -126,10 +126,7 @@ class HFScores:
         if nodes[0].parent_chain is not None:
             chains = [n.parent_chain for n in nodes]
             span = max(c[2].shape[0] for c in chains)
-            cache = DynamicCache(config=self.model.config)
-            for index in range(len(chains[0][0])):
-                cache.update(torch.stack([pad_positions(c[0][index], span) for c in chains]),
-                             torch.stack([pad_positions(c[1][index], span) for c in chains]), index)
+            cache = stacked_cache(self.model.config, chains, span)
             before = torch.stack([torch.nn.functional.pad(c[2], (0, span - c[2].shape[0]))
                                   for c in chains])
             positions = torch.tensor([n.start for n in nodes], device=self.device)[:, None] \
@@ -151,8 +148,8 @@ class HFScores:
                 column[t] = value
         if keep_cache:
             for r, n in enumerate(nodes):
-                chain = ([layer.keys[r] for layer in cache.layers],
-                         [layer.values[r] for layer in cache.layers], chain_mask[r])
+                chain = ([layer.keys[r:r + 1] for layer in cache.layers],
+                         [layer.values[r:r + 1] for layer in cache.layers], chain_mask[r])
                 for child in n.children:
                     child.parent_chain = chain
         for n in nodes:
