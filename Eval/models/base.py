@@ -37,8 +37,8 @@ class Generation:
 
 
 class ModelCallFailed(RuntimeError):
-    """A call failed for a cause outside its input (a server down after its retries): its results
-    are lost, not the run (the judge counts them as failed and goes on)."""
+    """A call failed for a cause outside its input (a server down): its results are lost, not the
+    run (the judge counts them as failed and goes on)."""
 
 
 @dataclasses.dataclass
@@ -52,7 +52,7 @@ TRUNCATION_POLICIES = ("middle", "left", "right", "skip")
 
 def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[int]], int]:
     """(the pieces kept within `budget`, decoded apart as LongBench does; how many were cut).
-    middle: the first and last budget//2 (LongBench); left: the last; right: the first; skip: all."""
+    middle: the first and last budget//2 (LongBench); left: the last; right: the first."""
     if policy not in TRUNCATION_POLICIES:
         raise ValueError(f"unknown truncation policy {policy!r}; "
                          f"choose one of {', '.join(TRUNCATION_POLICIES)}")
@@ -193,7 +193,7 @@ class BaseLLM:
         """Frees what the adapter holds open (the api adapter's connections and thread)."""
 
     def cache_identity(self) -> dict:
-        """The key of a cache of this model's outputs (the judge's): identity() less device, size."""
+        """The key of a cache of the model's outputs (the judge's): identity() less device, size."""
         return {k: v for k, v in self.identity().items() if k not in ("device", "num_parameters")}
 
     def prompt_overhead(self, chat: bool) -> int:
@@ -226,10 +226,8 @@ class BaseLLM:
         return [self.build_prompt(t, chat, max_new_tokens, max_length, truncation) for t in texts]
 
     def check_budget(self, chat: bool, max_new_tokens: int, max_length: int | None) -> None:
-        if max_length is None:
-            return
-        overhead = self.prompt_overhead(chat)
-        if max_length - max_new_tokens - overhead >= 2:
+        overhead = 0 if max_length is None else self.prompt_overhead(chat)
+        if max_length is None or max_length - max_new_tokens - overhead >= 2:
             return
         template = f"the chat template takes {overhead} tokens and " if chat else ""
         raise ValueError(f"--max-length {max_length} leaves no room for the prompt: {template}the "
@@ -258,8 +256,8 @@ class BaseLLM:
     @classmethod
     def check_thinking_budget(cls, budget: int | None) -> None:
         if budget is not None and "thinking_budget" not in cls.capabilities:
-            raise ValueError(f"-M thinking_budget: the {cls.name} backend cannot force the end "
-                             "of a thinking block (it does not decode token by token); use "
+            raise ValueError(f"-M thinking_budget: the {cls.name} backend cannot force the end of "
+                             "a thinking block (it does not decode token by token); use "
                              "--backend hf")
 
 

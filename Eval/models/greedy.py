@@ -29,8 +29,7 @@ def plain_cache(config) -> bool:
 
 
 def stacked_cache(config, rows: list[tuple], width: int, left: bool = False) -> DynamicCache:
-    """One cache of the rows' (keys, values per layer), zero-padded (masked out) to `width`
-    positions after them (or before)."""
+    """One cache of rows' (keys, values per layer), zero-padded after (or before) to `width`."""
     def pad(states: torch.Tensor) -> torch.Tensor:
         missing = width - states.shape[-2]
         return torch.nn.functional.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
@@ -51,10 +50,9 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
                   decode_threads: Callable[[int], int | None] | None = None,
                   forced_next: Callable[[int], list[int]] | None = None,
                   prefill: str = "rows") -> list[tuple[list[int], str]]:
-    """Greedy continuation of each row, ending on a stop id (kept), `stops_here(row, new ids)` or
-    `max_new_tokens`; `forced_next(row)` may give tokens taken next instead of the argmax (a
-    thinking budget's closing tag). `decode_threads(rows left)`: CPU threads for one-token steps
-    (None: as they are): small steps lose more to OpenMP synchronisation than a core gives."""
+    """Greedy rows, ending on a stop id (kept), `stops_here(row, new ids)` or `max_new_tokens`;
+    `forced_next(row)`: tokens taken next instead of the argmax. `decode_threads(rows left)`: CPU
+    threads for one-token steps: small steps lose more to OpenMP synchronisation than they gain."""
     mask = attention_mask
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts no position
     cache, logits = _prefill(model, input_ids, mask, positions, prefill)
@@ -105,10 +103,9 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
 
 def _prefill(model, input_ids, attention_mask, positions,
              how: str) -> tuple[DynamicCache, torch.Tensor]:
-    """KV cache and last logits of the prompts. "rows": each prompt alone, the caches stacked with
-    left padding (no padding computed, the unmasked causal kernel); "padded": one forward (a GPU;
-    short prompts on a CPU, bound by reading the weights); "auto": padded up to SHORT_PROMPT
-    tokens (docs/speed.md). Caches with other than plain dynamic layers always run padded."""
+    """KV cache and last logits. "rows": each prompt alone (no padding computed), caches stacked;
+    "padded": one forward (a GPU; short prompts on a CPU, bound by reading the weights); "auto":
+    padded up to SHORT_PROMPT tokens (docs/speed.md). Caches with other layers run padded."""
     lengths = attention_mask.sum(-1).tolist()
     short = how == "auto" and max(lengths) <= SHORT_PROMPT
     if how == "padded" or short or len(set(lengths)) == 1 or not plain_cache(model.config):

@@ -52,9 +52,8 @@ class HFScores:
 
     def encode_pairs(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
                      max_length: int | None = None) -> list[tuple[list[int], list[int], bool]]:
-        """(prompt ids, labels, EOS appended) as open-unlearning slices prompt + answer (the answer's
-        own tokens where the two merge); an empty prompt takes the first label. A Prompt's
-        `max_labels` cuts the labels first, then `max_length` so that prompt + labels fit."""
+        """(prompt ids, labels, EOS appended) as open-unlearning slices prompt + answer (the
+        answer's own tokens where the two merge); a Prompt's `max_labels` cuts first."""
         texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False)
                  for p, _ in pairs]
         unique_prompts = list(dict.fromkeys(t for t, _ in texts))

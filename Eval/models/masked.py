@@ -1,9 +1,7 @@
-"""Masked (bidirectional) LMs from a local path (AutoModelForMaskedLM): BERT-style encoders and
-masked-diffusion LLMs (docs/unlearning.md). Scoring is one full-context forward per batch, the
-answer visible (log p(y_t | x, y)) or, with `mask_answer=True`, behind mask tokens (the first
-step of a diffusion decode); neither is a sequence likelihood. A row is the tokenizer's leading
-special tokens, prompt, answer and, when append_eos, the sep (else eos) token, labelled.
-Generation: LLaDA-style low-confidence remasking (one block, greedy).
+"""Masked LMs (AutoModelForMaskedLM: BERT-style encoders, diffusion LLMs; docs/unlearning.md).
+Scoring: one full-context forward per batch over the tokenizer's leading specials, prompt, answer
+and sep (else eos), the answer visible or, with `mask_answer=True`, masked (neither is a sequence
+likelihood). Generation: LLaDA-style low-confidence remasking (one block, greedy).
 
 Usage:
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])
