@@ -71,6 +71,7 @@ def checked_checkpoint(path: str) -> str:
 def gguf_parts(path: str) -> tuple[str, str] | None:
     """(folder, file name) of a .gguf file, or of the one in a folder without a config.json."""
     where = Path(path)
+    found: list[Path] = []
     if where.is_file() and where.suffix == ".gguf":
         found = [where]
     elif where.is_dir() and not (where / "config.json").is_file():
@@ -78,8 +79,6 @@ def gguf_parts(path: str) -> tuple[str, str] | None:
         if len(found) > 1:
             raise FileNotFoundError(f"model folder {path} holds {len(found)} .gguf files; name "
                                     f"one with --model {found[0]}")
-    else:
-        return None
     if not found:
         return None
     if importlib.util.find_spec("gguf") is None:

@@ -41,8 +41,7 @@ class MaskedLMModel(CheckpointModel):
     def __init__(self, path: str, options: AdapterOptions | None = None, **checkpoint_options):
         super().__init__(path, options, **checkpoint_options)
         tok = self.tokenizer
-        # BERT-style tokenizers end a text with sep ([SEP], </s>); decoder-style ones with eos.
-        self.end_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+        self.end_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id  # BERT
         self.mask_id = tok.mask_token_id
         self.pad_id = next(i for i in (tok.pad_token_id, self.end_id, 0) if i is not None)
         self.prefix = self._prefix_ids()
