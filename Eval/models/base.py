@@ -269,7 +269,13 @@ def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool
 def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
                     opened_in_prompt: bool) -> tuple[int, int | None]:
     """(where the thinking block opens, where the text after its closing tag begins): (len, len)
-    without a block (none opened by the prompt or first in the output), (open, None) if unclosed."""
+    without a block (none opened by the prompt or first in the output), (open, None) if unclosed.
+
+    >>> thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False)
+    (0, 18)
+    >>> thinking_bounds("a\\nb</think>c", ("<think>", "</think>"), True)
+    (0, 11)
+    """
     if think_tags is None:
         return len(text), len(text)
     open_tag, close_tag = think_tags
@@ -287,7 +293,11 @@ def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
 def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | None = None,
                 opened_in_prompt: bool = False) -> tuple[str, bool]:
     """Text before the earliest stop string, and whether one was found. Never inside the thinking
-    block, nor in the whitespace after its closing tag ("</think>\\n\\n" and a "\\n" stop)."""
+    block, nor in the whitespace after its closing tag ("</think>\\n\\n" and a "\\n" stop).
+
+    >>> cut_at_stop("<think>a\\nb</think>\\n\\nc\\nd", ("\\n",), ("<think>", "</think>"))
+    ('<think>a\\nb</think>\\n\\nc', True)
+    """
     opens, answer_from = thinking_bounds(text, think_tags, opened_in_prompt)
     positions = [p for p in (text.find(s, 0, opens) for s in stop if s) if p >= 0]
     if not positions and answer_from is not None and answer_from < len(text):
