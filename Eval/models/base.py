@@ -204,8 +204,7 @@ class BaseLLM:
 
     def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None,
                      truncation: str = "middle") -> Prompt:
-        """Text cut by the `truncation` policy, then chat-wrapped. Under "skip" a prompt that does
-        not fit comes back uncut, `skipped` saying why."""
+        """Text cut by the `truncation` policy, then chat-wrapped ("skip": uncut, `skipped` why)."""
         cut, skipped = 0, None
         if max_length is not None:
             budget = max_length - max_new_tokens - self.prompt_overhead(chat)

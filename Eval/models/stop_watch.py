@@ -1,6 +1,5 @@
-"""Stop strings and thinking budgets during greedy decoding (greedy.py): a StopWatch per row answers
-`stops_here(row, ids)` and gives the `forced_next` tokens (the closing tag once the thinking block
-has taken its budget).
+"""Stop strings and thinking budgets in greedy.py: a StopWatch per row answers `stops_here(row,
+ids)` and gives `forced_next` (the closing tag once the thinking block has taken its budget).
 
 Usage:
     watch = StopWatch(("\n\n",), ("<think>", "</think>"), False, detokenize, tokenize, 512)
