@@ -1,9 +1,7 @@
-"""The model adapter interface (batch in, list out, plain strings) and the shared, torch-free
-prompt path: truncation, chat wrapping, batching, output clean-up, thinking blocks. An adapter
-supplies the tokenizer hooks and, as lm-eval's LM does, generate() (greedy) and score().
+"""The model adapter interface and the shared, torch-free prompt path: truncation, chat wrapping,
+batching, output clean-up, thinking blocks.
 
 Usage:
-    model = from_args(args)                   # Eval/models/factory.py; or HFModel(path, options)
     prompts = model.build_prompts(texts, chat=True, max_new_tokens=64, max_length=4096)
     outputs = model.generate(prompts, max_new_tokens=64, stop=())
 """
@@ -34,16 +32,13 @@ class Generation:
     finish_reason: str  # "stop" (EOS or a stop string), "length" (max_new_tokens) or "error"
     error: str | None = None
     batch_size: int | None = None  # the batch it was generated in (after any OOM halving)
-    # {"tags", "opened_in_prompt", "closed", "budget_hit"} of a thinking block (thinking_record)
-    thinking: dict | None = None
-    # the numeric fields of an API server's `usage`, saved beside our own counts
-    server_usage: dict | None = None
+    thinking: dict | None = None  # thinking_record's dict
+    server_usage: dict | None = None  # the numeric fields of an API server's `usage`
 
 
 class ModelCallFailed(RuntimeError):
-    """A model call that failed for a cause outside its input (a server erroring or unreachable
-    after its retries): the results it was for are lost, not the run, so a caller may count them
-    as failed and go on (the judge does)."""
+    """A call failed for a cause outside its input (a server down): its results are lost, not the
+    run (the judge counts them as failed and goes on)."""
 
 
 @dataclasses.dataclass
@@ -56,10 +51,8 @@ TRUNCATION_POLICIES = ("middle", "left", "right", "skip")
 
 
 def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[int]], int]:
-    """(the pieces of `ids` a policy keeps within `budget`, decoded apart as LongBench does; how
-    many it cut). middle: the first and last budget//2 (LongBench, TinyEval: instructions are at
-    both ends); left: the last `budget` (as chat UIs drop old turns); right: the first; skip:
-    all."""
+    """(the pieces kept within `budget`, decoded apart as LongBench does; how many were cut).
+    middle: the first and last budget//2 (LongBench); left: the last; right: the first."""
     if policy not in TRUNCATION_POLICIES:
         raise ValueError(f"unknown truncation policy {policy!r}; "
                          f"choose one of {', '.join(TRUNCATION_POLICIES)}")
@@ -76,10 +69,8 @@ def truncate_ids(ids: list[int], budget: int, policy: str) -> tuple[list[list[in
 
 def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | None,
                  max_pad_fraction: float = 0.1, pad_slack: int = 0) -> list[list[int]]:
-    """Indices grouped longest first: at most `batch_size` items and `max_batch_tokens` padded
-    tokens a batch, each at least (1 - max_pad_fraction) as long as the longest or at most
-    `pad_slack` shorter: on a CPU, padding a short prompt to a long one costs more than batching
-    saves."""
+    """Indices grouped longest first, each at least (1 - max_pad_fraction) as long as its batch's
+    longest or at most `pad_slack` shorter: on a CPU, padding costs more than batching saves."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     for i in order:
@@ -97,9 +88,8 @@ def plan_batches(lengths: list[int], batch_size: int, max_batch_tokens: int | No
 
 
 class BaseLLM:
-    """`capabilities`: the calls beyond the tokenizer hooks (`model.can(...)`): generate, score,
-    score_ids, token_stats, gradients (grad_norms), label_encoding (encode_pair),
-    thinking_budget."""
+    """`capabilities` (`model.can(...)`): generate, score, score_ids, token_stats, gradients
+    (grad_norms), label_encoding (encode_pair), thinking_budget."""
 
     name: str = "base"
     capabilities: frozenset[str] = frozenset({"generate", "score"})
@@ -145,15 +135,14 @@ class BaseLLM:
         return messages
 
     def apply_chat(self, text: str) -> str:
-        """`text` as the user turn of the tokenizer's chat template, with the generation prompt."""
         if not self.tokenizer.chat_template:
             return self.without_chat_template(text)
         return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False,
                                                   add_generation_prompt=True)
 
     def rendered_reply(self, text: str, answer: str) -> str:
-        """What the template writes after apply_chat(text) for the assistant turn `answer`, with
-        what opens or closes the turn (ChatML's "<|im_end|>\\n"): open-unlearning labels it all."""
+        """The template's text after apply_chat(text) for the reply `answer`, turn markers
+        included (ChatML's "<|im_end|>\\n"): open-unlearning labels it all."""
         prompt = self.apply_chat(text)
         messages = self.chat_messages(text) + [{"role": "assistant", "content": answer}]
         full = self.tokenizer.apply_chat_template(messages, tokenize=False,
@@ -190,8 +179,8 @@ class BaseLLM:
         return {"adapter": self.name}
 
     def fingerprint(self) -> dict:
-        """What determines the outputs (records of another model are redone): the path only where
-        there are no files to hash, so a moved checkpoint resumes and one changed in place not."""
+        """What determines the outputs: the path only where there are no files to hash, so a moved
+        checkpoint resumes and one changed in place not."""
         identity = self.identity()
         files, peft = identity.get("files") or {}, identity.get("peft_files") or {}
         return {"adapter": identity.get("adapter"), "dtype": identity.get("dtype"),
@@ -201,12 +190,10 @@ class BaseLLM:
                 "path": None if files else identity.get("path")}
 
     def close(self) -> None:
-        """Frees what the adapter holds open (the api adapter: its connections and their thread,
-        which would keep the process alive)."""
+        """Frees what the adapter holds open (the api adapter's connections and thread)."""
 
     def cache_identity(self) -> dict:
-        """What a cache of this model's outputs (the judge's verdicts) is keyed by: identity()
-        less where the model runs and its size (a served model's: what fingerprint() holds)."""
+        """The key of a cache of the model's outputs (the judge's): identity() less device, size."""
         return {k: v for k, v in self.identity().items() if k not in ("device", "num_parameters")}
 
     def prompt_overhead(self, chat: bool) -> int:
@@ -217,8 +204,7 @@ class BaseLLM:
 
     def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None,
                      truncation: str = "middle") -> Prompt:
-        """Fill-in text -> what the model sees: cut by the `truncation` policy, then the chat
-        template. Under "skip" a prompt that does not fit comes back uncut, `skipped` saying why."""
+        """Text cut by the `truncation` policy, then chat-wrapped ("skip": uncut, `skipped` why)."""
         cut, skipped = 0, None
         if max_length is not None:
             budget = max_length - max_new_tokens - self.prompt_overhead(chat)
@@ -239,11 +225,8 @@ class BaseLLM:
         return [self.build_prompt(t, chat, max_new_tokens, max_length, truncation) for t in texts]
 
     def check_budget(self, chat: bool, max_new_tokens: int, max_length: int | None) -> None:
-        """ValueError when `max_length` cannot hold the template, the answer and a few tokens."""
-        if max_length is None:
-            return
-        overhead = self.prompt_overhead(chat)
-        if max_length - max_new_tokens - overhead >= 2:
+        overhead = 0 if max_length is None else self.prompt_overhead(chat)
+        if max_length is None or max_length - max_new_tokens - overhead >= 2:
             return
         template = f"the chat template takes {overhead} tokens and " if chat else ""
         raise ValueError(f"--max-length {max_length} leaves no room for the prompt: {template}the "
@@ -262,8 +245,7 @@ class BaseLLM:
 
     def finish_output(self, text: str, opened_in_prompt: bool,
                       budget_hit: bool = False) -> tuple[str, dict | None]:
-        """(saved output, Generation.thinking) of an output cut at its stops. A block strip_think
-        removed is marked "stripped" (scoring must not look for its closing tag)."""
+        """(saved output, Generation.thinking); a block strip_think removed is marked "stripped"."""
         thinking = thinking_record(text, self.options.think_tags, opened_in_prompt, budget_hit)
         saved = self.post_process(text, opened_in_prompt)
         if thinking and thinking["closed"] and self.options.strip_think and saved != text:
@@ -272,23 +254,21 @@ class BaseLLM:
 
     @classmethod
     def check_thinking_budget(cls, budget: int | None) -> None:
-        """A ValueError when a `budget` is set and the backend cannot enforce one."""
         if budget is not None and "thinking_budget" not in cls.capabilities:
-            raise ValueError(f"-M thinking_budget: the {cls.name} backend cannot force the end "
-                             "of a thinking block (it does not decode token by token); use "
+            raise ValueError(f"-M thinking_budget: the {cls.name} backend cannot force the end of "
+                             "a thinking block (it does not decode token by token); use "
                              "--backend hf")
 
 
 def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool:
-    """Whether the prompt leaves a thinking block open (some templates write the opening tag)."""
+    """Whether the prompt leaves a thinking block open (some templates write the tag)."""
     return prompt_text.rstrip().endswith(think_tags[0])
 
 
 def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
                     opened_in_prompt: bool) -> tuple[int, int | None]:
     """(where the thinking block opens, where the text after its closing tag begins): (len, len)
-    without a block (the prompt opened none and the output does not start, after whitespace, with
-    the opening tag); (open, None) for a block that never closes.
+    without a block (none opened by the prompt or first in the output), (open, None) if unclosed.
 
     >>> thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False)
     (0, 18)
@@ -311,9 +291,8 @@ def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
 
 def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | None = None,
                 opened_in_prompt: bool = False) -> tuple[str, bool]:
-    """Text before the earliest stop string outside the thinking block, and whether one was found.
-    Never inside the block (a task's "\\n" must not end the thinking), nor in the whitespace right
-    after its closing tag (templates write "</think>\\n\\n": the answer would always be empty).
+    """Text before the earliest stop string, and whether one was found. Never inside the thinking
+    block, nor in the whitespace after its closing tag ("</think>\\n\\n" and a "\\n" stop).
 
     >>> cut_at_stop("<think>a\\nb</think>\\n\\nc\\nd", ("\\n",), ("<think>", "</think>"))
     ('<think>a\\nb</think>\\n\\nc', True)
@@ -329,7 +308,7 @@ def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | 
 
 def thinking_record(text: str, think_tags: tuple[str, str], opened_in_prompt: bool,
                     budget_hit: bool = False) -> dict | None:
-    """Generation.thinking; None without a thinking block in the output or opened by the prompt."""
+    """Generation.thinking; None without a thinking block."""
     opens, answer_from = thinking_bounds(text, think_tags, opened_in_prompt)
     if opens == len(text) and answer_from == len(text) and not opened_in_prompt:
         return None

@@ -1,5 +1,5 @@
 """Local transformers checkpoints, the base of the hf and masked adapters: device, tokenizer, safe
-weight loading and what identifies the checkpoint.
+weight loading, identity.
 
 Usage:
     HFModel(path, AdapterOptions(), dtype="bfloat16")   # or HFModel.from_options(path, ...)
@@ -39,33 +39,25 @@ class CheckpointOptions:
 
 
 def check_device(device: str, here: bool) -> None:
-    """ValueError naming -M device and the devices this machine has, for a name torch cannot
-    parse, and with `here` (the weights are about to load) for a CUDA device it does not have: a
-    dry run on a laptop renders the prompts of a GPU run."""
+    """ValueError naming the devices here, for a name torch cannot parse and, with `here` (weights
+    about to load), a CUDA device it does not have: a laptop dry-runs the prompts of a GPU run."""
     if device == "auto":
         return
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"-M device={device}: not a device torch knows; here: {_devices()}") \
-            from None
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if here and parsed.type == "cuda" and (parsed.index or 0) >= gpus:
-        raise ValueError(f"-M device={device}: no such CUDA device on this machine; here: "
-                         f"{_devices()}")
-
-
-def _devices() -> str:
-    """The -M device values this machine takes: 'auto, cpu, cuda, cuda:0 to cuda:1'."""
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     cuda = f", cuda, cuda:0 to cuda:{gpus - 1}" if gpus else ""
     mps = ", mps" if torch.backends.mps.is_available() else ""
-    return f"auto, cpu{cuda}{mps}" + ("" if gpus else " (torch sees no CUDA GPU)")
+    devices = f"auto, cpu{cuda}{mps}" + ("" if gpus else " (torch sees no CUDA GPU)")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"-M device={device}: not a device torch knows; here: {devices}") from None
+    if here and parsed.type == "cuda" and (parsed.index or 0) >= gpus:
+        raise ValueError(f"-M device={device}: no such CUDA device on this machine; here: "
+                         f"{devices}")
 
 
 def checked_checkpoint(path: str) -> str:
-    """`path` when it can be a checkpoint: a folder with a config.json, a GGUF file (or a folder
-    holding one), or a hub name like org/model."""
+    """`path` if it can be a checkpoint: a folder with a config.json, a GGUF, a hub name."""
     if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
         raise FileNotFoundError(f"model {path!r}: no such file or folder (and not a hub name like "
                                 "org/model)")
@@ -77,10 +69,9 @@ def checked_checkpoint(path: str) -> str:
 
 
 def gguf_parts(path: str) -> tuple[str, str] | None:
-    """(folder, file name) of a GGUF checkpoint: `path` is the .gguf file, or a folder without a
-    config.json that holds exactly one; None for anything else. transformers dequantizes it on
-    load."""
+    """(folder, file name) of a .gguf file, or of the one in a folder without a config.json."""
     where = Path(path)
+    found: list[Path] = []
     if where.is_file() and where.suffix == ".gguf":
         found = [where]
     elif where.is_dir() and not (where / "config.json").is_file():
@@ -88,8 +79,6 @@ def gguf_parts(path: str) -> tuple[str, str] | None:
         if len(found) > 1:
             raise FileNotFoundError(f"model folder {path} holds {len(found)} .gguf files; name "
                                     f"one with --model {found[0]}")
-    else:
-        return None
     if not found:
         return None
     if importlib.util.find_spec("gguf") is None:
@@ -99,7 +88,6 @@ def gguf_parts(path: str) -> tuple[str, str] | None:
 
 
 def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left"):
-    """The tokenizer of a checkpoint (the hf adapter and its dry-run twin both load it here)."""
     folder, gguf = gguf_parts(path) or (path, None)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, padding_side=padding_side,
                                               trust_remote_code=trust_remote_code)
@@ -129,7 +117,7 @@ class CheckpointModel(BaseLLM):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         check_device(device, here=True)
         self.path, self.peft, self.device = path, peft, device
-        # The file identities (None: not on disk), taken before the weights load: what was loaded.
+        # taken before the weights load: what was loaded (None: not on disk)
         self.files = (folder_identity(path) or None,
                       (folder_identity(peft) or None) if peft else None)
         self.tokenizer = load_tokenizer(path, trust_remote_code, self.padding_side)
@@ -137,9 +125,7 @@ class CheckpointModel(BaseLLM):
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
 
     def _load_weights(self, dtype: str, trust_remote_code: bool, allow_pickle: bool):
-        """Weights from safetensors (pickle only if allowed) or a GGUF file (dequantized), in the
-        dtype asked (auto: float32 on CPU, the checkpoint's own on GPU), with the PEFT adapter if
-        any, on the device, in eval mode."""
+        """Safetensors (pickle only if allowed) or GGUF weights, with the PEFT adapter if any."""
         if dtype == "auto":
             dtype = torch.float32 if self.device == "cpu" else "auto"
         folder, gguf = gguf_parts(self.path) or (self.path, None)
@@ -156,8 +142,6 @@ class CheckpointModel(BaseLLM):
         return getattr(self.model.config, "max_position_embeddings", None)
 
     def identity(self) -> dict:
-        """Path, dtype, type, size, the hashes of the files that determine the outputs (identity.py)
-        and of the PEFT adapter's, and the chat template's hash."""
         return {"path": shown_path(self.path), "dtype": str(self.model.dtype),
                 "model_type": getattr(self.model.config, "model_type", None),
                 "num_parameters": self.num_parameters,

@@ -1,7 +1,4 @@
-"""Hugging Face transformers adapter: any causal LM from a local path (or a reachable hub name).
-This module is its generation half (greedy batches, stop tokens, the out-of-memory back-off); the
-log-likelihood half (score, token_stats, grad_norms) is the HFScores mixin of
-Eval/models/hf_scores.py, the dry run's weight-free twin Eval/models/tokenizer_only.py.
+"""The transformers causal-LM adapter's generation half (its log-likelihoods: hf_scores.py).
 
 Usage:
     model = HFModel("/path/to/Qwen2.5-7B-Instruct", dtype="auto", device="auto")
@@ -24,9 +21,7 @@ from Eval.models.options import AdapterOptions
 from Eval.models.stop_watch import StopWatch
 from Eval.models.tokenizer_only import TokenizerOnly
 
-# Generation strategy (measured: docs/speed.md): on a CPU long prompts are prefilled row by row and
-# short ones as a padded batch (greedy.py), on a GPU padded; a decode step uses every CPU thread
-# only when rows x parameters >= this.
+# A CPU decode step uses every thread only when rows x parameters >= this (docs/speed.md).
 PARALLEL_DECODE_WORK = 1.2e9
 
 
@@ -69,8 +64,7 @@ class HFModel(HFScores, CheckpointModel):
 
     @property
     def max_pad_fraction(self) -> float:
-        """plan_batches' limit: a padded prefill computes the padding; rows prefilled one by one pay
-        for it only as masked KV slots, where a fuller batch shares each step's weight reads."""
+        """A padded prefill computes the padding; prefilled rows pay only masked KV slots."""
         return 0.5 if self.prefill == "padded" else 1.0
 
     def decode_threads_for(self, rows: int) -> int | None:
@@ -103,10 +97,8 @@ class HFModel(HFScores, CheckpointModel):
                                add_special_tokens=prompts[0].add_special_tokens).to(self.device)
         tags, budget = self.options.think_tags, self.options.thinking_budget
         opened = [prompt_opens_thinking(p.text, tags) for p in prompts]
-        watches = None  # a row needs one only to stop on a string or to be forced
-        if stop or budget is not None:
-            watches = [StopWatch(stop, tags, o, self.detokenize, self.tokenize, budget)
-                       for o in opened]
+        watches = [StopWatch(stop, tags, o, self.detokenize, self.tokenize, budget)
+                   for o in opened] if stop or budget is not None else None
         forced = None if budget is None else lambda row: watches[row].take_forced()
         decoded = greedy_decode(self.model, batch["input_ids"], batch["attention_mask"],
                                 max_new_tokens, set(self.stop_ids),

@@ -1,16 +1,9 @@
-"""The log-likelihood half of the hf adapter (Eval/models/hf.py): what lm-eval's loglikelihood
-requests (`inference.py lm-eval`) and the TOFU / MUSE score records (`inference.py unlearning`)
-call. `score` / `score_ids` give per-token log-probabilities, `encode_pair(s)` open-unlearning's
-(prompt, labels) encoding, `token_stats(pairs)` the teacher-forced pass behind the probability /
-unlearning metrics, `grad_norms(pairs)` the GradNorm membership attack. A plain generation run
-calls none of them. HFScores is a mixin: it uses the adapter's `model`, `tokenizer`, `device`,
-`tokenize`, `adds_bos` and `forward_counts`.
+"""The log-likelihood half of the hf adapter (hf.py), for lm-eval and the TOFU / MUSE score records:
+per-token log-probabilities, open-unlearning's encoding, token statistics, GradNorm.
 
 Usage:
-    model = HFModel("/path/to/checkpoint", threads=1)    # class HFModel(HFScores, CheckpointModel)
     model.score_ids([([1, 2, 3], [4, 5])])               # [TokenScores(logprobs, greedy)]
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])
-    norms = model.grad_norms([("Question: Capital of France?\nAnswer:", " Paris")])
 """
 from __future__ import annotations
 
@@ -18,23 +11,21 @@ import torch
 from transformers import DynamicCache
 
 from Eval.models.base import Prompt, TokenScores, plan_batches
-from Eval.models.greedy import cache_argument, pad_positions, plain_cache
-from Eval.models.token_stats import _logit_batches, _Node, _pad_right, _prefix_tree, _stats_rows
+from Eval.models.greedy import cache_argument, plain_cache, stacked_cache
+from Eval.models.token_stats import (_logit_batches, _Node, _pad_right, _prefix_tree, _stats_rows,
+                                     end_labels)
 
 
 class HFScores:
-    """score, score_ids, encode_pair(s), token_stats and grad_norms of HFModel; it comes before
-    CheckpointModel in HFModel's bases so that its `score` replaces BaseLLM's."""
+    """A mixin of HFModel, before CheckpointModel so that its `score` replaces BaseLLM's."""
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
-        """Per-token log-probabilities of each answer after its prompt, the two tokenized apart."""
         return self.score_ids([(self.tokenize(p), self.tokenize(a)) for p, a in pairs])
 
     @torch.inference_mode()
     def score_ids(self, pairs: list[tuple[list[int], list[int]]]) -> list[TokenScores]:
-        """score() on token ids, one forward pass. Rows are right-padded and run WITHOUT a mask:
-        under causal attention no real token sees the padding after it, so each row is computed
-        exactly as alone, on the fast causal kernel. The last answer token is not fed (lm-eval)."""
+        """score() on ids in one forward, right-padded WITHOUT a mask: no real token sees the
+        padding after it, so rows run as alone, on the causal kernel. The last token is not fed."""
         prompts, answers = [list(p) for p, _ in pairs], [list(a) for _, a in pairs]
         if not all(prompts) or not all(answers):
             raise ValueError("scoring needs a non-empty prompt and answer for every pair (the "
@@ -57,38 +48,26 @@ class HFScores:
 
     def encode_pair(self, prompt: str | Prompt, answer: str, append_eos: bool = True,
                     max_length: int | None = None) -> tuple[list[int], list[int], bool]:
-        """(prompt ids, labelled ids, whether an EOS was appended): open-unlearning's encoding."""
         return self.encode_pairs([(prompt, answer)], append_eos, max_length)[0]
 
     def encode_pairs(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
                      max_length: int | None = None) -> list[tuple[list[int], list[int], bool]]:
-        """encode_pair for many pairs (a Prompt's add_special_tokens adds the BOS). The labels are
-        the tokens of prompt + answer after the prompt's (as the reference slices them), or the
-        answer's own where the two merge; then an EOS. With an empty prompt the first label becomes
-        the context. A Prompt's `max_labels` cuts the labels first (open-unlearning's
-        completion cut, before the shift), then `max_length` so that prompt + labels fit."""
+        """(prompt ids, labels, EOS appended) as open-unlearning slices prompt + answer (the
+        answer's own tokens where the two merge); a Prompt's `max_labels` cuts first."""
         texts = [(p.text, p.add_special_tokens) if isinstance(p, Prompt) else (p, False)
                  for p, _ in pairs]
         unique_prompts = list(dict.fromkeys(t for t, _ in texts))
         prompt_ids = dict(zip(unique_prompts, self._tokenize_many(unique_prompts)))
         fulls = self._tokenize_many([t + a for (t, _), (_, a) in zip(texts, pairs)])
         bos = self.tokenizer.bos_token_id if self.adds_bos() else None
-        eos = self.tokenizer.eos_token_id
         out = []
         for (text, special), (prompt, answer), full in zip(texts, pairs, fulls):
             head = [bos] if special and bos is not None else []
             ids, full = head + prompt_ids[text], head + full
             labels = full[len(ids):] if full[:len(ids)] == ids else self.tokenize(answer)
             labels = labels[:getattr(prompt, "max_labels", None)]  # a Prompt's completion cut
-            eos_added = append_eos and eos is not None and (not labels or labels[-1] != eos)
-            if eos_added:
-                labels = labels + [eos]
-            if not ids:
-                ids, labels = labels[:1], labels[1:]
-            if max_length is not None and len(ids) + len(labels) > max_length:
-                labels = labels[:max(0, max_length - len(ids))]
-                eos_added = eos_added and bool(labels) and labels[-1] == eos
-            out.append((ids, labels, eos_added))
+            out.append(end_labels(ids, labels, self.tokenizer.eos_token_id, append_eos, max_length,
+                                  shift=True))
         return out
 
     def _tokenize_many(self, texts: list[str]) -> list[list[int]]:
@@ -99,10 +78,8 @@ class HFScores:
                     batch_size: int = 16, max_batch_tokens: int | None = 8192,
                     max_length: int | None = None, share_prompts: bool = True,
                     max_logit_elements: int = 1 << 27) -> list[dict]:
-        """One TokenStats dict per (prompt, answer) pair (Eval/records.py TOKEN_STATS_FIELDS).
-        Identical pairs run once; with `share_prompts` the answer options of one prompt continue
-        its KV cache (a prefix tree). A batch is split where its logits would exceed
-        `max_logit_elements`."""
+        """A TokenStats dict (Eval/records.py) per pair; identical pairs run once, and with
+        `share_prompts` the options of one prompt continue its KV cache (a prefix tree)."""
         encoded = self.encode_pairs(pairs, append_eos, max_length)
         keys = list(dict.fromkeys((tuple(ids), tuple(labels)) for ids, labels, _ in encoded))
         unique = {key: k for k, key in enumerate(keys)}
@@ -137,9 +114,8 @@ class HFScores:
         return out
 
     def _run_nodes(self, nodes: list[_Node], columns: dict) -> None:
-        """One forward over prefix-tree nodes of equal depth: the statistics of the labels they
-        predict, and the KV cache of nodes with children. Roots run as in score_ids; deeper nodes
-        continue their parent chain's cache, its padding masked out."""
+        """One forward over tree nodes of equal depth: their labels' statistics and, for nodes with
+        children, the KV cache. Roots run as in score_ids; deeper nodes continue their parents'."""
         ids, own_mask = _pad_right([n.tokens for n in nodes], self.tokenizer.pad_token_id,
                                    self.device)
         width = ids.shape[1]
@@ -149,10 +125,7 @@ class HFScores:
         if nodes[0].parent_chain is not None:
             chains = [n.parent_chain for n in nodes]
             span = max(c[2].shape[0] for c in chains)
-            cache = DynamicCache(config=self.model.config)
-            for index in range(len(chains[0][0])):
-                cache.update(torch.stack([pad_positions(c[0][index], span) for c in chains]),
-                             torch.stack([pad_positions(c[1][index], span) for c in chains]), index)
+            cache = stacked_cache(self.model.config, chains, span)
             before = torch.stack([torch.nn.functional.pad(c[2], (0, span - c[2].shape[0]))
                                   for c in chains])
             positions = torch.tensor([n.start for n in nodes], device=self.device)[:, None] \
@@ -174,8 +147,8 @@ class HFScores:
                 column[t] = value
         if keep_cache:
             for r, n in enumerate(nodes):
-                chain = ([layer.keys[r] for layer in cache.layers],
-                         [layer.values[r] for layer in cache.layers], chain_mask[r])
+                chain = ([layer.keys[r:r + 1] for layer in cache.layers],
+                         [layer.values[r:r + 1] for layer in cache.layers], chain_mask[r])
                 for child in n.children:
                     child.parent_chain = chain
         for n in nodes:
@@ -183,9 +156,8 @@ class HFScores:
 
     def grad_norms(self, pairs: list[tuple[str | Prompt, str]], append_eos: bool = True,
                    max_length: int | None = None) -> list[float | None]:
-        """GradNorm membership scores as open-unlearning computes them, one sample at a time in
-        train mode: loss = -mean label log-probability over the labelled positions but the last;
-        score = the mean over parameter tensors of their gradient's L2 norm (None: < 2 labels)."""
+        """open-unlearning's GradNorm, a sample at a time in train mode: the mean over parameters of
+        the L2 norm of the gradient of -mean log p(labels but the last) (None: < 2 labels)."""
         scores: list[float | None] = []
         params = [p for p in self.model.parameters() if p.requires_grad]
         try:

@@ -1,8 +1,6 @@
-"""What identifies a model in a run: the sha256 of every file that can change its outputs, named
-relative to their folder (a copied checkpoint keeps its identity). Each hash is cached by path,
-size, inode, modification and change times, as git's index does: an unchanged checkpoint costs one
-stat per file. The cache is `$EVAL_HASH_CACHE` or `~/.cache/eval-toolkit/file-hashes.json` (under
-`$XDG_CACHE_HOME` when set); an unwritable one is ignored. No torch here.
+"""What identifies a model: the sha256 of each file that can change its outputs, by name (a copied
+checkpoint keeps its identity), cached by path, size, inode and times as git's index does, in
+`$EVAL_HASH_CACHE` or `$XDG_CACHE_HOME` / ~/.cache's eval-toolkit/file-hashes.json.
 
 Usage:
     folder_identity("/path/Qwen2.5-7B")   # {"files": {"config.json": "3f2a", ...}, "sha256": ...}
@@ -14,19 +12,16 @@ import json
 import os
 from pathlib import Path
 
-# Files of a checkpoint folder that determine its outputs, by suffix, and by name.
 OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja",
                    ".py", ".tiktoken")
 OUTPUT_NAMES = ("merges.txt", "vocab.txt")
-# Hidden files, and what a trainer saves beside the weights that never reaches the model (its
-# state, and the metrics it wrote: all_results.json, ..., rewritten by a later evaluate).
+# what a trainer saves beside the weights (its state, metrics a later evaluate rewrites)
 NOT_OUTPUT = (".", "optimizer", "scheduler", "rng_state", "training_args", "trainer_state",
               "all_results", "train_results", "eval_results", "test_results", "predict_results")
 
 
 def _hashes(files: list[Path]) -> dict[str, str]:
-    """{name: sha256} of `files`, through the cache: path -> [size, inode, mtime_ns, ctime_ns,
-    sha256], written back atomically when it grew (a failure costs only time later)."""
+    """{name: sha256}, through the cache: path -> [size, inode, mtime_ns, ctime_ns, sha256]."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = Path(os.environ.get("EVAL_HASH_CACHE") or
                 Path(base) / "eval-toolkit" / "file-hashes.json")
@@ -56,8 +51,7 @@ def _hashes(files: list[Path]) -> dict[str, str]:
 
 
 def folder_identity(path: str | os.PathLike) -> dict:
-    """{"files": {name: sha256}, "sha256": one hash over names and hashes} of a checkpoint folder or
-    a single model file (GGUF); {} for a path that is not on disk (a hub name: nothing to hash)."""
+    """{"files": {name: sha256}, "sha256": of them all} of a folder or file; {} if not on disk."""
     path = Path(path)
     if not path.exists():
         return {}
@@ -70,17 +64,15 @@ def folder_identity(path: str | os.PathLike) -> dict:
 
 
 def changed_files(before: dict, after: dict) -> list[str]:
-    """Names whose hash differs between two {"files": ...} identities (added and removed too)."""
+    """Names whose hash differs between two identities (added and removed too)."""
     old, new = before.get("files") or {}, after.get("files") or {}
     return sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))
 
 
 def shown_path(path: str) -> str:
-    """A local path made absolute; a hub name as it is."""
     return os.path.abspath(path) if os.path.exists(path) else path
 
 
 def template_sha256(tokenizer) -> str | None:
-    """16 hex digits of the sha256 of a tokenizer's chat template; None without one."""
     template = tokenizer.chat_template
     return hashlib.sha256(template.encode()).hexdigest()[:16] if template else None

@@ -1,20 +1,10 @@
-"""Masked (bidirectional) language models that load with `AutoModelForMaskedLM`: BERT-style
-encoders and masked-diffusion LLMs, from a local path.
-
-Scoring: ONE forward pass per batch, full context; the logit at position i predicts token i. By
-default the answer is VISIBLE: log p(y_t | x, y), the per-position confidence "in a single forward
-pass" the confidence-ordered handler (spec 1.5) sorts. `mask_answer=True` hides it behind mask
-tokens, the first step of a masked-diffusion decode (prefer it for LLaDA, MDLM: they are trained
-on masked positions only). Neither is a sequence likelihood. A row is the tokenizer's leading
-special tokens, prompt, answer and, when append_eos, the sep (else eos) token, labelled (spec 1.0).
-
-Generation: LLaDA-style low-confidence remasking (one block, greedy); a BERT-style model writes
-poor text, but generation tasks run.
+"""Masked LMs (AutoModelForMaskedLM: BERT-style encoders, diffusion LLMs; docs/unlearning.md).
+Scoring: one full-context forward per batch over the tokenizer's leading specials, prompt, answer
+and sep (else eos), the answer visible or, with `mask_answer=True`, masked (neither is a sequence
+likelihood). Generation: LLaDA-style low-confidence remasking (one block, greedy).
 
 Usage:
-    model = MaskedLMModel("/path/to/checkpoint", dtype="auto", device="auto")
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])
-    stats = model.token_stats(pairs, mask_answer=True)    # answer hidden: the diffusion-LLM view
 """
 from __future__ import annotations
 
@@ -28,7 +18,7 @@ from Eval.models import register_model
 from Eval.models.base import Generation, Prompt, TokenScores, cut_at_stop, plan_batches
 from Eval.models.checkpoint import CheckpointModel
 from Eval.models.options import AdapterOptions
-from Eval.models.token_stats import _logit_batches, _pad_right, _stats_of
+from Eval.models.token_stats import _logit_batches, _pad_right, _stats_of, end_labels
 
 
 class Row(NamedTuple):
@@ -51,14 +41,13 @@ class MaskedLMModel(CheckpointModel):
     def __init__(self, path: str, options: AdapterOptions | None = None, **checkpoint_options):
         super().__init__(path, options, **checkpoint_options)
         tok = self.tokenizer
-        # BERT-style tokenizers end a text with sep ([SEP], </s>); decoder-style ones with eos.
-        self.end_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+        self.end_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id  # BERT
         self.mask_id = tok.mask_token_id
         self.pad_id = next(i for i in (tok.pad_token_id, self.end_id, 0) if i is not None)
         self.prefix = self._prefix_ids()
 
     def _prefix_ids(self) -> list[int]:
-        # The special tokens the tokenizer puts before a text: encoders are trained with them.
+        """The special tokens the tokenizer puts before a text: encoders are trained with them."""
         full, plain = self.tokenizer("a", add_special_tokens=True)["input_ids"], self.tokenize("a")
         for i in range(len(full) - len(plain) + 1):
             if full[i:i + len(plain)] == plain:
@@ -86,12 +75,7 @@ class MaskedLMModel(CheckpointModel):
         text = prompt.text if isinstance(prompt, Prompt) else prompt
         ids = self._with_prefix(self.tokenize(text))
         labels = self.tokenize(answer)[:getattr(prompt, "max_labels", None)]  # completion cut
-        eos = append_eos and self.end_id is not None and (not labels or labels[-1] != self.end_id)
-        if eos:  # spec 1.0: appended (and labelled) unless the answer already ends with it
-            labels.append(self.end_id)
-        if max_length is not None and len(ids) + len(labels) > max_length:  # as HFModel: cut labels
-            labels = labels[:max(0, max_length - len(ids))]
-            eos = eos and bool(labels) and labels[-1] == self.end_id
+        ids, labels, eos = end_labels(ids, labels, self.end_id, append_eos, max_length)
         return Row(ids + labels, len(ids), labels, eos)
 
     @torch.inference_mode()
@@ -99,8 +83,7 @@ class MaskedLMModel(CheckpointModel):
                     mask_answer: bool = False, *, batch_size: int | None = None,
                     max_batch_tokens: int | None = None, max_length: int | None = None,
                     share_prompts: bool = False, max_logit_elements: int = 1 << 27) -> list[dict]:
-        """One TokenStats dict (Eval/records.py TOKEN_STATS_FIELDS) per pair, as HFModel's.
-        `share_prompts` is ignored: under bidirectional attention a prompt depends on its answer."""
+        """As HFModel's; `share_prompts` is ignored: here a prompt's states depend on its answer."""
         if mask_answer and self.mask_id is None:
             raise ValueError(f"{self.path}: the tokenizer has no mask token; score with "
                              "mask_answer=False")
@@ -126,16 +109,14 @@ class MaskedLMModel(CheckpointModel):
                  "text": self.detokenize(r.answer), "eos": r.eos} for k, r in enumerate(rows)]
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
-        """The default (answer visible) token_stats, no end token appended."""
         return [TokenScores(s["logprobs"], s["greedy"])
                 for s in self.token_stats(pairs, append_eos=False)]
 
     @torch.inference_mode()
     def generate(self, prompts: list[Prompt], max_new_tokens: int,
                  stop: tuple[str, ...] = ()) -> list[Generation]:
-        """The prompt, then max_new_tokens mask tokens: step s of `steps` S (default: one per new
-        token) fixes the ceil(masked / (S - s)) positions whose argmax is most probable; the mask
-        token is never chosen, the text ends at the first end token."""
+        """Step s of `steps` S fixes the ceil(masked / (S - s)) most confident of the masked new
+        positions (never to the mask token); the text ends at the first end token."""
         if self.mask_id is None:
             raise NotImplementedError(f"{self.path}: the tokenizer has no mask token, so this "
                                       "model cannot decode by unmasking; use scoring mode")

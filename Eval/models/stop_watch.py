@@ -1,13 +1,8 @@
-"""Stop strings and thinking budgets during greedy decoding (Eval/models/greedy.py): a StopWatch
-per row answers greedy_decode's `stops_here(row, ids)` (a stop string outside the thinking block)
-and gives its `forced_next` tokens (the closing tag once the block has taken its budget). A row
-needs one only when the run has stop strings (-M stop=..., a task's) or a thinking budget.
+"""Stop strings and thinking budgets in greedy.py: a StopWatch per row answers `stops_here(row,
+ids)` and gives `forced_next` (the closing tag once the thinking block has taken its budget).
 
 Usage:
-    watches = [StopWatch(("\n\n",), ("<think>", "</think>"), False, detokenize, tokenize, 512)
-               for _ in prompts]                          # one per row; 512: a thinking budget
-    greedy_decode(model, ids, mask, 64, stop_ids, lambda row, new_ids: watches[row](new_ids),
-                  forced_next=lambda row: watches[row].take_forced())
+    watch = StopWatch(("\n\n",), ("<think>", "</think>"), False, detokenize, tokenize, 512)
 """
 from __future__ import annotations
 
@@ -17,10 +12,8 @@ from Eval.models.base import cut_at_stop, thinking_bounds
 
 
 class StopWatch:
-    """One row's watch: cut_at_stop's rule on a few decoded tokens per step. Without a block the
-    last `tail` tokens are checked; inside one, the last few for the closing tag; then the window
-    from the tag on, until the last `tail` tokens lie wholly in the answer. The tags must survive
-    decoding (not special tokens)."""
+    """cut_at_stop's rule on a few decoded tokens per step: the last `tail` without a block; in one
+    the last few for the closing tag; then from the tag on, until the tail lies in the answer."""
 
     def __init__(self, stop: tuple[str, ...], think_tags: tuple[str, str], opened_in_prompt: bool,
                  decode: Callable[[list[int]], str], tokenize: Callable[[str], list[int]],

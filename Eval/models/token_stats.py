@@ -1,5 +1,5 @@
-"""The token statistics behind the probability and unlearning metrics (Eval/records.py
-TOKEN_STATS_FIELDS), their batching helpers and the prefix tree HFModel.token_stats walks.
+"""The token statistics behind the probability and unlearning metrics (Eval/records.py), their
+batching helpers and the prefix tree HFModel.token_stats walks.
 
 Usage:
     logprob, greedy, mean, var = position_stats(logits_rows.float(), labels)   # one value per row
@@ -12,26 +12,20 @@ _FLOAT_MIN = torch.finfo(torch.float32).min  # JSON has no -inf: a probability o
 
 
 class _Node:
-    """A node of one prompt's prefix tree: a run of input tokens shared by every option below it."""
+    """A run of input tokens shared by every option below it in one prompt's prefix tree."""
     __slots__ = ("tokens", "start", "children", "entries", "parent_chain")
 
     def __init__(self, tokens: list[int], start: int):
         self.tokens, self.start = tokens, start  # start: the absolute position of tokens[0]
         self.children: list[_Node] = []
-        # (offset in tokens, label, option key, label index)
-        self.entries: list[tuple[int, int, int, int]] = []
+        self.entries: list[tuple[int, int, int, int]] = []  # (offset, label, key, label index)
         self.parent_chain = None  # (keys, values per layer, mask) of the ancestors, while needed
 
 
 def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]],
                  labels: dict[int, tuple]) -> _Node | None:
-    """The radix tree of the inputs prompt + labels[:-1] of one prompt's options (the last label is
-    predicted, never fed). A label lands in the entries of the node whose position predicts it.
-
-    >>> root = _prefix_tree(2, {0: [5, 6, 7, 8], 1: [5, 6, 7, 9]}, {0: (7, 8, 2), 1: (7, 9, 2)})
-    >>> root.tokens, [c.tokens for c in root.children], root.entries
-    ([5, 6, 7], [[8], [9]], [(1, 7, 0, 0), (2, 8, 0, 1), (1, 7, 1, 0), (2, 9, 1, 1)])
-    """
+    """The radix tree of one prompt's option inputs (prompt + labels[:-1]); a label lands in the
+    entries of the node whose position predicts it."""
     if not inputs:
         return None
 
@@ -59,8 +53,22 @@ def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]],
     return root
 
 
+def end_labels(ids: list[int], labels: list[int], end: int | None, append_eos: bool,
+               max_length: int | None, shift: bool = False) -> tuple[list[int], list[int], bool]:
+    """(ids, labels, end appended): `end` appended unless the labels end with it; with `shift` an
+    empty prompt takes the first label; then labels cut so that ids + labels fit `max_length`."""
+    added = append_eos and end is not None and (not labels or labels[-1] != end)
+    if added:
+        labels = labels + [end]
+    if shift and not ids:
+        ids, labels = labels[:1], labels[1:]
+    if max_length is not None and len(ids) + len(labels) > max_length:
+        labels = labels[:max(0, max_length - len(ids))]
+        added = added and bool(labels) and labels[-1] == end
+    return ids, labels, added
+
+
 def _pad_right(rows: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token rows right-padded into one tensor, and their attention mask."""
     width = max(len(r) for r in rows)
     ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
     mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=device)
@@ -69,7 +77,7 @@ def _pad_right(rows: list[list[int]], pad: int, device) -> tuple[torch.Tensor, t
 
 def _logit_batches(members: list[int], lengths: list[int], vocab: int,
                    max_logit_elements: int) -> list[list[int]]:
-    """`members` halved until each piece's logits (count x longest x vocab) fit, or one is left."""
+    """`members` halved until each piece's logits (count x longest x vocab) fit."""
     if len(members) > 1 and len(members) * max(lengths[i] for i in members) * vocab > \
             max_logit_elements:
         half = len(members) // 2
@@ -80,9 +88,8 @@ def _logit_batches(members: list[int], lengths: list[int], vocab: int,
 
 def _stats_rows(logits: torch.Tensor, labels: list[int],
                 where: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[list, ...]:
-    """position_stats for each label and its row of logits: row i of a (rows, vocab) tensor, or
-    logits[where[0][i], where[1][i]] of a (batch, positions, vocab) one. Rows go in chunks of about
-    a million logits, so the vocabulary-sized temporaries stay small and in cache."""
+    """position_stats of each label and its logits row (`where`: indices into a 3-d tensor), in
+    chunks of about a million logits so that the temporaries stay small and in cache."""
     target = torch.tensor(labels, device=logits.device)
     step = max(1, (1 << 20) // logits.shape[-1])
     columns: tuple[list, list, list, list] = ([], [], [], [])
@@ -95,7 +102,6 @@ def _stats_rows(logits: torch.Tensor, labels: list[int],
 
 
 def _stats_of(logits: torch.Tensor, labels: list[int]) -> dict:
-    """The TokenStats numbers from the logits predicting `labels` (one row per label)."""
     return dict(zip(("logprobs", "greedy", "mean", "var"), _stats_rows(logits, labels)))
 
 
