@@ -1,16 +1,10 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split (the split table:
-tofu_splits / muse_splits: data files, kind of text, generation length, attacks), each a job.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split (tofu_splits /
+muse_splits), each a job; every text is read once (BaseLLM.token_stats). Fields: docs/unlearning.md.
 
 Usage:
-    python inference.py unlearning tofu                     # the demo data and demo target model
+    python inference.py unlearning tofu|muse                # the demo data and demo target model
     python inference.py unlearning tofu --model M --data-dir PATH --forget-split forget10 \
         --holdout-split holdout10 [--gradnorm] [--reference-model R]
-    python inference.py unlearning muse                     # the MUSE-form demo data, demo target
-    python inference.py unlearning muse --model M --data-dir PATH [--completion-max-tokens 2048]
-
-Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
-are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A score
-record's fields: docs/unlearning.md.
 """
 from __future__ import annotations
 
@@ -83,7 +77,6 @@ def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
 
 
 def read_items(path: Path, kind: str) -> list[dict]:
-    """The rows of a split file, each checked for its kind's fields (RecordError: file and line)."""
     rows = []
     for line, row in iter_json_objects(path):
         for field in REQUIRED[kind]:
@@ -94,7 +87,6 @@ def read_items(path: Path, kind: str) -> list[dict]:
 
 
 def options_of(item: dict, kind: str) -> dict[str, list[str]]:
-    """The answer options scored for one item: {key: [texts]}."""
     if kind == "qa":
         return {k: item[k] if isinstance(item[k], list) else [item[k]] for k in ANSWER_KEYS
                 if k in item}
@@ -123,8 +115,7 @@ class Settings:
 
 def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], max_new: int,
                  max_length: int | None, max_labels: int | None = None) -> Prompt:
-    """QA: the question (chat-templated if the model has a template); knowmem: MUSE's few-shot
-    Question / Answer template; verbmem: the prefix as it is; privleak: nothing."""
+    """QA: the (chat-templated) question; knowmem: MUSE's few-shot template; verbmem: the prefix."""
     if split.kind == "qa":
         chat = bool(getattr(getattr(model, "tokenizer", None), "chat_template", True))
         text = item["question"] if chat else f"Question: {item['question']}\nAnswer:"
@@ -163,8 +154,8 @@ def _texts(model, split: Split, items: list[dict], shots, settings: Settings, ma
 
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
                   reference: str | None = None) -> str:
-    """The decoded labels after the decoded prompt, stripped; a completion text's `reference`:
-    open-unlearning's decode(labels).replace(decode(prompt), ""), or continuation's labels."""
+    """The decoded labels after the decoded prompt; a completion text's `reference`: open-unlearning's
+    decode(labels).replace(decode(prompt), ""), or continuation's labels."""
     if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
@@ -222,8 +213,7 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
 def score_chunk(model, split: Split, items: list[dict], indices: list[int], shots,
                 settings: Settings, max_new: int, max_length: int | None,
                 reference=None) -> list[dict]:
-    """One teacher-forced pass over every (prompt, option) text, then the generations and, on MIA
-    splits, GradNorm and the reference model's mean answer NLL."""
+    """One teacher-forced pass over every (prompt, option) text, the generations, MIA extras."""
     prompts, encodings, options = _texts(model, split, items, shots, settings, max_new, max_length)
     append_eos = split.kind in ("qa", "knowmem")
     batching = {"batch_size": settings.batch_size, "max_batch_tokens": settings.max_batch_tokens,
@@ -270,7 +260,6 @@ def score_chunk(model, split: Split, items: list[dict], indices: list[int], shot
     return records
 
 
-# --- the command line (inference.py unlearning) -------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from Eval.args import positive_int
     from Eval.models.factory import add_batch_arguments, add_model_arguments
@@ -308,7 +297,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
-    """Each split with a data file, its items and few-shot examples, read before a model loads."""
     if args.suite == "muse":
         splits, data_dir = muse_splits(), args.data_dir or MUSE_DEMO_DATA
     else:
@@ -331,8 +319,7 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
 
 
 def backend_problem(backend: str, gradnorm: bool) -> str | None:
-    """Why `backend` cannot make these records, read from its adapter class's `capabilities`
-    before any model loads; None when it can."""
+    """Why `backend` cannot make these records (its adapter class's `capabilities`), or None."""
     from Eval.models import MODELS
 
     needed = {"token_stats": "per-token statistics"}

@@ -1,11 +1,9 @@
-"""eval.py unlearning: TOFU / MUSE figures from our score records, or from a published log.
+"""eval.py unlearning: TOFU / MUSE figures from our score records, or from a published log;
+both recompute every aggregate from the per-sample values (docs/unlearning.md).
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
     python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH]
-
-Both recompute every aggregate from the per-sample values and write NAME_EVAL.json and
-NAME_SUMMARY.json; a metric whose inputs are absent is skipped and the reason noted.
 """
 from __future__ import annotations
 
@@ -56,8 +54,7 @@ def load_log(path: Path, what: str = "EVAL log") -> dict:
 
 
 def find_log(path: Path, suite: str | None = None) -> Path:
-    """A log path as given, or the suite's <SUITE>_EVAL.json inside a folder; with no suite, the
-    folder's one log (a RecordError when it holds both, as they cannot be told apart by name)."""
+    """A log path as given, or the (suite's) <SUITE>_EVAL.json inside a folder."""
     if not Path(path).is_dir():
         return Path(path)
     names = [f"{name.upper()}_EVAL.json" for name in ((suite,) if suite else ("tofu", "muse"))]
@@ -68,7 +65,7 @@ def find_log(path: Path, suite: str | None = None) -> Path:
 
 
 def detect_suite(log: dict, path: Path) -> str:
-    """'tofu' or 'muse', from the metrics the log holds (else from a TOFU_/MUSE_ file name)."""
+    """'tofu' or 'muse', from the metrics the log holds, else from a TOFU_/MUSE_ file name."""
     hits = [name for name, keys in _MARKERS.items() if any(k in log for k in keys)]
     if len(hits) == 1:
         return hits[0]
@@ -80,7 +77,6 @@ def detect_suite(log: dict, path: Path) -> str:
 
 
 def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:
-    """Write NAME_EVAL.json and NAME_SUMMARY.json in open-unlearning's layout; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / f"{name}_EVAL.json", out_dir / f"{name}_SUMMARY.json"
     for path, content in zip(paths, (eval_log, summary)):
@@ -91,12 +87,11 @@ def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tu
 
 
 def computed(where, name: str, fn, *args, **params):
-    """fn(*args, **params), its failure a RecordError naming `where` and the metric."""
     try:
         return fn(*args, **params)
     except (ValueError, KeyError, TypeError) as err:
-        message = f"{name}: cannot compute ({type(err).__name__}: {err})"
-        raise RecordError(where, None, message) from None
+        raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") \
+            from None
 
 
 class Run:
@@ -133,8 +128,7 @@ class Run:
         self.results[name] = computed(where, name, fn, *args, **params)
 
     def finish(self, values_of, required=()) -> None:
-        """The leaves from values_of(name, split, kind, key) (per-sample values and where from, or
-        Missing), the composites, then eval_log (top-level metrics and their inputs) and summary."""
+        """Leaves from values_of(name, split, kind, key), composites, then eval_log and summary."""
         from Eval.unlearning import samples
 
         for name, (split, kind, key) in self.bench.LEAVES.items():
@@ -207,23 +201,10 @@ def _samples(name: str, kind: str, key: str, path: Path, rows: list | None) -> d
     return values
 
 
-def check_files(run: Run, paths: dict, records: dict) -> dict:
-    """{file name: its check_prediction_file status}; a warning for each file that is not all of
-    what inference.py wrote for its split (a --limit run, lines edited or removed, data changed)."""
+def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
+    """Score our records DIR/<suite>_<split>.jsonl; warn of a file that is not all of its run."""
     from Eval.scoring.provenance import check_prediction_file
 
-    statuses = {}
-    for split, path in paths.items():
-        check = check_prediction_file(path, [record for _, record in records[split]])
-        statuses[path.name] = check["status"]
-        if check["status"] not in ("ok", "unchecked"):
-            run.warn(f"{path}: {'; '.join(check['warnings'])}; the figures computed from it are "
-                     "not the full run's")
-    return statuses
-
-
-def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
-    """Score our records DIR/<suite>_<split>.jsonl."""
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
     if not pred_dir.is_dir():
         raise RecordError(pred_dir, None, "no such folder")
@@ -232,7 +213,13 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
     if not records:
         raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "
                                           f"{', '.join(p.name for p in paths.values())}")
-    run.file_status = check_files(run, {s: paths[s] for s in records}, records)
+    run.file_status = {}
+    for split, rows in records.items():
+        check = check_prediction_file(paths[split], [record for _, record in rows])
+        run.file_status[paths[split].name] = check["status"]
+        if check["status"] not in ("ok", "unchecked"):
+            run.warn(f"{paths[split]}: {'; '.join(check['warnings'])}; the figures computed from "
+                     "it are not the full run's")
 
     def values_of(name, split, kind, key):
         sides = split if isinstance(split, tuple) else (split,)

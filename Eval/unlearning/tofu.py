@@ -1,8 +1,7 @@
 """TOFU as open-unlearning evaluates it: the leaf metrics as a table, then the composites, in order.
 
 Usage:
-    python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
-    tofu.composites(run)   # evaluate.py: on the leaves' results, read from records or a log
+    tofu.composites(run)   # evaluate.py's Run, its leaves read from records or a log
 """
 from __future__ import annotations
 
@@ -46,7 +45,6 @@ TOP_LEVEL = ("forget_quality", "forget_truth_ratio", "forget_Q_A_Prob",
 
 
 def composites(run) -> None:
-    """The composites from the leaves' results on `run` (Eval/unlearning/evaluate.py Run)."""
     for name, (correct, wrong, aggregator) in TRUTH_RATIOS.items():
         run.put(name, truth_ratio, correct, wrong, aggregator=aggregator)
     for name, (correct, wrong) in NORMALISED.items():
@@ -58,8 +56,7 @@ def composites(run) -> None:
 
 
 def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
-    # (all indices, the correct and wrong values of the samples present on both sides): as in the
-    # reference, values zipped with the UNFILTERED indices shift their labels after a drop.
+    # As in the reference, values zipped with the UNFILTERED indices shift labels after a drop.
     c, w = correct["value_by_index"], wrong["value_by_index"]
     kept = [i for i in c if c[i] is not None and w[i] is not None]
     return list(c), [c[i][field] for i in kept], [w[i][field] for i in kept]
