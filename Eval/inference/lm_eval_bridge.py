@@ -90,7 +90,7 @@ class BridgeLM(TemplateLM):
         return self.model.tokenize(kept) or [self.prefix_token_id], own
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
-        """TemplateLM's encoded pairs, each cut to its last max_length + 1 tokens as HFLM feeds it."""
+        """TemplateLM's encoded pairs, cut to the last max_length + 1 tokens as HFLM feeds them."""
         items = []
         for _, ctx, cont in requests:
             kept = (ctx + cont)[-(self.max_length or len(ctx + cont)) - 1:]
@@ -108,8 +108,8 @@ class BridgeLM(TemplateLM):
         return self._score([self._text_pair(*request.args) for request in requests])
 
     def _text_pair(self, context: str, continuation: str) -> tuple[str, str, int]:
-        """A request as texts for score(): lm-eval's whitespace move and empty context; a context too
-        long is cut in the middle, as inference.py cuts prompts."""
+        """A request as texts for score(): lm-eval's whitespace move and empty context; a context
+        too long is cut in the middle, as inference.py cuts prompts."""
         kept = context.rstrip()
         context, continuation = kept or self.prefix_text, context[len(kept):] + continuation
         ctx, cont = self.model.tokenize(context), self.model.tokenize(continuation)
@@ -211,8 +211,8 @@ class BridgeLM(TemplateLM):
 
     def apply_chat_template(self, chat_history: list[dict],
                             add_generation_prompt: bool = True) -> str:
-        """One user turn: the adapter's apply_chat (inference's path); few-shot chats: the tokenizer's
-        template, -M system_prompt first."""
+        """One user turn: the adapter's apply_chat (inference's path); few-shot chats: the
+        tokenizer's template, -M system_prompt first."""
         self.chat = True
         if add_generation_prompt and len(chat_history) == 1 and chat_history[0]["role"] == "user":
             return self.model.apply_chat(chat_history[0]["content"])

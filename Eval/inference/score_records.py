@@ -2,9 +2,7 @@
 muse_splits), each a job; every text is read once (BaseLLM.token_stats). Fields: docs/unlearning.md.
 
 Usage:
-    python inference.py unlearning tofu|muse                # the demo data and demo target model
-    python inference.py unlearning tofu --model M --data-dir PATH --forget-split forget10 \
-        --holdout-split holdout10 [--gradnorm] [--reference-model R]
+    python inference.py unlearning tofu|muse [--model M --data-dir PATH] [--gradnorm]
 """
 from __future__ import annotations
 
@@ -62,13 +60,11 @@ def tofu_splits(forget: str = "forget", holdout: str = "holdout", max_new: int =
 
 
 def muse_splits() -> list[Split]:  # MUSE's layout: knowmem/, verbmem/, privleak/
-    return [Split("muse", "knowmem_forget", ("knowmem/forget_qa",), "knowmem", 32,
-                  stop=MUSE_STOP, icl=("knowmem/forget_qa_icl",)),
-            Split("muse", "knowmem_retain", ("knowmem/retain_qa",), "knowmem", 32,
-                  stop=MUSE_STOP, icl=("knowmem/retain_qa_icl",)),
+    return [*(Split("muse", f"knowmem_{s}", (f"knowmem/{s}_qa",), "knowmem", 32, stop=MUSE_STOP,
+                    icl=(f"knowmem/{s}_qa_icl",)) for s in ("forget", "retain")),
             Split("muse", "verbmem_forget", ("verbmem/forget",), "verbmem", 128),
-            Split("muse", "privleak_forget", ("privleak/forget",), "text", 0, mia=True),
-            Split("muse", "privleak_holdout", ("privleak/holdout",), "text", 0, mia=True)]
+            *(Split("muse", f"privleak_{side}", (f"privleak/{side}",), "text", 0, mia=True)
+              for side in ("forget", "holdout"))]
 
 
 def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
@@ -154,8 +150,8 @@ def _texts(model, split: Split, items: list[dict], shots, settings: Settings, ma
 
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
                   reference: str | None = None) -> str:
-    """The decoded labels after the decoded prompt; a completion text's `reference`: open-unlearning's
-    decode(labels).replace(decode(prompt), ""), or continuation's labels."""
+    """The decoded labels after the decoded prompt; a completion text's `reference`:
+    open-unlearning's decode(labels).replace(decode(prompt), ""), or continuation's labels."""
     if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
     prompt_ids, labels, _ = model.encode_pair(prompt, answer, append_eos)
@@ -275,10 +271,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"split files' folder, e.g. a TOFU download (default: "
                              f"{DEMO_DATA.relative_to(ROOT)} for tofu, "
                              f"{MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
-    parser.add_argument("--forget-split", default="forget",
-                        help="TOFU forget file stem, e.g. forget10 (default: forget)")
-    parser.add_argument("--holdout-split", default="holdout",
-                        help="TOFU holdout file stem, e.g. holdout10 (default: holdout)")
+    for stem in ("forget", "holdout"):
+        parser.add_argument(f"--{stem}-split", default=stem,
+                            help=f"TOFU {stem} file stem, e.g. {stem}10 (default: {stem})")
     parser.add_argument("--gradnorm", action="store_true",
                         help="GradNorm MIA scores (batch 1, a backward pass per sample)")
     parser.add_argument("--reference-model", default=None,
@@ -297,11 +292,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
-    if args.suite == "muse":
-        splits, data_dir = muse_splits(), args.data_dir or MUSE_DEMO_DATA
-    else:
-        splits = tofu_splits(args.forget_split, args.holdout_split)
-        data_dir = args.data_dir or DEMO_DATA
+    """Each split with a data file, its items and few-shot examples, read before a model loads;
+    first a ValueError unless the backend can make these records (its `capabilities`)."""
+    from Eval.models import MODELS
+
+    needed = {"token_stats": "per-token statistics"}
+    if args.gradnorm:
+        needed["gradients"] = "gradients (--gradnorm)"
+    lacking = [what for cap, what in needed.items() if cap not in MODELS[args.backend].capabilities]
+    able = [name for name in MODELS.names() if set(needed) <= MODELS[name].capabilities]
+    if lacking:
+        raise ValueError(f"--backend {args.backend} cannot give {' or '.join(lacking)}, which "
+                         f"unlearning score records need; backends that can: "
+                         f"{', '.join(able) or 'none'}")
+    muse = args.suite == "muse"
+    splits = muse_splits() if muse else tofu_splits(args.forget_split, args.holdout_split)
+    data_dir = args.data_dir or (MUSE_DEMO_DATA if muse else DEMO_DATA)
     found = []
     for split in splits:
         path = find_file(data_dir, split.files)
@@ -318,28 +324,9 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
     return found
 
 
-def backend_problem(backend: str, gradnorm: bool) -> str | None:
-    """Why `backend` cannot make these records (its adapter class's `capabilities`), or None."""
-    from Eval.models import MODELS
-
-    needed = {"token_stats": "per-token statistics"}
-    if gradnorm:
-        needed["gradients"] = "gradients (--gradnorm)"
-    lacking = [what for cap, what in needed.items() if cap not in MODELS[backend].capabilities]
-    if not lacking:
-        return None
-    able = [name for name in MODELS.names() if set(needed) <= MODELS[name].capabilities]
-    return (f"--backend {backend} cannot give {' or '.join(lacking)}, which unlearning score "
-            f"records need; backends that can: {', '.join(able) or 'none'}")
-
-
 @inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every "
                                       "split, for eval.py")
 def run(args: argparse.Namespace) -> int:
-    problem = backend_problem(args.backend, args.gradnorm)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
     try:
         found = _found_splits(args)
         out_dir = output_folder(args.out_dir, args.model_name, args.model)

@@ -19,7 +19,6 @@ from Eval.records import RecordError, iter_json_objects
 from Eval.storage import write_bytes_atomic
 
 ENCODING_KEY = "answer_encoding"  # not a metric: which tokens of the answers were labelled
-
 # Keys only one suite's log holds: enough to tell a TOFU log from a MUSE one whatever its name.
 _MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility",
                      "forget_Q_A_PARA_Prob"),
@@ -28,23 +27,21 @@ _MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility",
 
 def load_records(path: Path) -> list[tuple[int, dict]]:
     """(line, record) of each record of a split file, sorted by its integer `index`."""
-    rows, seen = [], {}
+    seen = {}
     for line, obj in iter_json_objects(path):
         index = obj.get("index") if isinstance(obj, dict) else None
         if not isinstance(index, int) or isinstance(index, bool):
             raise RecordError(path, line, "missing integer field 'index' (the row's position in "
                                           "the split)")
         if index in seen:
-            raise RecordError(path, line, f"index {index} repeats line {seen[index]}")
-        seen[index] = line
-        rows.append((line, obj))
-    if not rows:
+            raise RecordError(path, line, f"index {index} repeats line {seen[index][0]}")
+        seen[index] = line, obj
+    if not seen:
         raise RecordError(path, None, "file is empty: no score records")
-    return sorted(rows, key=lambda row: row[1]["index"])
+    return [seen[index] for index in sorted(seen)]
 
 
 def load_log(path: Path, what: str = "EVAL log") -> dict:
-    """An open-unlearning-layout EVAL file: a JSON object of metric name -> result object."""
     logs = [log for _, log in iter_json_objects(path)]
     if len(logs) != 1 or not isinstance(logs[0], dict) or not logs[0] \
             or not all(isinstance(result, dict) for result in logs[0].values()):
@@ -152,12 +149,10 @@ class Run:
         fallbacks = [f"{n} ({self.fallbacks[n]})" for n in done if n in self.fallbacks]
         if self.retain is None and fallbacks:
             self.warn(f"no retain-model logs (--retain-logs): {', '.join(fallbacks)}")
-        kept, todo = set(), done + [n for n in required if n in self.results]
-        while todo:  # the metrics kept and, recursively, their inputs
-            name = todo.pop()
-            if name not in kept:
-                kept.add(name)
-                todo += self.inputs.get(name, ())
+        kept = set(done).union(n for n in required if n in self.results)
+        for name in reversed(self.results):  # inputs come first: kept metrics' inputs, recursively
+            if name in kept:
+                kept.update(self.inputs.get(name, ()))
         self.eval_log = {n: r for n, r in self.results.items() if n in kept}
         self.summary = {n: self.results[n]["agg_value"] for n in done
                         if self.results[n]["agg_value"] is not None}
@@ -294,11 +289,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "from its per-sample values (default: off)")
     parser.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
                         help="the retain model's EVAL.json (or the folder holding it), for "
-                             "forget_quality and privleak "
-                             "(default: none: forget_quality null, privleak against AUC 0.5)")
-    parser.add_argument("--out-dir", type=Path, default=None,
-                        help="where the two files go (default: --pred-dir, or "
-                             "pred/open-unlearning/<log's folder>)")
+                             "forget_quality and privleak (default: none: forget_quality null, "
+                             "privleak against AUC 0.5)")
+    parser.add_argument("--out-dir", type=Path, default=None, help="where the two files go "
+                        "(default: --pred-dir, or pred/open-unlearning/<log's folder>)")
     parser.add_argument("--quiet", action="store_true", help="print only errors")
 
 

@@ -144,8 +144,7 @@ def explain_leaf(metric: str, sample: dict) -> dict:
         generation, truth = (str(sample.get(k))[:80] for k in ("generation", "ground_truth"))
         text = ", ".join(f"{k} = {v:.4g}" for k, v in scores.items())
         return {**scores, "ground_truth": sample.get("ground_truth"),
-                "generation": sample.get("generation"),
-                "text": f"{text} (rouge_score, stemmed) of the generation {generation!r} "
-                        f"against {truth!r}"}
+                "generation": sample.get("generation"), "text": f"{text} (rouge_score, "
+                f"stemmed) of the generation {generation!r} against {truth!r}"}
     return {"text": f"{metric}: no per-sample explanation for this metric yet; its value is "
                     f"{sample}"}

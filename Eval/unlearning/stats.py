@@ -2,7 +2,7 @@
 statistics of one TokenStats dict (Eval/records.py), then dataset-level means, AUC, KS, privleak.
 
 Usage:
-    stats.probability({"logprobs": [-0.1, -2.0], "greedy": [True, False]}), stats.privleak(0.99, 0.5)
+    stats.probability({"logprobs": [-0.1, -2.0]}), stats.privleak(auc=0.99, ref_auc=0.5)
 """
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ def probability(ts: dict) -> dict:
 
 
 def confidence_ordered_probs(ts: dict) -> list[float]:
-    """The label probabilities of a TokenStats, most confident first."""
     return sorted((math.exp(lp) for lp in ts["logprobs"]), reverse=True)
 
 
@@ -67,11 +66,7 @@ def exact_memorization(ts: dict) -> float | None:
 
 def extraction_strength(ts: dict) -> float:
     """1 - k*/N, k* the smallest k from which the argmax matches every label; as the reference:
-    no matching suffix gives k* = N-1, and `1 - k/N`, not `(N-k)/N`, keeps the float identical.
-
-    >>> extraction_strength({"logprobs": [0] * 5, "greedy": [False, True, True, True, False]})
-    0.75
-    """
+    no matching suffix gives k* = N-1, and `1 - k/N`, not `(N-k)/N`, keeps the float identical."""
     flags = _need(ts, "greedy")[:-1]
     n = len(flags)
     if n == 0:

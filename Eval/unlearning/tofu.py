@@ -128,9 +128,8 @@ def explain(metric: str, sample_of) -> dict | None:
     c_mean, w_mean = (float(np.mean(losses)) for losses in (c_loss, w_losses))
     p_c, p_w = math.exp(-c_mean), math.exp(-w_mean)
     averaged = (f"the forget aggregate averages min(TR, 1/TR) = {term:.4g} (1: cannot tell true "
-                "from false)" if aggregator == "closer_to_1_better" else
-                f"the aggregate averages max(0, 1 - TR) = {term:.4g} (high: the true answer is "
-                "preferred)")
+                "from false)" if aggregator == "closer_to_1_better" else f"the aggregate averages "
+                f"max(0, 1 - TR) = {term:.4g} (high: the true answer is preferred)")
     text = (f"P(correct) = exp(-{c_mean:.4f}) = {p_c:.4g} ({correct}); P(wrong) = exp(-mean of "
             f"{np.size(w_losses)} losses {w_mean:.4f}) = {p_w:.4g} ({wrong}); "
             f"TR = P(wrong) / P(correct) = {tr:.4g}; {averaged}")
