@@ -278,7 +278,6 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     return run
 
 
-# --- the command line (eval.py) -------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
                         help="score PRED_DIR/<suite>_<split>.jsonl, inference.py unlearning's")
