@@ -1,5 +1,6 @@
-"""lm-evaluation-harness tasks on our model adapters (BridgeLM, an lm-eval TemplateLM); writes
-OUT_DIR/lm_eval_results.json (Eval/inference/lm_eval_results.py). See docs/lm-eval.md.
+"""lm-evaluation-harness tasks on our model adapters: lm_eval runs on the model inference.py builds.
+
+BridgeLM is an lm-eval TemplateLM; writes OUT_DIR/lm_eval_results.json (lm_eval_results.py).
 
 Usage:
     python inference.py lm-eval --model PATH --tasks my_mc,my_gen --include-path my_tasks/

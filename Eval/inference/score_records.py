@@ -1,8 +1,10 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split (tofu_splits /
-muse_splits), each a job; every text is read once (BaseLLM.token_stats). Fields: docs/unlearning.md.
+"""inference.py unlearning: TOFU / MUSE score records, one file per split (the split table:
+tofu_splits / muse_splits: data files, kind of text, generation length, attacks), each a job.
 
 Usage:
     python inference.py unlearning tofu|muse [--model M --data-dir PATH] [--gradnorm]
+
+Every text is read once (BaseLLM.token_stats). A score record's fields: docs/unlearning.md.
 """
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""eval.py unlearning: TOFU / MUSE figures from our score records, or from a published log;
-both recompute every aggregate from the per-sample values (docs/unlearning.md).
+"""eval.py unlearning: TOFU / MUSE figures from our score records, or from a published log.
 
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
