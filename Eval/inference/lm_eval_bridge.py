@@ -1,14 +1,10 @@
 """lm-evaluation-harness tasks on our model adapters: lm_eval runs on the model inference.py builds.
 
+BridgeLM is an lm-eval TemplateLM; writes OUT_DIR/lm_eval_results.json (lm_eval_results.py).
+
 Usage:
     python inference.py lm-eval --model PATH --tasks my_mc,my_gen --include-path my_tasks/
-    python inference.py lm-eval --model BASE -M peft=LORA --tasks arc_easy --apply-chat-template
     In Python:  lm = BridgeLM(HFModel(path));  lm_eval.simple_evaluate(model=lm, tasks=[...])
-
-BridgeLM is an lm-eval TemplateLM: lm-eval encodes requests as its HF model does, the adapter
-scores token ids (score_ids) and generates greedily. Writes OUT_DIR/lm_eval_results.json: lm-eval's
-results plus "bridge" (the adapter, its options, counts of convention events), the results of
-tasks run there before kept (Eval/inference/lm_eval_results.py). See docs/lm-eval.md.
 """
 from __future__ import annotations
 
@@ -36,8 +32,6 @@ from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_
 from Eval.names import output_folder
 
 log = logging.getLogger(__name__)
-TEXT_SCORING = ("text (score(): the adapter has no score_ids, so each text is tokenized apart and "
-                "a rolling window predicts max_length - 1 tokens)")
 
 
 class BridgeLM(TemplateLM):
@@ -56,7 +50,9 @@ class BridgeLM(TemplateLM):
         self.stats: Counter = Counter()
         self.ignored_gen_kwargs: set[str] = set()
         self.ids = model.can("score_ids")
-        self.scoring = "token ids (score_ids)" if self.ids else TEXT_SCORING
+        self.scoring = "token ids (score_ids)" if self.ids else (
+            "text (score(): the adapter has no score_ids, so each text is tokenized apart and a "
+            "rolling window predicts max_length - 1 tokens)")
         if not self.ids:
             log.warning("adapter %r: requests are scored as %s", model.name, self.scoring)
         special = getattr(self.tokenizer, "special_tokens_map", {})
@@ -76,15 +72,14 @@ class BridgeLM(TemplateLM):
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None,
                    **kwargs) -> list[int]:
-        """HFLM's: no special tokens added to a text starting with the prefix."""
+        # HFLM's: no special tokens added to a text starting with the prefix
         if add_special_tokens is None:
             add_special_tokens = not (self.prefix_text and string.startswith(self.prefix_text))
         return (self.bos if add_special_tokens else []) + self.model.tokenize(string)
 
     def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """lm-eval's split: the joined encoding's tokens after the context's own; a cut inside a
-        token is counted ("boundary_merges"). A pair it leaves no context or no continuation token
-        (lm-eval stops on it) is tokenized apart ("unscorable_in_lm_eval_encoding")."""
+        """lm-eval's split, counting cuts inside a token; a pair it leaves no context or no
+        continuation token (lm-eval stops on it) is tokenized apart."""
         ctx, cont = super()._encode_pair(context, continuation)
         kept = context.rstrip()  # lm-eval moves the context's trailing whitespace
         own = self.model.tokenize(context[len(kept):] + continuation)
@@ -96,8 +91,7 @@ class BridgeLM(TemplateLM):
         return self.model.tokenize(kept) or [self.prefix_token_id], own
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
-        """TemplateLM's encoded pairs; one over max_length + 1 tokens keeps its last max_length + 1
-        ("left_truncated_inputs"), as HFLM feeds it."""
+        """TemplateLM's encoded pairs, cut to the last max_length + 1 tokens as HFLM feeds them."""
         items = []
         for _, ctx, cont in requests:
             kept = (ctx + cont)[-(self.max_length or len(ctx + cont)) - 1:]
@@ -115,8 +109,8 @@ class BridgeLM(TemplateLM):
         return self._score([self._text_pair(*request.args) for request in requests])
 
     def _text_pair(self, context: str, continuation: str) -> tuple[str, str, int]:
-        """A request as texts for score(), which tokenizes them apart: lm-eval's whitespace move and
-        empty context; a context too long is cut in the middle, as inference.py cuts prompts."""
+        """A request as texts for score(): lm-eval's whitespace move and empty context; a context
+        too long is cut in the middle, as inference.py cuts prompts."""
         kept = context.rstrip()
         context, continuation = kept or self.prefix_text, context[len(kept):] + continuation
         ctx, cont = self.model.tokenize(context), self.model.tokenize(continuation)
@@ -127,7 +121,7 @@ class BridgeLM(TemplateLM):
         return context, continuation, len(ctx) + len(cont)
 
     def _score(self, items: list[tuple]) -> list[tuple[float, bool]]:
-        """(log-likelihood summed in float64, all greedy) of (context, continuation, n) items."""
+        """(log-likelihood in float64, all greedy) of (context, continuation, n) items."""
         call = self.model.score_ids if self.ids else self.model.score
         out: list = [None] * len(items)
         for batch in plan_batches([n for _, _, n in items], self.batch_size, self.max_batch_tokens):
@@ -141,7 +135,6 @@ class BridgeLM(TemplateLM):
         return [sum(next(scores)[0] for _ in text) for text in windows]
 
     def rolling(self, text: str) -> list[tuple]:
-        """HFLM's disjoint rolling windows as (context, piece, tokens) items."""
         if not self.ids:
             return self._text_windows(text)
         ids = self.tok_encode(text)
@@ -151,9 +144,8 @@ class BridgeLM(TemplateLM):
                 for ctx, piece in map(make_disjoint_window, windows)]
 
     def _text_windows(self, text: str) -> list[tuple[str, str, int]]:
-        """The windows as text pairs that re-tokenize exactly: the first after BOS/EOS, then
-        max_length - 1 tokens after the tokens before them. A cut inside a character ends the
-        piece up to 8 tokens earlier; failing that, it is scored as decoded ("inexact_windows")."""
+        """Rolling windows as text pairs that re-tokenize exactly; a cut inside a character ends the
+        piece up to 8 tokens earlier, failing that it is scored as decoded ("inexact_windows")."""
         ids = self.model.tokenize(text)
         if not self.max_length or len(ids) < self.max_length:
             return [(self.prefix_text, text, len(ids) + 1)] if ids else []
@@ -171,8 +163,7 @@ class BridgeLM(TemplateLM):
         return windows
 
     def _text_window(self, ids: list[int], start: int, end: int) -> tuple | None:
-        """(context, piece, context tokens, end) predicting ids[start:end] after the fullest
-        context that fits, both texts re-tokenizing to their ids."""
+        """(context, piece, context tokens, end): the fullest context that fits, both exact."""
         def exact(part: list[int]) -> str | None:
             text = self.model.detokenize(part)
             return text if self.model.tokenize(text) == part else None
@@ -221,8 +212,8 @@ class BridgeLM(TemplateLM):
 
     def apply_chat_template(self, chat_history: list[dict],
                             add_generation_prompt: bool = True) -> str:
-        """One user turn goes through the adapter's apply_chat (inference's path, -M system_prompt
-        included); few-shot chats render with the tokenizer's template, the system prompt first."""
+        """One user turn: the adapter's apply_chat (inference's path); few-shot chats: the
+        tokenizer's template, -M system_prompt first."""
         self.chat = True
         if add_generation_prompt and len(chat_history) == 1 and chat_history[0]["role"] == "user":
             return self.model.apply_chat(chat_history[0]["content"])
@@ -280,8 +271,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def document_limit(text: str) -> int | float:
-    """--limit: a whole number >= 1, or a fraction in (0, 1) that lm-eval turns into
-    ceil(fraction x documents); lm-eval would cut 2.7 to 2 documents and fail on 0 or -2."""
+    """--limit: a whole number >= 1, or a fraction in (0, 1) (lm-eval would cut 2.7 to 2)."""
     try:
         value = float(text)
     except ValueError:
@@ -293,7 +283,7 @@ def document_limit(text: str) -> int | float:
 
 
 class TaskError(Exception):
-    """A task that cannot run (unknown, or its data cannot be loaded); the message is one line."""
+    """A task that cannot run (unknown, or its data cannot be loaded)."""
 
 
 def load_tasks(manager, names: list[str]) -> list:
@@ -302,9 +292,8 @@ def load_tasks(manager, names: list[str]) -> list:
     from datasets.exceptions import DatasetsError
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    # Without network datasets raises the builtin ConnectionError ("Couldn't reach '<repo>' on
-    # the Hub"); a file neither reachable nor cached: LocalEntryNotFoundError; other Hub calls:
-    # httpx2's transport errors.
+    # Offline, datasets raises the builtin ConnectionError, a file not cached
+    # LocalEntryNotFoundError, other Hub calls httpx2's transport errors.
     offline = ConnectionError, LocalEntryNotFoundError, httpx2.TransportError
     unknown = [name for name in names if name not in manager.all_tasks]
     if unknown:

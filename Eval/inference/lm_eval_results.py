@@ -1,10 +1,8 @@
-"""What `inference.py lm-eval` writes: OUT_DIR/lm_eval_results.json, lm-eval's results dict plus
-"bridge", holding every task run into OUT_DIR (a task run again replaces its entries), and, with
---log-samples, lm_eval_samples/<task>.jsonl in lm-eval's own layout.
+"""What `inference.py lm-eval` writes: OUT_DIR/lm_eval_results.json (lm-eval's results plus
+"bridge", every task run into OUT_DIR) and lm_eval_samples/<task>.jsonl (--log-samples).
 
 Usage:
-    earlier = earlier_results(out_dir)        # before the model loads: an unreadable file stops it
-    check_same_model(earlier, model, out_dir) # results of another model are not mixed in
+    earlier = earlier_results(out_dir); check_same_model(earlier, model, out_dir)
     path, kept = write_results(results, lm, out_dir)
 """
 from __future__ import annotations
@@ -24,8 +22,8 @@ PER_TASK = ("results", "groups", "group_subtasks", "configs", "versions", "n-sho
 
 
 def earlier_results(out_dir: Path) -> dict:
-    """What earlier runs wrote to OUT_DIR/lm_eval_results.json; {} when there is none. A file that
-    is not one is a ValueError naming it (never overwritten: it may hold results)."""
+    """What earlier runs wrote there ({} for none); an unreadable file is a ValueError, never
+    overwritten (it may hold results)."""
     path = out_dir / RESULTS_FILE
     if not path.exists():
         return {}
@@ -41,43 +39,36 @@ def earlier_results(out_dir: Path) -> dict:
 
 
 def check_same_model(earlier: dict, model, out_dir: Path) -> None:
-    """Refuse to add results to a file of another model (another path and other files), as
-    inference.py refuses prediction records of another model with the same folder name."""
-    bridge = earlier.get("bridge") if isinstance(earlier.get("bridge"), dict) else {}
-    before, now = bridge.get("adapter"), model.identity()
-    before = before if isinstance(before, dict) else {}
+    """Refuse to add results to a file of another model (another path and other files); API
+    models and older files (no path or hashes) are not checked."""
+    before, now = _dict(_dict(earlier.get("bridge")).get("adapter")), model.identity()
     paths = before.get("path"), now.get("path")
-    hashes = _files_sha256(before), _files_sha256(now)
-    if None in (*paths, *hashes):  # an API model, or an older file: no check
-        return
-    if paths[0] != paths[1] and hashes[0] != hashes[1]:
+    hashes = _dict(before.get("files")).get("sha256"), _dict(now.get("files")).get("sha256")
+    if None not in (*paths, *hashes) and paths[0] != paths[1] and hashes[0] != hashes[1]:
         raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model, "
                          f"{paths[0]}, not this run's {paths[1]}; set --model-name NAME or "
                          "--out-dir DIR to keep both (or move the file aside)")
 
 
-def _files_sha256(identity: dict) -> str | None:
-    files = identity.get("files")
-    return files.get("sha256") if isinstance(files, dict) else None
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def merge_results(results: dict, earlier: dict) -> tuple[dict, list[str]]:
-    """This run's results plus the earlier file's per-task entries of the tasks and groups it did
-    not run (a group keeps the figures of the run that ran it), and their names."""
+    """This run's results plus the earlier file's entries of the tasks and groups it did not run,
+    and their names."""
     kept = [name for name in earlier.get("results", {}) if name not in results["results"]]
     merged = dict(results)
     for key in PER_TASK:
-        before = earlier.get(key) if isinstance(earlier.get(key), dict) else {}
-        entries = {name: value for name, value in before.items() if name in kept}
+        entries = {name: value for name, value in _dict(earlier.get(key)).items() if name in kept}
         if entries:
             merged[key] = {**entries, **(results.get(key) or {})}
     return merged, kept
 
 
 def write_results(results: dict, lm, out_dir: Path) -> tuple[Path, list[str]]:
-    """lm_eval_results.json (merged with what earlier runs wrote there) and, if logged,
-    lm_eval_samples/<task>.jsonl in lm-eval's layout (EvaluationTracker.save_results_samples).
-    Returns the file and the earlier tasks it kept."""
+    """lm_eval_results.json, merged, and logged samples in lm-eval's layout (its
+    EvaluationTracker.save_results_samples); the file and the earlier tasks it kept."""
     from lm_eval.utils import handle_non_serializable, sanitize_list
 
     def dump(obj, **kw) -> str:

@@ -2,15 +2,9 @@
 tofu_splits / muse_splits: data files, kind of text, generation length, attacks), each a job.
 
 Usage:
-    python inference.py unlearning tofu                     # the demo data and demo target model
-    python inference.py unlearning tofu --model M --data-dir PATH --forget-split forget10 \
-        --holdout-split holdout10 [--gradnorm] [--reference-model R]
-    python inference.py unlearning muse                     # the MUSE-form demo data, demo target
-    python inference.py unlearning muse --model M --data-dir PATH [--completion-max-tokens 2048]
+    python inference.py unlearning tofu|muse [--model M --data-dir PATH] [--gradnorm]
 
-Every text is read once (BaseLLM.token_stats; a question's options share its prompt); the labels
-are the tokens after the prompt, plus an EOS unless they end in one (bare texts: none). A score
-record's fields: docs/unlearning.md.
+Every text is read once (BaseLLM.token_stats). A score record's fields: docs/unlearning.md.
 """
 from __future__ import annotations
 
@@ -68,13 +62,11 @@ def tofu_splits(forget: str = "forget", holdout: str = "holdout", max_new: int =
 
 
 def muse_splits() -> list[Split]:  # MUSE's layout: knowmem/, verbmem/, privleak/
-    return [Split("muse", "knowmem_forget", ("knowmem/forget_qa",), "knowmem", 32,
-                  stop=MUSE_STOP, icl=("knowmem/forget_qa_icl",)),
-            Split("muse", "knowmem_retain", ("knowmem/retain_qa",), "knowmem", 32,
-                  stop=MUSE_STOP, icl=("knowmem/retain_qa_icl",)),
+    return [*(Split("muse", f"knowmem_{s}", (f"knowmem/{s}_qa",), "knowmem", 32, stop=MUSE_STOP,
+                    icl=(f"knowmem/{s}_qa_icl",)) for s in ("forget", "retain")),
             Split("muse", "verbmem_forget", ("verbmem/forget",), "verbmem", 128),
-            Split("muse", "privleak_forget", ("privleak/forget",), "text", 0, mia=True),
-            Split("muse", "privleak_holdout", ("privleak/holdout",), "text", 0, mia=True)]
+            *(Split("muse", f"privleak_{side}", (f"privleak/{side}",), "text", 0, mia=True)
+              for side in ("forget", "holdout"))]
 
 
 def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
@@ -83,7 +75,6 @@ def find_file(data_dir: Path, stems: tuple[str, ...]) -> Path | None:
 
 
 def read_items(path: Path, kind: str) -> list[dict]:
-    """The rows of a split file, each checked for its kind's fields (RecordError: file and line)."""
     rows = []
     for line, row in iter_json_objects(path):
         for field in REQUIRED[kind]:
@@ -94,7 +85,6 @@ def read_items(path: Path, kind: str) -> list[dict]:
 
 
 def options_of(item: dict, kind: str) -> dict[str, list[str]]:
-    """The answer options scored for one item: {key: [texts]}."""
     if kind == "qa":
         return {k: item[k] if isinstance(item[k], list) else [item[k]] for k in ANSWER_KEYS
                 if k in item}
@@ -123,8 +113,7 @@ class Settings:
 
 def build_prompt(model: BaseLLM, split: Split, item: dict, shots: list[dict], max_new: int,
                  max_length: int | None, max_labels: int | None = None) -> Prompt:
-    """QA: the question (chat-templated if the model has a template); knowmem: MUSE's few-shot
-    Question / Answer template; verbmem: the prefix as it is; privleak: nothing."""
+    """QA: the (chat-templated) question; knowmem: MUSE's few-shot template; verbmem: the prefix."""
     if split.kind == "qa":
         chat = bool(getattr(getattr(model, "tokenizer", None), "chat_template", True))
         text = item["question"] if chat else f"Question: {item['question']}\nAnswer:"
@@ -163,7 +152,7 @@ def _texts(model, split: Split, items: list[dict], shots, settings: Settings, ma
 
 def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
                   reference: str | None = None) -> str:
-    """The decoded labels after the decoded prompt, stripped; a completion text's `reference`:
+    """The decoded labels after the decoded prompt; a completion text's `reference`:
     open-unlearning's decode(labels).replace(decode(prompt), ""), or continuation's labels."""
     if not model.can("label_encoding"):  # masked models: no causal label shift to decode around
         return answer.strip()
@@ -222,8 +211,7 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
 def score_chunk(model, split: Split, items: list[dict], indices: list[int], shots,
                 settings: Settings, max_new: int, max_length: int | None,
                 reference=None) -> list[dict]:
-    """One teacher-forced pass over every (prompt, option) text, then the generations and, on MIA
-    splits, GradNorm and the reference model's mean answer NLL."""
+    """One teacher-forced pass over every (prompt, option) text, the generations, MIA extras."""
     prompts, encodings, options = _texts(model, split, items, shots, settings, max_new, max_length)
     append_eos = split.kind in ("qa", "knowmem")
     batching = {"batch_size": settings.batch_size, "max_batch_tokens": settings.max_batch_tokens,
@@ -270,7 +258,6 @@ def score_chunk(model, split: Split, items: list[dict], indices: list[int], shot
     return records
 
 
-# --- the command line (inference.py unlearning) -------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from Eval.args import positive_int
     from Eval.models.factory import add_batch_arguments, add_model_arguments
@@ -286,10 +273,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"split files' folder, e.g. a TOFU download (default: "
                              f"{DEMO_DATA.relative_to(ROOT)} for tofu, "
                              f"{MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
-    parser.add_argument("--forget-split", default="forget",
-                        help="TOFU forget file stem, e.g. forget10 (default: forget)")
-    parser.add_argument("--holdout-split", default="holdout",
-                        help="TOFU holdout file stem, e.g. holdout10 (default: holdout)")
+    for stem in ("forget", "holdout"):
+        parser.add_argument(f"--{stem}-split", default=stem,
+                            help=f"TOFU {stem} file stem, e.g. {stem}10 (default: {stem})")
     parser.add_argument("--gradnorm", action="store_true",
                         help="GradNorm MIA scores (batch 1, a backward pass per sample)")
     parser.add_argument("--reference-model", default=None,
@@ -308,12 +294,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
-    """Each split with a data file, its items and few-shot examples, read before a model loads."""
-    if args.suite == "muse":
-        splits, data_dir = muse_splits(), args.data_dir or MUSE_DEMO_DATA
-    else:
-        splits = tofu_splits(args.forget_split, args.holdout_split)
-        data_dir = args.data_dir or DEMO_DATA
+    """Each split with a data file, its items and few-shot examples, read before a model loads;
+    first a ValueError unless the backend can make these records (its `capabilities`)."""
+    from Eval.models import MODELS
+
+    needed = {"token_stats": "per-token statistics"}
+    if args.gradnorm:
+        needed["gradients"] = "gradients (--gradnorm)"
+    lacking = [what for cap, what in needed.items() if cap not in MODELS[args.backend].capabilities]
+    able = [name for name in MODELS.names() if set(needed) <= MODELS[name].capabilities]
+    if lacking:
+        raise ValueError(f"--backend {args.backend} cannot give {' or '.join(lacking)}, which "
+                         f"unlearning score records need; backends that can: "
+                         f"{', '.join(able) or 'none'}")
+    muse = args.suite == "muse"
+    splits = muse_splits() if muse else tofu_splits(args.forget_split, args.holdout_split)
+    data_dir = args.data_dir or (MUSE_DEMO_DATA if muse else DEMO_DATA)
     found = []
     for split in splits:
         path = find_file(data_dir, split.files)
@@ -330,29 +326,9 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
     return found
 
 
-def backend_problem(backend: str, gradnorm: bool) -> str | None:
-    """Why `backend` cannot make these records, read from its adapter class's `capabilities`
-    before any model loads; None when it can."""
-    from Eval.models import MODELS
-
-    needed = {"token_stats": "per-token statistics"}
-    if gradnorm:
-        needed["gradients"] = "gradients (--gradnorm)"
-    lacking = [what for cap, what in needed.items() if cap not in MODELS[backend].capabilities]
-    if not lacking:
-        return None
-    able = [name for name in MODELS.names() if set(needed) <= MODELS[name].capabilities]
-    return (f"--backend {backend} cannot give {' or '.join(lacking)}, which unlearning score "
-            f"records need; backends that can: {', '.join(able) or 'none'}")
-
-
 @inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every "
                                       "split, for eval.py")
 def run(args: argparse.Namespace) -> int:
-    problem = backend_problem(args.backend, args.gradnorm)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
     try:
         found = _found_splits(args)
         out_dir = output_folder(args.out_dir, args.model_name, args.model)

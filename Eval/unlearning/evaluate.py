@@ -3,9 +3,6 @@
 Usage:
     python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
     python eval.py unlearning --from-open-unlearning PATH/TOFU_EVAL.json [--retain-logs PATH]
-
-Both recompute every aggregate from the per-sample values and write NAME_EVAL.json and
-NAME_SUMMARY.json; a metric whose inputs are absent is skipped and the reason noted.
 """
 from __future__ import annotations
 
@@ -21,7 +18,6 @@ from Eval.records import RecordError, iter_json_objects
 from Eval.storage import write_bytes_atomic
 
 ENCODING_KEY = "answer_encoding"  # not a metric: which tokens of the answers were labelled
-
 # Keys only one suite's log holds: enough to tell a TOFU log from a MUSE one whatever its name.
 _MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility",
                      "forget_Q_A_PARA_Prob"),
@@ -30,23 +26,21 @@ _MARKERS = {"tofu": ("forget_truth_ratio", "forget_Q_A_Prob", "model_utility",
 
 def load_records(path: Path) -> list[tuple[int, dict]]:
     """(line, record) of each record of a split file, sorted by its integer `index`."""
-    rows, seen = [], {}
+    seen = {}
     for line, obj in iter_json_objects(path):
         index = obj.get("index") if isinstance(obj, dict) else None
         if not isinstance(index, int) or isinstance(index, bool):
             raise RecordError(path, line, "missing integer field 'index' (the row's position in "
                                           "the split)")
         if index in seen:
-            raise RecordError(path, line, f"index {index} repeats line {seen[index]}")
-        seen[index] = line
-        rows.append((line, obj))
-    if not rows:
+            raise RecordError(path, line, f"index {index} repeats line {seen[index][0]}")
+        seen[index] = line, obj
+    if not seen:
         raise RecordError(path, None, "file is empty: no score records")
-    return sorted(rows, key=lambda row: row[1]["index"])
+    return [seen[index] for index in sorted(seen)]
 
 
 def load_log(path: Path, what: str = "EVAL log") -> dict:
-    """An open-unlearning-layout EVAL file: a JSON object of metric name -> result object."""
     logs = [log for _, log in iter_json_objects(path)]
     if len(logs) != 1 or not isinstance(logs[0], dict) or not logs[0] \
             or not all(isinstance(result, dict) for result in logs[0].values()):
@@ -56,8 +50,7 @@ def load_log(path: Path, what: str = "EVAL log") -> dict:
 
 
 def find_log(path: Path, suite: str | None = None) -> Path:
-    """A log path as given, or the suite's <SUITE>_EVAL.json inside a folder; with no suite, the
-    folder's one log (a RecordError when it holds both, as they cannot be told apart by name)."""
+    """A log path as given, or the (suite's) <SUITE>_EVAL.json inside a folder."""
     if not Path(path).is_dir():
         return Path(path)
     names = [f"{name.upper()}_EVAL.json" for name in ((suite,) if suite else ("tofu", "muse"))]
@@ -68,7 +61,7 @@ def find_log(path: Path, suite: str | None = None) -> Path:
 
 
 def detect_suite(log: dict, path: Path) -> str:
-    """'tofu' or 'muse', from the metrics the log holds (else from a TOFU_/MUSE_ file name)."""
+    """'tofu' or 'muse', from the metrics the log holds, else from a TOFU_/MUSE_ file name."""
     hits = [name for name, keys in _MARKERS.items() if any(k in log for k in keys)]
     if len(hits) == 1:
         return hits[0]
@@ -80,7 +73,6 @@ def detect_suite(log: dict, path: Path) -> str:
 
 
 def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tuple[Path, Path]:
-    """Write NAME_EVAL.json and NAME_SUMMARY.json in open-unlearning's layout; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / f"{name}_EVAL.json", out_dir / f"{name}_SUMMARY.json"
     for path, content in zip(paths, (eval_log, summary)):
@@ -91,12 +83,11 @@ def write_outputs(out_dir: Path, name: str, eval_log: dict, summary: dict) -> tu
 
 
 def computed(where, name: str, fn, *args, **params):
-    """fn(*args, **params), its failure a RecordError naming `where` and the metric."""
     try:
         return fn(*args, **params)
     except (ValueError, KeyError, TypeError) as err:
-        message = f"{name}: cannot compute ({type(err).__name__}: {err})"
-        raise RecordError(where, None, message) from None
+        raise RecordError(where, None, f"{name}: cannot compute ({type(err).__name__}: {err})") \
+            from None
 
 
 class Run:
@@ -133,8 +124,7 @@ class Run:
         self.results[name] = computed(where, name, fn, *args, **params)
 
     def finish(self, values_of, required=()) -> None:
-        """The leaves from values_of(name, split, kind, key) (per-sample values and where from, or
-        Missing), the composites, then eval_log (top-level metrics and their inputs) and summary."""
+        """Leaves from values_of(name, split, kind, key), composites, then eval_log and summary."""
         from Eval.unlearning import samples
 
         for name, (split, kind, key) in self.bench.LEAVES.items():
@@ -158,12 +148,10 @@ class Run:
         fallbacks = [f"{n} ({self.fallbacks[n]})" for n in done if n in self.fallbacks]
         if self.retain is None and fallbacks:
             self.warn(f"no retain-model logs (--retain-logs): {', '.join(fallbacks)}")
-        kept, todo = set(), done + [n for n in required if n in self.results]
-        while todo:  # the metrics kept and, recursively, their inputs
-            name = todo.pop()
-            if name not in kept:
-                kept.add(name)
-                todo += self.inputs.get(name, ())
+        kept = set(done).union(n for n in required if n in self.results)
+        for name in reversed(self.results):  # inputs come first: kept metrics' inputs, recursively
+            if name in kept:
+                kept.update(self.inputs.get(name, ()))
         self.eval_log = {n: r for n, r in self.results.items() if n in kept}
         self.summary = {n: self.results[n]["agg_value"] for n in done
                         if self.results[n]["agg_value"] is not None}
@@ -207,23 +195,10 @@ def _samples(name: str, kind: str, key: str, path: Path, rows: list | None) -> d
     return values
 
 
-def check_files(run: Run, paths: dict, records: dict) -> dict:
-    """{file name: its check_prediction_file status}; a warning for each file that is not all of
-    what inference.py wrote for its split (a --limit run, lines edited or removed, data changed)."""
+def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
+    """Score our records DIR/<suite>_<split>.jsonl; warn of a file that is not all of its run."""
     from Eval.scoring.provenance import check_prediction_file
 
-    statuses = {}
-    for split, path in paths.items():
-        check = check_prediction_file(path, [record for _, record in records[split]])
-        statuses[path.name] = check["status"]
-        if check["status"] not in ("ok", "unchecked"):
-            run.warn(f"{path}: {'; '.join(check['warnings'])}; the figures computed from it are "
-                     "not the full run's")
-    return statuses
-
-
-def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, warn=None) -> Run:
-    """Score our records DIR/<suite>_<split>.jsonl."""
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
     if not pred_dir.is_dir():
         raise RecordError(pred_dir, None, "no such folder")
@@ -232,7 +207,13 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
     if not records:
         raise RecordError(pred_dir, None, f"no {suite.upper()} score records: expected "
                                           f"{', '.join(p.name for p in paths.values())}")
-    run.file_status = check_files(run, {s: paths[s] for s in records}, records)
+    run.file_status = {}
+    for split, rows in records.items():
+        check = check_prediction_file(paths[split], [record for _, record in rows])
+        run.file_status[paths[split].name] = check["status"]
+        if check["status"] not in ("ok", "unchecked"):
+            run.warn(f"{paths[split]}: {'; '.join(check['warnings'])}; the figures computed from "
+                     "it are not the full run's")
 
     def values_of(name, split, kind, key):
         sides = split if isinstance(split, tuple) else (split,)
@@ -296,7 +277,6 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     return run
 
 
-# --- the command line (eval.py) -------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
                         help="score PRED_DIR/<suite>_<split>.jsonl, inference.py unlearning's")
@@ -307,11 +287,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "from its per-sample values (default: off)")
     parser.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
                         help="the retain model's EVAL.json (or the folder holding it), for "
-                             "forget_quality and privleak "
-                             "(default: none: forget_quality null, privleak against AUC 0.5)")
-    parser.add_argument("--out-dir", type=Path, default=None,
-                        help="where the two files go (default: --pred-dir, or "
-                             "pred/open-unlearning/<log's folder>)")
+                             "forget_quality and privleak (default: none: forget_quality null, "
+                             "privleak against AUC 0.5)")
+    parser.add_argument("--out-dir", type=Path, default=None, help="where the two files go "
+                        "(default: --pred-dir, or pred/open-unlearning/<log's folder>)")
     parser.add_argument("--quiet", action="store_true", help="print only errors")
 
 

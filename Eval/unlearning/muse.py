@@ -1,8 +1,7 @@
 """MUSE as open-unlearning evaluates it: the leaf metrics as a table, then privleak.
 
 Usage:
-    python eval.py unlearning muse --pred-dir DIR [--retain-logs RETRAIN/MUSE_EVAL.json]
-    muse.composites(run)   # evaluate.py: on the leaves' results, read from records or a log
+    muse.composites(run)   # evaluate.py's Run, its leaves read from records or a log
 """
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ TOP_LEVEL = ("forget_knowmem_ROUGE", "retain_knowmem_ROUGE", "forget_verbmem_ROU
 
 
 def composites(run) -> None:
-    """privleak from the leaves' results on `run` (Eval/unlearning/evaluate.py Run)."""
     run.put("privleak", privleak, "mia_min_k", retain=RETAIN_AUC)
 
 

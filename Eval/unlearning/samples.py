@@ -1,9 +1,7 @@
-"""The leaf kinds (open-unlearning's leaf handlers): one score record -> one per-sample entry, and
-a leaf's result from its entries. A sample function raises Missing for a field the record lacks.
+"""The leaf kinds (open-unlearning's leaf handlers): score record -> per-sample entry -> result.
 
 Usage:
-    sample, field, fields = KINDS["probability"]
-    leaf_result("probability", {"0": sample(record, "answer")})   # {"agg_value": ..., ...}
+    leaf_result("probability", {"0": KINDS["probability"][0](record, "answer")})
 """
 from __future__ import annotations
 
@@ -26,7 +24,6 @@ def _field(record: dict, field: str, key: str):
 
 
 def options(record: dict, key: str) -> list[dict]:
-    """The record's TokenStats for answer `key`, one per answer option."""
     saved = _field(record, "logprobs", key)  # outside the try: Missing is a ValueError
     try:
         return [stats.check_token_stats(ts) for ts in saved]
@@ -45,12 +42,10 @@ def per_option(fn):
 
 
 def first_option(fn):
-    """{"score": fn(the first option)}: token-wise and MIA metrics read one answer."""
     return lambda record, key: {"score": fn(options(record, key)[0])}
 
 
 def confidence_ordered(record: dict, key: str) -> dict:
-    """stats.confidence_ordered per option, of masked models' records (confidence_ordered_probs)."""
     _field(record, "confidence_ordered_probs", key)  # other models' records: the leaf is skipped
     return per_option(stats.confidence_ordered)(record, key)
 
@@ -63,8 +58,7 @@ def _rouge_scorer():
 
 
 def rouge(record: dict, key: str) -> dict:
-    """open-unlearning's ROUGE figures (Google's rouge-score, stemmed; not LongBench's `rouge`) of
-    `pred` against the first of `answers`; `input` (the prompt) is kept for reading."""
+    """open-unlearning's ROUGE (Google's rouge-score, stemmed) of `pred` against `answers[0]`."""
     for field in ("pred", "answers"):
         if field not in record:
             raise Missing(field)
@@ -78,7 +72,7 @@ def rouge(record: dict, key: str) -> dict:
 
 
 def gradnorm(record: dict, key: str) -> dict:
-    """The GradNorm score saved at inference; null (< 2 labels): left out."""
+    # null (fewer than 2 labels): left out
     score = _field(record, "gradnorm", key)
     return {"score": None if score is None else float(score)}
 
@@ -150,8 +144,7 @@ def explain_leaf(metric: str, sample: dict) -> dict:
         generation, truth = (str(sample.get(k))[:80] for k in ("generation", "ground_truth"))
         text = ", ".join(f"{k} = {v:.4g}" for k, v in scores.items())
         return {**scores, "ground_truth": sample.get("ground_truth"),
-                "generation": sample.get("generation"),
-                "text": f"{text} (rouge_score, stemmed) of the generation {generation!r} "
-                        f"against {truth!r}"}
+                "generation": sample.get("generation"), "text": f"{text} (rouge_score, "
+                f"stemmed) of the generation {generation!r} against {truth!r}"}
     return {"text": f"{metric}: no per-sample explanation for this metric yet; its value is "
                     f"{sample}"}

@@ -1,12 +1,8 @@
-"""The unlearning arithmetic, in open-unlearning's formulas and order: per-sample statistics of
-one saved TokenStats dict (Eval/records.py), in float64 (Min-K%, Min-K%++, exact memorisation and
-extraction strength drop the last labelled position, as the reference does), then the
-dataset-level means, AUC, KS test and privleak.
+"""The unlearning arithmetic in open-unlearning's formulas and order, in float64: per-sample
+statistics of one TokenStats dict (Eval/records.py), then dataset-level means, AUC, KS, privleak.
 
 Usage:
-    ts = {"logprobs": [-0.1, -2.0, -0.05], "greedy": [True, False, True], "text": "Paris"}
-    stats.probability(ts), stats.min_k_score(ts, k=0.4), stats.confidence_ordered(ts)
-    stats.privleak(auc=0.99, ref_auc=0.5), stats.roc_auc(forget=[0.1, 0.4], holdout=[0.3, 0.9])
+    stats.probability({"logprobs": [-0.1, -2.0]}), stats.privleak(auc=0.99, ref_auc=0.5)
 """
 from __future__ import annotations
 
@@ -22,7 +18,6 @@ CONF_EPS = 1e-12  # confidence-ordered probability: the handler's log(p + eps), 
 
 
 def check_token_stats(ts: object) -> dict:
-    """`ts` if it is a usable TokenStats dict, else ValueError."""
     lp = ts.get("logprobs") if isinstance(ts, dict) else None
     if not isinstance(lp, list) or not all(type(x) in (int, float) for x in lp):  # not bool
         raise ValueError("TokenStats 'logprobs' must be a list of numbers")
@@ -51,13 +46,11 @@ def probability(ts: dict) -> dict:
 
 
 def confidence_ordered_probs(ts: dict) -> list[float]:
-    """The label probabilities of a TokenStats, most confident first."""
     return sorted((math.exp(lp) for lp in ts["logprobs"]), reverse=True)
 
 
 def confidence_ordered(ts: dict) -> dict:
-    """`probability` of a masked pass: prob = exp(mean(log(p + 1e-12))) over the ordered label
-    probabilities, avg_loss = -log(prob + 1e-12); both None for no label (the leaf skips it)."""
+    """A masked pass's `probability`: exp(mean(log(p + 1e-12))); None for no label (skipped)."""
     probs = confidence_ordered_probs(ts)
     if not probs:
         return {"prob": None, "avg_loss": None, "confidence_ordered_probs": []}
@@ -66,21 +59,14 @@ def confidence_ordered(ts: dict) -> dict:
 
 
 def exact_memorization(ts: dict) -> float | None:
-    """Share of the N = T-1 positions whose label is the teacher-forced argmax; None if N = 0."""
+    """Share of the N = T-1 positions (the reference drops the last) whose label is the argmax."""
     flags = _need(ts, "greedy")[:-1]
     return sum(flags) / len(flags) if flags else None
 
 
 def extraction_strength(ts: dict) -> float:
-    """1 - k*/N, k* the smallest start k in [0, N) from which the argmax matches every label. As in
-    the reference: no matching suffix gives k* = N-1, so 1/N, never 0; N = 0 scores 0; `1 - k/N`,
-    not `(N-k)/N`, so that the float is bit-identical.
-
-    >>> extraction_strength({"logprobs": [0] * 5, "greedy": [False, True, True, True, False]})
-    0.75
-    >>> extraction_strength({"logprobs": [0] * 5, "greedy": [True, True, True, False, True]})
-    0.25
-    """
+    """1 - k*/N, k* the smallest k from which the argmax matches every label; as the reference:
+    no matching suffix gives k* = N-1, and `1 - k/N`, not `(N-k)/N`, keeps the float identical."""
     flags = _need(ts, "greedy")[:-1]
     n = len(flags)
     if n == 0:
@@ -102,8 +88,7 @@ def min_k_score(ts: dict, k: float = 0.4) -> float:
 
 
 def min_k_plus_plus_score(ts: dict, k: float = 0.4) -> float:
-    """Min-K%++: minus the mean of the k·N smallest (log p(y_t) - mu_t) / sqrt(max(var_t,
-    1e-6))."""
+    """Min-K%++: minus the mean of the k·N smallest (log p(y_t) - mu_t) / sqrt(var_t)."""
     lp = np.asarray(ts["logprobs"][:-1], dtype=np.float64)
     if lp.size == 0:
         return 0.0
@@ -117,7 +102,6 @@ def zlib_score(ts: dict) -> float:
     return avg_loss(ts) / len(zlib.compress(_need(ts, "text").encode("utf-8")))
 
 
-# --- dataset level --------------------------------------------------------------------------------
 def to_1d(values) -> np.ndarray:
     """Per-sample means over every axis but the first (a multi-answer row: its options' mean)."""
     try:
@@ -133,8 +117,7 @@ def mean(values) -> float:
 
 
 def roc_auc(forget, holdout) -> float:
-    """scikit-learn's ROC AUC (the Mann-Whitney U of the holdout side over n0·n1), forget = label 0
-    (near 1: still memorised); NaN in, NaN out.
+    """scikit-learn's ROC AUC (Mann-Whitney U over n0·n1), forget = label 0; NaN in, NaN out.
 
     >>> roc_auc([1.0, 2.0], [2.0, 3.0])   # one tie counts one half
     0.875
@@ -150,7 +133,6 @@ def roc_auc(forget, holdout) -> float:
 
 
 def ks_pvalue(model_values, retain_values) -> float:
-    """Two-sided two-sample KS p-value (scipy's default method): forget quality."""
     from scipy.stats import ks_2samp
 
     return float(ks_2samp(model_values, retain_values).pvalue)

@@ -1,8 +1,7 @@
 """TOFU as open-unlearning evaluates it: the leaf metrics as a table, then the composites, in order.
 
 Usage:
-    python eval.py unlearning tofu --pred-dir DIR [--retain-logs RETAIN/TOFU_EVAL.json]
-    tofu.composites(run)   # evaluate.py: on the leaves' results, read from records or a log
+    tofu.composites(run)   # evaluate.py's Run, its leaves read from records or a log
 """
 from __future__ import annotations
 
@@ -46,7 +45,6 @@ TOP_LEVEL = ("forget_quality", "forget_truth_ratio", "forget_Q_A_Prob",
 
 
 def composites(run) -> None:
-    """The composites from the leaves' results on `run` (Eval/unlearning/evaluate.py Run)."""
     for name, (correct, wrong, aggregator) in TRUTH_RATIOS.items():
         run.put(name, truth_ratio, correct, wrong, aggregator=aggregator)
     for name, (correct, wrong) in NORMALISED.items():
@@ -58,8 +56,7 @@ def composites(run) -> None:
 
 
 def _paired(correct: dict, wrong: dict, field: str) -> tuple[list, list, list]:
-    # (all indices, the correct and wrong values of the samples present on both sides): as in the
-    # reference, values zipped with the UNFILTERED indices shift their labels after a drop.
+    # As in the reference, values zipped with the UNFILTERED indices shift labels after a drop.
     c, w = correct["value_by_index"], wrong["value_by_index"]
     kept = [i for i in c if c[i] is not None and w[i] is not None]
     return list(c), [c[i][field] for i in kept], [w[i][field] for i in kept]
@@ -131,9 +128,8 @@ def explain(metric: str, sample_of) -> dict | None:
     c_mean, w_mean = (float(np.mean(losses)) for losses in (c_loss, w_losses))
     p_c, p_w = math.exp(-c_mean), math.exp(-w_mean)
     averaged = (f"the forget aggregate averages min(TR, 1/TR) = {term:.4g} (1: cannot tell true "
-                "from false)" if aggregator == "closer_to_1_better" else
-                f"the aggregate averages max(0, 1 - TR) = {term:.4g} (high: the true answer is "
-                "preferred)")
+                "from false)" if aggregator == "closer_to_1_better" else f"the aggregate averages "
+                f"max(0, 1 - TR) = {term:.4g} (high: the true answer is preferred)")
     text = (f"P(correct) = exp(-{c_mean:.4f}) = {p_c:.4g} ({correct}); P(wrong) = exp(-mean of "
             f"{np.size(w_losses)} losses {w_mean:.4f}) = {p_w:.4g} ({wrong}); "
             f"TR = P(wrong) / P(correct) = {tr:.4g}; {averaged}")
