@@ -13,20 +13,18 @@ position bias), counted as `identical`.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Callable
 
 from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
 from Eval.names import dataset_name_set
-from Eval.records import RecordError
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
-                                add_judge_model_arguments, counts_text,
-                                load_judge_model, merge_results, pairwise_swaps, prediction,
-                                print_failed, question_of, rates, record_id, tally)
+                                add_judge_model_arguments, counts_text, merge_results,
+                                pairwise_swaps, prediction, print_failed, rates, record_fields,
+                                record_id, run_judged, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, load_rubric
 from Eval.storage import write_json_atomic
@@ -66,8 +64,7 @@ def _ask(judge: Judge, pairs: list[tuple[dict, tuple[str, str]]], seed: int, bot
     for k, b_first in asked:
         record, answers = pairs[k]
         first, second = answers[::-1] if b_first else answers
-        fields.append({"question": question_of(record), "references": " | ".join(record["answers"]),
-                       "answer_1": first, "answer_2": second})
+        fields.append({**record_fields(record), "answer_1": first, "answer_2": second})
     verdicts = judge.verdicts(fields)
     per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
                for (_, b_first), v in zip(asked, verdicts)]
@@ -104,7 +101,6 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
     pairs, unpaired = _aligned(*(read_predictions(f) for f in files), name)
     answers = [(prediction(ra, name), prediction(rb, name)) for ra, rb in pairs]
     judged = [k for k, (first, second) in enumerate(answers) if first != second]
-    judge.model_calls = judge.from_cache = 0
     asked, swapped, bias = _ask(judge, [(pairs[k][0], answers[k]) for k in judged], seed,
                                 both_orders)
     outcome = [(0.5, None, None, 0.5)] * len(pairs)  # identical answers: a tie, never asked
@@ -120,8 +116,7 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
                    for k, (i, (score, error, raw, b_first)) in enumerate(zip(ids, outcome))]
     return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - len(judged),
             "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
-            "position_bias": bias, "from_cache": judge.from_cache,
-            "model_calls": judge.model_calls, **judge.provenance(),
+            "position_bias": bias, **judge.provenance(),
             "source_sha256_a": file_sha256(files[0]), "source_sha256_b": file_sha256(files[1]),
             "per_example": per_example}
 
@@ -188,29 +183,27 @@ def add_arguments(parser) -> None:
 @eval_command("compare", help="pairwise LLM judge: which of two prediction folders answers better")
 def run(args) -> int:
     """0, or 1 when any verdict failed (its results are written all the same), or 2."""
-    a, b, model = args.dir_a, args.dir_b, None
-    try:
-        common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
-        out = args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
-        model = load_judge_model(args)
+    a, b = args.dir_a, args.dir_b
+
+    def work(out: Path, model) -> int:
         results = compare_folders(a, b, out, model, args.judge_mode or "text", args.seed,
                                   args.judge_max_length, only=args.datasets,
                                   both_orders=args.both_orders,
                                   max_new_tokens=args.judge_max_new_tokens)
-    except (FileNotFoundError, ValueError, OSError, RecordError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        if model is not None:
-            model.close()
-    for name, r in results.items():
-        identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
-            if r["identical"] else ""
-        print(f"{name}: {a.name} vs {b.name}: {summary(r)} of {r['n']} ({identical}"
-              f"{counts_text(r)})")
-        if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
-            print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
-                  f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
-                  f"{r['mismatched']} left out (the same id made from different data)")
-        print_failed(name, r)
-    return 1 if any(r["failed"] for r in results.values()) else 0
+        for name, r in results.items():
+            identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
+                if r["identical"] else ""
+            print(f"{name}: {a.name} vs {b.name}: {summary(r)} of {r['n']} ({identical}"
+                  f"{counts_text(r)})")
+            if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
+                print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
+                      f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
+                      f"{r['mismatched']} left out (the same id made from different data)")
+            print_failed(name, r)
+        return 1 if any(r["failed"] for r in results.values()) else 0
+
+    def checked() -> Path:
+        common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
+        return args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
+
+    return run_judged(args, checked, work)
