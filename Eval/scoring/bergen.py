@@ -1,7 +1,7 @@
 """BERGEN experiment folders read as they are: each `experiments/NAME/` is a row, each of its
-`eval_<split>_out.json` files a dataset named after the split, scored with BERGEN's metrics (and P_1,
-recall_<generation_top_k> when there is a run); config.yaml and the generation-time file give table
-columns. What each file becomes: docs/rag.md. BERGEN's files are never changed.
+`eval_<split>_out.json` files a dataset named after the split, scored with BERGEN's metrics (and
+P_1, recall_<generation_top_k> when there is a run); config.yaml and the generation-time file give
+table columns. What each file becomes: docs/rag.md. BERGEN's files are never changed.
 
 Usage:
     python eval.py --pred-root experiments      # every experiment folder, one table row each
