@@ -54,14 +54,14 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
             "as a dataset)")
 
 
-def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_2: list[dict]):
+def _both_orders(a_first: list, b_first: list, errors_1: list, errors_2: list):
     """A's score: the mean of the parseable orders (failed only when both failed); the position
     bias: how often the outcome flips with the order, and how often the answer shown first won."""
     scores, errors, flips, first_won, both = [], [], 0, 0, 0
-    for s1, s2, v1, v2 in zip(a_first, b_first, verdicts_1, verdicts_2):
+    for s1, s2, e1, e2 in zip(a_first, b_first, errors_1, errors_2):
         parsed = [s for s in (s1, s2) if s is not None]
         scores.append(sum(parsed) / len(parsed) if parsed else None)
-        errors.append(v1.get("error") if v1.get("error") and v2.get("error") else None)
+        errors.append(e1 if e1 and e2 else None)
         if s1 is not None and s2 is not None:
             both += 1
             flips += ((s1 > 0.5) - (s1 < 0.5)) != ((s2 > 0.5) - (s2 < 0.5))
@@ -92,11 +92,12 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
     verdicts = judge.verdicts(fields)
     per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
                for (_, b_first), v in zip(asked, verdicts)]
+    errors = [v.get("error") for v in verdicts]
     if both_orders:
-        scores, errors, bias = _both_orders(per_ask[:m], per_ask[m:], verdicts[:m], verdicts[m:])
+        scores, errors, bias = _both_orders(per_ask[:m], per_ask[m:], errors[:m], errors[m:])
         b_first_scores = per_ask[m:]
     else:
-        scores, errors, bias = per_ask, [v.get("error") for v in verdicts], None
+        scores, bias = per_ask, None
         b_first_scores = [None] * m
     outcome = [(0.5, None, None, 0.5)] * len(pairs)  # identical answers: a tie, never asked
     for k, *result in zip(judged, scores, errors, [v["raw"] for v in verdicts], b_first_scores):
