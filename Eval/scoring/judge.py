@@ -166,8 +166,7 @@ class Judge:
             chunk = missing[start:start + BATCH]
             prompts = [self.rubric.template.format(**fields[i]) for i in chunk]
             for i, verdict in zip(chunk, self._ask(prompts)):
-                fresh[i] = {"key": keys[i], **verdict,
-                            "score": None if verdict["error"] else verdict["score"]}
+                fresh[i] = {"key": keys[i], **verdict}  # a failed verdict's score is None
             self.cache.put([fresh[i] for i in chunk if not fresh[i]["error"]])
         return [{**fresh[i], "cached": False} if i in fresh else
                 {**self.cache.entries[k], "cached": True} for i, k in enumerate(keys)]
