@@ -1,16 +1,10 @@
 """BERGEN's answer metrics with BERGEN's normalisation: match (M), exact_match (EM), f1, precision,
-recall and recall_char3gram, each maximised over the references on its own. A BERGEN experiment
-folder is scored with them (Eval/scoring/bergen.py); any other prediction file can ask for them.
-
-BERGEN normalises as LongBench does (SQuAD's recipe, Eval/metrics/qa.py) but for one rule: it
-drops a/an/the with the `regex` package, not Python's `re`; their word boundaries differ next to
-combining marks and other non-NFC text (never on realistic answers), so BERGEN's metrics use
-BERGEN's module and LongBench's use LongBench's.
+recall and recall_char3gram, each maximised over the references on its own (docs/rag.md).
+BERGEN drops a/an/the with the `regex` package, not Python's `re`: their word boundaries differ
+next to combining marks, so BERGEN's metrics use BERGEN's module and LongBench's use LongBench's.
 
 Usage:
-    python eval.py --pred-root experiments                      # BERGEN's folders, these metrics
     python eval.py --pred-dir DIR --metrics exact_match,match    # on any prediction files
-    recall_char3gram("Pariss", "Paris")                          # 1.0
 """
 from __future__ import annotations
 
@@ -38,8 +32,7 @@ def bergen_words(text: str) -> list[str]:
 
 
 def share_found(tokens: list[str], other: list[str]) -> float:
-    """The share of `tokens` also in `other` (multisets): a reference's recall, a prediction's
-    precision."""
+    """The share of `tokens` also in `other` (multisets): recall, or precision."""
     same = shared_count(tokens, other)
     return 0.0 if same == 0 else 1.0 * same / len(tokens)
 
@@ -66,7 +59,7 @@ def match(prediction: str, reference: str, **record) -> float:
 
 
 def _explain_normalised(prediction: str, reference: str, *, inside: bool, **record) -> dict:
-    """exact_match's (`inside` False) or match's comparison of the two normalised texts."""
+    """exact_match's (not `inside`) or match's comparison of the two normalised texts."""
     pred, ref = normalize_bergen(prediction), normalize_bergen(reference)
     score = float(ref in pred if inside else pred == ref)
     if inside:
@@ -90,8 +83,7 @@ def recall(prediction: str, reference: str, **record) -> float:
 
 
 def explain_recall(prediction: list[str], reference: list[str], *, unit: str) -> dict:
-    """recall's or recall_char3gram's numbers (`unit` names what a token is): the overlap, then R
-    alone."""
+    """recall's or recall_char3gram's numbers (`unit`: what a token is): the overlap, then R."""
     out, listed = overlap_fields(prediction, reference)
     same = out["shared_count"]
     score = share_found(reference, prediction)

@@ -1,21 +1,11 @@
-"""Ranking metrics of a retrieval run, per query, with trec_eval's semantics through pytrec_eval:
-P_k, recall_k, ndcg_cut_k, success_k (any cutoff k) and recip_rank (MRR).
-
-A ranking metric scores a whole dataset at once: `fn(records) -> [value or None]`, one value per
-record, None for a query the run or the qrels lack (trec_eval leaves it out of the mean; the scorer
-counts it). A record carries its query's run as `retrieved` ({doc id: score}) and its judgements as
-`relevant` ({doc id: grade}); the BERGEN reader fills both (Eval/scoring/bergen.py). Otherwise
--S run=FILE (TREC run: q_id Q0 doc_id rank score tag) and -S qrels=FILE (TREC qrels, or BERGEN's
-{q_id: {doc_id: grade}} JSON) give them by record id. -S pages=FILE ({passage id: page id} JSON)
-scores pages: a page keeps its best passage's score (maxP), as BERGEN scores KILT.
-
-trec_eval ranks by score, ties broken by document id in descending order, never by the file's
-rank column; pytrec-eval-terrier is that code (1 MB, no dependencies; ranx breaks ties otherwise
-and pulls 700 MB of dependencies: docs/rag.md).
+"""Ranking metrics of a retrieval run per query, trec_eval's semantics through pytrec_eval: P_k,
+recall_k, ndcg_cut_k, success_k (any cutoff k) and recip_rank (MRR). A record's run is `retrieved`
+({doc id: score}) and its judgements `relevant` ({doc id: grade}), or -S run=FILE, -S qrels=FILE and
+-S pages=FILE give them by record id (docs/rag.md: the formats, maxP, why not ranx).
 
 Usage:
     python eval.py --pred-root experiments --metrics match,P_1,recall_5,ndcg_cut_10,recip_rank
-    get_metric("recall_5").fn(records)   # [1.0, 0.5, None, ...]
+    get_metric("recall_5").fn(records)   # [1.0, 0.5, None, ...]: None, no run or no judgements
 """
 from __future__ import annotations
 
@@ -99,14 +89,18 @@ def page_scores(docs: dict, page_of: dict | None) -> dict[str, float]:
     return pages
 
 
+def _trec_lines(text: str):
+    """(line number, fields) of each non-blank line of a TREC file."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if fields := line.split():
+            yield number, fields
+
+
 def read_run(path) -> dict[str, dict[str, float]]:
     """A TREC run file: `q_id Q0 doc_id rank score tag` per line (tabs or spaces); the rank
     column is ignored, as trec_eval ignores it."""
     run: dict[str, dict[str, float]] = {}
-    for number, line in enumerate(read_text_file(Path(path)).splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
+    for number, fields in _trec_lines(read_text_file(Path(path))):
         if len(fields) != 6:
             raise RecordError(path, number, "a TREC run line has 6 fields (q_id Q0 doc_id rank "
                               f"score tag), found {len(fields)}")
@@ -130,12 +124,10 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
             raise RecordError(path, None, f"a qrels JSON is {{q_id: {{doc_id: grade}}}}: {err}") \
                 from None
     qrels: dict[str, dict[str, int]] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split()
-        if fields and (len(fields) != 4 or not fields[3].lstrip("-").isdigit()):
+    for number, fields in _trec_lines(text):
+        if len(fields) != 4 or not fields[3].lstrip("-").isdigit():
             raise RecordError(path, number, "a qrels line is `q_id 0 doc_id grade`")
-        if fields:
-            qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
+        qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
     return qrels
 
 

@@ -1,18 +1,7 @@
 """BERGEN experiment folders read as they are: each `experiments/NAME/` is a row, each of its
-`eval_<split>_out.json` files a dataset named after the split.
-
-What is read, and what it becomes:
-    eval_<split>_out.json   a JSON array of {q_id -> id, response -> pred, label -> answers,
-                            question, ranking_label -> relevant (grade 1 each, BERGEN's qrels)}
-    eval_<split>_reranking_run.trec, else eval_<split>_ranking_run.trec: the page-level run
-                            BERGEN wrote (page ids, maxP applied) -> retrieved
-    config.yaml             retriever / reranker / generator names, retrieve_top_k,
-                            rerank_top_k, the query dataset: columns of the results table;
-                            generation_top_k: the k of recall_k
-    eval_<split>_generation_time.json   its "Generation time": a column too
-Scored with BERGEN's metrics (M, EM, F1, Precision, Recall, Recall_char3gram, Rouge-1/2/L; P_1
-and recall_<generation_top_k> when there is a run); --metrics / -S choose others. eval.py writes
-its own files beside them (result.json, per_example/) and never changes BERGEN's.
+`eval_<split>_out.json` files a dataset named after the split, scored with BERGEN's metrics (and
+P_1, recall_<generation_top_k> when there is a run); config.yaml and the generation-time file give
+table columns. What each file becomes: docs/rag.md. BERGEN's files are never changed.
 
 Usage:
     python eval.py --pred-root experiments      # every experiment folder, one table row each
@@ -65,10 +54,8 @@ def read_predictions(path: Path) -> list[dict]:
 def run_file(folder: Path, split: str) -> Path | None:
     """The page-level ranking the generator was given: the reranked run, else the retrieved one
     (the run.*.trec files beside them hold passage ids: -S run=FILE -S pages=MAP scores those)."""
-    for name in (f"eval_{split}_reranking_run.trec", f"eval_{split}_ranking_run.trec"):
-        if (folder / name).is_file():
-            return folder / name
-    return None
+    found = (folder / f"eval_{split}_{kind}_run.trec" for kind in ("reranking", "ranking"))
+    return next((path for path in found if path.is_file()), None)
 
 
 def read_out(path: Path) -> list[dict]:
@@ -166,8 +153,7 @@ def experiment_config(folder: Path, split: str) -> dict[str, str]:
 
 
 def _at(config: dict, *keys: str) -> object:
-    """config[k1][k2]...; None where a key is missing. A value on the way that is not a mapping
-    (not what BERGEN writes: `retriever: [1, 2]`) is returned itself, to be shown as written."""
+    """config[k1][k2]...; None where a key is missing, a non-mapping on the way returned itself."""
     value: object = config
     for key in keys:
         if not isinstance(value, dict):
@@ -177,5 +163,4 @@ def _at(config: dict, *keys: str) -> object:
 
 
 def _as_written(value: object, missing: str) -> str:
-    """A configuration value that is not a string, as YAML wrote it; `missing` for none."""
     return missing if value is None else json.dumps(value, ensure_ascii=False, default=str)

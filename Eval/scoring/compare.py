@@ -12,23 +12,23 @@ position bias), counted as `identical`.
 """
 from __future__ import annotations
 
+import functools
 import os
-import sys
 from pathlib import Path
 from typing import Callable
 
 from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
 from Eval.names import dataset_name_set
-from Eval.records import RecordError
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
-                                add_judge_model_arguments, counts_text,
-                                load_judge_model, merge_results, pairwise_swaps, prediction,
-                                print_failed, question_of, rates, record_id, tally)
-from Eval.scoring.provenance import file_sha256, source_problem
+                                add_judge_model_arguments, counts_text, merge_results,
+                                pairwise_swaps, prediction, print_failed, rates, record_fields,
+                                record_id, run_judged, tally)
+from Eval.scoring.provenance import file_sha256
 from Eval.scoring.rubrics import PROMPTS, load_rubric
+from Eval.scoring.sections.judge import compared_problem
 from Eval.storage import write_json_atomic
 
 
@@ -54,41 +54,14 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
             "as a dataset)")
 
 
-def _ask(judge: Judge, pairs: list[tuple[dict, tuple[str, str]]], seed: int, both_orders: bool):
-    """Per (A's record, (A's answer, B's answer)): (A's score, error, raw verdict, A's score with B
-    shown first); the positions shown B first; the position bias or None."""
-    m = len(pairs)
-    swapped = set(range(m)) if both_orders else pairwise_swaps(m, seed)
-    # (pair, shown B first?) per question: every pair twice with --both-orders, else once
-    asked = [(k, False) for k in range(m)] + [(k, True) for k in range(m)] if both_orders else \
-        [(k, k in swapped) for k in range(m)]
-    fields = []
-    for k, b_first in asked:
-        record, answers = pairs[k]
-        first, second = answers[::-1] if b_first else answers
-        fields.append({"question": question_of(record), "references": " | ".join(record["answers"]),
-                       "answer_1": first, "answer_2": second})
-    verdicts = judge.verdicts(fields)
-    per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
-               for (_, b_first), v in zip(asked, verdicts)]
-    if both_orders:
-        scores, errors, bias = _both_orders(per_ask[:m], per_ask[m:], verdicts[:m], verdicts[m:])
-        b_first_scores = per_ask[m:]
-    else:
-        scores, errors, bias = per_ask, [v.get("error") for v in verdicts], None
-        b_first_scores = [None] * m
-    raws = [v["raw"] for v in verdicts[:m]]
-    return list(zip(scores, errors, raws, b_first_scores)), swapped, bias
-
-
-def _both_orders(a_first: list, b_first: list, verdicts_1: list[dict], verdicts_2: list[dict]):
+def _both_orders(a_first: list, b_first: list, errors_1: list, errors_2: list):
     """A's score: the mean of the parseable orders (failed only when both failed); the position
     bias: how often the outcome flips with the order, and how often the answer shown first won."""
     scores, errors, flips, first_won, both = [], [], 0, 0, 0
-    for s1, s2, v1, v2 in zip(a_first, b_first, verdicts_1, verdicts_2):
+    for s1, s2, e1, e2 in zip(a_first, b_first, errors_1, errors_2):
         parsed = [s for s in (s1, s2) if s is not None]
         scores.append(sum(parsed) / len(parsed) if parsed else None)
-        errors.append(v1.get("error") if v1.get("error") and v2.get("error") else None)
+        errors.append(e1 if e1 and e2 else None)
         if s1 is not None and s2 is not None:
             both += 1
             flips += ((s1 > 0.5) - (s1 < 0.5)) != ((s2 > 0.5) - (s2 < 0.5))
@@ -104,24 +77,41 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
     pairs, unpaired = _aligned(*(read_predictions(f) for f in files), name)
     answers = [(prediction(ra, name), prediction(rb, name)) for ra, rb in pairs]
     judged = [k for k, (first, second) in enumerate(answers) if first != second]
-    judge.model_calls = judge.from_cache = 0
-    asked, swapped, bias = _ask(judge, [(pairs[k][0], answers[k]) for k in judged], seed,
-                                both_orders)
+    m = len(judged)
+    # (pair, shown B first?) per question: every pair twice with --both-orders, else once
+    if both_orders:
+        swapped = set(judged)
+        asked = [(k, False) for k in judged] + [(k, True) for k in judged]
+    else:
+        swapped = {judged[i] for i in pairwise_swaps(m, seed)}
+        asked = [(k, k in swapped) for k in judged]
+    fields = []
+    for k, b_first in asked:
+        first, second = answers[k][::-1] if b_first else answers[k]
+        fields.append({**record_fields(pairs[k][0]), "answer_1": first, "answer_2": second})
+    verdicts = judge.verdicts(fields)
+    per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
+               for (_, b_first), v in zip(asked, verdicts)]
+    errors = [v.get("error") for v in verdicts]
+    if both_orders:
+        scores, errors, bias = _both_orders(per_ask[:m], per_ask[m:], errors[:m], errors[m:])
+        b_first_scores = per_ask[m:]
+    else:
+        scores, bias = per_ask, None
+        b_first_scores = [None] * m
     outcome = [(0.5, None, None, 0.5)] * len(pairs)  # identical answers: a tie, never asked
-    for k, result in zip(judged, asked):
+    for k, *result in zip(judged, scores, errors, [v["raw"] for v in verdicts], b_first_scores):
         outcome[k] = result
-    swapped, judged = {judged[k] for k in swapped}, set(judged)
     ids = [record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
     counts, valid = tally([o[0] for o in outcome], [o[1] for o in outcome], ids)
     per_example = [{"id": i, "a_score": score, "swapped": k in swapped, "raw": raw,
                     **({"a_score_b_first": b_first} if both_orders else {}),
-                    **({} if k in judged else {"identical": True}),
+                    **({"identical": True} if answers[k][0] == answers[k][1] else {}),
                     **({"error": error} if error else {})}
                    for k, (i, (score, error, raw, b_first)) in enumerate(zip(ids, outcome))]
-    return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - len(judged),
+    return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - m,
             "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
-            "position_bias": bias, "from_cache": judge.from_cache,
-            "model_calls": judge.model_calls, **judge.provenance(),
+            "position_bias": bias, **judge.provenance(),
             "source_sha256_a": file_sha256(files[0]), "source_sha256_b": file_sha256(files[1]),
             "per_example": per_example}
 
@@ -142,14 +132,9 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length, max_new_tokens)
     results = {name: _compare_one(judge, name, pair, seed, both_orders)
                for name, pair in files.items()}
-
-    def why_stale(name: str, entry: object) -> str | None:
-        entry = entry if isinstance(entry, dict) else {}
-        return (source_problem(dir_a, name, entry.get("source_sha256_a"))
-                or source_problem(dir_b, name, entry.get("source_sha256_b")))
-
     result_path = out / "compare_result.json"
-    merged, _ = merge_results(result_path, results, why_stale, say, inside="datasets")
+    stale = functools.partial(compared_problem, dir_a, dir_b)
+    merged, _ = merge_results(result_path, results, stale, say, inside="datasets")
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(result_path, {"a": str(dir_a.resolve()), "b": str(dir_b.resolve()),
                                     "datasets": merged})
@@ -188,29 +173,27 @@ def add_arguments(parser) -> None:
 @eval_command("compare", help="pairwise LLM judge: which of two prediction folders answers better")
 def run(args) -> int:
     """0, or 1 when any verdict failed (its results are written all the same), or 2."""
-    a, b, model = args.dir_a, args.dir_b, None
-    try:
-        common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
-        out = args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
-        model = load_judge_model(args)
+    a, b = args.dir_a, args.dir_b
+
+    def work(out: Path, model) -> int:
         results = compare_folders(a, b, out, model, args.judge_mode or "text", args.seed,
                                   args.judge_max_length, only=args.datasets,
                                   both_orders=args.both_orders,
                                   max_new_tokens=args.judge_max_new_tokens)
-    except (FileNotFoundError, ValueError, OSError, RecordError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        if model is not None:
-            model.close()
-    for name, r in results.items():
-        identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
-            if r["identical"] else ""
-        print(f"{name}: {a.name} vs {b.name}: {summary(r)} of {r['n']} ({identical}"
-              f"{counts_text(r)})")
-        if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
-            print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
-                  f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
-                  f"{r['mismatched']} left out (the same id made from different data)")
-        print_failed(name, r)
-    return 1 if any(r["failed"] for r in results.values()) else 0
+        for name, r in results.items():
+            identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
+                if r["identical"] else ""
+            print(f"{name}: {a.name} vs {b.name}: {summary(r)} of {r['n']} ({identical}"
+                  f"{counts_text(r)})")
+            if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
+                print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
+                      f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
+                      f"{r['mismatched']} left out (the same id made from different data)")
+            print_failed(name, r)
+        return 1 if any(r["failed"] for r in results.values()) else 0
+
+    def checked() -> Path:
+        common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
+        return args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
+
+    return run_judged(args, checked, work)

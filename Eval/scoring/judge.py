@@ -14,6 +14,7 @@ import json
 import math
 import random
 import re
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -123,7 +124,7 @@ def judge_identity(model: BaseLLM) -> str:
 
 
 class Judge:
-    """Verdicts for batches of filled rubric prompts, through the cache; counts its model calls."""
+    """Verdicts for filled rubric prompts, through the cache; counts the last call's model calls."""
 
     def __init__(self, model: BaseLLM, rubric: Rubric, mode: str, cache: VerdictCache,
                  max_length: int | None = None, max_new_tokens: int = MAX_NEW_TOKENS):
@@ -135,7 +136,6 @@ class Judge:
         # logits mode reads one token: the budget only sizes its prompts, as it always did
         self.max_new_tokens = max_new_tokens if mode == "text" else MAX_NEW_TOKENS
         self.identity = judge_identity(model)
-        self.model_calls = self.from_cache = 0
         if mode == "logits":
             firsts = [tuple(model.tokenize(label)[:1]) for label, _ in rubric.options]
             if len(set(firsts)) < len(firsts):
@@ -144,7 +144,9 @@ class Judge:
                                  "the options")
 
     def provenance(self) -> dict:
-        return {"rubric": self.rubric.name, "rubric_sha": self.rubric.sha, "mode": self.mode,
+        """The last verdicts() call's counts, what asked for them."""
+        return {"from_cache": self.from_cache, "model_calls": self.model_calls,
+                "rubric": self.rubric.name, "rubric_sha": self.rubric.sha, "mode": self.mode,
                 "judge": hashlib.sha256(self.identity.encode()).hexdigest()[:16],
                 "judge_adapter": self.model.name,
                 **({"max_new_tokens": self.max_new_tokens} if self.mode == "text" else {})}
@@ -157,14 +159,14 @@ class Judge:
         keys = [VerdictCache.key(self.identity, self.rubric.sha, self.mode, f, *budget)
                 for f in fields]
         missing = [i for i, k in enumerate(keys) if not self._cached(k)]
-        self.from_cache += len(fields) - len(missing)
+        self.from_cache = len(fields) - len(missing)
+        self.model_calls = 0
         fresh: dict[int, dict] = {}
         for start in range(0, len(missing), BATCH):
             chunk = missing[start:start + BATCH]
             prompts = [self.rubric.template.format(**fields[i]) for i in chunk]
             for i, verdict in zip(chunk, self._ask(prompts)):
-                fresh[i] = {"key": keys[i], **verdict,
-                            "score": None if verdict["error"] else verdict["score"]}
+                fresh[i] = {"key": keys[i], **verdict}  # a failed verdict's score is None
             self.cache.put([fresh[i] for i in chunk if not fresh[i]["error"]])
         return [{**fresh[i], "cached": False} if i in fresh else
                 {**self.cache.entries[k], "cached": True} for i, k in enumerate(keys)]
@@ -212,8 +214,10 @@ class Judge:
                 "error": None}
 
 
-def question_of(record: dict) -> str:
-    return str(record.get("question") or record.get("input") or "")
+def record_fields(record: dict) -> dict:
+    """The question and the references, as a rubric's prompt shows them."""
+    return {"question": str(record.get("question") or record.get("input") or ""),
+            "references": " | ".join(record["answers"])}
 
 
 def prediction(record: dict, dataset: str) -> str:
@@ -321,8 +325,23 @@ def add_judge_model_arguments(parser) -> None:
 
 
 def load_judge_model(args):
-    # only now is the backend (and torch) imported
-    from Eval.models.factory import from_args
+    from Eval.models.factory import from_args  # only now the backend (and torch) is imported
 
     return from_args(argparse.Namespace(model=args.judge, backend=args.judge_backend,
                                         model_args=args.model_args))
+
+
+def run_judged(args, checked: Callable[[], object], work: Callable[[object, BaseLLM], int]) -> int:
+    """work(checked(), the judge model): the input is checked before the model loads; a bad input
+    is one line and 2; the model is closed either way."""
+    model = None
+    try:
+        found = checked()
+        model = load_judge_model(args)
+        return work(found, model)
+    except (ValueError, OSError) as err:  # RecordError and StorageError are ValueErrors
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        if model is not None:
+            model.close()

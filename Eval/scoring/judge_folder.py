@@ -10,19 +10,16 @@ is in; the cache is DIR/judge/cache.jsonl.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Callable
 
 from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
-from Eval.records import RecordError
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
-                                add_judge_model_arguments, counts_text,
-                                load_judge_model, merge_results, prediction, print_failed,
-                                question_of, record_id, tally)
+                                add_judge_model_arguments, counts_text, merge_results, prediction,
+                                print_failed, record_fields, record_id, run_judged, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
 from Eval.storage import write_json_atomic, write_jsonl_atomic
@@ -38,9 +35,8 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
     for name, records in datasets:
         check_name(name, f"dataset of {pred_dir}")
         source_sha = file_sha256(prediction_path(pred_dir, name))
-        judge.model_calls = judge.from_cache = 0
-        fields = [{"question": question_of(r), "references": " | ".join(r["answers"]),
-                   "prediction": prediction(r, name)} for r in records]  # in the cache key's order
+        fields = [{**record_fields(r), "prediction": prediction(r, name)}  # the cache key's order
+                  for r in records]
         if "{answer}" in rubric.template:  # BERGEN's placeholder: the reference list itself
             fields = [{**f, "answer": str(r["answers"])} for f, r in zip(fields, records)]
         verdicts = judge.verdicts(fields)
@@ -54,9 +50,7 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
                               ids)
         mean = 100 * sum(valid) / len(valid) if valid else None
         results[name] = {**counts, "score": None if mean is None else round(mean, 2),
-                         "score_unrounded": mean, "from_cache": judge.from_cache,
-                         "model_calls": judge.model_calls, **judge.provenance(),
-                         "source_sha256": source_sha}
+                         "score_unrounded": mean, **judge.provenance(), "source_sha256": source_sha}
     result_path = pred_dir / "judge_result.json"
     merged, dropped = merge_results(result_path, results, lambda name, entry: source_problem(
         pred_dir, name, entry.get("source_sha256") if isinstance(entry, dict) else None), say)
@@ -87,14 +81,17 @@ def run(args) -> int:
     """0, or 1 when any verdict failed (its results are written all the same), or 2."""
     from Eval.scoring.folders import find_pred_dirs, load_folder
 
-    problems, notes, model, failed = [], [], None, 0
-    try:
+    def checked():
+        problems, notes = [], []
         pred_dirs, _ = find_pred_dirs(args.pred_dir, args.model, args.pred_root, notes)
         loaded = {d: load_folder(d, args.datasets, problems, notes) for d in pred_dirs}
         if problems:
             raise ValueError("; ".join(problems))
-        rubric = load_rubric(args.rubric, PROMPTS)
-        model = load_judge_model(args)
+        return loaded, load_rubric(args.rubric, PROMPTS)
+
+    def work(found, model) -> int:
+        loaded, rubric = found
+        failed = 0
         for folder, items in loaded.items():
             datasets = [(task.name, records) for task, records, _ in items]
             results = judge_folder(folder, datasets, model, rubric,
@@ -107,9 +104,5 @@ def run(args) -> int:
                 print_failed(f"{folder.name}/{name}", r)
                 failed += r["failed"]
         return 1 if failed else 0
-    except (FileNotFoundError, ValueError, OSError, RecordError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        if model is not None:
-            model.close()
+
+    return run_judged(args, checked, work)

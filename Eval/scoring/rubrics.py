@@ -60,13 +60,11 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
 
 
 def rubric_from_config(path: Path) -> Rubric:
-    """A rubric from a YAML / JSON file shaped like BERGEN's config/evaluator/*.yaml:
-    `output_options` {label: value}, `prompt.system` and `prompt.user` (placeholders {question},
-    {answer} (the reference list, as BERGEN shows it), {references}, {prediction} and
-    {self.rubrik_section}: the labels joined by ", "), optionally `use_logits`. A value written
-    as a Python f-string literal (f"...", as BERGEN writes them) is read as Python would read it.
-    Other keys (an assistant prefill, user_without_system, pairwise prompts, max_new_tokens) are
-    not used."""
+    """A rubric from a YAML / JSON file shaped like BERGEN's config/evaluator/*.yaml: what is read
+    and what is not, docs/rag.md."""
+    import ast
+    import warnings
+
     import yaml
 
     try:
@@ -88,7 +86,15 @@ def rubric_from_config(path: Path) -> Rubric:
     def text(key: str) -> str:
         value = str(prompt.get(key) or "")
         if value[:2] in ('f"', "f'") and value[-1:] == value[1]:  # a Python f-string literal
-            value = python_string(value[1:], path, key)
+            # read as Python reads it: its escapes; an unknown escape such as BERGEN's "\\ " keeps
+            # its backslash (Python warns about it); braces stay for str.format
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    value = ast.literal_eval(value[1:])
+                except (SyntaxError, ValueError):
+                    raise ValueError(f"--rubric {path}: prompt.{key} is not a Python string "
+                                     f"literal: {value[1:][:60]!r}") from None
         for name in ("{self.rubrik_section}", "{rubrik_section}"):
             value = value.replace(name, section)
         return value
@@ -100,17 +106,3 @@ def rubric_from_config(path: Path) -> Rubric:
     mode = {True: "logits", False: "text"}.get(config.get("use_logits"))
     return Rubric(check_name(path.stem, "--rubric"), text("user"), pairs, text("system"), mode)
 
-
-def python_string(literal: str, path: Path, key: str) -> str:
-    """A string literal read as Python reads it (its escapes; an unknown escape such as BERGEN's
-    "\\ " keeps its backslash, as Python keeps it); braces stay for str.format."""
-    import ast
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Python warns about the unknown escapes it keeps
-        try:
-            return ast.literal_eval(literal)
-        except (SyntaxError, ValueError):
-            raise ValueError(f"--rubric {path}: prompt.{key} is not a Python string literal: "
-                             f"{literal[:60]!r}") from None

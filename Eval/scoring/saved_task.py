@@ -1,6 +1,5 @@
-"""The task of a dataset with no row in Eval/tasks.py, as inference.py saved it in the run
-sidecar (`"task"`, dataclasses.asdict of its Task): eval.py scores such a file with it, after
-checking it field by field, since the sidecar is a file anyone may have edited.
+"""The task of a dataset with no row in Eval/tasks.py, as inference.py saved it in the run sidecar
+(`"task"`), checked field by field (anyone may edit the sidecar) before eval.py scores with it.
 
 Usage:
     task = saved_task(Path("pred/m/my_qa.jsonl"), Path("pred/m/my_qa.run.json"))  # folders.py

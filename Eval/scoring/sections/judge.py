@@ -37,11 +37,11 @@ def judge(results: Results) -> list[Table]:
                   stale_note(stale, "eval.py judge"), numeric_from=3)] if rows or stale else []
 
 
-def _compared_files_changed(doc: dict, dataset: str, entry: object) -> bool:
-    """Whether A's or B's prediction file of `dataset` is no longer the one compared."""
-    return not isinstance(entry, dict) or any(
-        source_problem(Path(str(doc.get(side))), dataset, entry.get(f"source_sha256_{side}"))
-        for side in "ab")
+def compared_problem(dir_a: Path, dir_b: Path, dataset: str, entry: object) -> str | None:
+    """Why a compare_result.json entry no longer fits A's or B's prediction file, or None."""
+    entry = entry if isinstance(entry, dict) else {}
+    return (source_problem(dir_a, dataset, entry.get("source_sha256_a"))
+            or source_problem(dir_b, dataset, entry.get("source_sha256_b")))
 
 
 @section("compare", order=65)
@@ -51,7 +51,7 @@ def compare(results: Results) -> list[Table]:
         doc, _ = read_json_object(path)
         datasets = doc.get("datasets")
         for dataset, r in sorted(datasets.items()) if isinstance(datasets, dict) else []:
-            if _compared_files_changed(doc, dataset, r):
+            if compared_problem(Path(str(doc.get("a"))), Path(str(doc.get("b"))), dataset, r):
                 stale.append(f"{path.parent.name}/{dataset}")
                 continue
             low, high = (r.get("win_ci95") or [None, None])[:2]
