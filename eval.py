@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     return main_or_command(EVAL_COMMANDS, "eval.py", score, argv)
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def score(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="eval.py", description=__doc__.split("\n")[0],
                                 formatter_class=HelpFormatter,
                                 epilog=commands_epilog(EVAL_COMMANDS, "eval.py"))
@@ -51,11 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "score it: " + "; ".join(f"{k}: {v}" for k, v in V2_VARIANTS.items())
                         + " (default: none, as published)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
-    return p.parse_args(argv)
-
-
-def score(argv: list[str]) -> int:
-    args = parse_args(argv)
+    args = p.parse_args(argv)
     notes: list[str] = []
     try:
         pred_dirs, all_models = find_pred_dirs(args.pred_dir, args.model, args.pred_root, notes)
@@ -90,10 +86,7 @@ def write_table(args, pred_dirs: list[Path], all_models: bool, outputs: dict) ->
             roots.setdefault(d.parent.resolve(), d.parent)
     if all_models and args.pred_root.is_dir():
         roots.setdefault(args.pred_root.resolve(), args.pred_root)
-    printed = []
-    for root in roots.values():
-        text, notes = write_models_table(root)
-        printed.append((f"-> {root / 'results.md'}", text, notes))
+    printed = [(f"-> {root / 'results.md'}", *write_models_table(root)) for root in roots.values()]
     outside = {d.name: built.details for d, (_, built, _) in outputs.items()
                if d.parent.resolve() not in roots}
     if outside:

@@ -128,9 +128,8 @@ extractor("choice_answer")(choice_answer)  # free-form choice letters: Eval/choi
 
 def run_extraction(steps: tuple[str, ...], pred: str, record: dict) -> Optional[str]:
     """Apply the named steps in order; None as soon as one finds no answer."""
-    text: Optional[str] = pred
     for step in steps:
-        text = EXTRACTORS[step](text, record)
-        if text is None:
-            return None
-    return text
+        pred = EXTRACTORS[step](pred, record)
+        if pred is None:
+            break
+    return pred

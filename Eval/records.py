@@ -55,17 +55,6 @@ __doc__ += "\n".join(f"    {k:18} {'/'.join(t.__name__ for t in v[0]):18} "
                      f"{'required' if v[1] else 'optional':8} {v[2]}" for k, v in FIELDS.items())
 
 
-# `logprobs`: {answer key: [TokenStats, one per option]}, each per labelled answer token (and EOS):
-TOKEN_STATS_FIELDS = {
-    "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probs",
-    "greedy": "list[bool]: whether the label is the argmax at its position (memorisation)",
-    "mean": "list[float]: E_p[log p] over the vocabulary at each position (Min-K%++)",
-    "var": "list[float]: Var_p[log p] over the vocabulary at each position (Min-K%++)",
-    "text": "str: the label tokens decoded with special tokens skipped (ZLib)",
-    "eos": "bool: whether an EOS token was appended to the answer and labelled",
-}
-
-
 class RecordError(ValueError):
     """Bad input, located: `str(err)` reads `path:line: problem`."""
 
@@ -178,11 +167,9 @@ def validate_record(obj: object, path: os.PathLike | str, line: int) -> dict:
             raise RecordError(path, line, f"field {name!r} must be {allowed}, found "
                                           f"{type(obj[name]).__name__}")
     answers = normalize_answers(obj["answers"])
-    if not all(isinstance(a, str) for a in answers):
-        raise RecordError(path, line, "field 'answers' must hold only strings")
-    classes = obj.get("all_classes")
-    if classes is not None and not all(isinstance(c, str) for c in classes):
-        raise RecordError(path, line, "field 'all_classes' must hold only strings")
+    for name, values in (("answers", answers), ("all_classes", obj.get("all_classes") or ())):
+        if not all(isinstance(v, str) for v in values):
+            raise RecordError(path, line, f"field {name!r} must hold only strings")
     length = obj.get("length")
     if length is not None and not (math.isfinite(length) and length >= 0):
         raise RecordError(path, line, "field 'length' must be a finite number >= 0 (LongBench's "
@@ -223,8 +210,7 @@ DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py dry-run's rendered prompts
 def is_dry_run_output(path: os.PathLike | str) -> bool:
     """Whether a *.jsonl is `inference.py dry-run`'s output: the suffix and no run sidecar (a real
     run of a dataset named "x.prompts" writes one)."""
-    sidecar = sidecar_path(path)
-    return str(path).endswith(DRY_RUN_SUFFIX) and not (sidecar.exists() or sidecar.is_symlink())
+    return str(path).endswith(DRY_RUN_SUFFIX) and not os.path.lexists(sidecar_path(path))
 
 
 def is_prediction_file(path: os.PathLike | str) -> bool:

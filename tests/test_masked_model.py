@@ -22,7 +22,7 @@ from Eval.models.base import plan_batches
 from Eval.unlearning.stats import confidence_ordered, confidence_ordered_probs
 from demo.build_masked import build
 from Eval.models.masked import MaskedLMModel
-from Eval.records import TOKEN_STATS_FIELDS
+from Eval.unlearning.stats import TOKEN_STATS_FIELDS
 
 LONG = ("The cooperative's former railway tunnel stays at about 11 degrees Celsius all year round, with high "
         "humidity that stops the cheese from drying out. The tunnel is 420 metres long and was built in 1881 "

@@ -13,7 +13,8 @@ import inference
 from Eval.inference import score_records as ur
 from Eval.models.base import Prompt
 from Eval.models.hf import HFModel
-from Eval.records import TOKEN_STATS_FIELDS, RecordError, read_records
+from Eval.records import RecordError, read_records
+from Eval.unlearning.stats import TOKEN_STATS_FIELDS
 
 DEMO = ROOT / "demo"
 TARGET, RETAIN = DEMO / "unlearn-target", DEMO / "unlearn-retain"

@@ -91,11 +91,8 @@ def explains(name: str, tokens: Callable[[str], object] | None = None):
     def register(fn: Callable[..., dict]) -> Callable[..., dict]:
         if name in EXPLAINERS:
             raise ValueError(f"metric {name!r} has two explainers")
-        if tokens is None:
-            EXPLAINERS[name] = fn
-        else:
-            EXPLAINERS[name] = lambda prediction, reference, **record: fn(tokens(prediction),
-                                                                            tokens(reference))
+        EXPLAINERS[name] = fn if tokens is None else \
+            lambda prediction, reference, **record: fn(tokens(prediction), tokens(reference))
         return fn
     return register
 

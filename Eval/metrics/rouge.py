@@ -1,12 +1,9 @@
 """ROUGE-L as LongBench scores it (``rouge``, ``rouge_zh``): pltrdy ``rouge`` 1.0.1's ROUGE-L bit
-for bit, computed here (tests/test_rouge.py: the package as oracle; rouge_packages.py calls them).
-Its ROUGE-L: sentences are non-empty "."-pieces of whitespace words; each (reference, hypothesis)
-sentence pair's LCS table is walked back once (diagonal on equal words, up only when T[i-1][j] >
-T[i][j-1]); llcs counts the distinct words of the union of those LCSs, m, n count distinct words;
-F = 2*((P*R)/(P+R+1e-8)). Why not call it: its dict DP and recursive walk took 31 s on
-LongBench-size data (bench_eval.py), bit-parallel rows (Hyyro) and walking only pairs that can grow
-the union take 0.37 s. It raises RecursionError (LongBench scores 0.0) on a walk past about 990
-steps; we score it (real outputs stay below 577 steps).
+for bit, with bit-parallel LCS rows (Hyyro) as it is 86x faster; why, and the package's one
+RecursionError we score, in docs/walkthrough.md. Its ROUGE-L: sentences are non-empty "."-pieces of
+whitespace words; each sentence pair's LCS table is walked back once (diagonal on equal words, up
+only when T[i-1][j] > T[i][j-1]); llcs counts the distinct words of the union of those LCSs, m and
+n count distinct words; F = 2*((P*R)/(P+R+1e-8)). tests/test_rouge.py: the package as oracle.
 """
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ class HFScores:
                     batch_size: int = 16, max_batch_tokens: int | None = 8192,
                     max_length: int | None = None, share_prompts: bool = True,
                     max_logit_elements: int = 1 << 27) -> list[dict]:
-        """A TokenStats dict (Eval/records.py) per pair; identical pairs run once, and with
+        """A TokenStats dict (Eval/unlearning/stats.py) per pair; identical pairs run once, and with
         `share_prompts` the options of one prompt continue its KV cache (a prefix tree)."""
         encoded = self.encode_pairs(pairs, append_eos, max_length)
         keys = list(dict.fromkeys((tuple(ids), tuple(labels)) for ids, labels, _ in encoded))

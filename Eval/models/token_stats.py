@@ -1,5 +1,5 @@
-"""The token statistics behind the probability and unlearning metrics (Eval/records.py), their
-batching helpers and the prefix tree HFModel.token_stats walks.
+"""The token statistics behind the probability and unlearning metrics (Eval/unlearning/stats.py),
+their batching helpers and the prefix tree HFModel.token_stats walks.
 
 Usage:
     logprob, greedy, mean, var = position_stats(logits_rows.float(), labels)   # one value per row

@@ -100,8 +100,8 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
                                 "skipped": left_out})
             continue
         classes = record.get("all_classes") or fallback_classes
-        entry = _score_record(task, text_metrics, record, line_no, (classes, needs_classes),
-                              time_limit)
+        entry = _score_record(task, text_metrics, record, line_no, classes,
+                              needs_classes and not classes, time_limit)
         per_example.append(entry)
         scored.append((record, entry))
     add_ranked(ranked, [entry for _, entry in scored])
@@ -128,10 +128,9 @@ def score_dataset(task: Task, records: list[dict], time_limit: float | None = No
     return {**result, "per_example": per_example}
 
 
-def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_set: tuple,
-                  time_limit: float | None) -> dict:
-    """The per-example entry; `label_set`: (classes, whether a metric reads them)."""
-    classes, needs_classes = label_set
+def _score_record(task: Task, metrics: list, record: dict, line_no: int, classes,
+                  no_classes: bool, time_limit: float | None) -> dict:
+    """The per-example entry; `no_classes`: a metric reads the class list, and there is none."""
     entry = {"line": line_no, "id": record.get("id", record.get("_id")), "scores": {}}
     failed = record.get("error") is not None
     extracted = None if failed else run_extraction(task.extract, record["pred"], record)
@@ -141,7 +140,7 @@ def _score_record(task: Task, metrics: list, record: dict, line_no: int, label_s
         entry["extraction_failed"] = True
     if not record["answers"]:
         entry["no_references"] = True
-    if needs_classes and not classes:
+    if no_classes:
         entry["no_classes"] = True
     # Explanations come after the score, from the reference that gave it, and never change it.
     explanations = {} if extracted is not None else \

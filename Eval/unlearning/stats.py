@@ -1,5 +1,6 @@
 """The unlearning arithmetic in open-unlearning's formulas and order, in float64: per-sample
-statistics of one TokenStats dict (Eval/records.py), then dataset-level means, AUC, KS, privleak.
+statistics of one TokenStats dict (TOKEN_STATS_FIELDS below), then dataset-level means, AUC, KS,
+privleak.
 
 Usage:
     stats.probability({"logprobs": [-0.1, -2.0]}), stats.privleak(auc=0.99, ref_auc=0.5)
@@ -15,6 +16,17 @@ import numpy as np
 VAR_FLOOR = 1e-6  # Min-K%++ clamps each position's variance before its square root, as reference
 EPS = 1e-10  # the reference's guard in every ratio (below and in tofu.py)
 CONF_EPS = 1e-12  # confidence-ordered probability: the handler's log(p + eps), kept exactly
+
+# A record's `logprobs`: {answer key: [TokenStats, one per option]}, each per labelled answer
+# token (and EOS):
+TOKEN_STATS_FIELDS = {
+    "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probs",
+    "greedy": "list[bool]: whether the label is the argmax at its position (memorisation)",
+    "mean": "list[float]: E_p[log p] over the vocabulary at each position (Min-K%++)",
+    "var": "list[float]: Var_p[log p] over the vocabulary at each position (Min-K%++)",
+    "text": "str: the label tokens decoded with special tokens skipped (ZLib)",
+    "eos": "bool: whether an EOS token was appended to the answer and labelled",
+}
 
 
 def check_token_stats(ts: object) -> dict:
