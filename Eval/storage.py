@@ -222,8 +222,7 @@ def output_lock(path: StrPath, what: str):
             holder = handle.read().strip() or "another process"
             raise StorageError(f"{path}: {holder} is writing this file now; wait for it to "
                                "finish, or write elsewhere (--out-dir / --model-name)") from None
-        handle.seek(0)
-        handle.truncate()
+        handle.truncate(0)  # "a+": the write lands at the (new) end
         handle.write(f"{what} (pid {os.getpid()})")
         handle.flush()
         yield

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import math
 from typing import Callable
 
 from Eval.registry import Registry
@@ -49,9 +48,6 @@ class Metric:
         """Whether the function takes `key` as a keyword-only argument (an -S option)."""
         param = inspect.signature(self.fn).parameters.get(key)
         return param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY
-
-    def full_marks(self, value: float) -> bool:  # the best, up to float noise
-        return math.isclose(value, self.best, rel_tol=1e-9) or value > self.best
 
     def __call__(self, prediction: str, reference: str, **record) -> float:
         return self.fn(prediction, reference, **record)

@@ -8,6 +8,7 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -80,7 +81,7 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
     try:
         if split_of(path):
             task = bergen_task(path)
-        elif path.stem in TASKS or not (sidecar.exists() or sidecar.is_symlink()):
+        elif path.stem in TASKS or not os.path.lexists(sidecar):
             task = TASKS[path.stem]
         else:
             task = saved_task(path, sidecar)

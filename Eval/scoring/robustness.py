@@ -7,6 +7,8 @@ Usage:
 """
 from __future__ import annotations
 
+import math
+
 from Eval.metrics import get_metric
 from Eval.scoring.scorer import score_dataset
 from Eval.tasks import Task
@@ -42,12 +44,12 @@ def score_with_perturbations(task: Task, records: list[dict],
             else:
                 worst[original] = min(worst[original], entry["scores"][headline])
     best = get_metric(headline)
-    right = [i for i, v in base.items() if best.full_marks(v)]
+    right = [i for i, v in base.items() if full_marks(best, v)]
     result["robustness"] = {
         "headline_metric": headline, "original": {"n": len(base), "score": original_score},
         "perturbations": perturbations,
         "worst_case": round(100 * sum(worst.values()) / len(worst), 2) if worst else None,
-        "right_to_wrong": sum(1 for i in right if not best.full_marks(worst[i])),
+        "right_to_wrong": sum(1 for i in right if not full_marks(best, worst[i])),
         "right_originals": len(right), "copies_without_original": orphans}
     per_example.sort(key=lambda e: e["line"])
     return {**result, "per_example": per_example}
@@ -58,3 +60,8 @@ def _score_lines(task: Task, lines: list[tuple[int, dict]], time_limit: float | 
     for entry, (line, _) in zip(result["per_example"], lines):
         entry["line"] = line
     return result
+
+
+def full_marks(metric, value: float) -> bool:
+    """Whether `value` is the metric's best (a perfect answer's), up to float noise."""
+    return math.isclose(value, metric.best, rel_tol=1e-9) or value > metric.best
