@@ -178,7 +178,7 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
         try:
             built = folder_outputs(pred_dir, results, {t.name: s for t, _, s in items},
                                    full_run=only is None, price=prices.get(pred_dir))
-        except (UnicodeEncodeError, ValueError) as err:
+        except ValueError as err:  # UnicodeEncodeError too
             problems.append(f"{pred_dir}: results cannot be written as JSON: {err}")
             continue
         outputs[pred_dir] = (results, built, time.perf_counter() - start)

@@ -24,8 +24,8 @@ from Eval.scoring.provenance import file_sha256
 from Eval.scoring.sections import Results, aligned_lines, render_markdown
 from Eval.scoring.sections import render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns
-from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, n_text, score_text
-from Eval.scoring.sections.scores import status_of
+from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, headline, n_text
+from Eval.scoring.sections.scores import score_text, status_of
 from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, read_json_object,
                            regular_file_problem)
 
@@ -117,8 +117,7 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
 def headline_scores(details: dict[str, dict]) -> dict:
     """result.json: {dataset: headline score}; when a file is not clean, every dataset's status
     under ".data_check" (no dataset name starts with "."), so the file says what not to publish."""
-    scores: dict = {name: d["metrics"][d["headline_metric"]]["score"]
-                    for name, d in details.items()}
+    scores: dict = {name: headline(d)["score"] for name, d in details.items()}
     statuses = {name: status_of(d) for name, d in details.items()}
     if any(s not in CLEAN_STATUSES for s in statuses.values()):
         scores[".data_check"] = statuses
@@ -129,14 +128,10 @@ def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
     by_model, notes = {}, []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         details, _ = read_json_object(folder / "result_detail.json")
-        current = {}
-        for name, entry in details.items():
-            why = entry_is_current(folder, name, entry)
-            if why is None:
-                current[name] = entry
-            else:
-                notes.append(f"results table: left out {folder.name}/{name}: it {why}; "
-                             "run python eval.py")
+        whys = {name: entry_is_current(folder, name, entry) for name, entry in details.items()}
+        notes += [f"results table: left out {folder.name}/{name}: it {why}; run python eval.py"
+                  for name, why in whys.items() if why]
+        current = {name: entry for name, entry in details.items() if whys[name] is None}
         if current:
             by_model[folder.name] = current
     return by_model, notes
@@ -153,9 +148,8 @@ def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
     for model, entries in sorted(by_model.items()):
         for d, e in sorted(entries.items()):
             same = e.get("examples_sha256") == reference[d]
-            writer.writerow([model, d, e["headline_metric"],
-                             score_text(e["metrics"][e["headline_metric"]]["score"]), e["n"],
-                             "yes" if same else "no", *extra_cells(e, metrics, config)])
+            writer.writerow([model, d, e["headline_metric"], score_text(headline(e)["score"]),
+                             e["n"], "yes" if same else "no", *extra_cells(e, metrics, config)])
     return buf.getvalue()
 
 
