@@ -169,11 +169,10 @@ def dataset_table(results: list[dict]) -> str:
     for r in results:
         for name, m in r["metrics"].items():
             n = f"{m['queries']} queries" if "queries" in m else n_text(r)  # ranking metrics
+            counts = (r["duplicates"], r["extraction"]["failed"], r["failed_records"],
+                      sum(m["zeroed_by_exception"].values()), r["no_references"])
             rows.append((r["dataset"], name, score_text(m["score"]), ci_text(m), n,
-                         str(r["duplicates"]), str(r["extraction"]["failed"]),
-                         str(r["failed_records"]), str(sum(m["zeroed_by_exception"].values())),
-                         str(r["no_references"]),
-                         r.get("data_check", {}).get("status", "unchecked")))
+                         *map(str, counts), status_of(r)))
     return "\n".join(aligned_lines(rows, left={0, 1, 10}))
 
 
