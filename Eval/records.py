@@ -201,7 +201,7 @@ def examples_digest(pairs) -> str:
 
 def sidecar_path(pred_path: os.PathLike | str) -> Path:
     """<stem>.run.json beside a record file: the resolved configuration inference wrote."""
-    return Path(pred_path).with_name(Path(pred_path).stem + ".run.json")
+    return Path(pred_path).with_suffix(".run.json")
 
 
 DRY_RUN_SUFFIX = ".prompts.jsonl"  # inference.py dry-run's rendered prompts

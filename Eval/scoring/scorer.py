@@ -164,21 +164,18 @@ def _score_record(task: Task, metrics: list, record: dict, line_no: int, classes
 def thinking_counts(records: list[dict]) -> dict | None:
     """Outputs with thinking, blocks never closed, those cut by the length limit inside the block,
     thinking budgets hit; None when no record has thinking."""
-    outputs = unclosed = in_thinking = budget = 0
+    counts = dict.fromkeys(("outputs", "unclosed", "length_in_thinking", "budget_hit"), 0)
     for record in records:
         state = think_state(record["pred"], record)
         thinking = record.get("thinking")
         if state is None and not isinstance(thinking, dict):
             continue
-        outputs += 1
-        if state == "unclosed":
-            unclosed += 1
-            in_thinking += record.get("finish_reason") == "length"
-        budget += isinstance(thinking, dict) and thinking.get("budget_hit") is True
-    if not outputs:
-        return None
-    return {"outputs": outputs, "unclosed": unclosed, "length_in_thinking": in_thinking,
-            "budget_hit": budget}
+        unclosed = state == "unclosed"
+        counts["outputs"] += 1
+        counts["unclosed"] += unclosed
+        counts["length_in_thinking"] += unclosed and record.get("finish_reason") == "length"
+        counts["budget_hit"] += isinstance(thinking, dict) and thinking.get("budget_hit") is True
+    return counts if counts["outputs"] else None
 
 
 def _metric_summary(m, rows: list[tuple[dict, dict]]) -> dict:
