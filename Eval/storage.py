@@ -108,12 +108,10 @@ def read_json_object(path: StrPath) -> tuple[dict, list[str]]:
     path = Path(path)
     if regular_file_problem(path):
         return {}, []
-    try:
+    with contextlib.suppress(OSError, ValueError, RecursionError):
         content = json.loads(read_regular_bytes(path))
         if isinstance(content, dict):
             return content, []
-    except (OSError, ValueError, RecursionError):
-        pass
     return {}, [f"{path}: unreadable (not a JSON object); rebuilt from this run's results"]
 
 

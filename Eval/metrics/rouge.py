@@ -64,8 +64,7 @@ def _rouge_counts(hypothesis: str, reference: str) -> tuple[tuple, tuple, frozen
     for ref in refs:
         ref_set = set(ref)
         for hyp, hyp_set in zip(hyps, hyp_sets):
-            # a walk yields shared words only: a pair whose shared words are all in the union
-            # cannot change it
+            # a walk yields shared words only: if all are in the union already, it adds none
             if not (ref_set & hyp_set) <= union:
                 union |= _lcs_words(ref, hyp)
     distinct = [tuple(dict.fromkeys(w for s in text for w in s)) for text in (refs, hyps)]
