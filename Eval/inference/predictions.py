@@ -41,11 +41,8 @@ def write_path(path: Path, shard_id: int, num_shards: int) -> Path:
 
 def shard_paths(path: Path) -> list[Path]:
     """This dataset's shard files, by exact name (`mydata.v2.0-of-2.jsonl` is not `mydata`'s)."""
-    folder = path.parent / "shards"
-    if not folder.is_dir():
-        return []
     pattern = re.compile(re.escape(path.stem) + r"\.(\d+)-of-(\d+)\.jsonl")
-    return sorted(p for p in folder.iterdir() if pattern.fullmatch(p.name))
+    return sorted(p for p in (path.parent / "shards").glob("*") if pattern.fullmatch(p.name))
 
 
 def unselected_path(path: Path) -> Path:
@@ -187,10 +184,9 @@ def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
         raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
                          f"this run's {model_path}; set --model-name NAME to keep both (or "
                          "--overwrite to replace them)")
-    fingerprint = json_form(fingerprint)
-    for key in ("model", "reference"):  # older sidecars: models are now checked per record
-        previous.pop(key, None)
-    changed = sorted(k for k in {*previous, *fingerprint} if previous.get(k) != fingerprint.get(k))
+    fingerprint = json_form(fingerprint)  # older sidecars' model, reference: now checked per record
+    keys = {*previous, *fingerprint} - {"model", "reference"}
+    changed = sorted(k for k in keys if previous.get(k) != fingerprint.get(k))
     if changed:
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
