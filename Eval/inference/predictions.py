@@ -65,9 +65,7 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
     (a line inserted in a dataset whose ids are positions moves the examples after it)."""
     best: dict[str, dict] = {}
     good: dict[str, dict] = {}  # example_sha256 -> the first good record of the model
-    for source in [path, *shard_paths(path), unselected_path(path)]:
-        if not source.exists():
-            continue
+    for source in filter(Path.exists, [path, *shard_paths(path), unselected_path(path)]):
         for record in _read_records(source, repair=source == repair):
             rid = str(record.get("id"))
             rank = _rank(record, expected, model)
@@ -87,15 +85,14 @@ class PredictionFile:
     def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1,
                  expected: dict[str, str] | None = None, model: str | None = None):
         self.expected, self.model = expected, model
-        self.write_path = write_path(path, shard_id, num_shards)
+        self.write_path = out = write_path(path, shard_id, num_shards)
         if overwrite:
             every = [*shard_paths(path), unselected_path(path)] if num_shards == 1 else []
-            for stale in [self.write_path, *every]:
+            for stale in [out, *every]:
                 stale.unlink(missing_ok=True)
-        size = self.write_path.stat().st_size if self.write_path.exists() else 0
-        self.records = best_records(path, self.write_path, expected, model)
-        exists = self.write_path.exists()
-        self.torn_line_repaired = exists and self.write_path.stat().st_size != size
+        size = out.stat().st_size if out.exists() else 0
+        self.records = best_records(path, out, expected, model)
+        self.torn_line_repaired = out.exists() and out.stat().st_size != size
         # done when the run starts (what it plans around; records appended later are not added)
         self.done = {rid for rid, r in self.records.items() if _rank(r, expected, model) == 2}
 

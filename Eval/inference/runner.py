@@ -293,8 +293,7 @@ def score_command(args, out_dir: Path) -> str:
 def done_line(args, totals: dict, out_dir: Path, stopped: bool) -> str:
     t = totals
     skipped = f"{t['skipped']} skipped (do not fit), " if t["skipped"] else ""
-    other_model = t["model_changed_redone"]
-    other_model = f"{other_model} made by another model, " if other_model else ""
+    other_model = f"{n} made by another model, " if (n := t["model_changed_redone"]) else ""
     return (f"{'so far' if stopped else 'done'}: {t['examples']} examples generated ({t['new']} "
             f"new, {t['changed_redone']} changed, {other_model}{t['failed_redone']} failed before; "
             f"{t['skipped_done']} already done, {t['removed']} removed), {t['truncated']} "

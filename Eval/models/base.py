@@ -245,13 +245,8 @@ def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool
 def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
                     opened_in_prompt: bool) -> tuple[int, int | None]:
     """(where the thinking block opens, where the text after its closing tag begins): (len, len)
-    without a block (none opened by the prompt or first in the output), (open, None) if unclosed.
-
-    >>> thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False)
-    (0, 18)
-    >>> thinking_bounds("a\\nb</think>c", ("<think>", "</think>"), True)
-    (0, 11)
-    """
+    without a block (none opened by the prompt or first in the output), (open, None) if unclosed:
+    thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False) == (0, 18)."""
     if think_tags is None:
         return len(text), len(text)
     open_tag, close_tag = think_tags
