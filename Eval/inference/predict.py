@@ -136,8 +136,7 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
 
 
 def request_fingerprint(request: dict, ds: Dataset) -> dict:
-    """What a command asked for, with the hash of each file --model or -M names: a rerun of the
-    same request with nothing left to do stops before a model loads (runner.py)."""
+    """What a command asked for, with the hash of each file --model or -M names (all_done)."""
     paths = [request["model"], *(pair.partition("=")[2] for pair in request.get("model_args", ()))]
     files = [folder_identity(p).get("sha256") for p in paths if p and os.path.exists(p)]
     kept = {k: v for k, v in request.items() if k != "model_args"}  # values may be secret

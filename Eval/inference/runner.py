@@ -219,8 +219,7 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict:
-    """Every dataset through the model; `saved` gets each batch's record count. A ValueError
-    (RecordError, StorageError: another writer) stops it: inference.py says `error:`, exit 2."""
+    """Every dataset through the model; `saved` gets each batch's record count."""
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
                            args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
                            shards.num_shards, shards.shard_id, merge=not shards.torchrun,
@@ -235,8 +234,12 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
         if shards.torchrun:
             merge_ranks_files(shards, ds, out_dir, args.limit)
         print(f"{ds.name}: {describe_run(summary)}; {usage_text(summary, cost_of(args, summary))}")
-        for line in failure_lines(summary):
-            print(line)
+        causes = summary.get("failure_causes") or {}  # the first few distinct errors counted
+        for error, count in causes.items():
+            print(f"  {count} failed: {error}")
+        if summary["failed"] > sum(causes.values()):
+            print(f"  {summary['failed'] - sum(causes.values())} failed otherwise (each record's "
+                  "`error` says why)")
         add_counts(totals, {k: summary[k] for k in (*TOTALS, "server_usage") if k in summary})
         if budget and budget.stopped:  # the datasets after this one are not started
             break
@@ -272,16 +275,6 @@ def describe_run(summary: dict) -> str:
     if summary.get("stopped"):
         parts.append(f"stopped at the token budget ({summary['examples']} generated)")
     return ", ".join(parts)
-
-
-def failure_lines(summary: dict) -> list[str]:
-    """Why records failed now: the first few distinct errors counted, then the others."""
-    causes = summary.get("failure_causes") or {}
-    lines = [f"  {count} failed: {error}" for error, count in causes.items()]
-    others = summary["failed"] - sum(causes.values())
-    if others > 0:
-        lines.append(f"  {others} failed otherwise (each record's `error` says why)")
-    return lines
 
 
 def score_command(args, out_dir: Path) -> str:

@@ -32,8 +32,7 @@ def option_classes(backend: str) -> list[type]:
 
 
 def resolve_model_args(args: argparse.Namespace) -> argparse.Namespace:
-    """args.adapter_options and args.backend_options from args.model_args, checked against
-    args.backend (ValueError naming the bad pair). Imports the backend's module (torch, for hf)."""
+    """args.adapter_options and .backend_options from -M, checked; imports the backend's module."""
     built = parse_model_args(args.model_args, option_classes(args.backend))
     args.adapter_options = built[AdapterOptions]
     args.backend_options = built.get(MODELS[args.backend].Options)  # None: the backend has none
