@@ -196,19 +196,6 @@ def _dataset_path(name: str, dataset_dir: Path) -> Path:
     return found[0]
 
 
-def _read_items(path: Path) -> list[tuple[int, dict]]:
-    items = list(iter_json_objects(path))
-    if not items:
-        raise RecordError(path, None, "file is empty: no examples")
-    if len(items) == 1:  # a nested source file is one object of question lists
-        nested = nested_choice_records(items[0][1], path)
-        items = items if nested is None else nested
-    for line, record in items:
-        if not isinstance(record, dict):
-            raise RecordError(path, line, f"expected a JSON object, found {type(record).__name__}")
-    return items
-
-
 def _check_template_fields(fields: dict, templates, path: Path, line: int) -> None:
     """Each template's fields are in the record; those its prompt is filled with can be shown."""
     for chosen in templates:
@@ -223,23 +210,19 @@ def _check_template_fields(fields: dict, templates, path: Path, line: int) -> No
                                               f"{problem}; make it a string")
 
 
-def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sources) -> dict:
-    kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
-    chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.published_prompt,
-                                     sources.prompt_config)
-              or default_template(name, kind, prompt_dir, form, task.language) for kind in kinds}
-    missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in chosen.items() if t is None]
-    if missing:  # a task with a chain-of-thought mode needs both of its templates
-        raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
-                         f"for it: write {' and '.join(missing)}")
-    return chosen
-
-
 def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
                  sources: Sources = Sources()) -> Dataset:
     """Read, validate and template-check one dataset."""
     path = _dataset_path(name, dataset_dir)
-    items = _read_items(path)
+    items = list(iter_json_objects(path))
+    if not items:
+        raise RecordError(path, None, "file is empty: no examples")
+    if len(items) == 1:  # a nested source file is one object of question lists
+        nested = nested_choice_records(items[0][1], path)
+        items = items if nested is None else nested
+    for line, record in items:
+        if not isinstance(record, dict):
+            raise RecordError(path, line, f"expected a JSON object, found {type(record).__name__}")
     form = record_form(items[0][1], path, items[0][0])
     language = detect_language([r for _, r in items])
     task, task_note = (TASKS[name], None) if name in TASKS else default_task(name, form, language)
@@ -249,7 +232,14 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
             notes.append(f"{name}: max_new_tokens {sources.maxlen[name]} from "
                          f"{sources.maxlen_path} (the task table says {task.max_new_tokens})")
         task = dataclasses.replace(task, max_new_tokens=sources.maxlen[name])
-    templates = _templates(name, prompt_dir, form, task, sources)
+    kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
+    templates = {kind: resolve_template(name, kind, prompt_dir, form, task.published_prompt,
+                                        sources.prompt_config)
+                 or default_template(name, kind, prompt_dir, form, task.language) for kind in kinds}
+    missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in templates.items() if t is None]
+    if missing:  # a task with a chain-of-thought mode needs both of its templates
+        raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
+                         f"for it: write {' and '.join(missing)}")
     notes += [t.note for t in templates.values() if t.note]
     limit = (sources.maxlen or {}).get(sources.model_name) if form == "longbench_v2" else 0
     if limit:

@@ -128,22 +128,7 @@ def prepare(args) -> tuple[list, Path | None]:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                     for ds in datasets]
     datasets = cot_datasets(datasets, args) if args.cot else datasets
-    if out_dir is not None:
-        check_not_dataset(args, datasets, out_dir)
-    price = getattr(args, "price", None)
-    try:
-        args.price_entry = price_for(price, out_dir.name) if price else None
-    except PriceError as err:
-        raise ValueError(f"--price: {err}") from None
-    for ds in datasets:
-        for note in ds.notes:
-            print(f"note: {note}")
-    return datasets, out_dir
-
-
-def check_not_dataset(args, datasets: list, out_dir: Path) -> None:
-    """Refuse an output that is the data being read (`--out-dir . --model-name dataset`)."""
-    for ds in datasets:
+    for ds in datasets if out_dir is not None else []:  # an output that is the data being read
         path = out_dir / f"{ds.name}.jsonl"
         if path.resolve() == ds.path.resolve():
             clash = f"the prediction file {path} would be the dataset file {ds.path}"
@@ -153,6 +138,15 @@ def check_not_dataset(args, datasets: list, out_dir: Path) -> None:
             continue
         raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: {clash}, "
                          "which this run reads; choose another --out-dir or --model-name")
+    price = getattr(args, "price", None)
+    try:
+        args.price_entry = price_for(price, out_dir.name) if price else None
+    except PriceError as err:
+        raise ValueError(f"--price: {err}") from None
+    for ds in datasets:
+        for note in ds.notes:
+            print(f"note: {note}")
+    return datasets, out_dir
 
 
 def all_done(args, datasets: list, out_dir: Path) -> bool:
