@@ -196,20 +196,6 @@ def _dataset_path(name: str, dataset_dir: Path) -> Path:
     return found[0]
 
 
-def _check_template_fields(fields: dict, templates, path: Path, line: int) -> None:
-    """Each template's fields are in the record; those its prompt is filled with can be shown."""
-    for chosen in templates:
-        missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
-        if missing:
-            raise RecordError(path, line, f"template {chosen.source} needs field(s) "
-                                          f"{', '.join(missing)}, which this record lacks")
-        for name in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
-            problem = value_problem(fields[name])
-            if problem:
-                raise RecordError(path, line, f"field {name!r} of template {chosen.source} "
-                                              f"{problem}; make it a string")
-
-
 def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
                  sources: Sources = Sources()) -> Dataset:
     """Read, validate and template-check one dataset."""
@@ -250,7 +236,17 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         if record_form(record, path, line) != form:
             raise RecordError(path, line, f"record is not in the {form} form of the file's first "
                                           "record")
-        _check_template_fields(template_fields(record, form), templates.values(), path, line)
+        fields = template_fields(record, form)
+        for chosen in templates.values():  # its fields in the record, those filled in showable
+            missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
+            if missing:
+                raise RecordError(path, line, f"template {chosen.source} needs field(s) "
+                                              f"{', '.join(missing)}, which this record lacks")
+            for key in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
+                problem = value_problem(fields[key])
+                if problem:
+                    raise RecordError(path, line, f"field {key!r} of template {chosen.source} "
+                                                  f"{problem}; make it a string")
         examples.append(_example(record, form, index, name, task.language, path, line))
     first: dict[str, Example] = {}  # exact repeats dropped; an id reused for other content: error
     for e in examples:
@@ -268,6 +264,5 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     if unanswerable:
         notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will "
                      "score 0")
-    file_sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return Dataset(name, path, form, task, templates, examples, notes, file_sha,
-                   prompt_limit=limit or None)
+    return Dataset(name, path, form, task, templates, examples, notes, prompt_limit=limit or None,
+                   file_sha256=hashlib.sha256(path.read_bytes()).hexdigest()[:16])

@@ -1,5 +1,4 @@
-"""The one run loop (predict.py, score_records.py): lock, resume check, plan, sidecar, batches
-appended, merge, summary.
+"""The one run loop (predict.py, score_records.py): lock, resume, plan, batches, merge, summary.
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
