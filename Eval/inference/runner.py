@@ -19,8 +19,7 @@ from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load
 from Eval.inference.budget import TokenBudget
 from Eval.inference.cot import cot_datasets
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
-from Eval.inference.distributed import (clear_ranks_files, finish, merge_ranks_files,
-                                        shard_spec)
+from Eval.inference.distributed import clear_ranks_files, finish, merge_ranks_files, shard_spec
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, required_examples, run_dataset)
