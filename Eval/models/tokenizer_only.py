@@ -12,6 +12,7 @@ from transformers import AutoConfig
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM
 from Eval.models.checkpoint import checked_checkpoint, gguf_parts, load_tokenizer
+from Eval.models.hf import HFModel
 from Eval.models.identity import shown_path, template_sha256
 from Eval.models.options import AdapterOptions
 
@@ -46,7 +47,7 @@ def dry_run_twin(args) -> BaseLLM:
     """The adapter `args` describe (factory.resolve_model_args), without weights or model calls."""
     backend = MODELS[args.backend]
     backend.check_thinking_budget(args.adapter_options.thinking_budget)  # before any loading
-    if args.backend == "hf":
+    if issubclass(backend, HFModel):  # a backend built on hf's adapter renders as hf does
         return TokenizerOnly(checked_checkpoint(args.model), args.adapter_options,
                              trust_remote_code=args.backend_options.trust_remote_code)
     if backend.holds_weights:
