@@ -4,7 +4,6 @@ Usage:
     python inference.py            # the demo model on every dataset/*.jsonl -> pred/tiny-qwen2/
     python inference.py --model /path/to/Qwen2.5-7B-Instruct -M dtype=bfloat16 --datasets trec
     python inference.py --backend api --model Qwen/Qwen2.5-7B-Instruct -M base_url=http://HOST/v1
-    python inference.py --limit 5 --model-name tiny-qwen2-first5     # the first 5 examples
     python inference.py validate | dry-run | merge | unlearning | lm-eval ...   # NAME --help
 
 Writes pred/<model-name>/<dataset>.jsonl and <dataset>.run.json; runs resume (README.md).

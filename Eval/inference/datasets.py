@@ -196,7 +196,10 @@ def _dataset_path(name: str, dataset_dir: Path) -> Path:
     return found[0]
 
 
-def _read_items(path: Path) -> list[tuple[int, dict]]:
+def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
+                 sources: Sources = Sources()) -> Dataset:
+    """Read, validate and template-check one dataset."""
+    path = _dataset_path(name, dataset_dir)
     items = list(iter_json_objects(path))
     if not items:
         raise RecordError(path, None, "file is empty: no examples")
@@ -206,40 +209,6 @@ def _read_items(path: Path) -> list[tuple[int, dict]]:
     for line, record in items:
         if not isinstance(record, dict):
             raise RecordError(path, line, f"expected a JSON object, found {type(record).__name__}")
-    return items
-
-
-def _check_template_fields(fields: dict, templates, path: Path, line: int) -> None:
-    """Each template's fields are in the record; those its prompt is filled with can be shown."""
-    for chosen in templates:
-        missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
-        if missing:
-            raise RecordError(path, line, f"template {chosen.source} needs field(s) "
-                                          f"{', '.join(missing)}, which this record lacks")
-        for name in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
-            problem = value_problem(fields[name])
-            if problem:
-                raise RecordError(path, line, f"field {name!r} of template {chosen.source} "
-                                              f"{problem}; make it a string")
-
-
-def _templates(name: str, prompt_dir: Path, form: str, task: Task, sources: Sources) -> dict:
-    kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
-    chosen = {kind: resolve_template(name, kind, prompt_dir, form, task.published_prompt,
-                                     sources.prompt_config)
-              or default_template(name, kind, prompt_dir, form, task.language) for kind in kinds}
-    missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in chosen.items() if t is None]
-    if missing:  # a task with a chain-of-thought mode needs both of its templates
-        raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
-                         f"for it: write {' and '.join(missing)}")
-    return chosen
-
-
-def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
-                 sources: Sources = Sources()) -> Dataset:
-    """Read, validate and template-check one dataset."""
-    path = _dataset_path(name, dataset_dir)
-    items = _read_items(path)
     form = record_form(items[0][1], path, items[0][0])
     language = detect_language([r for _, r in items])
     task, task_note = (TASKS[name], None) if name in TASKS else default_task(name, form, language)
@@ -249,7 +218,14 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
             notes.append(f"{name}: max_new_tokens {sources.maxlen[name]} from "
                          f"{sources.maxlen_path} (the task table says {task.max_new_tokens})")
         task = dataclasses.replace(task, max_new_tokens=sources.maxlen[name])
-    templates = _templates(name, prompt_dir, form, task, sources)
+    kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
+    templates = {kind: resolve_template(name, kind, prompt_dir, form, task.published_prompt,
+                                        sources.prompt_config)
+                 or default_template(name, kind, prompt_dir, form, task.language) for kind in kinds}
+    missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in templates.items() if t is None]
+    if missing:  # a task with a chain-of-thought mode needs both of its templates
+        raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
+                         f"for it: write {' and '.join(missing)}")
     notes += [t.note for t in templates.values() if t.note]
     limit = (sources.maxlen or {}).get(sources.model_name) if form == "longbench_v2" else 0
     if limit:
@@ -260,7 +236,17 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         if record_form(record, path, line) != form:
             raise RecordError(path, line, f"record is not in the {form} form of the file's first "
                                           "record")
-        _check_template_fields(template_fields(record, form), templates.values(), path, line)
+        fields = template_fields(record, form)
+        for chosen in templates.values():  # its fields in the record, those filled in showable
+            missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
+            if missing:
+                raise RecordError(path, line, f"template {chosen.source} needs field(s) "
+                                              f"{', '.join(missing)}, which this record lacks")
+            for key in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
+                problem = value_problem(fields[key])
+                if problem:
+                    raise RecordError(path, line, f"field {key!r} of template {chosen.source} "
+                                                  f"{problem}; make it a string")
         examples.append(_example(record, form, index, name, task.language, path, line))
     first: dict[str, Example] = {}  # exact repeats dropped; an id reused for other content: error
     for e in examples:
@@ -278,6 +264,5 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     if unanswerable:
         notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will "
                      "score 0")
-    file_sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return Dataset(name, path, form, task, templates, examples, notes, file_sha,
-                   prompt_limit=limit or None)
+    return Dataset(name, path, form, task, templates, examples, notes, prompt_limit=limit or None,
+                   file_sha256=hashlib.sha256(path.read_bytes()).hexdigest()[:16])

@@ -116,12 +116,13 @@ def describe(summary: dict) -> str:
 @refusing_bad_input
 def run(args) -> int:
     """The backend's tokenizer-only twin renders every prompt the run would send."""
-    from Eval.models.factory import from_args, resolve_model_args
+    from Eval.models.factory import resolve_model_args
+    from Eval.models.tokenizer_only import dry_run_twin
 
     datasets, out_dir = prepare(args)
     resolve_model_args(args)
     try:
-        model = from_args(args, tokenizer_only=True)
+        model = dry_run_twin(args)
     except (OSError, ValueError) as err:
         print(f"error: dry-run: {one_line(err)}", file=sys.stderr)
         return 2

@@ -64,14 +64,13 @@ def generate_outputs(model: BaseLLM, prompts: list[Prompt], max_new: int,
 
 
 # options added later count only when set, so files written before them resume
-_LATER_OPTIONS = {"think_tags": ("<think>", "</think>"), "thinking_budget": None,
-                  "reasoning": False}
+_LATER = {"think_tags": ("<think>", "</think>"), "thinking_budget": None, "reasoning": False}
 
 
 def _fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int,
                  truncation: str) -> dict:
     options = {k: v for k, v in dataclasses.asdict(model.options).items()
-               if k not in _LATER_OPTIONS or v != _LATER_OPTIONS[k]}
+               if k not in _LATER or v != _LATER[k]}
     fingerprint = {"template_sha256": ds.template_hash, "chat": ds.task.chat,
                    "max_length": max_length, "max_new_tokens": max_new_tokens, "options": options}
     if truncation != "middle":  # the default adds nothing: files from before policies resume
@@ -113,8 +112,7 @@ def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, i
 
 
 def _v2_settings(ds: Dataset) -> dict:
-    """What changes LongBench v2 prompts beyond the template text ({} when unused: old files
-    resume): pred.py's chained fill and its model2maxlen cut."""
+    """pred.py's chained fill and model2maxlen cut, when used ({} otherwise: old files resume)."""
     settings = {"prompt_limit": ds.prompt_limit} if ds.prompt_limit else {}
     if any(t.dollar_text is not None for t in ds.templates.values()):
         settings["fill"] = "pred.py"
@@ -136,8 +134,7 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
 
 
 def request_fingerprint(request: dict, ds: Dataset) -> dict:
-    """What a command asked for, with the hash of each file --model or -M names: a rerun of the
-    same request with nothing left to do stops before a model loads (runner.py)."""
+    """What a command asked for, with the hash of each file --model or -M names (all_done)."""
     paths = [request["model"], *(pair.partition("=")[2] for pair in request.get("model_args", ()))]
     files = [folder_identity(p).get("sha256") for p in paths if p and os.path.exists(p)]
     kept = {k: v for k, v in request.items() if k != "model_args"}  # values may be secret

@@ -41,11 +41,8 @@ def write_path(path: Path, shard_id: int, num_shards: int) -> Path:
 
 def shard_paths(path: Path) -> list[Path]:
     """This dataset's shard files, by exact name (`mydata.v2.0-of-2.jsonl` is not `mydata`'s)."""
-    folder = path.parent / "shards"
-    if not folder.is_dir():
-        return []
     pattern = re.compile(re.escape(path.stem) + r"\.(\d+)-of-(\d+)\.jsonl")
-    return sorted(p for p in folder.iterdir() if pattern.fullmatch(p.name))
+    return sorted(p for p in (path.parent / "shards").glob("*") if pattern.fullmatch(p.name))
 
 
 def unselected_path(path: Path) -> Path:
@@ -68,9 +65,7 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
     (a line inserted in a dataset whose ids are positions moves the examples after it)."""
     best: dict[str, dict] = {}
     good: dict[str, dict] = {}  # example_sha256 -> the first good record of the model
-    for source in [path, *shard_paths(path), unselected_path(path)]:
-        if not source.exists():
-            continue
+    for source in filter(Path.exists, [path, *shard_paths(path), unselected_path(path)]):
         for record in _read_records(source, repair=source == repair):
             rid = str(record.get("id"))
             rank = _rank(record, expected, model)
@@ -90,15 +85,14 @@ class PredictionFile:
     def __init__(self, path: Path, overwrite: bool = False, shard_id: int = 0, num_shards: int = 1,
                  expected: dict[str, str] | None = None, model: str | None = None):
         self.expected, self.model = expected, model
-        self.write_path = write_path(path, shard_id, num_shards)
+        self.write_path = out = write_path(path, shard_id, num_shards)
         if overwrite:
             every = [*shard_paths(path), unselected_path(path)] if num_shards == 1 else []
-            for stale in [self.write_path, *every]:
+            for stale in [out, *every]:
                 stale.unlink(missing_ok=True)
-        size = self.write_path.stat().st_size if self.write_path.exists() else 0
-        self.records = best_records(path, self.write_path, expected, model)
-        exists = self.write_path.exists()
-        self.torn_line_repaired = exists and self.write_path.stat().st_size != size
+        size = out.stat().st_size if out.exists() else 0
+        self.records = best_records(path, out, expected, model)
+        self.torn_line_repaired = out.exists() and out.stat().st_size != size
         # done when the run starts (what it plans around; records appended later are not added)
         self.done = {rid for rid, r in self.records.items() if _rank(r, expected, model) == 2}
 
@@ -187,10 +181,9 @@ def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
         raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
                          f"this run's {model_path}; set --model-name NAME to keep both (or "
                          "--overwrite to replace them)")
-    fingerprint = json_form(fingerprint)
-    for key in ("model", "reference"):  # older sidecars: models are now checked per record
-        previous.pop(key, None)
-    changed = sorted(k for k in {*previous, *fingerprint} if previous.get(k) != fingerprint.get(k))
+    fingerprint = json_form(fingerprint)  # older sidecars' model, reference: now checked per record
+    keys = {*previous, *fingerprint} - {"model", "reference"}
+    changed = sorted(k for k in keys if previous.get(k) != fingerprint.get(k))
     if changed:
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "

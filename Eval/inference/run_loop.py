@@ -1,5 +1,4 @@
-"""The one run loop (predict.py, score_records.py): lock, resume check, plan, sidecar, batches
-appended, merge, summary.
+"""The one run loop (predict.py, score_records.py): lock, resume, plan, batches, merge, summary.
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
@@ -89,43 +88,39 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
         if not job.overwrite:
             model_path = (job.sidecar.get("model") or {}).get("path")
             check_resume(job.path, job.fingerprint, model_path, job.model_sha256)
-        return _run_locked(job, plan, process)
-
-
-def _run_locked(job: Job, plan, process) -> dict:
-    out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected,
-                         job.model_sha256)
-    mine = job.required[job.shard_id::job.num_shards]
-    status = out.status(mine)
-    batches = plan([i for i in mine if i not in out.done])  # may refuse: nothing is written yet
-    model_changes = _model_changes(job.path, job.sidecar) if status["model_changed"] else []
-    sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "model_sha256": job.model_sha256,
-               "versions": package_versions(), "output": None, "summary": None}
-    if job.shard_id == 0:  # before the first record, so a killed run can be checked too
-        write_json_atomic(sidecar_path(job.path), sidecar)
-    started = time.perf_counter()
-    stats = _process_all(job, out, batches, process)
-    stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged
-    merged = job.merge and not stopped and merge_predictions(
-        job.path, list(job.expected), job.required, job.expected, job.model_sha256)
-    seconds = round(time.perf_counter() - started, 2)
-    if "gen_tokens" in stats:  # a generating job: generated tokens per second of this invocation
-        stats["tokens_per_s"] = tokens_per_s(stats["gen_tokens"], seconds)
-    if stopped:
-        stats.update(stopped=stopped,
-                     token_budget={"max_total_tokens": job.budget.limit, "spent": job.budget.spent})
-    summary = {**stats, "skipped_done": status["done"], "new": status["new"],
-               "changed_redone": status["changed"], "failed_redone": status["failed"],
-               "model_changed_redone": status["model_changed"],
-               "removed": merged["dropped"] if merged else 0,
-               "unselected": merged["unselected"] if merged else 0, "model_changes": model_changes,
-               "shard": f"{job.shard_id}-of-{job.num_shards}", "seconds": seconds,
-               "complete": bool(merged), "torn_line_repaired": out.torn_line_repaired}
-    sidecar.update(summary=summary, output=output_entry(merged) if merged else None,
-                   finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    if job.shard_id == 0 or merged:
-        write_json_atomic(sidecar_path(job.path), sidecar)
-    return summary
+        out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected,
+                             job.model_sha256)
+        mine = job.required[job.shard_id::job.num_shards]
+        status = out.status(mine)
+        batches = plan([i for i in mine if i not in out.done])  # may refuse: none written yet
+        model_changes = _model_changes(job.path, job.sidecar) if status["model_changed"] else []
+        sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "model_sha256": job.model_sha256,
+                   "versions": package_versions(), "output": None, "summary": None}
+        if job.shard_id == 0:  # before the first record, so a killed run can be checked too
+            write_json_atomic(sidecar_path(job.path), sidecar)
+        started = time.perf_counter()
+        stats = _process_all(job, out, batches, process)
+        stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged
+        merged = job.merge and not stopped and merge_predictions(
+            job.path, list(job.expected), job.required, job.expected, job.model_sha256) or {}
+        seconds = round(time.perf_counter() - started, 2)
+        if "gen_tokens" in stats:  # a generating job: its tokens per second in this invocation
+            stats["tokens_per_s"] = tokens_per_s(stats["gen_tokens"], seconds)
+        if stopped:
+            budget = {"max_total_tokens": job.budget.limit, "spent": job.budget.spent}
+            stats.update(stopped=stopped, token_budget=budget)
+        summary = {**stats, "skipped_done": status["done"], "new": status["new"],
+                   "changed_redone": status["changed"], "failed_redone": status["failed"],
+                   "model_changed_redone": status["model_changed"],
+                   "removed": merged.get("dropped", 0), "unselected": merged.get("unselected", 0),
+                   "model_changes": model_changes, "shard": f"{job.shard_id}-of-{job.num_shards}",
+                   "seconds": seconds, "complete": bool(merged),
+                   "torn_line_repaired": out.torn_line_repaired}
+        sidecar.update(summary=summary, output=output_entry(merged) if merged else None,
+                       finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        if job.shard_id == 0 or merged:
+            write_json_atomic(sidecar_path(job.path), sidecar)
+        return summary
 
 
 def _model_changes(path: Path, new: dict) -> list[str]:

@@ -19,8 +19,7 @@ from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load
 from Eval.inference.budget import TokenBudget
 from Eval.inference.cot import cot_datasets
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
-from Eval.inference.distributed import (clear_ranks_files, finish, merge_ranks_files,
-                                        shard_spec)
+from Eval.inference.distributed import clear_ranks_files, finish, merge_ranks_files, shard_spec
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, required_examples, run_dataset)
@@ -128,22 +127,7 @@ def prepare(args) -> tuple[list, Path | None]:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                     for ds in datasets]
     datasets = cot_datasets(datasets, args) if args.cot else datasets
-    if out_dir is not None:
-        check_not_dataset(args, datasets, out_dir)
-    price = getattr(args, "price", None)
-    try:
-        args.price_entry = price_for(price, out_dir.name) if price else None
-    except PriceError as err:
-        raise ValueError(f"--price: {err}") from None
-    for ds in datasets:
-        for note in ds.notes:
-            print(f"note: {note}")
-    return datasets, out_dir
-
-
-def check_not_dataset(args, datasets: list, out_dir: Path) -> None:
-    """Refuse an output that is the data being read (`--out-dir . --model-name dataset`)."""
-    for ds in datasets:
+    for ds in datasets if out_dir is not None else []:  # an output that is the data being read
         path = out_dir / f"{ds.name}.jsonl"
         if path.resolve() == ds.path.resolve():
             clash = f"the prediction file {path} would be the dataset file {ds.path}"
@@ -153,6 +137,15 @@ def check_not_dataset(args, datasets: list, out_dir: Path) -> None:
             continue
         raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: {clash}, "
                          "which this run reads; choose another --out-dir or --model-name")
+    price = getattr(args, "price", None)
+    try:
+        args.price_entry = price_for(price, out_dir.name) if price else None
+    except PriceError as err:
+        raise ValueError(f"--price: {err}") from None
+    for ds in datasets:
+        for note in ds.notes:
+            print(f"note: {note}")
+    return datasets, out_dir
 
 
 def all_done(args, datasets: list, out_dir: Path) -> bool:
@@ -219,8 +212,7 @@ TOTALS = ("examples", "truncated", "skipped", "failed", "skipped_done", "new", "
 
 
 def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]) -> dict:
-    """Every dataset through the model; `saved` gets each batch's record count. A ValueError
-    (RecordError, StorageError: another writer) stops it: inference.py says `error:`, exit 2."""
+    """Every dataset through the model; `saved` gets each batch's record count."""
     settings = RunSettings(args.batch_size, args.max_batch_tokens, args.max_length,
                            args.max_new_tokens, args.limit, args.overwrite and not shards.torchrun,
                            shards.num_shards, shards.shard_id, merge=not shards.torchrun,
@@ -235,8 +227,12 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
         if shards.torchrun:
             merge_ranks_files(shards, ds, out_dir, args.limit)
         print(f"{ds.name}: {describe_run(summary)}; {usage_text(summary, cost_of(args, summary))}")
-        for line in failure_lines(summary):
-            print(line)
+        causes = summary.get("failure_causes") or {}  # the first few distinct errors counted
+        for error, count in causes.items():
+            print(f"  {count} failed: {error}")
+        if summary["failed"] > sum(causes.values()):
+            print(f"  {summary['failed'] - sum(causes.values())} failed otherwise (each record's "
+                  "`error` says why)")
         add_counts(totals, {k: summary[k] for k in (*TOTALS, "server_usage") if k in summary})
         if budget and budget.stopped:  # the datasets after this one are not started
             break
@@ -274,16 +270,6 @@ def describe_run(summary: dict) -> str:
     return ", ".join(parts)
 
 
-def failure_lines(summary: dict) -> list[str]:
-    """Why records failed now: the first few distinct errors counted, then the others."""
-    causes = summary.get("failure_causes") or {}
-    lines = [f"  {count} failed: {error}" for error, count in causes.items()]
-    others = summary["failed"] - sum(causes.values())
-    if others > 0:
-        lines.append(f"  {others} failed otherwise (each record's `error` says why)")
-    return lines
-
-
 def score_command(args, out_dir: Path) -> str:
     """The eval.py command line for `out_dir`, shell-quoted."""
     where = "" if args.out_dir == Path("pred") else f" --pred-root {shlex.quote(str(args.out_dir))}"
@@ -293,8 +279,7 @@ def score_command(args, out_dir: Path) -> str:
 def done_line(args, totals: dict, out_dir: Path, stopped: bool) -> str:
     t = totals
     skipped = f"{t['skipped']} skipped (do not fit), " if t["skipped"] else ""
-    other_model = t["model_changed_redone"]
-    other_model = f"{other_model} made by another model, " if other_model else ""
+    other_model = f"{n} made by another model, " if (n := t["model_changed_redone"]) else ""
     return (f"{'so far' if stopped else 'done'}: {t['examples']} examples generated ({t['new']} "
             f"new, {t['changed_redone']} changed, {other_model}{t['failed_redone']} failed before; "
             f"{t['skipped_done']} already done, {t['removed']} removed), {t['truncated']} "

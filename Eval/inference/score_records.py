@@ -136,7 +136,21 @@ def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str
 
 
 def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> str:
-    return model.rendered_reply(question, answer) if encoding == "full-turn" else answer
+    return rendered_reply(model, question, answer) if encoding == "full-turn" else answer
+
+
+def rendered_reply(model: BaseLLM, text: str, answer: str) -> str:
+    """The template's text after apply_chat(text) for the reply `answer`, turn markers included
+    (ChatML's "<|im_end|>\\n"): open-unlearning labels it all."""
+    prompt = model.apply_chat(text)
+    messages = model.chat_messages(text) + [{"role": "assistant", "content": answer}]
+    full = model.tokenizer.apply_chat_template(messages, tokenize=False,
+                                               add_generation_prompt=False)
+    if not full.startswith(prompt):
+        raise ValueError(f"{model.identity().get('path')}: the chat template renders the "
+                         "prompt differently once the answer is added, so the answer's labels "
+                         "cannot be cut after the prompt; use --answer-encoding answer-eos")
+    return full[len(prompt):]
 
 
 def _texts(model, split: Split, items: list[dict], shots, settings: Settings, max_new: int,

@@ -1,7 +1,5 @@
-"""Prompt templates: where each dataset's comes from, checked and filled. Only `{field}` and
-`{{` `}}` are allowed (`{a.b}` and the like could reach interpreter internals); the rules and the
-order of sources (prompts/NAME.txt, --prompt-config, an error for a published-prompt task, the
-form's default): docs/inference.md.
+"""Prompt templates: where each dataset's comes from (docs/inference.md), checked and filled.
+Only `{field}` and `{{` `}}` are allowed: `{a.b}` and the like could reach interpreter internals.
 
 Usage:
     chosen = resolve_template("multi_news", "answer", Path("prompts"), "longbench", "", cfg)

@@ -111,16 +111,6 @@ class BaseLLM:
         adapter.backend_options = backend_options  # a new backend's own -M options (README)
         return adapter
 
-    @classmethod
-    def tokenizer_only(cls, model: str, options: AdapterOptions, backend_options) -> "BaseLLM":
-        """The same prompts without weights or model calls (dry-run)."""
-        if cls.holds_weights:
-            raise ValueError(f"the {cls.name} backend cannot dry-run: it has no tokenizer-only "
-                             "mode")
-        adapter = cls.from_options(model, options, backend_options)
-        adapter.capabilities = frozenset()
-        return adapter
-
     # tokenizer hooks (defaults for a transformers tokenizer in `self.tokenizer`)
     def tokenize(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -139,19 +129,6 @@ class BaseLLM:
             return self.without_chat_template(text)
         return self.tokenizer.apply_chat_template(self.chat_messages(text), tokenize=False,
                                                   add_generation_prompt=True)
-
-    def rendered_reply(self, text: str, answer: str) -> str:
-        """The template's text after apply_chat(text) for the reply `answer`, turn markers
-        included (ChatML's "<|im_end|>\\n"): open-unlearning labels it all."""
-        prompt = self.apply_chat(text)
-        messages = self.chat_messages(text) + [{"role": "assistant", "content": answer}]
-        full = self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=False)
-        if not full.startswith(prompt):
-            raise ValueError(f"{self.identity().get('path')}: the chat template renders the "
-                             "prompt differently once the answer is added, so the answer's labels "
-                             "cannot be cut after the prompt; use --answer-encoding answer-eos")
-        return full[len(prompt):]
 
     def without_chat_template(self, text: str) -> str:
         raise ValueError(f"{self.identity().get('path')}: the tokenizer has no chat template; "
@@ -268,13 +245,8 @@ def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool
 def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
                     opened_in_prompt: bool) -> tuple[int, int | None]:
     """(where the thinking block opens, where the text after its closing tag begins): (len, len)
-    without a block (none opened by the prompt or first in the output), (open, None) if unclosed.
-
-    >>> thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False)
-    (0, 18)
-    >>> thinking_bounds("a\\nb</think>c", ("<think>", "</think>"), True)
-    (0, 11)
-    """
+    without a block (none opened by the prompt or first in the output), (open, None) if unclosed:
+    thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False) == (0, 18)."""
     if think_tags is None:
         return len(text), len(text)
     open_tag, close_tag = think_tags

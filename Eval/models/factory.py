@@ -4,7 +4,6 @@ bridge): `--model`, `--backend` and `-M key=value`, checked against the backend'
 Usage:
     add_model_arguments(parser, default_model)       # --model, --backend, -M key=value
     model = from_args(args)                          # MODELS[args.backend].from_options(...)
-    renderer = from_args(args, tokenizer_only=True)  # prompts only, no weights (dry-run)
 """
 from __future__ import annotations
 
@@ -33,23 +32,20 @@ def option_classes(backend: str) -> list[type]:
 
 
 def resolve_model_args(args: argparse.Namespace) -> argparse.Namespace:
-    """args.adapter_options and args.backend_options from args.model_args, checked against
-    args.backend (ValueError naming the bad pair). Imports the backend's module (torch, for hf)."""
-    classes = option_classes(args.backend)
-    built = parse_model_args(args.model_args, classes)
+    """args.adapter_options and .backend_options from -M, checked; imports the backend's module."""
+    built = parse_model_args(args.model_args, option_classes(args.backend))
     args.adapter_options = built[AdapterOptions]
-    args.backend_options = built[classes[1]] if len(classes) > 1 else None
+    args.backend_options = built.get(MODELS[args.backend].Options)  # None: the backend has none
     return args
 
 
-def from_args(args: argparse.Namespace, tokenizer_only: bool = False) -> BaseLLM:
-    """The adapter `args` describe; with `tokenizer_only`, its weight-free twin (dry run)."""
+def from_args(args: argparse.Namespace) -> BaseLLM:
+    """The adapter `args` describe (its dry-run twin: tokenizer_only.dry_run_twin)."""
     if not hasattr(args, "adapter_options"):
         resolve_model_args(args)
     backend = MODELS[args.backend]
     backend.check_thinking_budget(args.adapter_options.thinking_budget)  # before any loading
-    build = backend.tokenizer_only if tokenizer_only else backend.from_options
-    return build(args.model, args.adapter_options, args.backend_options)
+    return backend.from_options(args.model, args.adapter_options, args.backend_options)
 
 
 def add_batch_arguments(parser: argparse.ArgumentParser) -> None:

@@ -45,7 +45,7 @@ SHORT_PROMPT = 256  # "auto" prefill: batches whose prompts are all at most this
 
 
 @torch.inference_mode()
-def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int,
+def greedy_decode(model, input_ids: torch.Tensor, mask: torch.Tensor, max_new_tokens: int,
                   stop_ids: set[int], stops_here: Callable[[int, list[int]], bool],
                   decode_threads: Callable[[int], int | None] | None = None,
                   forced_next: Callable[[int], list[int]] | None = None,
@@ -53,7 +53,6 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     """Greedy rows, ending on a stop id (kept), `stops_here(row, new ids)` or `max_new_tokens`;
     `forced_next(row)`: tokens taken next instead of the argmax. `decode_threads(rows left)`: CPU
     threads for one-token steps: small steps lose more to OpenMP synchronisation than they gain."""
-    mask = attention_mask
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding shifts no position
     cache, logits = _prefill(model, input_ids, mask, positions, prefill)
     next_position = positions[:, -1] + 1
@@ -61,9 +60,8 @@ def greedy_decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     live = list(range(mask.shape[0]))  # original row of each row still in the batch
     generated: list[list[int]] = [[] for _ in live]
     reasons: list[str] = ["length"] * len(live)
-    queued: dict[int, list[int]] = {}  # row -> tokens it takes next instead of its argmax
-    if forced_next is not None:  # a row may be forced from its first token (a thinking budget of 0)
-        queued = {row: q for row in live if (q := forced_next(row))}
+    # row -> tokens it takes next instead of its argmax, from the first (a thinking budget of 0)
+    queued = {row: q for row in live if (q := forced_next(row))} if forced_next else {}
     try:
         torch.set_num_threads((decode_threads and decode_threads(len(live))) or threads)
         for _ in range(max_new_tokens):

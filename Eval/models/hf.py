@@ -14,12 +14,11 @@ from transformers import AutoModelForCausalLM
 
 from Eval.models import register_model
 from Eval.models.base import Generation, Prompt, cut_at_stop, prompt_opens_thinking
-from Eval.models.checkpoint import CheckpointModel, CheckpointOptions, checked_checkpoint
+from Eval.models.checkpoint import CheckpointModel
 from Eval.models.greedy import greedy_decode
 from Eval.models.hf_scores import HFScores
 from Eval.models.options import AdapterOptions
 from Eval.models.stop_watch import StopWatch
-from Eval.models.tokenizer_only import TokenizerOnly
 
 # A CPU decode step uses every thread only when rows x parameters >= this (docs/speed.md).
 PARALLEL_DECODE_WORK = 1.2e9
@@ -31,12 +30,6 @@ class HFModel(HFScores, CheckpointModel):
     auto_class = AutoModelForCausalLM
     capabilities = frozenset({"generate", "score", "score_ids", "token_stats", "gradients",
                               "label_encoding", "thinking_budget"})
-
-    @classmethod
-    def tokenizer_only(cls, model: str, options: AdapterOptions,
-                       backend_options: CheckpointOptions) -> TokenizerOnly:
-        return TokenizerOnly(checked_checkpoint(model), options,
-                             trust_remote_code=backend_options.trust_remote_code)
 
     def __init__(self, path: str, options: AdapterOptions | None = None, **checkpoint_options):
         super().__init__(path, options, **checkpoint_options)

@@ -22,9 +22,8 @@ NOT_OUTPUT = (".", "optimizer", "scheduler", "rng_state", "training_args", "trai
 
 def _hashes(files: list[Path]) -> dict[str, str]:
     """{name: sha256}, through the cache: path -> [size, inode, mtime_ns, ctime_ns, sha256]."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = Path(os.environ.get("EVAL_HASH_CACHE") or
-                Path(base) / "eval-toolkit" / "file-hashes.json")
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = Path(os.environ.get("EVAL_HASH_CACHE") or base / "eval-toolkit" / "file-hashes.json")
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

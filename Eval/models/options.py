@@ -61,8 +61,7 @@ def _value(annotation, text: str, key: str):
 
 
 def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object]:
-    """Each options class built from the `key=value` pairs that name its fields; ValueError for a
-    pair without "=", an unknown key, a value of the wrong type or outside the field's choices."""
+    """Each options class built from the `key=value` pairs that name its fields, or ValueError."""
     fields = {f.name: (cls, f) for cls in classes for f in dataclasses.fields(cls)}
     values: dict[type, dict] = {cls: {} for cls in classes}
     for pair in pairs:

@@ -1,16 +1,18 @@
-"""The hf adapter's tokenizer-only twin for `inference.py dry-run` (HFModel.tokenizer_only): the
-same prompts, rendered by the checkpoint's tokenizer and chat template, with no weights loaded.
+"""The dry-run twin of an adapter for `inference.py dry-run`: the same prompts, with no weights
+loaded (hf: TokenizerOnly, the checkpoint's tokenizer and chat template) and no model calls.
 
 Usage:
-    renderer = TokenizerOnly("/path/to/checkpoint", AdapterOptions())
+    renderer = dry_run_twin(args)   # or TokenizerOnly("/path/to/checkpoint", AdapterOptions())
     renderer.build_prompts(["Hi"], chat=True, max_new_tokens=16, max_length=None)
 """
 from __future__ import annotations
 
 from transformers import AutoConfig
 
+from Eval.models import MODELS
 from Eval.models.base import BaseLLM
-from Eval.models.checkpoint import gguf_parts, load_tokenizer
+from Eval.models.checkpoint import checked_checkpoint, gguf_parts, load_tokenizer
+from Eval.models.hf import HFModel
 from Eval.models.identity import shown_path, template_sha256
 from Eval.models.options import AdapterOptions
 
@@ -39,3 +41,18 @@ class TokenizerOnly(BaseLLM):
     def identity(self) -> dict:
         return {"adapter": f"hf ({self.name})", "path": shown_path(self.path),
                 "chat_template_sha256": template_sha256(self.tokenizer)}
+
+
+def dry_run_twin(args) -> BaseLLM:
+    """The adapter `args` describe (factory.resolve_model_args), without weights or model calls."""
+    backend = MODELS[args.backend]
+    backend.check_thinking_budget(args.adapter_options.thinking_budget)  # before any loading
+    if issubclass(backend, HFModel):  # a backend built on hf's adapter renders as hf does
+        return TokenizerOnly(checked_checkpoint(args.model), args.adapter_options,
+                             trust_remote_code=args.backend_options.trust_remote_code)
+    if backend.holds_weights:
+        raise ValueError(f"the {backend.name} backend cannot dry-run: it has no tokenizer-only "
+                         "mode")
+    adapter = backend.from_options(args.model, args.adapter_options, args.backend_options)
+    adapter.capabilities = frozenset()
+    return adapter
