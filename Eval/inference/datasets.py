@@ -196,6 +196,19 @@ def _dataset_path(name: str, dataset_dir: Path) -> Path:
     return found[0]
 
 
+def _check_template_fields(fields: dict, templates: dict, path: Path, line: int) -> None:
+    for chosen in templates.values():  # its fields in the record, those filled in showable
+        missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
+        if missing:
+            raise RecordError(path, line, f"template {chosen.source} needs field(s) "
+                                          f"{', '.join(missing)}, which this record lacks")
+        for key in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
+            problem = value_problem(fields[key])
+            if problem:
+                raise RecordError(path, line, f"field {key!r} of template {chosen.source} "
+                                              f"{problem}; make it a string")
+
+
 def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
                  sources: Sources = Sources()) -> Dataset:
     """Read, validate and template-check one dataset."""
@@ -236,17 +249,7 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         if record_form(record, path, line) != form:
             raise RecordError(path, line, f"record is not in the {form} form of the file's first "
                                           "record")
-        fields = template_fields(record, form)
-        for chosen in templates.values():  # its fields in the record, those filled in showable
-            missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
-            if missing:
-                raise RecordError(path, line, f"template {chosen.source} needs field(s) "
-                                              f"{', '.join(missing)}, which this record lacks")
-            for key in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
-                problem = value_problem(fields[key])
-                if problem:
-                    raise RecordError(path, line, f"field {key!r} of template {chosen.source} "
-                                                  f"{problem}; make it a string")
+        _check_template_fields(template_fields(record, form), templates, path, line)
         examples.append(_example(record, form, index, name, task.language, path, line))
     first: dict[str, Example] = {}  # exact repeats dropped; an id reused for other content: error
     for e in examples:
