@@ -122,7 +122,7 @@ _HINTS = {errno.ENOSPC: "no space left on the device: free some and rerun the sa
                        "(--out-dir, --pred-root)",
           errno.ENOTDIR: "a part of this path is a file, not a folder: choose another path "
                          "(--out-dir, --pred-root)",
-          errno.ENOENT: "no such file or folder, and it cannot be made here: check the path"}
+          errno.ENOENT: "no such file or folder: check the path"}
 
 
 def run_main(main: Callable[[], int | None]) -> None:

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from Eval.storage import StorageError, read_json_object, read_regular_bytes
+from Eval.storage import StorageError, read_regular_bytes
 
 NULL = type(None)
 # name: (allowed JSON types, required, meaning). Types are Python types after json.loads.
@@ -218,5 +218,9 @@ def is_prediction_file(path: os.PathLike | str) -> bool:
     prompts or its run sidecar says otherwise (TOFU / MUSE score records: "kind", or "split")."""
     if is_dry_run_output(path):
         return False
-    content, _ = read_json_object(sidecar_path(path))  # {}: none, or not an object
-    return content.get("kind", "predictions") == "predictions" and "split" not in content
+    try:  # a sidecar the OS refuses to open stays an error (run_main names it)
+        content = json.loads(read_regular_bytes(sidecar_path(path)))
+    except (StorageError, ValueError, RecursionError):  # none, or not JSON
+        return True
+    return not isinstance(content, dict) or (content.get("kind", "predictions") == "predictions"
+                                             and "split" not in content)

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 import eval as eval_cli
+from conftest import ROOT
 from Eval.scoring.html_report import build_report
 
 CLASSES = ["Location", "Entity", "Number"]
@@ -179,3 +180,14 @@ def test_a_bucket_scoring_zero_is_labelled_and_an_empty_one_is_not():
     [table] = length_buckets(Results({"m": {"demo_qa_en": entry}}))
     assert table.header == ["model", "metric", "0-4k", "4-8k", "8k+"]
     assert table.rows == [["m", "qa_f1", "5.29", "0.00", "-"]]
+
+
+def test_a_scored_bergen_root_is_not_scored_again_by_report(tmp_path, capsys):
+    """BERGEN's files (eval_dev_out.json) hold a split: report compared the file stem with it, so
+    every BERGEN folder looked unscored and was scored again on each call."""
+    root = tmp_path / "bergen"
+    shutil.copytree(ROOT / "demo" / "bergen", root)
+    assert eval_cli.main(["report", "--pred-root", str(root)]) == 0
+    assert "scoring first: bm25-tinyllm, splade-rerank-tinyllm" in capsys.readouterr().out
+    assert eval_cli.main(["report", "--pred-root", str(root)]) == 0
+    assert "scoring first" not in capsys.readouterr().out

@@ -126,6 +126,22 @@ def test_another_checkpoint_with_the_same_folder_name_is_refused_not_replaced(tm
     assert "custom_en: 2 new" in capsys.readouterr().out
 
 
+def test_a_moved_checkpoint_with_another_dtype_is_redone_per_record_not_refused(tmp_path, capsys):
+    """The same files at another path are the same model: another setting (dtype) redoes its records."""
+    first, moved = tmp_path / "run1" / "checkpoint-500", tmp_path / "run2" / "checkpoint-500"
+    shutil.copytree(DEMO, first)
+    argv = ["--datasets", "custom_en", "--limit", "2", "--out-dir", str(tmp_path / "pred")]
+    assert inference.main(["--model", str(first), *argv]) == 0
+    path = tmp_path / "pred" / "checkpoint-500" / "custom_en.jsonl"
+    before = {json.loads(line)["model_sha256"] for line in path.read_text(encoding="utf-8").splitlines()}
+    shutil.move(first, moved)
+    capsys.readouterr()
+    assert inference.main(["--model", str(moved), "-M", "dtype=bfloat16", *argv]) == 0
+    after = {json.loads(line)["model_sha256"] for line in path.read_text(encoding="utf-8").splitlines()}
+    assert len(before) == len(after) == 1 and before != after
+    assert "another model" not in capsys.readouterr().err
+
+
 def test_the_done_line_counts_the_records_made_by_another_model(tmp_path, capsys):
     folder = tmp_path / "ckpt"
     shutil.copytree(DEMO, folder)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from Eval.args import one_line
+from Eval.inference.predictions import other_model
 from Eval.names import check_name
 from Eval.storage import write_bytes_atomic
 
@@ -41,13 +42,11 @@ def earlier_results(out_dir: Path) -> dict:
 def check_same_model(earlier: dict, model, out_dir: Path) -> None:
     """Refuse to add results to a file of another model (another path and other files); API
     models and older files (no path or hashes) are not checked."""
-    before, now = _dict(_dict(earlier.get("bridge")).get("adapter")), model.identity()
-    paths = before.get("path"), now.get("path")
-    hashes = _dict(before.get("files")).get("sha256"), _dict(now.get("files")).get("sha256")
-    if None not in (*paths, *hashes) and paths[0] != paths[1] and hashes[0] != hashes[1]:
+    before, now = _dict(earlier.get("bridge")).get("adapter"), model.identity()
+    if other_model(before, now):
         raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model, "
-                         f"{paths[0]}, not this run's {paths[1]}; set --model-name NAME or "
-                         "--out-dir DIR to keep both (or move the file aside)")
+                         f"{before['path']}, not this run's {now['path']}; set --model-name NAME "
+                         "or --out-dir DIR to keep both (or move the file aside)")
 
 
 def _dict(value) -> dict:

@@ -158,8 +158,18 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
 
 
-def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
-                 model_sha256: str | None = None) -> None:
+def other_model(before, now) -> bool:
+    """Another path and other files (identity() dicts): another model in a folder of the same name
+    (run1/checkpoint-500, run2/checkpoint-500); the same path or files: the same model; unknown
+    (API, older runs): no."""
+    models = [m if isinstance(m, dict) else {} for m in (before, now)]
+    paths = [m.get("path") for m in models]
+    hashes = [m["files"].get("sha256") if isinstance(m.get("files"), dict) else None
+              for m in models]
+    return None not in (*paths, *hashes) and paths[0] != paths[1] and hashes[0] != hashes[1]
+
+
+def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> None:
     """A resumed file must come from the same settings and model; a sidecar with no records beside
     it binds nothing."""
     sidecar = sidecar_path(path)
@@ -172,15 +182,10 @@ def check_resume(path: Path, fingerprint: dict, model_path: str | None = None,
     except (ValueError, AttributeError):
         raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") \
             from None
-    before = run.get("model") if isinstance(run.get("model"), dict) else {}
-    before_path, before_sha256 = before.get("path"), run.get("model_sha256")
-    # another path and other files: another model in a folder of the same name (run1/checkpoint-500,
-    # run2/checkpoint-500); the same path or files: redone per record; older sidecars: no check
-    if None not in (before_path, before_sha256, model_path, model_sha256) \
-            and before_path != model_path and before_sha256 != model_sha256:
-        raise ValueError(f"{path}: its records were made by another model, {before_path}, not "
-                         f"this run's {model_path}; set --model-name NAME to keep both (or "
-                         "--overwrite to replace them)")
+    if other_model(run.get("model"), model):  # another setting of the same files: per record
+        raise ValueError(f"{path}: its records were made by another model, "
+                         f"{run['model']['path']}, not this run's {model['path']}; set "
+                         "--model-name NAME to keep both (or --overwrite to replace them)")
     fingerprint = json_form(fingerprint)  # older sidecars' model, reference: now checked per record
     keys = {*previous, *fingerprint} - {"model", "reference"}
     changed = sorted(k for k in keys if previous.get(k) != fingerprint.get(k))

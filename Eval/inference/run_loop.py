@@ -86,8 +86,7 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
     job.path.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
         if not job.overwrite:
-            model_path = (job.sidecar.get("model") or {}).get("path")
-            check_resume(job.path, job.fingerprint, model_path, job.model_sha256)
+            check_resume(job.path, job.fingerprint, job.sidecar.get("model"))
         out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected,
                              job.model_sha256)
         mine = job.required[job.shard_id::job.num_shards]

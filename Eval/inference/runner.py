@@ -199,8 +199,8 @@ def check_budgets(model, datasets: list, args) -> None:
 
 def warn_past_window(model, max_length: int | None) -> None:
     """Warn of a --max-length past the context window; go on (RoPE scaling may reach it)."""
-    window = model.context_window()
-    if max_length and window and max_length > window:
+    window = model.context_window() if max_length else None  # may read a config: only if asked
+    if window and max_length > window:
         print(f"warning: --max-length {max_length} is more than the model's context window "
               f"({window} tokens); going on as asked: prompts are cut to fit {max_length}",
               file=sys.stderr)

@@ -7,6 +7,7 @@ Usage:
 """
 
 import dataclasses
+import functools
 import hashlib
 import math
 import re
@@ -48,7 +49,8 @@ _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _PLACEHOLDER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def check_template(template: str, source: str = "template") -> set[str]:
+@functools.lru_cache(maxsize=256)  # checked per record, the same few templates
+def check_template(template: str, source: str = "template") -> frozenset[str]:
     """The field names of a template; RecordError for anything but {field} and {{ }}."""
     fields = set()
     for match in _TOKEN.finditer(template):
@@ -65,7 +67,7 @@ def check_template(template: str, source: str = "template") -> set[str]:
                                             "attribute access, indexing, !conversion or :format); "
                                             "write {{ and }} for literal braces")
         fields.add(inner)
-    return fields
+    return frozenset(fields)
 
 
 def read_template_file(path: Path) -> str:

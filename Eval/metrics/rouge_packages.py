@@ -25,9 +25,10 @@ def _chinese_rouge(raw: bool = False):
 
 @metric("rouge_chinese", best=ROUGE_BEST, version="rouge-chinese-1.0.3")
 def rouge_chinese(prediction: str, reference: str, **record) -> float:
-    """ROUGE-L F of the ``rouge-chinese`` package on jieba words, for comparing with work that used
-    it; not LongBench's (one LCS over all words: rouge_zh gives 0.615 here). Quadratic (see
-    ``--sample-time-limit``).
+    """ROUGE-L F of the ``rouge-chinese`` package on jieba words: not LongBench's figure (it splits
+    on Chinese end punctuation and takes one LCS over all words), for comparing with work that used
+    it (rouge_zh gives 0.615 here). Quadratic (see ``--sample-time-limit``); any exception scores
+    0.0 (``Zeroed``).
 
     >>> rouge_chinese("我爱我的家，我的家很大", "我的家很大，我爱它")
     0.555555550617284

@@ -32,6 +32,8 @@ def stacked_cache(config, rows: list[tuple], width: int, left: bool = False) -> 
     """One cache of rows' (keys, values per layer), zero-padded after (or before) to `width`."""
     def pad(states: torch.Tensor) -> torch.Tensor:
         missing = width - states.shape[-2]
+        if not missing:  # F.pad would copy it once more before torch.cat does
+            return states
         return torch.nn.functional.pad(states, (0, 0, missing, 0) if left else (0, 0, 0, missing))
 
     cache = DynamicCache(config=config)
@@ -62,8 +64,12 @@ def greedy_decode(model, input_ids: torch.Tensor, mask: torch.Tensor, max_new_to
     reasons: list[str] = ["length"] * len(live)
     # row -> tokens it takes next instead of its argmax, from the first (a thinking budget of 0)
     queued = {row: q for row in live if (q := forced_next(row))} if forced_next else {}
+    def use_threads(rows: int) -> None:
+        torch.set_num_threads((decode_threads and decode_threads(rows)) or threads)
+
+    cache_kw = cache_argument(model, cache)  # one cache, narrowed in place: its keyword holds
     try:
-        torch.set_num_threads((decode_threads and decode_threads(len(live))) or threads)
+        use_threads(len(live))
         for _ in range(max_new_tokens):
             tokens = logits.argmax(-1)
             values = tokens.tolist()
@@ -88,11 +94,11 @@ def greedy_decode(model, input_ids: torch.Tensor, mask: torch.Tensor, max_new_to
                 cache.batch_select_indices(index)
                 tokens, mask, next_position = tokens[index], mask[index], next_position[index]
                 live = [live[k] for k in keep]
-                torch.set_num_threads((decode_threads and decode_threads(len(live))) or threads)
+                use_threads(len(live))
             mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
             logits = model(input_ids=tokens[:, None], attention_mask=mask,
                            position_ids=next_position[:, None], use_cache=True,
-                           **cache_argument(model, cache)).logits[:, -1]
+                           **cache_kw).logits[:, -1]
             next_position = next_position + 1
     finally:
         torch.set_num_threads(threads)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from Eval.commands import eval_command
-from Eval.scoring.bergen import prediction_path, read_predictions
+from Eval.scoring.bergen import dataset_of, prediction_path, read_predictions
 from Eval.scoring.explain import head
 from Eval.scoring.folders import prediction_files, score_and_write
 from Eval.scoring.report import collect_models, write_models_table
@@ -109,7 +109,8 @@ def run(args) -> int:
     current, _ = collect_models(root)  # each folder's entries whose prediction file is unchanged
     stale = [folder for folder in sorted(p for p in root.iterdir()
                                          if p.is_dir() and not p.name.startswith("."))
-             if any(f.stem not in current.get(folder.name, {}) for f in prediction_files(folder))]
+             if any(dataset_of(f) not in current.get(folder.name, {})
+                    for f in prediction_files(folder))]
     if stale:
         if not args.quiet:
             print(f"scoring first: {', '.join(folder.name for folder in stale)}")

@@ -136,6 +136,7 @@ class Judge:
         # logits mode reads one token: the budget only sizes its prompts, as it always did
         self.max_new_tokens = max_new_tokens if mode == "text" else MAX_NEW_TOKENS
         self.identity = judge_identity(model)
+        self.model_calls = self.from_cache = 0  # provenance() before any verdicts(): none
         if mode == "logits":
             firsts = [tuple(model.tokenize(label)[:1]) for label, _ in rubric.options]
             if len(set(firsts)) < len(firsts):

@@ -16,7 +16,8 @@ def diff_table(doc: dict, name: str, check: bool = False) -> Table:
     a, b = str(doc.get("a", "A")), str(doc.get("b", "B"))
     rows, notes, stale = [], [], []
     for dataset, d in sorted(doc["datasets"].items()):
-        if check and any(source_problem(Path(str(doc.get(f"{side}_dir"))), dataset,
+        if check and any(doc.get(f"{side}_dir") and  # older diff files name no folder
+                         source_problem(Path(str(doc[f"{side}_dir"])), dataset,
                                         d.get(f"source_sha256_{side}")) for side in "ab"):
             stale.append(dataset)
             continue
