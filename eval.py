@@ -15,7 +15,7 @@ from pathlib import Path
 
 from Eval.args import HelpFormatter, key_value, name_list, names_from, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
-from Eval.pricing import PriceError, price_for
+from Eval.pricing import PriceError, price_option
 from Eval.scoring.breakdowns import V2_VARIANTS
 from Eval.scoring.folders import add_folder_arguments, find_pred_dirs, score_and_write
 from Eval.scoring.report import dataset_table, dataset_warnings, write_models_table
@@ -55,9 +55,9 @@ def score(argv: list[str]) -> int:
     notes: list[str] = []
     try:
         pred_dirs, all_models = find_pred_dirs(args.pred_dir, args.model, args.pred_root, notes)
-        prices = {d: price_for(args.price, d.name) if args.price else None for d in pred_dirs}
+        prices = {d: price_option(args.price, d.name) for d in pred_dirs}
     except (FileNotFoundError, PriceError) as err:
-        print(f"error: {'--price: ' if isinstance(err, PriceError) else ''}{err}", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
         return 2
     outputs = score_and_write(pred_dirs, args.datasets, args.sample_time_limit, prices, notes,
                               tuple(args.metrics), tuple(args.metric_args), args.v2_variant,
@@ -73,19 +73,17 @@ def score(argv: list[str]) -> int:
             for r in results:
                 for line in dataset_warnings(r):
                     print(line)
-    write_table(args, pred_dirs, all_models, outputs)
+    write_table(args, pred_dirs, outputs)
     return 0
 
 
-def write_table(args, pred_dirs: list[Path], all_models: bool, outputs: dict) -> None:
+def write_table(args, pred_dirs: list[Path], outputs: dict) -> None:
     """ROOT/results.{md,csv} of every root a scored folder is in (--pred-root, or one holding a
     results.md); folders outside any get their sections printed only."""
     roots = {}  # resolved -> as the user named it
     for d in pred_dirs:
         if d.parent.resolve() == args.pred_root.resolve() or (d.parent / "results.md").is_file():
             roots.setdefault(d.parent.resolve(), d.parent)
-    if all_models and args.pred_root.is_dir():
-        roots.setdefault(args.pred_root.resolve(), args.pred_root)
     printed = [(f"-> {root / 'results.md'}", *write_models_table(root)) for root in roots.values()]
     outside = {d.name: built.details for d, (_, built, _) in outputs.items()
                if d.parent.resolve() not in roots}

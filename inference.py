@@ -49,14 +49,7 @@ def checked_run(argv: list[str]):
     if runner.all_done(args, datasets, out_dir):  # told from the files alone: no torch, no model
         return 0
     factory.resolve_model_args(args)  # -M checked against the backend (imports its module)
-    shards = resolve_shards(args.shard)
-    if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
-        raise ValueError("--overwrite with independent shards would race; remove the output "
-                         "folder instead")
-    if args.max_total_tokens and shards.torchrun:  # a rank stopping alone leaves others waiting
-        raise ValueError("--max-total-tokens counts one process's tokens; it does not go with "
-                         "torchrun")
-    return args, datasets, shards, out_dir
+    return args, datasets, resolve_shards(args), out_dir
 
 
 def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:

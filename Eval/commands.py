@@ -39,6 +39,7 @@ MODEL_FLAGS = ("--allow-pickle", "--api-key-env", "--api-model", "--base-url", "
                "--cut-at", "--device", "--dtype", "--max-retries", "--peft", "--reasoning", "--rpm",
                "--stop", "--strip-think", "--system-prompt", "--think-tags", "--thinking-budget",
                "--timeout", "--trust-remote-code")
+SWITCHES = ("--allow-pickle", "--reasoning", "--strip-think", "--trust-remote-code")  # no value
 
 
 def renamed_flag(prog: str, argv: list[str]) -> str | None:
@@ -47,8 +48,9 @@ def renamed_flag(prog: str, argv: list[str]) -> str | None:
         if flag in RENAMED[prog]:
             return f"{flag} is now `python {RENAMED[prog][flag]}` (see python {prog} --help)"
         if prog == "inference.py" and flag in MODEL_FLAGS:
-            return (f"{flag} VALUE is now -M {flag[2:].replace('-', '_')}=VALUE (python "
-                    "inference.py --backend NAME --help lists each backend's options)")
+            old, new = (flag, "true") if flag in SWITCHES else (f"{flag} VALUE", "VALUE")
+            return (f"{old} is now -M {flag[2:].replace('-', '_')}={new} (python inference.py "
+                    "--backend NAME --help lists each backend's options)")
     return None
 
 

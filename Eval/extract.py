@@ -11,6 +11,7 @@ from typing import Optional
 
 from Eval.choice_answer import choice_answer
 from Eval.registry import Registry
+from Eval.thinking import think_state, think_tags
 
 EXTRACTORS = Registry("extraction step",
                       hint="Add one: a function decorated with @extractor in Eval/extract.py.")
@@ -25,31 +26,6 @@ def first_line(pred: str, record: dict) -> str:
     ' Location'
     """
     return pred.lstrip("\n").split("\n")[0]
-
-
-def _thinking(record: dict) -> dict:
-    thinking = record.get("thinking")  # written by the adapter: tags, opened_in_prompt, stripped
-    return thinking if isinstance(thinking, dict) else {}
-
-
-def think_tags(record: dict) -> tuple[str, str]:
-    """The record's thinking tags (models with their own), else <think> </think>."""
-    tags = _thinking(record).get("tags")
-    if isinstance(tags, (list, tuple)) and len(tags) == 2 and \
-            all(isinstance(t, str) and t for t in tags):
-        return tags[0], tags[1]
-    return "<think>", "</think>"
-
-
-def think_state(pred: str, record: dict) -> str | None:
-    """The output's thinking block: "closed" (a closing tag anywhere, or stripped at inference),
-    "unclosed" (opened in the output or by the prompt, never closed), or None."""
-    open_tag, close_tag = think_tags(record)
-    if close_tag in pred or _thinking(record).get("stripped") is True:
-        return "closed"
-    if open_tag in pred or _thinking(record).get("opened_in_prompt") is True:
-        return "unclosed"
-    return None
 
 
 @extractor("strip_think")

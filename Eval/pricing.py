@@ -65,6 +65,14 @@ def price_for(path: Path, model: str) -> Price:
     return Price(key, float(data[key]["input"]), float(data[key]["output"]), str(path))
 
 
+def price_option(path: Path | None, model: str) -> Price | None:
+    """--price's entry of `model`; None without --price; PriceError, naming the flag."""
+    try:
+        return price_for(path, model) if path else None
+    except PriceError as err:
+        raise PriceError(f"--price: {err}") from None
+
+
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

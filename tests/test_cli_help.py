@@ -184,6 +184,7 @@ def test_a_backend_with_one_option_is_one_new_file(tmp_path):
     (inference, ["--num-shards", "2", "--shard-id", "0"], "--num-shards is now `python inference.py --shard I/K`"),
     (inference, ["--dtype=bfloat16"], "--dtype VALUE is now -M dtype=VALUE"),
     (inference, ["--base-url", "http://x/v1"], "--base-url VALUE is now -M base_url=VALUE"),
+    (inference, ["--strip-think"], "--strip-think is now -M strip_think=true ("),
     (eval_cli, ["--model", "m", "--worst", "3"], "--worst is now `python eval.py explain --worst N`"),
     (eval_cli, ["--diff", "a", "b"], "--diff is now `python eval.py diff DIR_A DIR_B`"),
     (eval_cli, ["--report", "html"], "--report is now `python eval.py report`")])

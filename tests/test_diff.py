@@ -107,6 +107,15 @@ def test_cli_bad_input_writes_nothing(tmp_path, capsys):
         eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "a"), "--model", "x"])
 
 
+def test_a_dataset_without_a_task_names_only_the_way_out_diff_has(tmp_path, capsys):
+    for side in "ab":  # no task row, no run sidecar: diff has --datasets, but no --metrics
+        _write(tmp_path / side, "mystery", [{"id": "m", "pred": "x", "answers": ["x"]}])
+    assert eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown dataset 'mystery'" in err and "Or leave it out with --datasets." in err
+    assert "--metrics" not in err and not list(tmp_path.glob("diff_*.json"))
+
+
 def test_demo_model_with_another_system_prompt_differs_only_in_prompts(tmp_path, capsys):
     common = ["--datasets", "demo_qa_en,demo_trec", "--limit", "3", "--out-dir", str(tmp_path / "pred")]
     assert inference.main([*common, "--model-name", "plain"]) == 0

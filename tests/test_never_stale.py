@@ -130,10 +130,14 @@ def test_judge_compare_and_diff_rows_leave_the_report_when_their_predictions_cha
     assert eval_cli.main(["judge", "--pred-dir", str(out / "a"), *judge]) == 0
     assert eval_cli.main(["compare", str(out / "a"), str(out / "b"), *judge]) == 0
     assert eval_cli.main(["diff", str(out / "a"), str(out / "b"), "--quiet"]) == 0
-    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
-    table = (out / "results.md").read_text(encoding="utf-8")
-    for row in ("| a | custom_en | binary |", "| compare_a_vs_b | custom_en |", "| custom_en | rouge |"):
-        assert row in table and "left out" not in table
+    for root in (out, tmp_path / "moved"):  # the whole root moved: each finds its folders again
+        if root != out:
+            shutil.move(out, root)
+            out = root
+        assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+        table = (out / "results.md").read_text(encoding="utf-8")
+        for row in ("| a | custom_en | binary |", "| compare_a_vs_b | custom_en |", "| custom_en | rouge |"):
+            assert row in table and "left out" not in table
     rewrite(out / "a" / "custom_en.jsonl", lambda r: r.update(pred="edited"))
     assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0  # rescores a, then the page
     page, _ = build_report(out)

@@ -6,7 +6,8 @@ import argparse
 import pytest
 
 from conftest import ROOT
-from Eval.models.base import BaseLLM, Prompt, cut_at_stop, prompt_opens_thinking, thinking_record
+from Eval.models.base import BaseLLM, Prompt, cut_at_stop
+from Eval.thinking import prompt_opens_thinking, thinking_record
 from Eval.models.options import AdapterOptions
 from Eval.extract import strip_think
 from Eval.models.echo import EchoModel

@@ -25,14 +25,23 @@ def shard_spec(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
-def resolve_shards(shard: tuple[int, int] | None) -> Shards:
-    """torchrun's WORLD_SIZE / RANK when present, else --shard (I, K), else a single process."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+def resolve_shards(args) -> Shards:
+    """torchrun's WORLD_SIZE / RANK when present, else --shard (I, K), else a single process;
+    ValueError for the options that do not go with it."""
+    shard, world = args.shard, int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and shard and shard[1] != world:
+        raise ValueError(f"--shard .../{shard[1]} contradicts torchrun's WORLD_SIZE {world}")
     if world > 1:
-        if shard and shard[1] != world:
-            raise ValueError(f"--shard .../{shard[1]} contradicts torchrun's WORLD_SIZE {world}")
-        return Shards(int(os.environ["RANK"]), world, torchrun=True)
-    return Shards(*shard) if shard else Shards()
+        shards = Shards(int(os.environ["RANK"]), world, torchrun=True)
+    else:
+        shards = Shards(*shard) if shard else Shards()
+    if args.overwrite and shards.num_shards > 1 and not shards.torchrun:
+        raise ValueError("--overwrite with independent shards would race; remove the output "
+                         "folder instead")
+    if args.max_total_tokens and shards.torchrun:  # a rank stopping alone leaves others waiting
+        raise ValueError("--max-total-tokens counts one process's tokens; it does not go with "
+                         "torchrun")
+    return shards
 
 
 def join(shards: Shards, backend_options):

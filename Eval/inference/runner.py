@@ -27,7 +27,7 @@ from Eval.inference.predictions import json_form, read_sidecar
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
-from Eval.pricing import PriceError, add_counts, price_for, tokens_per_s, usage_text
+from Eval.pricing import add_counts, price_option, tokens_per_s, usage_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
@@ -137,11 +137,7 @@ def prepare(args) -> tuple[list, Path | None]:
             continue
         raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: {clash}, "
                          "which this run reads; choose another --out-dir or --model-name")
-    price = getattr(args, "price", None)
-    try:
-        args.price_entry = price_for(price, out_dir.name) if price else None
-    except PriceError as err:
-        raise ValueError(f"--price: {err}") from None
+    args.price_entry = price_option(getattr(args, "price", None), out_dir and out_dir.name)
     for ds in datasets:
         for note in ds.notes:
             print(f"note: {note}")

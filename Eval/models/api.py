@@ -23,10 +23,10 @@ from Eval.models import register_model
 from Eval.models.api_http import (REPLY_LIMIT, APIError, AttemptClient, MalformedReply, Scrubber,
                                   check_usage, expect, first_choice, httpx, is_number, redact_url,
                                   reply_limit, reply_text, split_base_url)
-from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
-                              prompt_opens_thinking)
+from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
+from Eval.thinking import prompt_opens_thinking
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 RETRIED_STATUSES = (408, 409, 429)  # besides 5xx: what the openai client retries

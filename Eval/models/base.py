@@ -11,6 +11,7 @@ import dataclasses
 
 from Eval.extract import strip_think
 from Eval.models.options import AdapterOptions
+from Eval.thinking import thinking_bounds, thinking_record
 
 
 @dataclasses.dataclass
@@ -237,30 +238,6 @@ class BaseLLM:
                              "--backend hf")
 
 
-def prompt_opens_thinking(prompt_text: str, think_tags: tuple[str, str]) -> bool:
-    """Whether the prompt leaves a thinking block open (some templates write the tag)."""
-    return prompt_text.rstrip().endswith(think_tags[0])
-
-
-def thinking_bounds(text: str, think_tags: tuple[str, str] | None,
-                    opened_in_prompt: bool) -> tuple[int, int | None]:
-    """(where the thinking block opens, where the text after its closing tag begins): (len, len)
-    without a block (none opened by the prompt or first in the output), (open, None) if unclosed:
-    thinking_bounds("<think>a\\nb</think>\\nc", ("<think>", "</think>"), False) == (0, 18)."""
-    if think_tags is None:
-        return len(text), len(text)
-    open_tag, close_tag = think_tags
-    if opened_in_prompt:
-        start, inside = 0, 0
-    else:
-        start = len(text) - len(text.lstrip())
-        if not text.startswith(open_tag, start):
-            return len(text), len(text)
-        inside = start + len(open_tag)
-    end = text.find(close_tag, inside)
-    return start, (None if end < 0 else end + len(close_tag))
-
-
 def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | None = None,
                 opened_in_prompt: bool = False) -> tuple[str, bool]:
     """Text before the earliest stop string, and whether one was found. Never inside the thinking
@@ -276,13 +253,3 @@ def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | 
         found = (text.find(s, max(answer_from, answer - len(s) + 1)) for s in stop if s)
         positions = [p for p in found if p >= 0]
     return (text[:min(positions)], True) if positions else (text, False)
-
-
-def thinking_record(text: str, think_tags: tuple[str, str], opened_in_prompt: bool,
-                    budget_hit: bool = False) -> dict | None:
-    """Generation.thinking; None without a thinking block."""
-    opens, answer_from = thinking_bounds(text, think_tags, opened_in_prompt)
-    if opens == len(text) and answer_from == len(text) and not opened_in_prompt:
-        return None
-    return {"tags": list(think_tags), "opened_in_prompt": opened_in_prompt,
-            "closed": answer_from is not None, "budget_hit": budget_hit}

@@ -6,8 +6,8 @@ character log-probability -1.
 from __future__ import annotations
 
 from Eval.models import register_model
-from Eval.models.base import (BaseLLM, Generation, Prompt, TokenScores, cut_at_stop,
-                              prompt_opens_thinking)
+from Eval.models.base import BaseLLM, Generation, Prompt, TokenScores, cut_at_stop
+from Eval.thinking import prompt_opens_thinking
 
 
 @register_model("echo")

@@ -13,12 +13,13 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from Eval.models import register_model
-from Eval.models.base import Generation, Prompt, cut_at_stop, prompt_opens_thinking
+from Eval.models.base import Generation, Prompt, cut_at_stop
 from Eval.models.checkpoint import CheckpointModel
 from Eval.models.greedy import greedy_decode
 from Eval.models.hf_scores import HFScores
 from Eval.models.options import AdapterOptions
 from Eval.models.stop_watch import StopWatch
+from Eval.thinking import prompt_opens_thinking
 
 # A CPU decode step uses every thread only when rows x parameters >= this (docs/speed.md).
 PARALLEL_DECODE_WORK = 1.2e9

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from Eval.models.base import cut_at_stop, thinking_bounds
+from Eval.models.base import cut_at_stop
+from Eval.thinking import thinking_bounds
 
 
 class StopWatch:

@@ -26,7 +26,7 @@ from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
                                 add_judge_model_arguments, counts_text, merge_results,
                                 pairwise_swaps, prediction, print_failed, rates, record_fields,
                                 record_id, run_judged, tally)
-from Eval.scoring.provenance import file_sha256
+from Eval.scoring.provenance import file_sha256, folder_name
 from Eval.scoring.rubrics import PROMPTS, load_rubric
 from Eval.scoring.sections.judge import compared_problem
 from Eval.storage import write_json_atomic
@@ -136,7 +136,7 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     stale = functools.partial(compared_problem, dir_a, dir_b)
     merged, _ = merge_results(result_path, results, stale, say, inside="datasets")
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(result_path, {"a": str(dir_a.resolve()), "b": str(dir_b.resolve()),
+    write_json_atomic(result_path, {"a": folder_name(dir_a, out), "b": folder_name(dir_b, out),
                                     "datasets": merged})
     return results
 

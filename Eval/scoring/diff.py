@@ -21,7 +21,8 @@ from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
 from Eval.scoring.folders import chosen_task, prediction_files
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
-from Eval.scoring.provenance import check_prediction_file, file_sha256, not_the_models
+from Eval.scoring.provenance import (check_prediction_file, file_sha256, folder_name,
+                                      not_the_models)
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text
 from Eval.scoring.sections.diff import diff_table
@@ -177,15 +178,17 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
 def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]) -> dict:
     datasets = {}
     for name, (file_a, file_b) in common_files(dir_a, dir_b, only, notes).items():
-        task_a, task_b = (chosen_task(f, notes, (), ()) for f in (file_a, file_b))
+        task_a, task_b = (chosen_task(f, notes) for f in (file_a, file_b))
         records_a, records_b = read_predictions(file_a), read_predictions(file_b)
         for path, records in ((file_a, records_a), (file_b, records_b)):
             notes += [f"{path}: {w}" for w in not_the_models(check_prediction_file(path, records))]
         datasets[name] = {**compare_dataset(task_a, records_a, task_b, records_b),
                           "source_sha256_a": file_sha256(file_a),
                           "source_sha256_b": file_sha256(file_b)}
-    return {"a": dir_a.resolve().name, "b": dir_b.resolve().name, "a_dir": str(dir_a.resolve()),
-            "b_dir": str(dir_b.resolve()), "datasets": datasets}
+    home = dir_b.resolve().parent  # where the diff file goes
+    return {"a": dir_a.resolve().name, "b": dir_b.resolve().name,
+            "a_dir": folder_name(dir_a, home), "b_dir": folder_name(dir_b, home),
+            "datasets": datasets}
 
 
 def _dataset_lines(name: str, d: dict, a: str, b: str) -> list[str]:

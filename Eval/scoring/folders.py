@@ -73,10 +73,11 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
     return dirs, True
 
 
-def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_args: tuple,
-                variants: tuple = ()):
+def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...] | None = None,
+                metric_args: tuple = (), variants: tuple = ()):
     """The file's task (BERGEN's, else the table's row for the file stem, else the one saved in
-    the run sidecar, said out loud) with --metrics, -S arguments and --v2-variant ways applied."""
+    the run sidecar, said out loud) with --metrics, -S arguments and --v2-variant ways applied;
+    `metrics` None: the command has no --metrics."""
     sidecar = sidecar_path(path)
     try:
         if split_of(path):
@@ -89,8 +90,8 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
                          f"{sidecar.name} (metrics {', '.join(task.metrics)})")
     except KeyError as err:
         if not metrics:
-            raise KeyError(f"{err.args[0]} Or score it with --metrics NAME, or leave it out with "
-                           "--datasets.") from None
+            offer = "score it with --metrics NAME, or " if metrics is not None else ""
+            raise KeyError(f"{err.args[0]} Or {offer}leave it out with --datasets.") from None
         task = Task(path.stem, metrics, 0)  # no row, no sidecar: the metrics asked for are the task
     if metrics or metric_args:
         task = dataclasses.replace(task, metrics=metrics or task.metrics, metric_args=metric_args)
@@ -98,7 +99,7 @@ def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...], metric_a
 
 
 def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], notes: list[str],
-                metrics: tuple[str, ...] = (), metric_args: tuple = (),
+                metrics: tuple[str, ...] | None = None, metric_args: tuple = (),
                 variants: tuple = (), missing_ok: bool = False) -> list[tuple]:
     """(task, records, sources) for each prediction file; every problem goes to `problems`, and a
     dataset of `only` the folder lacks too (with `missing_ok`, to `notes`)."""

@@ -12,6 +12,7 @@ Usage:
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from Eval.names import name_problem
@@ -79,6 +80,16 @@ def not_the_models(check: dict) -> list[str]:
     """The warnings of a data check that say the scores are not the model's on today's data
     (a file edited after the run, or data changed since); a partial file's say nothing of that."""
     return check["warnings"] if check["status"] in ("modified", "data_changed") else []
+
+
+def folder_name(folder: Path, home: Path) -> str:
+    """A prediction folder as a diff / compare file in `home` names it: relative, so the report
+    still finds it once the whole root has moved (read back as home / name; an older file's
+    absolute name reads back as it is)."""
+    try:
+        return os.path.relpath(folder.resolve(), home.resolve())
+    except ValueError:  # another drive (Windows): no relative path
+        return str(folder.resolve())
 
 
 def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:

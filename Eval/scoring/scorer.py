@@ -16,7 +16,7 @@ import json
 import operator
 from collections import Counter
 
-from Eval.extract import run_extraction, think_state
+from Eval.extract import run_extraction
 from Eval.metrics.registry import Zeroed, get_metric
 from Eval.metrics.retrieval import add_ranked, ranking_values
 from Eval.scoring.breakdowns import BREAKDOWNS, not_written
@@ -24,6 +24,7 @@ from Eval.scoring.explain import explain_one, head, unscored_explanation
 from Eval.scoring.intervals import score_interval
 from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit
 from Eval.tasks import Task
+from Eval.thinking import thinking_counts
 
 # LongBench-E length buckets: upper bound (exclusive) -> name; `length`: words (en), characters (zh)
 LENGTH_BUCKETS = ((4000, "0-4k"), (8000, "4-8k"), (float("inf"), "8k+"))
@@ -159,23 +160,6 @@ def _score_record(task: Task, metrics: list, record: dict, line_no: int, classes
     entry.update(pred=head(record.get("pred")), extracted=extracted,
                  answers=record.get("answers"), explanations=explanations)
     return entry
-
-
-def thinking_counts(records: list[dict]) -> dict | None:
-    """Outputs with thinking, blocks never closed, those cut by the length limit inside the block,
-    thinking budgets hit; None when no record has thinking."""
-    counts = dict.fromkeys(("outputs", "unclosed", "length_in_thinking", "budget_hit"), 0)
-    for record in records:
-        state = think_state(record["pred"], record)
-        thinking = record.get("thinking")
-        if state is None and not isinstance(thinking, dict):
-            continue
-        unclosed = state == "unclosed"
-        counts["outputs"] += 1
-        counts["unclosed"] += unclosed
-        counts["length_in_thinking"] += unclosed and record.get("finish_reason") == "length"
-        counts["budget_hit"] += isinstance(thinking, dict) and thinking.get("budget_hit") is True
-    return counts if counts["outputs"] else None
 
 
 def _metric_summary(m, rows: list[tuple[dict, dict]]) -> dict:

@@ -10,15 +10,15 @@ from Eval.scoring.sections.scores import ci_text, score_text
 from Eval.storage import read_json_object
 
 
-def diff_table(doc: dict, name: str, check: bool = False) -> Table:
-    """The table of a diff file; with `check`, the datasets whose A or B file changed since are left
-    out (eval.py diff itself shows what it has just computed)."""
+def diff_table(doc: dict, name: str, home: Path | None = None) -> Table:
+    """The table of a diff file; given the file's folder `home`, the datasets whose A or B file
+    changed since are left out (eval.py diff itself shows what it has just computed)."""
     a, b = str(doc.get("a", "A")), str(doc.get("b", "B"))
     rows, notes, stale = [], [], []
     for dataset, d in sorted(doc["datasets"].items()):
-        if check and any(doc.get(f"{side}_dir") and  # older diff files name no folder
-                         source_problem(Path(str(doc[f"{side}_dir"])), dataset,
-                                        d.get(f"source_sha256_{side}")) for side in "ab"):
+        if home and any(doc.get(f"{side}_dir") and  # older diff files name no folder
+                        source_problem(home / str(doc[f"{side}_dir"]), dataset,
+                                       d.get(f"source_sha256_{side}")) for side in "ab"):
             stale.append(dataset)
             continue
         for metric, m in (d.get("metrics") or {}).items():
@@ -45,5 +45,5 @@ def diff(results: Results) -> list[Table]:
     for path in sorted(results.root.glob("diff_*.json")) if results.root else []:
         doc, _ = read_json_object(path)
         if isinstance(doc.get("datasets"), dict):
-            found.append(diff_table(doc, path.name, check=True))
+            found.append(diff_table(doc, path.name, home=path.parent))
     return found

@@ -51,7 +51,8 @@ def compare(results: Results) -> list[Table]:
         doc, _ = read_json_object(path)
         datasets = doc.get("datasets")
         for dataset, r in sorted(datasets.items()) if isinstance(datasets, dict) else []:
-            if compared_problem(Path(str(doc.get("a"))), Path(str(doc.get("b"))), dataset, r):
+            if compared_problem(path.parent / str(doc.get("a")), path.parent / str(doc.get("b")),
+                                dataset, r):
                 stale.append(f"{path.parent.name}/{dataset}")
                 continue
             low, high = (r.get("win_ci95") or [None, None])[:2]
