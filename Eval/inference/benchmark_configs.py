@@ -42,11 +42,8 @@ def load_prompt_config(path: Path | None) -> PromptConfig | None:
             raise RecordError(path, None, "a prompt folder must hold LongBench v2's "
                                           f"{', '.join(_V2_FILES.values())}; for LongBench / "
                                           "TinyEval pass their dataset2prompt.json")
-        texts = {kind: read_template_file(f) for kind, f in found.items()}
-        return PromptConfig(path, {}, {kind: ChosenTemplate(
-                                           _from_dollar_markers(text, found[kind]),
-                                           str(found[kind]), dollar_text=None if once else text)
-                                       for kind, text in texts.items()})
+        return PromptConfig(path, {}, {kind: _v2_template(file, once)
+                                       for kind, file in found.items()})
     data = _read_json(path)
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise RecordError(path, None, "a prompt config must be one JSON object mapping dataset "
@@ -72,13 +69,15 @@ def load_maxlen_config(path: Path | None) -> dict | None:
     return data
 
 
-def _from_dollar_markers(text: str, source: Path) -> str:
+def _v2_template(file: Path, once: bool) -> ChosenTemplate:
+    """A LongBench v2 prompt file as a template; pred.py's own fill unless `once`."""
+    text = read_template_file(file)
     # LongBench v2 fills its prompts with str.replace on $MARKERS$; braces in them are literal text.
     template = text.replace("{", "{{").replace("}", "}}")
     for marker, field in _V2_MARKERS.items():
         template = template.replace(marker, "{" + field + "}")
-    check_template(template, str(source))
-    return template
+    check_template(template, str(file))
+    return ChosenTemplate(template, str(file), dollar_text=None if once else text)
 
 
 def fill_dollar_markers(text: str, fields: dict, kind: str) -> str:

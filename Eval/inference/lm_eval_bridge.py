@@ -1,8 +1,6 @@
 """lm-evaluation-harness tasks on our model adapters: lm_eval runs on the model inference.py builds.
 
-BridgeLM is an lm-eval TemplateLM; writes OUT_DIR/lm_eval_results.json (lm_eval_results.py).
-
-Usage:
+Usage (docs/lm-eval.md):
     python inference.py lm-eval --model PATH --tasks my_mc,my_gen --include-path my_tasks/
     In Python:  lm = BridgeLM(HFModel(path));  lm_eval.simple_evaluate(model=lm, tasks=[...])
 """
@@ -251,20 +249,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a folder of task YAMLs (repeatable)")
     p.add_argument("--no-builtin-tasks", action="store_true",
                    help="index only --include-path (saves ~8 s)")
-    p.add_argument("--limit", type=document_limit, default=None,
+    p.add_argument("--limit", type=document_limit,
                    help="the first N documents of each task (a whole number), or a fraction F "
                         "of them (0 < F < 1, rounded up), as lm-eval's --limit (default: all)")
-    p.add_argument("--num-fewshot", type=int, default=None,
-                   help="few-shot examples (default: the task's)")
+    p.add_argument("--num-fewshot", type=int, help="few-shot examples (default: the task's)")
     p.add_argument("--apply-chat-template", action="store_true",
                    help="wrap prompts in the chat template")
     p.add_argument("--bootstrap-iters", type=int, default=100000,
                    help="stderr bootstrap samples (0: off)")
     p.add_argument("--log-samples", action="store_true",
                    help="also write lm_eval_samples/<task>.jsonl")
-    p.add_argument("--out-dir", type=Path, default=None,
-                   help="results folder (default: pred/<model-name>)")
-    p.add_argument("--model-name", default=None,
+    p.add_argument("--out-dir", type=Path, help="results folder (default: pred/<model-name>)")
+    p.add_argument("--model-name",
                    help="names pred/<model-name> (default: the model path's last part)")
     add_model_arguments(p, DEFAULT_MODEL)
     add_batch_arguments(p)
@@ -282,10 +278,6 @@ def document_limit(text: str) -> int | float:
     return value if value < 1 else int(value)
 
 
-class TaskError(Exception):
-    """A task that cannot run (unknown, or its data cannot be loaded)."""
-
-
 def load_tasks(manager, names: list[str]) -> list:
     """lm-eval's Task / Group objects for `names`, their data loaded before any model is."""
     import httpx2
@@ -297,7 +289,7 @@ def load_tasks(manager, names: list[str]) -> list:
     offline = ConnectionError, LocalEntryNotFoundError, httpx2.TransportError
     unknown = [name for name in names if name not in manager.all_tasks]
     if unknown:
-        raise TaskError(f"unknown lm-eval task(s): {', '.join(unknown)} (add --include-path?)")
+        raise ValueError(f"unknown lm-eval task(s): {', '.join(unknown)} (add --include-path?)")
     built = []
     for name in names:
         yaml_path = getattr(manager.task_index.get(name), "yaml_path", None)
@@ -305,13 +297,13 @@ def load_tasks(manager, names: list[str]) -> list:
         try:
             loaded = manager.load([name])  # ConfigurableTask loads its dataset as it is built
         except offline as err:
-            raise TaskError(f"{where}: its data is not available offline ({one_line(err)}); to "
+            raise ValueError(f"{where}: its data is not available offline ({one_line(err)}); to "
                             "run a local task instead, pass --include-path DIR --no-builtin-tasks, "
                             "DIR holding a task YAML with `dataset_path: json`, `dataset_kwargs: "
                             "{data_files: {test: /abs/path/data.jsonl}}` and `test_split: test` "
                             "(see docs/lm-eval.md)") from err
         except (FileNotFoundError, DatasetsError) as err:
-            raise TaskError(f"{where}: its data could not be loaded: {one_line(err)}") from err
+            raise ValueError(f"{where}: its data could not be loaded: {one_line(err)}") from err
         # One name builds one group (holding its subgroups and tasks), one task, or a tag's tasks.
         groups = list(loaded["groups"].values())
         inner = {id(sub) for group in groups for sub in group.get_all_groups()}
@@ -341,15 +333,10 @@ def run(args) -> int:
         tasks = load_tasks(manager, args.tasks)
         out_dir = args.out_dir or output_folder(Path("pred"), args.model_name, args.model)
         earlier = earlier_results(out_dir)  # an unreadable results file stops the run here
-    except (TaskError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    try:
-        model = from_args(resolve_model_args(args))
-    except (FileNotFoundError, OSError, ValueError) as err:
-        print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
-        return 2
-    try:
+        try:
+            model = from_args(resolve_model_args(args))
+        except (OSError, ValueError) as err:
+            raise ValueError(f"could not load model: {one_line(err)}") from None
         check_same_model(earlier, model, out_dir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

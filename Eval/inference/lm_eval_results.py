@@ -53,21 +53,10 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def merge_results(results: dict, earlier: dict) -> tuple[dict, list[str]]:
-    """This run's results plus the earlier file's entries of the tasks and groups it did not run,
-    and their names."""
-    kept = [name for name in earlier.get("results", {}) if name not in results["results"]]
-    merged = dict(results)
-    for key in PER_TASK:
-        entries = {name: value for name, value in _dict(earlier.get(key)).items() if name in kept}
-        if entries:
-            merged[key] = {**entries, **(results.get(key) or {})}
-    return merged, kept
-
-
 def write_results(results: dict, lm, out_dir: Path) -> tuple[Path, list[str]]:
-    """lm_eval_results.json, merged, and logged samples in lm-eval's layout (its
-    EvaluationTracker.save_results_samples); the file and the earlier tasks it kept."""
+    """lm_eval_results.json, with the earlier file's entries of the tasks and groups not run again,
+    and logged samples in lm-eval's layout (its EvaluationTracker.save_results_samples); the file
+    and the earlier tasks it kept."""
     from lm_eval.utils import handle_non_serializable, sanitize_list
 
     def dump(obj, **kw) -> str:
@@ -83,7 +72,13 @@ def write_results(results: dict, lm, out_dir: Path) -> tuple[Path, list[str]]:
     samples = results.pop("samples", None) or {}
     for task in samples:  # a task name becomes a file name: never a path (checked before writing)
         check_name(task, "an lm-eval task name")
-    merged, kept = merge_results(results, earlier_results(out_dir))
+    earlier = earlier_results(out_dir)
+    merged = dict(results)
+    kept = [name for name in earlier.get("results", {}) if name not in results["results"]]
+    for key in PER_TASK:
+        entries = {name: value for name, value in _dict(earlier.get(key)).items() if name in kept}
+        if entries:
+            merged[key] = {**entries, **(results.get(key) or {})}
     (out_dir / "lm_eval_samples" if samples else out_dir).mkdir(parents=True, exist_ok=True)
     for task, rows in samples.items():
         text = "".join(map(sample_line, rows))
