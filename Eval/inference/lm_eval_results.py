@@ -40,8 +40,7 @@ def earlier_results(out_dir: Path) -> dict:
 
 
 def check_same_model(earlier: dict, model, out_dir: Path) -> None:
-    """Refuse to add results to a file of another model (another path and other files); API
-    models and older files (no path or hashes) are not checked."""
+    """Refuse to add results to a file of another model, as predictions.other_model tells."""
     before, now = _dict(earlier.get("bridge")).get("adapter"), model.identity()
     if other_model(before, now):
         raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model, "
