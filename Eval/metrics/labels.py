@@ -13,8 +13,7 @@ _NUMBER = re.compile(r"\d+")
 
 
 def _counted(prediction: str, reference: str, all_classes, quirk: bool) -> tuple[list, list, float]:
-    """(the classes found in the prediction, those counted: parts of the reference dropped, the
-    score: 1/len(counted) if the reference is one)."""
+    """(the classes in the prediction, those counted: parts of the reference dropped, the score)."""
     matched = [c for c in all_classes or [] if c in prediction]
     kept = list(matched)
     for c in kept if quirk else matched:  # LongBench iterates over the list it removes from,
@@ -72,8 +71,8 @@ def classification_strict(prediction: str, reference: str, *, all_classes=None, 
 
 
 def _share_equal(prediction: str, reference: str, pattern: re.Pattern | None = None) -> tuple:
-    """(the prediction's numbers, the reference or the id `pattern` finds in it, how many numbers
-    equal it, their share)."""
+    """(the prediction's numbers, the reference or the id `pattern` finds in it, how many of the
+    numbers equal it, their share)."""
     target = reference
     if pattern is not None:
         found = pattern.search(reference)

@@ -27,7 +27,7 @@ def ranking_metric(name: str) -> Metric | None:
         return None
 
     def values(records: list[dict], *, run: str = "", qrels: str = "", pages: str = "") -> list:
-        """The measure per query (record): a value, or None without a run or judgements."""
+        """The measure per record: None without a run or judgements."""
         return evaluate(records, [name], run, qrels, pages)[name]
 
     return Metric(name, values, VERSION, per_query=True)

@@ -75,15 +75,15 @@ def perturbation(name: str, *, languages: tuple[str, ...], default_args: tuple =
         raise ValueError(f"perturbation {name!r} must declare the languages it applies to")
 
     def register(fn: Callable[..., str]) -> Callable[..., str]:
-        PERTURBATIONS.register(name, Perturbation(name, fn, tuple(languages),
-                                                  default_args=default_args, bounds=bounds))
+        PERTURBATIONS.register(name, Perturbation(name, fn, tuple(languages), INPUT_FIELDS,
+                                                  tuple(default_args), tuple(bounds)))
         return fn
     return register
 
 
 def swap_chars(text: str, rng: random.Random, rate: float, table: dict[str, str]) -> str:
-    """Each character `table` has (in lower case), with probability `rate`, replaced by one of its
-    entry's characters, the case kept."""
+    """Each character in `table` (lower-cased), with probability `rate`, replaced by one of its
+    entry's, the case kept."""
     out = []
     for ch in text:
         options = table.get(ch.lower())
