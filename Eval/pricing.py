@@ -123,11 +123,10 @@ def usage_of(records: list[dict]) -> dict:
 
 def total_usage(usages: list[dict]) -> dict:
     """The sum of usage objects, tokens/s recomputed, cost_usd when each that counted has one."""
-    total: dict = {}
+    total = {"examples": 0, "counted": 0, **dict.fromkeys(COUNTS, 0), "seconds": 0.0}
     for usage in usages:
         add_counts(total, {k: v for k, v in usage.items()
                            if k not in ("tokens_per_s", "cost_usd", "price")})
-    total = {"examples": 0, "counted": 0, **dict.fromkeys(COUNTS, 0), "seconds": 0.0, **total}
     total["seconds"] = round(total["seconds"], 4)
     total["tokens_per_s"] = tokens_per_s(total["gen_tokens"], total["seconds"])
     costs = [u.get("cost_usd") for u in usages if u.get("counted", 1)]

@@ -32,10 +32,10 @@ def explain_bleu4(prediction: list[str], reference: list[str]) -> dict:
     from nltk.translate import bleu_score as nltk_bleu
 
     fractions = [nltk_bleu.modified_precision([reference], prediction, n) for n in range(1, 5)]
-    counts = [(f.numerator, f.denominator) for f in fractions]  # unnormalised: matches / n-grams
+    counts = [[f.numerator, f.denominator] for f in fractions]  # unnormalised: matches / n-grams
     closest = nltk_bleu.closest_ref_length([reference], len(prediction))
     bp = nltk_bleu.brevity_penalty(closest, len(prediction))
-    out = {**out, "ngram_matches": [list(c) for c in counts], "brevity_penalty": float(bp)}
+    out = {**out, "ngram_matches": counts, "brevity_penalty": float(bp)}
     if counts[0][0] == 0:  # sentence_bleu returns 0 before smoothing then
         return {**out, "precisions": [0.0] * 4, "score": 0.0,
                 "text": "no word of the prediction is in the reference: 0"}

@@ -12,16 +12,14 @@ _PARAGRAPH_ZH = re.compile(r"段落(\d+)")
 _NUMBER = re.compile(r"\d+")
 
 
-def _counted(prediction: str, reference: str, all_classes, quirk: bool) -> tuple[list, list]:
-    """(the classes found in the prediction, those counted: parts of the reference dropped)."""
+def _counted(prediction: str, reference: str, all_classes, quirk: bool) -> tuple[list, list, float]:
+    """(the classes in the prediction, those counted: parts of the reference dropped, the score)."""
     matched = [c for c in all_classes or [] if c in prediction]
-    if not quirk:
-        return matched, [c for c in matched if not (c in reference and c != reference)]
     kept = list(matched)
-    for c in kept:  # LongBench's loop as it is: removing while iterating skips the next element
-        if c in reference and c != reference:
+    for c in kept if quirk else matched:  # LongBench iterates over the list it removes from,
+        if c in reference and c != reference:  # skipping the element after each removal
             kept.remove(c)
-    return matched, kept
+    return matched, kept, 1.0 / len(kept) if reference in kept else 0.0
 
 
 @metric("classification", version="longbench-1")
@@ -36,18 +34,16 @@ def classification(prediction: str, reference: str, *, all_classes=None, **recor
     >>> classification("It is a Human being", "Human", all_classes=["Human", "Entity"])
     1.0
     """
-    counted = _counted(prediction, reference, all_classes, quirk=True)[1]
-    return 1.0 / len(counted) if reference in counted else 0.0
+    return _counted(prediction, reference, all_classes, quirk=True)[2]
 
 
 def _explain_classes(prediction: str, reference: str, *, all_classes=None, quirk: bool,
                      **record) -> dict:
-    matched, kept = _counted(prediction, reference, all_classes, quirk)
+    matched, kept, score = _counted(prediction, reference, all_classes, quirk)
     dropped = list(matched)
     for c in kept:  # the matches minus the kept ones, as a multiset, in order
         dropped.remove(c)
     spared = [c for c in kept if c in reference and c != reference]  # left in by the skip
-    score = 1.0 / len(kept) if reference in kept else 0.0
     out = {"matched": matched, "dropped": dropped, "kept_by_quirk": spared, "counted": kept,
            "score": score}
     if not all_classes:
@@ -71,32 +67,27 @@ def classification_strict(prediction: str, reference: str, *, all_classes=None, 
     ...                       all_classes=["Other location", "location", "Other"])
     1.0
     """
-    counted = _counted(prediction, reference, all_classes, quirk=False)[1]
-    return 1.0 / len(counted) if reference in counted else 0.0
+    return _counted(prediction, reference, all_classes, quirk=False)[2]
 
 
-def _paragraph(pattern: re.Pattern, reference: str) -> str | None:
-    found = pattern.search(reference)
-    return found.group(1) if found else None
-
-
-def _share_equal(prediction: str, target: str | None) -> float:
+def _share_equal(prediction: str, reference: str, pattern: re.Pattern | None = None) -> tuple:
+    """(the prediction's numbers, the reference or the id `pattern` finds in it, how many of the
+    numbers equal it, their share)."""
+    target = reference
+    if pattern is not None:
+        found = pattern.search(reference)
+        target = found.group(1) if found else None
     numbers = _NUMBER.findall(prediction)
-    if target is None or not numbers:
-        return 0.0
-    return 1.0 * numbers.count(target) / len(numbers)
+    equal = numbers.count(target)
+    return numbers, target, equal, 1.0 * equal / len(numbers) if numbers else 0.0
 
 
 def _explain_share(prediction: str, reference: str, *, what: str, pattern: re.Pattern | None = None,
                    **record) -> dict:
-    """The prediction's numbers and the reference, or the id `pattern` finds in it."""
-    target = reference if pattern is None else _paragraph(pattern, reference)
-    numbers = _NUMBER.findall(prediction)
+    numbers, target, equal, score = _share_equal(prediction, reference, pattern)
     if target is None:
         return {"numbers": numbers, "target": None, "score": 0.0,
                 "text": f"the reference has no {what}: 0"}
-    equal = numbers.count(target)
-    score = _share_equal(prediction, target)
     text = (f"the prediction has no number (looking for {target}): 0" if not numbers else
             f"{equal} of the prediction's {len(numbers)} numbers {numbers[:12]} equal {target}: "
             f"{score:.4g}")
@@ -111,7 +102,7 @@ def retrieval(prediction: str, reference: str, **record) -> float:
     >>> retrieval("Paragraph 3, or maybe 12", "Paragraph 3")
     0.5
     """
-    return _share_equal(prediction, _paragraph(_PARAGRAPH_EN, reference))
+    return _share_equal(prediction, reference, _PARAGRAPH_EN)[3]
 
 
 @metric("retrieval_zh", version="longbench-1")
@@ -121,7 +112,7 @@ def retrieval_zh(prediction: str, reference: str, **record) -> float:
     >>> retrieval_zh("答案是段落7", "段落7")
     1.0
     """
-    return _share_equal(prediction, _paragraph(_PARAGRAPH_ZH, reference))
+    return _share_equal(prediction, reference, _PARAGRAPH_ZH)[3]
 
 
 @metric("count", version="longbench-1")
@@ -132,7 +123,7 @@ def count(prediction: str, reference: str, **record) -> float:
     >>> count("There are 7 unique paragraphs", "7"), count("07", "7")
     (1.0, 0.0)
     """
-    return _share_equal(prediction, reference)
+    return _share_equal(prediction, reference)[3]
 
 
 @metric("gaokao_choice", version="tinyeval-1")

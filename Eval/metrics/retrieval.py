@@ -17,9 +17,6 @@ from pathlib import Path
 from Eval.metrics.registry import METRICS, Metric
 from Eval.records import RecordError, read_text_file
 
-FAMILIES = {"P": "precision at k", "recall": "recall at k", "ndcg_cut": "nDCG at k",
-            "success": "1 if a relevant document is in the top k",
-            "recip_rank": "reciprocal rank (MRR)"}
 VERSION = "trec_eval-9.0.8"  # what pytrec-eval-terrier 0.5 wraps
 _NAME = re.compile(r"^(P|recall|ndcg_cut|success)_([1-9][0-9]*)$|^recip_rank$")
 
@@ -30,10 +27,9 @@ def ranking_metric(name: str) -> Metric | None:
         return None
 
     def values(records: list[dict], *, run: str = "", qrels: str = "", pages: str = "") -> list:
+        """The measure per record: None without a run or judgements."""
         return evaluate(records, [name], run, qrels, pages)[name]
 
-    family = name if name == "recip_rank" else name.rsplit("_", 1)[0]
-    values.__doc__ = f"{FAMILIES[family]}, per query"
     return Metric(name, values, VERSION, per_query=True)
 
 

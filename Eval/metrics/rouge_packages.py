@@ -67,20 +67,20 @@ def _package_rouge():
     return Rouge(metrics=["rouge-1", "rouge-2"])
 
 
-def _package_f(prediction: str, reference: str, which: str) -> float:
-    """The `rouge` package's F of ROUGE-N, as BERGEN calls and scores it (a failure: 0.0)."""
+def _package_scores(prediction: str, reference: str, which: str) -> dict:
+    """The `rouge` package's P, R, F of ROUGE-N as BERGEN calls it (a failure: F = 0.0)."""
     try:
-        return _package_rouge().get_scores(prediction, reference, avg=True)[which]["f"]
+        return _package_rouge().get_scores(prediction, reference, avg=True)[which]
     except Exception as exc:
-        return zeroed_by(exc)
+        return {"f": zeroed_by(exc)}
 
 
 def _explain_package(prediction: str, reference: str, *, which: str, **record) -> dict:
-    value = _package_f(prediction, reference, which)
+    scores = _package_scores(prediction, reference, which)
+    value = scores["f"]
     if isinstance(value, Zeroed):
         return {"score": 0.0, "zeroed": value.reason,
                 "text": f"scored 0, as BERGEN does: {value.reason}"}
-    scores = _package_rouge().get_scores(prediction, reference, avg=True)[which]
     text = (f"{which} of the rouge package: P = {scores['p']:.4g}, R = {scores['r']:.4g}, "
             f"F = 2PR/(P+R+1e-8) = {value:.4g}")
     return {"precision": scores["p"], "recall": scores["r"], "score": value, "text": text}
@@ -93,7 +93,7 @@ def rouge_1(prediction: str, reference: str, **record) -> float:
     >>> rouge_1("the cat sat on the mat", "the cat lay on the mat")
     0.7999999950000002
     """
-    return _package_f(prediction, reference, "rouge-1")
+    return _package_scores(prediction, reference, "rouge-1")["f"]
 
 
 @metric("rouge_2", best=ROUGE_BEST, version="pltrdy-1.0.1")
@@ -103,7 +103,7 @@ def rouge_2(prediction: str, reference: str, **record) -> float:
     >>> rouge_2("the cat sat on the mat", "the cat lay on the mat")
     0.5999999950000001
     """
-    return _package_f(prediction, reference, "rouge-2")
+    return _package_scores(prediction, reference, "rouge-2")["f"]
 
 
 explains("rouge_1")(functools.partial(_explain_package, which="rouge-1"))

@@ -68,17 +68,30 @@ class Perturbation:
         return self.fn(text, self.rng(str(seed_key), args), *args)
 
 
-def perturbation(name: str, *, languages: tuple[str, ...], fields: tuple[str, ...] = INPUT_FIELDS,
-                 default_args: tuple = (), bounds: tuple[tuple[float, float], ...] = ()):
+def perturbation(name: str, *, languages: tuple[str, ...], default_args: tuple = (),
+                 bounds: tuple[tuple[float, float], ...] = ()):
     """Register `fn(text, rng, *args) -> str` under `name`."""
     if not languages:
         raise ValueError(f"perturbation {name!r} must declare the languages it applies to")
 
     def register(fn: Callable[..., str]) -> Callable[..., str]:
-        PERTURBATIONS.register(name, Perturbation(name, fn, tuple(languages), tuple(fields),
+        PERTURBATIONS.register(name, Perturbation(name, fn, tuple(languages), INPUT_FIELDS,
                                                   tuple(default_args), tuple(bounds)))
         return fn
     return register
+
+
+def swap_chars(text: str, rng: random.Random, rate: float, table: dict[str, str]) -> str:
+    """Each character in `table` (lower-cased), with probability `rate`, replaced by one of its
+    entry's, the case kept."""
+    out = []
+    for ch in text:
+        options = table.get(ch.lower())
+        if options and rng.random() < rate:
+            new = rng.choice(options)
+            ch = new.upper() if ch.isupper() else new
+        out.append(ch)
+    return "".join(out)
 
 
 def apply(name: str, text: str, seed_key: str, *args) -> str:

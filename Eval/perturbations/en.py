@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 
-from Eval.perturbations import apply, perturbation  # noqa: F401  (apply: the cards' examples)
+from Eval.perturbations import apply, perturbation, swap_chars  # noqa: F401  (apply: the cards)
 
 RATE = ((0.0, 1.0),)
 
@@ -27,14 +27,7 @@ def typo(text: str, rng: random.Random, rate: float) -> str:
     >>> apply("typo", "The quick brown fox jumps over the lazy dog", "doc", 0.2)
     'Tue quock broen fox humps ober the lszg eog'
     """
-    out = []
-    for ch in text:
-        near = NEIGHBOURS.get(ch.lower())
-        if near and rng.random() < rate:
-            new = rng.choice(near)
-            ch = new.upper() if ch.isupper() else new
-        out.append(ch)
-    return "".join(out)
+    return swap_chars(text, rng, rate, NEIGHBOURS)
 
 
 @perturbation("extra_space", languages=("en",), default_args=(3,), bounds=((1, 10),))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import re
 
-from Eval.perturbations import apply, perturbation  # noqa: F401  (apply: the cards' examples)
+from Eval.perturbations import apply, perturbation, swap_chars  # noqa: F401  (apply: the cards)
 
 # Half-width punctuation and its full-width form; "." becomes 。, what Chinese text uses.
 _HALF, _FULL = ",.?!:;()", "，。？！：；（）"
@@ -78,10 +78,4 @@ def homophone(text: str, rng: random.Random, rate: float) -> str:
     >>> apply("homophone", "他在家里做作业，明天再去公园", "doc")
     '他在加里坐作业，明天再去公园'
     """
-    out = []
-    for ch in text:
-        others = HOMOPHONES.get(ch)
-        if others and rng.random() < rate:
-            ch = rng.choice(others)
-        out.append(ch)
-    return "".join(out)
+    return swap_chars(text, rng, rate, HOMOPHONES)
