@@ -22,7 +22,6 @@ from Eval.scoring.sections.scores import score_text
 from Eval.storage import write_bytes_atomic
 
 SAMPLES = 100  # per model and dataset: the lowest-scored lines go into the page
-TEXT_HEAD = 300  # characters of a prediction, extracted answer, reference or explanation shown
 
 
 def _predictions(folder: Path, dataset: str) -> dict[int, dict]:
@@ -63,14 +62,14 @@ def _sample(model: str, dataset: str, metric: str, line: dict, record: dict) -> 
     answers = line.get("answers", record.get("answers"))
     answers = answers if isinstance(answers, list) else [] if answers is None else [answers]
     found = line.get("explanations")
-    explanations = [[m, head(str(e.get("text", "")) if isinstance(e, dict) else str(e), TEXT_HEAD)]
+    explanations = [[m, head(str(e.get("text", "")) if isinstance(e, dict) else str(e))]
                     for m, e in found.items()] if isinstance(found, dict) else []
     return {"model": model, "dataset": dataset, "id": str(line.get("id", f"#{line.get('line')}")),
             "score": None if scores.get(metric) is None else round(100 * scores[metric], 2),
             "scores": [[m, score_text(None if v is None else 100 * v)] for m, v in scores.items()],
-            "pred": head(line.get("pred", record.get("pred")), TEXT_HEAD),
-            "extracted": None if extracted is None else head(str(extracted), TEXT_HEAD),
-            "answers": [head(str(a), TEXT_HEAD) for a in answers],
+            "pred": head(line.get("pred", record.get("pred"))),
+            "extracted": None if extracted is None else head(str(extracted)),
+            "answers": [head(str(a)) for a in answers],
             "explanations": explanations, "zeroed": line.get("zeroed")}
 
 
