@@ -47,9 +47,8 @@ def sample_rows(root: Path, by_model: dict, notes: list[str]) -> tuple[list[dict
                 continue
             total += len(lines)
             metric = entry["headline_metric"]
-            lines.sort(key=lambda ln: ((ln.get("scores") or {}).get(metric, 2.0),
-                                       ln.get("line", 0)))
-            lines = lines[:SAMPLES]
+            lines = sorted(lines, key=lambda ln: ((ln.get("scores") or {}).get(metric, 2.0),
+                                                  ln.get("line", 0)))[:SAMPLES]
             old = {} if all("pred" in ln for ln in lines) else _predictions(root / model, dataset)
             rows += [_sample(model, dataset, metric, ln, old.get(ln.get("line"), {}))
                      for ln in lines]
