@@ -1,7 +1,5 @@
-"""`python eval.py report`: one self-contained report.html of everything under a pred root.
-
-Every report section, and a browser over each model and dataset's SAMPLES lowest-scored examples.
-Inline CSS and JS only (it opens offline), no path of this machine, every data string escaped.
+"""`python eval.py report`: one self-contained report.html of everything under a pred root: every
+section, each model and dataset's SAMPLES lowest examples; offline, no local path, all escaped.
 
 Usage:
     python eval.py report [--pred-root pred]       # scores first what is not scored yet
