@@ -1,7 +1,5 @@
-"""BERGEN experiment folders read as they are: each `experiments/NAME/` is a row, each of its
-`eval_<split>_out.json` files a dataset named after the split, scored with BERGEN's metrics (and
-P_1, recall_<generation_top_k> when there is a run); config.yaml and the generation-time file give
-table columns. What each file becomes: docs/rag.md. BERGEN's files are never changed.
+"""BERGEN experiment folders read as they are (never changed): each `experiments/NAME/` is a row,
+each `eval_<split>_out.json` a dataset named after its split. What each file becomes: docs/rag.md.
 
 Usage:
     python eval.py --pred-root experiments      # every experiment folder, one table row each
@@ -24,7 +22,7 @@ TEXT_METRICS = ("match", "exact_match", "f1", "precision", "recall", "recall_cha
 
 
 def out_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.glob("eval_*_out.json") if OUT_FILE.match(f.name))
+    return sorted(f for f in folder.glob("eval_*_out.json") if split_of(f))
 
 
 def split_of(path: Path) -> str | None:
@@ -82,8 +80,7 @@ def read_out(path: Path) -> list[dict]:
 
 
 def judged_pages(labels: object, path: Path, line: int) -> dict[str, int]:
-    """ranking_label as BERGEN writes it (a list of page-id lists, one per answer; or of page ids)
-    -> {page id: 1}, its qrels; anything else is refused rather than guessed at."""
+    """ranking_label as BERGEN writes it -> {page id: 1}, its qrels; anything else is refused."""
     def page_ids(group: object) -> list:
         return group if isinstance(group, list) else [group]
 
@@ -97,8 +94,7 @@ def judged_pages(labels: object, path: Path, line: int) -> dict[str, int]:
 
 
 def bergen_task(path: Path) -> Task:
-    """BERGEN's metrics for this split; its ranking metrics (P_1 and recall at the number of
-    documents the generator was given) when the folder has a run."""
+    """BERGEN's metrics for this split; P_1 and recall_<generation_top_k> when it has a run."""
     ranking = ()
     if run_file(path.parent, split_of(path)):
         top_k = read_config(path.parent).get("generation_top_k", 5)  # BERGEN's default
@@ -128,8 +124,7 @@ def read_config(folder: Path) -> dict:
 
 
 def experiment_config(folder: Path, split: str) -> dict[str, str]:
-    """The columns BERGEN's print_results shows beside the metrics, from config.yaml and the
-    generation-time file; {} when the folder has neither."""
+    """The columns BERGEN's print_results shows beside the metrics (docs/rag.md); {} if none."""
     columns: dict[str, str] = {}
     config = read_config(folder)
     if config:

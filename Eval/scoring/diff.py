@@ -1,7 +1,5 @@
-"""`python eval.py diff DIR_A DIR_B`: is B better than A on the same items, and why they differ.
-
-The k-th record of a key (pair_key) in A pairs with the k-th in B; a pair whose example_sha256
-differ is `mismatched`, never compared. Writes <parent of DIR_B>/diff_<A>_vs_<B>.json.
+"""`python eval.py diff DIR_A DIR_B`: is B better than A on the same items, and why they differ
+(the pairing, the buckets, the file written beside B: docs/scoring.md).
 
 Usage:
     python eval.py diff pred/base pred/tuned [--datasets trec,custom_zh] [--quiet]

@@ -109,9 +109,9 @@ def explain_sample(log: dict, suite: str, metric: str, index: str) -> dict:
 def explain_logged(target: str, log_path: Path) -> int:
     from Eval.unlearning import evaluate
 
-    metric, sep, index = target.rpartition(":")  # METRIC:SIDE:INDEX for an MIA metric's side
+    metric, _, index = target.rpartition(":")  # METRIC:SIDE:INDEX for an MIA metric's side
     try:
-        if not sep or not metric or not index:
+        if not metric or not index:
             raise KeyError(f"expected METRIC:INDEX (e.g. forget_truth_ratio:0, or "
                            f"mia_min_k:forget:0), found {target!r}")
         path = evaluate.find_log(log_path)
@@ -154,8 +154,8 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
     """Print DATASET:ID's explanation from each folder that has the dataset; else exit 2."""
     from Eval.scoring.scorer import score_dataset
 
-    dataset, sep, example = target.partition(":")  # the id may hold ":" itself
-    if not sep or not dataset or not example:
+    dataset, _, example = target.partition(":")  # the id may hold ":" itself
+    if not dataset or not example:
         print(f"error: explain wants DATASET:ID (for example custom_zh:custom_zh-3, or "
               f"custom_zh:#4 for the file's 4th record), got {target!r}", file=sys.stderr)
         return 2

@@ -1,7 +1,5 @@
-"""`python eval.py report`: one self-contained report.html of everything under a pred root.
-
-Every report section, and a browser over each model and dataset's SAMPLES lowest-scored examples.
-Inline CSS and JS only (it opens offline), no path of this machine, every data string escaped.
+"""`python eval.py report`: one self-contained report.html of everything under a pred root: every
+section, each model and dataset's SAMPLES lowest examples; offline, no local path, all escaped.
 
 Usage:
     python eval.py report [--pred-root pred]       # scores first what is not scored yet
@@ -22,7 +20,6 @@ from Eval.scoring.sections.scores import score_text
 from Eval.storage import write_bytes_atomic
 
 SAMPLES = 100  # per model and dataset: the lowest-scored lines go into the page
-TEXT_HEAD = 300  # characters of a prediction, extracted answer, reference or explanation shown
 
 
 def _predictions(folder: Path, dataset: str) -> dict[int, dict]:
@@ -48,9 +45,8 @@ def sample_rows(root: Path, by_model: dict, notes: list[str]) -> tuple[list[dict
                 continue
             total += len(lines)
             metric = entry["headline_metric"]
-            lines.sort(key=lambda ln: ((ln.get("scores") or {}).get(metric, 2.0),
-                                       ln.get("line", 0)))
-            lines = lines[:SAMPLES]
+            lines = sorted(lines, key=lambda ln: ((ln.get("scores") or {}).get(metric, 2.0),
+                                                  ln.get("line", 0)))[:SAMPLES]
             old = {} if all("pred" in ln for ln in lines) else _predictions(root / model, dataset)
             rows += [_sample(model, dataset, metric, ln, old.get(ln.get("line"), {}))
                      for ln in lines]
@@ -63,14 +59,14 @@ def _sample(model: str, dataset: str, metric: str, line: dict, record: dict) -> 
     answers = line.get("answers", record.get("answers"))
     answers = answers if isinstance(answers, list) else [] if answers is None else [answers]
     found = line.get("explanations")
-    explanations = [[m, head(str(e.get("text", "")) if isinstance(e, dict) else str(e), TEXT_HEAD)]
+    explanations = [[m, head(str(e.get("text", "")) if isinstance(e, dict) else str(e))]
                     for m, e in found.items()] if isinstance(found, dict) else []
     return {"model": model, "dataset": dataset, "id": str(line.get("id", f"#{line.get('line')}")),
             "score": None if scores.get(metric) is None else round(100 * scores[metric], 2),
             "scores": [[m, score_text(None if v is None else 100 * v)] for m, v in scores.items()],
-            "pred": head(line.get("pred", record.get("pred")), TEXT_HEAD),
-            "extracted": None if extracted is None else head(str(extracted), TEXT_HEAD),
-            "answers": [head(str(a), TEXT_HEAD) for a in answers],
+            "pred": head(line.get("pred", record.get("pred"))),
+            "extracted": None if extracted is None else head(str(extracted)),
+            "answers": [head(str(a)) for a in answers],
             "explanations": explanations, "zeroed": line.get("zeroed")}
 
 

@@ -20,12 +20,12 @@ def is_binary(values) -> bool:
     return bool(values) and all(v == 0.0 or v == 1.0 for v in values)
 
 
-def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+def wilson_interval(successes: int, n: int) -> tuple[float, float]:
     """Wilson score interval for k successes out of n, as proportions in [0, 1]."""
     p = successes / n
-    z2 = z * z
+    z2 = Z95 * Z95
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    half = Z95 / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     # clamp: at p = 0 or 1 the formula gives the bound up to a rounding error outside [0, 1]
     return max(0.0, centre - half), min(1.0, centre + half)
 
@@ -56,7 +56,7 @@ def score_interval(values: list[float]) -> dict:
     if not values:
         return {"ci95": None, "ci95_method": None}
     if is_binary(values):
-        low, high = wilson_interval(sum(1 for v in values if v == 1.0), len(values))
+        low, high = wilson_interval(values.count(1.0), len(values))
         return {"ci95": [round(100 * low, 2), round(100 * high, 2)], "ci95_method": "wilson"}
     return {"ci95": _percent_interval(values), "ci95_method": "bootstrap"}
 

@@ -1,10 +1,6 @@
 """Whether a prediction file still is what inference.py wrote (its sidecar `<dataset>.run.json`
-describes both), for the data it was run on. Statuses:
-    ok             exactly the records the run wrote, for every example of the dataset as it was
-    partial        only part of the dataset (a --limit run, an unfinished or sharded run)
-    modified       changed after inference.py wrote it (lines appended, edited or removed)
-    data_changed   the dataset file changed since the run: these predictions answer older data
-    unchecked      no sidecar with this information (other tools' files, older runs)
+describes both), for the data it was run on: ok, partial, modified, data_changed or unchecked
+(docs/scoring.md says what each means).
 
 Usage:
     check = check_prediction_file(Path("pred/m/custom_en.jsonl"), records)   # status, warnings
@@ -43,12 +39,10 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
                           f"remake {path.name} (inference.py --overwrite), or delete the sidecar "
                           "to score the file as unchecked")
     data, output = sidecar.get("data"), sidecar.get("output")
-    result = {"status": "unchecked", "warnings": [], "records": len(records)}
     if not isinstance(data, dict) or not isinstance(output, dict):
-        return result
-    result["dataset_examples"] = data.get("examples")
+        return {"status": "unchecked", "warnings": [], "records": len(records)}
     digest = examples_digest((r.get("id"), r.get("example_sha256")) for r in records)
-    warnings, statuses = result["warnings"], []
+    warnings, statuses = [], []
     edited = "sha256" in output and file_sha256(path) != output["sha256"]
     if digest != output.get("digest") or edited:
         statuses.append("modified")
@@ -72,8 +66,8 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
         statuses.append("data_changed")
         warnings.append(f"the dataset {data.get('path')} changed since these predictions were "
                         "made; rerun inference.py (it redoes only the examples that changed)")
-    result["status"] = statuses[-1] if statuses else "ok"
-    return result
+    return {"status": statuses[-1] if statuses else "ok", "warnings": warnings,
+            "records": len(records), "dataset_examples": data.get("examples")}
 
 
 def not_the_models(check: dict) -> list[str]:
@@ -84,8 +78,7 @@ def not_the_models(check: dict) -> list[str]:
 
 def folder_name(folder: Path, home: Path) -> str:
     """A prediction folder as a diff / compare file in `home` names it: relative, so the report
-    still finds it once the whole root has moved (read back as home / name; an older file's
-    absolute name reads back as it is)."""
+    still finds it once the root has moved (an older file's absolute name reads back as it is)."""
     try:
         return os.path.relpath(folder.resolve(), home.resolve())
     except ValueError:  # another drive (Windows): no relative path
@@ -94,8 +87,8 @@ def folder_name(folder: Path, home: Path) -> str:
 
 def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
     """Why a saved judge / compare / diff result no longer fits its prediction file, or None."""
-    if name_problem(name):
-        return name_problem(name)
+    if problem := name_problem(name):
+        return problem
     source = prediction_path(folder, name)
     if not source.is_file():
         return f"its prediction file {source} is gone"

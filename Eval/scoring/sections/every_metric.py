@@ -34,7 +34,7 @@ def every_metric(results: Results) -> list[Table]:
     if not metrics:
         return []
     judged: dict[tuple[str, str], dict[str, str]] = {}  # (model, dataset) -> {rubric: score}
-    for model, dataset, r in judge_entries(results):
+    for model, dataset, r in judge_entries(results, []):
         judged.setdefault((model, dataset), {})[str(r.get("rubric"))] = score_text(r.get("score"))
     rubrics = sorted({rubric for found in judged.values() for rubric in found})
     rows = []

@@ -11,7 +11,7 @@ from Eval.scoring.sections.scores import score_text
 from Eval.storage import read_json_object
 
 
-def judge_entries(results: Results, stale: list[str] | None = None):
+def judge_entries(results: Results, stale: list[str]):
     """(model, dataset, entry) of every model folder's judge_result.json, in name order, for the
     prediction files that are still the ones judged; "model/dataset" of the others into `stale`."""
     for model in sorted(results.by_model) if results.root else []:
@@ -22,7 +22,7 @@ def judge_entries(results: Results, stale: list[str] | None = None):
                 continue
             if not source_problem(folder, dataset, entry.get("source_sha256")):
                 yield model, dataset, entry
-            elif stale is not None:
+            else:
                 stale.append(f"{model}/{dataset}")
 
 

@@ -57,9 +57,8 @@ def _from_log(path: Path) -> list[tuple[str, list]]:
 def confidence(results: Results) -> list[Table]:
     found = []
     for pattern in DEPTH if results.root else ():
-        for folder in sorted(p for p in results.root.glob(pattern) if p.is_dir()):
-            for label, lists in [c for log in sorted(folder.glob("*_EVAL.json"))
-                                 for c in _from_log(log)]:
+        for log in sorted(results.root.glob(f"{pattern}/*_EVAL.json")):
+            for label, lists in _from_log(log):
                 at_rank = ([lst[r] for lst in lists if len(lst) > r]
                            for r in range(max(len(lst) for lst in lists)))
                 rows = [[str(r + 1), f"{sum(at) / len(at):.4f}"] for r, at in enumerate(at_rank)]
