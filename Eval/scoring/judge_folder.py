@@ -5,8 +5,8 @@ Usage:
     python eval.py judge --judge NAME --judge-backend api -M base_url=http://127.0.0.1:11434/v1
 
 Writes DIR/judge/<dataset>.<rubric>.jsonl (a verdict per record) and DIR/judge_result.json (per
-dataset: the mean over parseable verdicts x 100, the counts), merged per dataset, once every verdict
-is in; the cache is DIR/judge/cache.jsonl.
+dataset: the mean over parseable verdicts x 100, the counts), merged per dataset; the cache is
+DIR/judge/cache.jsonl. More: docs/judge.md.
 """
 from __future__ import annotations
 
