@@ -143,7 +143,7 @@ class Judge:
                 **({"max_new_tokens": self.max_new_tokens} if self.mode == "text" else {})}
 
     def verdicts(self, fields: list[dict]) -> list[dict]:
-        """One {score, raw, error, cached} per dict of the rubric's fields; failures never cached."""
+        """One {score, raw, error, cached} per dict of the rubric's fields; failures not cached."""
         # the default budget keeps the key it always had, so older caches stay valid
         budget = [self.max_new_tokens] if self.max_new_tokens != MAX_NEW_TOKENS else []
         keys = [hashlib.sha256(json.dumps([self.identity, self.rubric.sha, self.mode, f, *budget],
