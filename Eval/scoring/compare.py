@@ -10,7 +10,6 @@ merged per dataset; the cache is OUT/judge/cache.jsonl. More: docs/judge.md.
 """
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Callable
@@ -118,8 +117,8 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     results = {name: _compare_one(judge, name, pair, seed, both_orders)
                for name, pair in files.items()}
     result_path = out / "compare_result.json"
-    stale = functools.partial(compared_problem, dir_a, dir_b)
-    merged, _ = merge_results(result_path, results, stale, say, inside="datasets")
+    merged, _ = merge_results(result_path, results, lambda name, entry: compared_problem(
+        dir_a, dir_b, name, entry), say, inside="datasets")
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(result_path, {"a": folder_name(dir_a, out), "b": folder_name(dir_b, out),
                                     "datasets": merged})
