@@ -6,13 +6,10 @@ Usage:
     python eval.py compare A B --judge JUDGE --both-orders      # every pair in both orders
 
 Writes OUT/compare_result.json (per dataset: A's win / tie / lose rates against B, the verdicts),
-merged per dataset; the cache is OUT/judge/cache.jsonl. Records are paired as `eval.py diff` pairs
-them. Two answers of the same text are a tie without asking the judge (its verdict could only be
-position bias), counted as `identical`.
+merged per dataset; the cache is OUT/judge/cache.jsonl. More: docs/judge.md.
 """
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Callable
@@ -54,22 +51,15 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
             "as a dataset)")
 
 
-def _both_orders(a_first: list, b_first: list, errors_1: list, errors_2: list):
-    """A's score: the mean of the parseable orders (failed only when both failed); the position
-    bias: how often the outcome flips with the order, and how often the answer shown first won."""
-    scores, errors, flips, first_won, both = [], [], 0, 0, 0
-    for s1, s2, e1, e2 in zip(a_first, b_first, errors_1, errors_2):
-        parsed = [s for s in (s1, s2) if s is not None]
-        scores.append(sum(parsed) / len(parsed) if parsed else None)
-        errors.append(e1 if e1 and e2 else None)
-        if s1 is not None and s2 is not None:
-            both += 1
-            flips += ((s1 > 0.5) - (s1 < 0.5)) != ((s2 > 0.5) - (s2 < 0.5))
-            first_won += (s1 > 0.5) + (s2 < 0.5)  # A shown first won, then B shown first won
-    bias = {"pairs": both, "flips": flips,
-            "flip_rate": round(100 * flips / both, 2) if both else None,
-            "first_shown_won": round(100 * first_won / (2 * both), 2) if both else None}
-    return scores, errors, bias
+def _position_bias(a_first: list, b_first: list) -> dict:
+    """Over the pairs parsed in both orders: how often the outcome flips with the order, and how
+    often the answer shown first won."""
+    both = [(s1, s2) for s1, s2 in zip(a_first, b_first) if s1 is not None and s2 is not None]
+    flips = sum(((s1 > 0.5) - (s1 < 0.5)) != ((s2 > 0.5) - (s2 < 0.5)) for s1, s2 in both)
+    first_won = sum((s1 > 0.5) + (s2 < 0.5) for s1, s2 in both)  # A first won, B first won
+    return {"pairs": len(both), "flips": flips,
+            "flip_rate": round(100 * flips / len(both), 2) if both else None,
+            "first_shown_won": round(100 * first_won / (2 * len(both)), 2) if both else None}
 
 
 def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
@@ -78,30 +68,23 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
     answers = [(prediction(ra, name), prediction(rb, name)) for ra, rb in pairs]
     judged = [k for k, (first, second) in enumerate(answers) if first != second]
     m = len(judged)
-    # (pair, shown B first?) per question: every pair twice with --both-orders, else once
+    # identical answers are never asked (a verdict could only be position bias); the rest once,
+    # or with --both-orders twice, A's answer first, then B's
+    swapped = set(judged) if both_orders else {judged[i] for i in pairwise_swaps(m, seed)}
+    asked = [(k, k in swapped) for k in judged]  # (pair, shown B first?) per question
     if both_orders:
-        swapped = set(judged)
-        asked = [(k, False) for k in judged] + [(k, True) for k in judged]
-    else:
-        swapped = {judged[i] for i in pairwise_swaps(m, seed)}
-        asked = [(k, k in swapped) for k in judged]
-    fields = []
-    for k, b_first in asked:
-        first, second = answers[k][::-1] if b_first else answers[k]
-        fields.append({**record_fields(pairs[k][0]), "answer_1": first, "answer_2": second})
-    verdicts = judge.verdicts(fields)
+        asked = [(k, False) for k in judged] + asked
+    verdicts = judge.verdicts([{**record_fields(pairs[k][0]), "answer_1": answers[k][b_first],
+                                "answer_2": answers[k][not b_first]} for k, b_first in asked])
     per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
                for (_, b_first), v in zip(asked, verdicts)]
-    errors = [v.get("error") for v in verdicts]
-    if both_orders:
-        scores, errors, bias = _both_orders(per_ask[:m], per_ask[m:], errors[:m], errors[m:])
-        b_first_scores = per_ask[m:]
-    else:
-        scores, bias = per_ask, None
-        b_first_scores = [None] * m
     outcome = [(0.5, None, None, 0.5)] * len(pairs)  # identical answers: a tie, never asked
-    for k, *result in zip(judged, scores, errors, [v["raw"] for v in verdicts], b_first_scores):
-        outcome[k] = result
+    for j, k in enumerate(judged):  # A's score: the mean of its parseable orders
+        scores = per_ask[j::m]
+        errors = [v.get("error") for v in verdicts[j::m]]  # failed only when every order failed
+        parsed = [s for s in scores if s is not None]
+        outcome[k] = (sum(parsed) / len(parsed) if parsed else None,
+                      errors[0] if all(errors) else None, verdicts[j]["raw"], scores[-1])
     ids = [record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
     counts, valid = tally([o[0] for o in outcome], [o[1] for o in outcome], ids)
     per_example = [{"id": i, "a_score": score, "swapped": k in swapped, "raw": raw,
@@ -111,7 +94,8 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
                    for k, (i, (score, error, raw, b_first)) in enumerate(zip(ids, outcome))]
     return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - m,
             "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
-            "position_bias": bias, **judge.provenance(),
+            "position_bias": _position_bias(per_ask[:m], per_ask[m:]) if both_orders else None,
+            **judge.provenance(),
             "source_sha256_a": file_sha256(files[0]), "source_sha256_b": file_sha256(files[1]),
             "per_example": per_example}
 
@@ -133,8 +117,8 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
     results = {name: _compare_one(judge, name, pair, seed, both_orders)
                for name, pair in files.items()}
     result_path = out / "compare_result.json"
-    stale = functools.partial(compared_problem, dir_a, dir_b)
-    merged, _ = merge_results(result_path, results, stale, say, inside="datasets")
+    merged, _ = merge_results(result_path, results, lambda name, entry: compared_problem(
+        dir_a, dir_b, name, entry), say, inside="datasets")
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(result_path, {"a": folder_name(dir_a, out), "b": folder_name(dir_b, out),
                                     "datasets": merged})

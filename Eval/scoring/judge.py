@@ -1,9 +1,5 @@
 """LLM-as-judge: verdict parsing, the verdict cache and the judge model, shared by `eval.py judge`
-(judge_folder.py) and `eval.py compare` (compare.py); rubric files: rubrics.py.
-
-A verdict is read from the generated text (parse_verdict), or in `logits` mode from the first answer
-token's probabilities over the options. Unparseable verdicts and failed calls are counted and
-listed, never scored 0; good verdicts are cached, so a rerun asks only for the rest.
+(judge_folder.py) and `eval.py compare` (compare.py); rubric files: rubrics.py. See docs/judge.md.
 """
 from __future__ import annotations
 
@@ -59,10 +55,8 @@ def parse_verdict(text: str, rubric: Rubric) -> float | None:
     mentions, rest = [], text
     for label, value in sorted(rubric.options, key=lambda o: -len(o[0])):
         pattern = re.compile(r"(?<!\w)" + re.escape(label) + r"(?!\w)", re.IGNORECASE)
-        hits = [m.start() for m in pattern.finditer(rest)]
-        if hits:
-            mentions += [(label, value, start) for start in hits]
-            rest = pattern.sub(lambda m: "\0" * len(m.group()), rest)  # same length: offsets stay
+        mentions += [(label, value, m.start()) for m in pattern.finditer(rest)]
+        rest = pattern.sub(lambda m: "\0" * len(m.group()), rest)  # same length: offsets stay
     if any(_NEGATOR.search(_CLAUSE_END.split(text[:start])[-1]) for _, _, start in mentions):
         return None
     named = {label: value for label, value, _ in mentions}
@@ -105,10 +99,6 @@ class VerdictCache:
                                   "verdicts are then asked again)")
             if not entry.get("error"):
                 self.entries[entry["key"]] = entry
-
-    @staticmethod
-    def key(*parts) -> str:
-        return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
 
     def put(self, entries: list[dict]) -> None:
         append_lines(self.path, [json.dumps(e, ensure_ascii=False) + "\n" for e in entries])
@@ -153,12 +143,11 @@ class Judge:
                 **({"max_new_tokens": self.max_new_tokens} if self.mode == "text" else {})}
 
     def verdicts(self, fields: list[dict]) -> list[dict]:
-        """One {score, raw, error, cached} per dict of the rubric's fields; failed calls are never
-        cached."""
+        """One {score, raw, error, cached} per dict of the rubric's fields; failures not cached."""
         # the default budget keeps the key it always had, so older caches stay valid
         budget = [self.max_new_tokens] if self.max_new_tokens != MAX_NEW_TOKENS else []
-        keys = [VerdictCache.key(self.identity, self.rubric.sha, self.mode, f, *budget)
-                for f in fields]
+        keys = [hashlib.sha256(json.dumps([self.identity, self.rubric.sha, self.mode, f, *budget],
+                                          ensure_ascii=False).encode()).hexdigest() for f in fields]
         missing = [i for i, k in enumerate(keys) if not self._cached(k)]
         self.from_cache = len(fields) - len(missing)
         self.model_calls = 0
@@ -253,9 +242,8 @@ def pairwise_swaps(n: int, seed: int) -> set[int]:
 
 
 def rates(a_values: list[float]) -> dict:
-    """Win / tie / lose percentages of A over its parseable verdict values (above 0.5 a win, 0.5 a
-    tie: text and logits verdicts count alike), their counts, the win rate's Wilson 95% interval and
-    the mean value x 100.
+    """Win / tie / lose percentages of A's parseable verdict values (above 0.5 a win, 0.5 a tie),
+    their counts, the win rate's Wilson 95% interval and the mean value x 100.
 
     >>> r = rates([1.0, 0.5, 0.0, 0.9, 0.2])
     >>> r["counts"], r["win"], r["win_ci95"], r["mean_a_score"]

@@ -5,8 +5,8 @@ Usage:
     python eval.py judge --judge NAME --judge-backend api -M base_url=http://127.0.0.1:11434/v1
 
 Writes DIR/judge/<dataset>.<rubric>.jsonl (a verdict per record) and DIR/judge_result.json (per
-dataset: the mean over parseable verdicts x 100, the counts), merged per dataset, once every verdict
-is in; the cache is DIR/judge/cache.jsonl.
+dataset: the mean over parseable verdicts x 100, the counts), merged per dataset; the cache is
+DIR/judge/cache.jsonl. More: docs/judge.md.
 """
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
     for name, records in datasets:
         check_name(name, f"dataset of {pred_dir}")
         source_sha = file_sha256(prediction_path(pred_dir, name))
-        fields = [{**record_fields(r), "prediction": prediction(r, name)}  # the cache key's order
+        # in the cache key's order; {answer}, BERGEN's placeholder, is the reference list itself
+        fields = [{**record_fields(r), "prediction": prediction(r, name),
+                   **({"answer": str(r["answers"])} if "{answer}" in rubric.template else {})}
                   for r in records]
-        if "{answer}" in rubric.template:  # BERGEN's placeholder: the reference list itself
-            fields = [{**f, "answer": str(r["answers"])} for f, r in zip(fields, records)]
         verdicts = judge.verdicts(fields)
         ids = [record_id(r, k) for k, r in enumerate(records)]
         rows[name] = [{"id": i, "score": v["score"], "raw": v["raw"], "cached": v["cached"],

@@ -49,12 +49,12 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
                          "line '---'")
     options = []
     for part in header[len("options:"):].split("|"):
-        label, eq, value = part.partition("=")
+        label, _, value = part.partition("=")
         try:
             options.append((label.strip(), float(value)))
         except ValueError:
             raise ValueError(f"{path}:1: option {part.strip()!r} is not Label=number") from None
-    if len(options) < 2 or not eq:
+    if len(options) < 2:
         raise ValueError(f"{path}:1: a rubric needs at least two options")
     return Rubric(name, template.strip("\n"), tuple(options))
 
@@ -95,9 +95,7 @@ def rubric_from_config(path: Path) -> Rubric:
                 except (SyntaxError, ValueError):
                     raise ValueError(f"--rubric {path}: prompt.{key} is not a Python string "
                                      f"literal: {value[1:][:60]!r}") from None
-        for name in ("{self.rubrik_section}", "{rubrik_section}"):
-            value = value.replace(name, section)
-        return value
+        return value.replace("{self.rubrik_section}", section).replace("{rubrik_section}", section)
 
     fields = {name for _, name, _, _ in string.Formatter().parse(text("user")) if name}
     unknown = fields - {"question", "answer", "references", "prediction"}
