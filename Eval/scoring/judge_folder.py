@@ -87,6 +87,8 @@ def run(args) -> int:
         loaded = {d: load_folder(d, args.datasets, problems, notes) for d in pred_dirs}
         if problems:
             raise ValueError("; ".join(problems))
+        for note in notes:  # folders skipped, a task read from a sidecar, a write finished
+            print(f"note: {note}")
         return loaded, load_rubric(args.rubric, PROMPTS)
 
     def work(found, model) -> int:
