@@ -33,8 +33,7 @@ RETRIED_STATUSES = (408, 409, 429)  # besides 5xx: what the openai client retrie
 
 
 class APIFeatureError(ValueError):
-    """The server lacks what score() needs (prompt log-probabilities): a setup problem that stops
-    the run with one line, not a failed call (ModelCallFailed)."""
+    """The server gives no prompt log-probabilities: a setup error, not a failed call."""
 
 
 @dataclasses.dataclass(frozen=True)
