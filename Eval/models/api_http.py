@@ -44,11 +44,10 @@ class APIError(ModelCallFailed):
 
 
 class MalformedReply(ValueError, openai.OpenAIError):  # the client passes its own errors on
-    """A reply the adapter cannot use: `kind` says what is wrong, the message names the field."""
+    """A reply the adapter cannot use: "KIND: what is wrong", naming the field."""
 
     def __init__(self, message: str, kind: str = "malformed reply"):
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(f"{kind}: {message}")
 
 
 class AttemptClient(openai.DefaultAsyncHttpxClient):

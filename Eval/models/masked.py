@@ -94,8 +94,7 @@ class MaskedLMModel(CheckpointModel):
         for batch in plan_batches(lengths, batch_size or self.batch_size,
                                   max_batch_tokens or self.max_batch_tokens):
             for piece in _logit_batches(batch, lengths, vocab, max_logit_elements):
-                stats = self._stats_batch([rows[i] for i in piece], mask_answer)
-                out.update(zip(piece, stats))
+                out.update(zip(piece, self._stats_batch([rows[i] for i in piece], mask_answer)))
         return [out[i] for i in range(len(rows))]
 
     def _stats_batch(self, rows: list[Row], mask_answer: bool) -> list[dict]:
