@@ -1,7 +1,6 @@
-"""Masked LMs (AutoModelForMaskedLM: BERT-style encoders, diffusion LLMs; docs/unlearning.md).
-Scoring: one full-context forward per batch over the tokenizer's leading specials, prompt, answer
-and sep (else eos), the answer visible or, with `mask_answer=True`, masked (neither is a sequence
-likelihood). Generation: LLaDA-style low-confidence remasking (one block, greedy).
+"""Masked LMs (BERT-style encoders, diffusion LLMs; docs/unlearning.md). Scoring: one full-context
+forward per batch over leading specials, prompt, answer and sep (else eos), the answer visible or
+masked (neither is a sequence likelihood). Generation: LLaDA-style remasking (one block, greedy).
 
 Usage:
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])
