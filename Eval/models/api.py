@@ -133,7 +133,8 @@ class APIModel(BaseLLM):
     def _shown(self, path: str) -> str:  # the request URL of an endpoint path, redacted
         return redact_url(self._root + path + (f"?{self._query}" if self._query else ""))
 
-    async def _create(self, path: str, body: dict, limit: int | None, check):
+    async def _create(self, path: str, body: dict, limit: int | None = None,
+                      check=lambda reply: reply):
         """check(the parsed reply) of a 200 answer; APIError naming the URL when the request fails
         for good or the reply cannot be used: over `limit` bytes, not JSON, refused by `check`."""
         chat = path == "/chat/completions"
@@ -276,7 +277,7 @@ class APIModel(BaseLLM):
             greedy = [lp >= max(top.values()) for lp, top in zip(lps, tops)]
             return TokenScores([float(x) for x in lps], greedy)
         try:
-            found = await self._create("/completions", body, None, check)
+            found = await self._create("/completions", body, check=check)
         except APIError as err:
             if err.status is not None and 400 <= err.status < 500:
                 raise self._feature_error(f"it rejected the request with {err.last}") from None
