@@ -33,8 +33,7 @@ RETRIED_STATUSES = (408, 409, 429)  # besides 5xx: what the openai client retrie
 
 
 class APIFeatureError(ValueError):
-    """The server lacks what score() needs (prompt log-probabilities): a setup problem that stops
-    the run with one line, not a failed call (ModelCallFailed)."""
+    """The server gives no prompt log-probabilities: a setup error, not a failed call."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +147,7 @@ class APIModel(BaseLLM):
         except openai.APIError as err:  # retries spent, or an answer that is not retried
             raise self._failure(path, err) from None
         except (ValueError, RecursionError) as err:  # RecursionError: JSON nested past the stack
-            what = f"{err.kind}: {err}" if isinstance(err, MalformedReply) else \
+            what = str(err) if isinstance(err, MalformedReply) else \
                 "malformed reply: HTTP 200 with a body that is not JSON"
             raise APIError(self._scrub(f"POST {self._shown(path)}: {what}")) from None
 
@@ -313,9 +312,8 @@ class APIModel(BaseLLM):
                 "max_retries": s.max_retries}
 
     def fingerprint(self) -> dict:
-        """What determines a served model's outputs as far as a client can tell: the server (its
-        redacted URL), the served name (often generic: "default"), the server's own id of what it
-        serves (vLLM's `root` in /v1/models; identity() shows it from now on) and the tokenizer."""
+        """What a client sees of what determines the outputs: the URL (redacted), the served name,
+        the server's id of it (vLLM's `root`; identity() shows it from now on), the tokenizer."""
         root = getattr(self._served, "root", None)
         self._server_model = root if isinstance(root, str) and root else None
         tokenizer_sha256 = folder_identity(self.tokenizer_path).get("sha256")
@@ -324,8 +322,7 @@ class APIModel(BaseLLM):
                 "tokenizer_sha256": tokenizer_sha256 or self.tokenizer_path,
                 "chat_template_sha256": template_sha256(self.tokenizer)}
 
-    # the judge's cache key: what determines the outputs, not how they are asked for (-M
-    # concurrency, rpm, timeout, max_retries, api_key_env change no verdict)
+    # the judge's cache key: -M concurrency, rpm, timeout, max_retries, api_key_env change nothing
     cache_identity = fingerprint
 
     def close(self) -> None:

@@ -44,19 +44,17 @@ class APIError(ModelCallFailed):
 
 
 class MalformedReply(ValueError, openai.OpenAIError):  # the client passes its own errors on
-    """A reply the adapter cannot use: `kind` says what is wrong, the message names the field."""
+    """A reply the adapter cannot use: "KIND: what is wrong", naming the field."""
 
     def __init__(self, message: str, kind: str = "malformed reply"):
-        super().__init__(message)
-        self.kind = kind
+        super().__init__(f"{kind}: {message}")
 
 
 class AttemptClient(openai.DefaultAsyncHttpxClient):
-    """The openai client's HTTP client. Each attempt (a first try or a retry) is counted in `stats`,
-    starts at most `rpm` times in any `window` seconds (a start holds a slot that long), and is
-    bounded by `deadline` seconds from connect to the last body byte (httpx's timeouts are per
-    read: a trickling server would hold it for ever) and by REPLY_LIMIT bytes of body: a server
-    that ignores max_tokens cannot fill the memory."""
+    """The openai client's HTTP client. Each attempt (a try or a retry) is counted in `stats`,
+    starts at most `rpm` times in any `window` seconds, and is bounded by `deadline` seconds from
+    connect to the last body byte (httpx's timeouts are per read: a trickling server would hold it
+    for ever) and by REPLY_LIMIT bytes of body (a server ignoring max_tokens cannot fill memory)."""
 
     def __init__(self, deadline: float, rpm: int | None, window: float, stats: dict):
         super().__init__(event_hooks={"response": [self._limit_body]})
@@ -225,9 +223,7 @@ def reply_text(reply, chat: bool, think_tags: tuple[str, str], budget_flag: str)
 
 def check_usage(usage, max_tokens: int) -> tuple[dict[str, int], dict]:
     """(the token counts as ints; every finite number in `usage`, for the record). A count that is
-    no number (a string, null) is absent, as is a `usage` that is no object. MalformedReply for an
-    impossible one: not a whole number >= 0 (JSON's 3.0 is 3), completion_tokens above
-    2 * max_tokens + 16 (slack for special tokens), or prompt + completion != total."""
+    no number (a string, null) is absent; an impossible one a MalformedReply (JSON's 3.0 is 3)."""
     fields = dict(usage) if isinstance(usage, openai.BaseModel) else {}
     numbers = {name: value for name, value in fields.items() if is_number(value)}
     counts = {}

@@ -85,14 +85,14 @@ class HFScores:
         unique = {key: k for k, key in enumerate(keys)}
         share = share_prompts and plain_cache(self.model.config)
         groups: dict[tuple, list[int]] = {}
-        for k, (prompt_ids, _) in enumerate(keys):
-            groups.setdefault(prompt_ids if share else (k,), []).append(k)
-        columns = {k: ([0.0] * len(labels), [False] * len(labels), [0.0] * len(labels),
-                       [0.0] * len(labels)) for k, (_, labels) in enumerate(keys)}
+        for k, (prompt_ids, labels) in enumerate(keys):
+            if labels:  # no labels, no forward
+                groups.setdefault(prompt_ids if share else (k,), []).append(k)
+        columns = {k: tuple([zero] * len(labels) for zero in (0.0, False, 0.0, 0.0))
+                   for k, (_, labels) in enumerate(keys)}
         roots = [_prefix_tree(len(keys[m[0]][0]),
-                              {k: list(keys[k][0] + keys[k][1][:-1]) for k in m if keys[k][1]},
+                              {k: list(keys[k][0] + keys[k][1][:-1]) for k in m},
                               {k: keys[k][1] for k in m}) for m in groups.values()]
-        roots = [r for r in roots if r is not None]
         plan = dict(batch_size=batch_size, max_batch_tokens=max_batch_tokens,
                     max_pad_fraction=0.1, pad_slack=8)
         vocab = self.model.config.get_text_config().vocab_size

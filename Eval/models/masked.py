@@ -1,7 +1,6 @@
-"""Masked LMs (AutoModelForMaskedLM: BERT-style encoders, diffusion LLMs; docs/unlearning.md).
-Scoring: one full-context forward per batch over the tokenizer's leading specials, prompt, answer
-and sep (else eos), the answer visible or, with `mask_answer=True`, masked (neither is a sequence
-likelihood). Generation: LLaDA-style low-confidence remasking (one block, greedy).
+"""Masked LMs (BERT-style encoders, diffusion LLMs; docs/unlearning.md). Scoring: one full-context
+forward per batch over leading specials, prompt, answer and sep (else eos), the answer visible or
+masked (neither is a sequence likelihood). Generation: LLaDA-style remasking (one block, greedy).
 
 Usage:
     stats = model.token_stats([("Question: Capital of France?\nAnswer:", " Paris")])
@@ -94,8 +93,7 @@ class MaskedLMModel(CheckpointModel):
         for batch in plan_batches(lengths, batch_size or self.batch_size,
                                   max_batch_tokens or self.max_batch_tokens):
             for piece in _logit_batches(batch, lengths, vocab, max_logit_elements):
-                stats = self._stats_batch([rows[i] for i in piece], mask_answer)
-                out.update(zip(piece, stats))
+                out.update(zip(piece, self._stats_batch([rows[i] for i in piece], mask_answer)))
         return [out[i] for i in range(len(rows))]
 
     def _stats_batch(self, rows: list[Row], mask_answer: bool) -> list[dict]:

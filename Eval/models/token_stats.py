@@ -23,11 +23,9 @@ class _Node:
 
 
 def _prefix_tree(prompt_len: int, inputs: dict[int, list[int]],
-                 labels: dict[int, tuple]) -> _Node | None:
-    """The radix tree of one prompt's option inputs (prompt + labels[:-1]); a label lands in the
-    entries of the node whose position predicts it."""
-    if not inputs:
-        return None
+                 labels: dict[int, tuple]) -> _Node:
+    """The radix tree of one prompt's option inputs (prompt + labels[:-1], at least one); a label
+    lands in the entries of the node whose position predicts it."""
 
     def build(keys: list[int], depth: int) -> _Node:
         first, end = inputs[keys[0]], depth + 1  # every key has the same token at `depth`
