@@ -15,6 +15,7 @@ from Eval.inference.predict import (RunSettings, dataset_prompts, generation_bud
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
 from Eval.inference.runner import prepare, refusing_bad_input, warn_past_window
 from Eval.models.base import BaseLLM
+from Eval.models.factory import resolve_model_args
 from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
 from Eval.storage import write_json_atomic, write_jsonl_atomic
@@ -113,8 +114,7 @@ def describe(summary: dict) -> str:
 @refusing_bad_input
 def run(args) -> int:
     """The backend's tokenizer-only twin renders every prompt the run would send."""
-    from Eval.models.factory import resolve_model_args
-    from Eval.models.tokenizer_only import dry_run_twin
+    from Eval.models.tokenizer_only import dry_run_twin  # imports transformers: not for --help
 
     datasets, out_dir = prepare(args)
     resolve_model_args(args)

@@ -14,11 +14,12 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from Eval.args import one_line
+from Eval.args import one_line, positive_int
 from Eval.commands import inference_command
 from Eval.inference.run_loop import Job, model_digest, run_job
+from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches
-from Eval.models.factory import from_args
+from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args
 from Eval.names import add_output_arguments, output_folder
 from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.unlearning.stats import confidence_ordered_probs
@@ -269,9 +270,6 @@ def score_chunk(model, split: Split, items: list[dict], indices: list[int], shot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from Eval.args import positive_int
-    from Eval.models.factory import add_batch_arguments, add_model_arguments
-
     parser.add_argument("suite", choices=("tofu", "muse"), help="whose splits: TOFU's or MUSE's")
     add_model_arguments(parser, str(DEMO_TARGET))
     add_batch_arguments(parser)
@@ -306,8 +304,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
     """Each split with a data file, its items and few-shot examples, read before a model loads;
     first a ValueError unless the backend can make these records (its `capabilities`)."""
-    from Eval.models import MODELS
-
     needed = {"token_stats": "per-token statistics"}
     if args.gradnorm:
         needed["gradients"] = "gradients (--gradnorm)"
