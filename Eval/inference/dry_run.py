@@ -114,7 +114,7 @@ def describe(summary: dict) -> str:
 @refusing_bad_input
 def run(args) -> int:
     """The backend's tokenizer-only twin renders every prompt the run would send."""
-    from Eval.models.tokenizer_only import dry_run_twin  # imports transformers: not for --help
+    from Eval.models.tokenizer_only import dry_run_twin
 
     datasets, out_dir = prepare(args)
     resolve_model_args(args)

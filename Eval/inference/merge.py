@@ -25,7 +25,7 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
         shards = len(shard_paths(path))
-        content = read_sidecar(path)  # the merge leaves the sidecar as it is
+        content = read_sidecar(path)
         merged = merge_predictions(path, [e.id for e in ds.examples],
                                    [e.id for e in required_examples(ds, limit)],
                                    {e.id: e.sha256 for e in ds.examples},

@@ -326,7 +326,7 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
             print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; "
                   "skipped")
             continue
-        icl = find_file(data_dir, split.icl)  # None for no icl files
+        icl = find_file(data_dir, split.icl)
         found.append((split, path, read_items(path, split.kind),
                       read_items(icl, "knowmem") if icl else []))
     return found

@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
     except RecordError as err:
         print(f"error: nothing was written: {err}", file=sys.stderr)
         return 2
-    paths = write_outputs(Path(out_dir), outcome.suite.upper(), outcome.eval_log, outcome.summary)
+    paths = write_outputs(out_dir, outcome.suite.upper(), outcome.eval_log, outcome.summary)
     if not args.quiet:
         print(outcome.report(paths, time.perf_counter() - start))
     return 0
