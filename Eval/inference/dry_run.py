@@ -1,6 +1,5 @@
-"""`python inference.py dry-run`: every prompt rendered by the run's own functions (predict.py),
-with no model weights: OUT/<model>/<dataset>.prompts.jsonl and dry_run.json (with --price the most
-the run can cost), nothing else.
+"""`python inference.py dry-run`: every prompt rendered by predict.py's functions, no weights:
+OUT/<model>/<dataset>.prompts.jsonl and dry_run.json (--price: the most the run can cost).
 
 Usage: python inference.py dry-run --max-length 2048 --price docs/prices.example.json
 """
@@ -16,6 +15,7 @@ from Eval.inference.predict import (RunSettings, dataset_prompts, generation_bud
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
 from Eval.inference.runner import prepare, refusing_bad_input, warn_past_window
 from Eval.models.base import BaseLLM
+from Eval.models.factory import resolve_model_args
 from Eval.pricing import Price, cost_text
 from Eval.records import DRY_RUN_SUFFIX, is_dry_run_output
 from Eval.storage import write_json_atomic, write_jsonl_atomic
@@ -53,19 +53,17 @@ def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[
 
 def dry_run(model: BaseLLM, datasets: list[Dataset], out_dir: Path, settings: RunSettings,
             price: Price | None = None) -> int:
-    """Render every dataset, then write the files (none when one is refused). Exit code."""
+    """Render every dataset, then write the files; a ValueError (run's exit 2) writes none."""
     rendered = {}
     for ds in datasets:
         path = out_dir / f"{ds.name}{DRY_RUN_SUFFIX}"
         if path.exists() and not is_dry_run_output(path):  # a real run's "<name>.prompts" dataset
-            print(f"error: {path} holds predictions (it has a run sidecar); dry-run will not "
-                  "overwrite it", file=sys.stderr)
-            return 2
+            raise ValueError(f"{path} holds predictions (it has a run sidecar); dry-run will not "
+                             "overwrite it")
         try:
             rendered[ds.name] = (path, *render_dataset(model, ds, settings))
         except ValueError as err:  # a --max-length that cannot hold the template and the answer
-            print(f"error: {ds.name}: {err}", file=sys.stderr)
-            return 2
+            raise ValueError(f"{ds.name}: {err}") from None
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = {}
     for name, (path, rows, summary) in rendered.items():
@@ -116,7 +114,6 @@ def describe(summary: dict) -> str:
 @refusing_bad_input
 def run(args) -> int:
     """The backend's tokenizer-only twin renders every prompt the run would send."""
-    from Eval.models.factory import resolve_model_args
     from Eval.models.tokenizer_only import dry_run_twin
 
     datasets, out_dir = prepare(args)

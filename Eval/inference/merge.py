@@ -25,10 +25,11 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
         shards = len(shard_paths(path))
+        content = read_sidecar(path)
         merged = merge_predictions(path, [e.id for e in ds.examples],
                                    [e.id for e in required_examples(ds, limit)],
                                    {e.id: e.sha256 for e in ds.examples},
-                                   read_sidecar(path).get("model_sha256"))
+                                   content.get("model_sha256"))
         if not merged:
             print(f"error: {path}: some examples have no record yet; run the missing shards",
                   file=sys.stderr)
@@ -36,7 +37,6 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
             continue
         sidecar = sidecar_path(path)
         if sidecar.is_file():  # note what the merge left in the main file
-            content = read_sidecar(path)
             if not content:
                 raise ValueError(f"{sidecar}: not a readable JSON object; {path.name} is merged, "
                                  "but its sidecar, left as it is, does not say so")

@@ -1,10 +1,8 @@
-"""inference.py unlearning: TOFU / MUSE score records, one file per split (the split table:
-tofu_splits / muse_splits: data files, kind of text, generation length, attacks), each a job.
+"""inference.py unlearning: TOFU / MUSE score records, a run-loop job and file per split
+(tofu_splits / muse_splits); every text read once (BaseLLM.token_stats); docs/unlearning.md.
 
 Usage:
     python inference.py unlearning tofu|muse [--model M --data-dir PATH] [--gradnorm]
-
-Every text is read once (BaseLLM.token_stats). A score record's fields: docs/unlearning.md.
 """
 from __future__ import annotations
 
@@ -16,11 +14,12 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from Eval.args import one_line
+from Eval.args import one_line, positive_int
 from Eval.commands import inference_command
 from Eval.inference.run_loop import Job, model_digest, run_job
+from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches
-from Eval.models.factory import from_args
+from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args
 from Eval.names import add_output_arguments, output_folder
 from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
 from Eval.unlearning.stats import confidence_ordered_probs
@@ -136,14 +135,12 @@ def effective_encoding(model: BaseLLM, split: Split, prompt: Prompt, wanted: str
 
 
 def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> str:
-    return rendered_reply(model, question, answer) if encoding == "full-turn" else answer
-
-
-def rendered_reply(model: BaseLLM, text: str, answer: str) -> str:
-    """The template's text after apply_chat(text) for the reply `answer`, turn markers included
-    (ChatML's "<|im_end|>\\n"): open-unlearning labels it all."""
-    prompt = model.apply_chat(text)
-    messages = model.chat_messages(text) + [{"role": "assistant", "content": answer}]
+    """full-turn: the template's text after apply_chat(question) for the reply `answer`, turn
+    markers included (ChatML's "<|im_end|>\\n"), as open-unlearning labels it."""
+    if encoding != "full-turn":
+        return answer
+    prompt = model.apply_chat(question)
+    messages = model.chat_messages(question) + [{"role": "assistant", "content": answer}]
     full = model.tokenizer.apply_chat_template(messages, tokenize=False,
                                                add_generation_prompt=False)
     if not full.startswith(prompt):
@@ -273,9 +270,6 @@ def score_chunk(model, split: Split, items: list[dict], indices: list[int], shot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from Eval.args import positive_int
-    from Eval.models.factory import add_batch_arguments, add_model_arguments
-
     parser.add_argument("suite", choices=("tofu", "muse"), help="whose splits: TOFU's or MUSE's")
     add_model_arguments(parser, str(DEMO_TARGET))
     add_batch_arguments(parser)
@@ -310,8 +304,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
     """Each split with a data file, its items and few-shot examples, read before a model loads;
     first a ValueError unless the backend can make these records (its `capabilities`)."""
-    from Eval.models import MODELS
-
     needed = {"token_stats": "per-token statistics"}
     if args.gradnorm:
         needed["gradients"] = "gradients (--gradnorm)"
@@ -330,13 +322,13 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
         if path is None and split is splits[0]:  # the forget split: nothing to score without it
             names = " or ".join(f"{stem}.json(l)" for stem in split.files)
             raise FileNotFoundError(f"{data_dir}: no {names}")
-        icl = find_file(data_dir, split.icl) if split.icl else None
         if path is None:
             print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; "
                   "skipped")
-        else:
-            found.append((split, path, read_items(path, split.kind),
-                          read_items(icl, "knowmem") if icl else []))
+            continue
+        icl = find_file(data_dir, split.icl)
+        found.append((split, path, read_items(path, split.kind),
+                      read_items(icl, "knowmem") if icl else []))
     return found
 
 

@@ -65,7 +65,7 @@ def detect_suite(log: dict, path: Path) -> str:
     hits = [name for name, keys in _MARKERS.items() if any(k in log for k in keys)]
     if len(hits) == 1:
         return hits[0]
-    for name in ("tofu", "muse"):
+    for name in _MARKERS:
         if Path(path).name.upper().startswith(name.upper() + "_"):
             return name
     raise RecordError(path, None, "cannot tell whether this is a TOFU or a MUSE log: it holds none "
@@ -135,9 +135,8 @@ class Run:
                 continue
             self.results[name] = computed(where, name, samples.leaf_result, kind, values)
         self.bench.composites(self)
-        top_level = self.bench.TOP_LEVEL
-        done = [n for n in top_level if n in self.results]
-        self.notes += [f"skipped {n}: {self.why[n]}" for n in top_level if n not in done]
+        done = [n for n in self.bench.TOP_LEVEL if n in self.results]
+        self.notes += [f"skipped {n}: {self.why[n]}" for n in self.bench.TOP_LEVEL if n not in done]
         for name in required:
             if name in self.why:
                 raise RecordError(self.source, None, f"{name} cannot be recomputed: "
@@ -307,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
             source = find_log(args.from_open_unlearning)
             outcome = reaggregate(source, args.retain_logs, warn)
             out_dir = args.out_dir or Path("pred", "open-unlearning", source.resolve().parent.name)
-            if (Path(out_dir) / source.name).resolve() == source.resolve():
+            if (out_dir / source.name).resolve() == source.resolve():
                 raise RecordError(out_dir, None, f"would overwrite the log being read "
                                                  f"({source.name}); pass another --out-dir")
         else:
@@ -316,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
     except RecordError as err:
         print(f"error: nothing was written: {err}", file=sys.stderr)
         return 2
-    paths = write_outputs(Path(out_dir), outcome.suite.upper(), outcome.eval_log, outcome.summary)
+    paths = write_outputs(out_dir, outcome.suite.upper(), outcome.eval_log, outcome.summary)
     if not args.quiet:
         print(outcome.report(paths, time.perf_counter() - start))
     return 0

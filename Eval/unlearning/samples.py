@@ -72,9 +72,8 @@ def rouge(record: dict, key: str) -> dict:
 
 
 def gradnorm(record: dict, key: str) -> dict:
-    # null (fewer than 2 labels): left out
     score = _field(record, "gradnorm", key)
-    return {"score": None if score is None else float(score)}
+    return {"score": None if score is None else float(score)}  # null (< 2 labels): left out
 
 
 def reference(record: dict, key: str) -> dict:

@@ -1,6 +1,5 @@
 """The unlearning arithmetic in open-unlearning's formulas and order, in float64: per-sample
-statistics of one TokenStats dict (TOKEN_STATS_FIELDS below), then dataset-level means, AUC, KS,
-privleak.
+statistics of one TokenStats dict (TOKEN_STATS_FIELDS), then means, AUC, KS, privleak.
 
 Usage:
     stats.probability({"logprobs": [-0.1, -2.0]}), stats.privleak(auc=0.99, ref_auc=0.5)
@@ -17,8 +16,7 @@ VAR_FLOOR = 1e-6  # Min-K%++ clamps each position's variance before its square r
 EPS = 1e-10  # the reference's guard in every ratio (below and in tofu.py)
 CONF_EPS = 1e-12  # confidence-ordered probability: the handler's log(p + eps), kept exactly
 
-# A record's `logprobs`: {answer key: [TokenStats, one per option]}, each per labelled answer
-# token (and EOS):
+# A record's `logprobs`: {answer key: [TokenStats per option]}, lists per labelled token (+ EOS):
 TOKEN_STATS_FIELDS = {
     "logprobs": "list[float]: log p(y_t | prompt, y_<t), the teacher-forced label log-probs",
     "greedy": "list[bool]: whether the label is the argmax at its position (memorisation)",
