@@ -29,9 +29,9 @@ def resolve_shards(args) -> Shards:
     """torchrun's WORLD_SIZE / RANK when present, else --shard (I, K), else a single process;
     ValueError for the options that do not go with it."""
     shard, world = args.shard, int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and shard and shard[1] != world:
-        raise ValueError(f"--shard .../{shard[1]} contradicts torchrun's WORLD_SIZE {world}")
     if world > 1:
+        if shard and shard[1] != world:
+            raise ValueError(f"--shard .../{shard[1]} contradicts torchrun's WORLD_SIZE {world}")
         shards = Shards(int(os.environ["RANK"]), world, torchrun=True)
     else:
         shards = Shards(*shard) if shard else Shards()

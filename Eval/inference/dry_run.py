@@ -4,7 +4,6 @@ OUT/<model>/<dataset>.prompts.jsonl and dry_run.json (--price: the most the run 
 Usage: python inference.py dry-run --max-length 2048 --price docs/prices.example.json
 """
 
-import sys
 from pathlib import Path
 
 from Eval.args import one_line
@@ -121,8 +120,7 @@ def run(args) -> int:
     try:
         model = dry_run_twin(args)
     except (OSError, ValueError) as err:
-        print(f"error: dry-run: {one_line(err)}", file=sys.stderr)
-        return 2
+        raise ValueError(f"dry-run: {one_line(err)}") from None
     settings = RunSettings(max_length=args.max_length, max_new_tokens=args.max_new_tokens,
                            limit=args.limit, truncation=args.truncation)
     try:

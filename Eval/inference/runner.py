@@ -137,7 +137,7 @@ def prepare(args) -> tuple[list, Path | None]:
             continue
         raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: {clash}, "
                          "which this run reads; choose another --out-dir or --model-name")
-    args.price_entry = price_option(getattr(args, "price", None), out_dir and out_dir.name)
+    args.price_entry = price_option(getattr(args, "price", None), model_name)
     for ds in datasets:
         for note in ds.notes:
             print(f"note: {note}")
