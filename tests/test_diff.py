@@ -116,6 +116,13 @@ def test_a_dataset_without_a_task_names_only_the_way_out_diff_has(tmp_path, caps
     assert "--metrics" not in err and not list(tmp_path.glob("diff_*.json"))
 
 
+def test_report_scoring_a_dataset_without_a_task_offers_no_metrics_flag(tmp_path, capsys):
+    _write(tmp_path / "pred" / "m", "mystery", [{"id": "m", "pred": "x", "answers": ["x"]}])
+    assert eval_cli.main(["report", "--pred-root", str(tmp_path / "pred")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown dataset 'mystery'" in err and "--metrics" not in err
+
+
 def test_demo_model_with_another_system_prompt_differs_only_in_prompts(tmp_path, capsys):
     common = ["--datasets", "demo_qa_en,demo_trec", "--limit", "3", "--out-dir", str(tmp_path / "pred")]
     assert inference.main([*common, "--model-name", "plain"]) == 0

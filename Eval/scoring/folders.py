@@ -150,7 +150,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
 
 
 def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None,
-                    prices: dict, notes: list[str], metrics: tuple[str, ...] = (),
+                    prices: dict, notes: list[str], metrics: tuple[str, ...] | None = None,
                     metric_args: tuple = (), variants: tuple = (),
                     missing_ok: bool = False) -> dict | None:
     """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)},

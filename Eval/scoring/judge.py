@@ -55,8 +55,10 @@ def parse_verdict(text: str, rubric: Rubric) -> float | None:
     mentions, rest = [], text
     for label, value in sorted(rubric.options, key=lambda o: -len(o[0])):
         pattern = re.compile(r"(?<!\w)" + re.escape(label) + r"(?!\w)", re.IGNORECASE)
-        mentions += [(label, value, m.start()) for m in pattern.finditer(rest)]
-        rest = pattern.sub(lambda m: "\0" * len(m.group()), rest)  # same length: offsets stay
+        hits = [(label, value, m.start()) for m in pattern.finditer(rest)]
+        if hits:  # a verdict names few labels: the text is rewritten only for those
+            mentions += hits
+            rest = pattern.sub(lambda m: "\0" * len(m.group()), rest)  # same length: offsets stay
     if any(_NEGATOR.search(_CLAUSE_END.split(text[:start])[-1]) for _, _, start in mentions):
         return None
     named = {label: value for label, value, _ in mentions}

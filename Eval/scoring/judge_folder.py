@@ -36,9 +36,9 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
         check_name(name, f"dataset of {pred_dir}")
         source_sha = file_sha256(prediction_path(pred_dir, name))
         # in the cache key's order; {answer}, BERGEN's placeholder, is the reference list itself
+        with_answer = "{answer}" in rubric.template
         fields = [{**record_fields(r), "prediction": prediction(r, name),
-                   **({"answer": str(r["answers"])} if "{answer}" in rubric.template else {})}
-                  for r in records]
+                   **({"answer": str(r["answers"])} if with_answer else {})} for r in records]
         verdicts = judge.verdicts(fields)
         ids = [record_id(r, k) for k, r in enumerate(records)]
         rows[name] = [{"id": i, "score": v["score"], "raw": v["raw"], "cached": v["cached"],
