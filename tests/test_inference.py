@@ -104,6 +104,9 @@ def test_a_dropped_in_dataset_gets_defaults_and_is_scored(tmp_path, data, capsys
     assert "using the default instruction-form template" in out
     assert eval_cli.main(["--pred-dir", str(tmp_path / "pred" / "echo"), "--quiet"]) == 0
     assert "using the task saved in my_notes.run.json" in capsys.readouterr().out
+    for explain in (["my_notes:#1"], ["--worst", "1"]):  # explain says which task it scored with too
+        assert eval_cli.main(["explain", *explain, "--pred-dir", str(tmp_path / "pred" / "echo")]) == 0
+        assert "note: my_notes: not in Eval/tasks.py; using the task saved in" in capsys.readouterr().out
     assert set(json.loads((tmp_path / "pred" / "echo" / "result.json").read_text())) == {"my_notes"}
 
 

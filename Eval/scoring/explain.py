@@ -138,11 +138,16 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
 
 
 def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) -> list[tuple]:
-    """(prediction file, task, records, sources) of each dataset of `only` the folders hold."""
+    """(prediction file, task, records, sources) of each dataset of `only` the folders hold; its
+    notes (a task read from a sidecar, an interrupted write finished) printed."""
     from Eval.scoring.folders import load_folder  # folders -> scorer -> this module
 
-    return [(prediction_path(d, task.name), task, records, sources) for d in pred_dirs
-            for task, records, sources in load_folder(d, only, problems, [])]
+    notes: list[str] = []
+    found = [(prediction_path(d, task.name), task, records, sources) for d in pred_dirs
+             for task, records, sources in load_folder(d, only, problems, notes)]
+    for note in notes:
+        print(f"note: {note}")
+    return found
 
 
 def warn_if_not_the_models(path: Path, sources: dict) -> None:
@@ -224,11 +229,14 @@ def run(args) -> int:
         return 2
     if len(args.target) == 2:  # a TOFU / MUSE log, ours or a published one
         return explain_logged(args.target[1], Path(args.target[0]))
+    notes: list[str] = []
     try:
-        pred_dirs, _ = find_pred_dirs(args.pred_dir, args.model, args.pred_root, [])
+        pred_dirs, _ = find_pred_dirs(args.pred_dir, args.model, args.pred_root, notes)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for note in notes:  # folders skipped
+        print(f"note: {note}")
     if args.worst:
         return run_worst(pred_dirs, args.datasets, args.worst)
     return run_explain(args.target[0], pred_dirs)
