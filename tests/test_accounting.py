@@ -125,8 +125,8 @@ def test_token_budget_stops_cleanly_and_a_rerun_matches_an_uninterrupted_run(ful
     folder = tmp_path / "tiny-qwen2"
     assert inference.main([*RUN, "--out-dir", str(tmp_path), "--max-total-tokens", "10"]) == 3
     err = capsys.readouterr().err
-    assert ("stopped at the token budget: 0 of 10 tokens used (nothing generated: the first batch alone could "
-            "exceed it), 0 of 16 examples done; rerun (with a larger budget) to continue") in err
+    assert ("stopped at the token budget: 0 of 10 tokens used (nothing generated: the first example alone could "
+            "exceed it), 0 of 16 examples done; rerun with a larger budget to continue") in err
     assert not (folder / "custom_en.jsonl").exists() and not (folder / "demo_trec.run.json").exists()
 
     assert inference.main([*RUN, "--out-dir", str(tmp_path), "--max-total-tokens", "300"]) == 3
@@ -138,11 +138,16 @@ def test_token_budget_stops_cleanly_and_a_rerun_matches_an_uninterrupted_run(ful
                                                                                  "spent": used}
     assert summary["complete"] is False and summary["examples"] == len(partial)
     assert not (folder / "demo_trec.jsonl").exists()  # the datasets after the stop are not started
-    assert (f"stopped at the token budget: {used} of 300 tokens used, {len(partial)} of 16 examples done"
-            in capsys.readouterr().err)
+    assert (f"stopped at the token budget: {used} of 300 tokens used, {len(partial)} of 16 examples done; "
+            "rerun to continue (the budget is per run)" in capsys.readouterr().err)
 
+    # 150 tokens hold no batch of 4 (their bounds: 4 prompts + 4 x 16 new tokens), but some examples:
+    # the same command goes on with as much of a batch as fits, each run
+    assert inference.main([*RUN, "--out-dir", str(tmp_path), "--max-total-tokens", "150"]) == 3
+    more = lines(folder / "custom_en.jsonl")
+    assert len(more) > len(partial) and spent(more) - used <= 150
     assert inference.main([*RUN, "--out-dir", str(tmp_path)]) == 0  # no budget: resume
-    assert f"custom_en: {8 - len(partial)} new, {len(partial)} already done" in capsys.readouterr().out
+    assert f"custom_en: {8 - len(more)} new, {len(more)} already done" in capsys.readouterr().out
     reference, _ = full_run
     for name in ("custom_en", "demo_trec"):
         done, want = lines(folder / f"{name}.jsonl"), lines(reference / f"{name}.jsonl")

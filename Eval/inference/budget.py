@@ -1,4 +1,5 @@
-"""--max-total-tokens: the run loop starts no batch whose bound could go over; exit code 3.
+"""--max-total-tokens: the run loop starts no batch whose bound could go over (a batch that does
+not fit runs as much of it as fits); exit code 3.
 
 Usage: budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
 """
@@ -17,14 +18,22 @@ class TokenBudget:
     def charge(self, counts: dict) -> None:
         self.spent += counts.get("prompt_tokens", 0) + counts.get("gen_tokens", 0)
 
+    def fitting(self, batch: list[str], bound) -> list[str]:
+        """The longest start of `batch` whose `bound` (the most tokens it can spend) fits in what
+        is left; [] if not even its first example does."""
+        while batch and self.spent + bound(batch) > self.limit:
+            batch = batch[:-1]
+        return batch
+
 
 def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
     from Eval.inference.predict import examples_done  # predict.py imports this module
 
     counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
     done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    nothing = "" if budget.spent else " (nothing generated: the first batch alone could exceed it)"
+    nothing = "" if budget.spent else " (nothing generated: the first example alone could exceed it)"
+    rerun = "rerun to continue (the budget is per run)" if budget.spent else \
+        "rerun with a larger budget to continue"
     print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, "
-          f"{done} of {required} examples done; rerun (with a larger budget) to continue",
-          file=sys.stderr)
+          f"{done} of {required} examples done; {rerun}", file=sys.stderr)
     return 3

@@ -140,12 +140,18 @@ def _process_all(job: Job, out: PredictionFile, batches: list[list[str]], proces
     # the tally's zeros first, so a rerun with nothing left to do still states what it spent
     stats: dict = {"examples": 0, "failed": 0, **(job.tally([]) if job.tally else {})}
     started, total = time.perf_counter(), sum(len(b) for b in batches)
+    queue = list(batches)
     with tqdm(total=total, desc=job.description, unit="ex", disable=not total) as bar:
-        for batch in batches:
-            if job.budget is not None and job.budget.spent + job.bound(batch) > job.budget.limit:
-                job.budget.stopped = True  # checked before the batch runs: never overshot
-                stats["stopped"] = "token budget"
-                break
+        while queue:
+            batch = queue.pop(0)
+            if job.budget is not None:
+                fits = job.budget.fitting(batch, job.bound)  # before it runs: never overshot
+                if not fits:
+                    job.budget.stopped = True
+                    stats["stopped"] = "token budget"
+                    break
+                if len(fits) < len(batch):  # the rest waits: the budget left may still fit it
+                    batch, queue = fits, [batch[len(fits):], *queue]
             records = process(batch)
             for record in records:
                 record["example_sha256"] = job.expected[record["id"]]
