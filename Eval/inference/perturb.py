@@ -10,7 +10,7 @@ import dataclasses
 from Eval.inference.datasets import Dataset, Example
 from Eval.inference.templates import check_template
 from Eval.perturbations import PERTURBATIONS, parse_perturbations
-from Eval.records import content_hash
+from Eval.records import RecordError, content_hash
 
 
 def _copy(example: Example, name: str, args: tuple, fields: set[str], seed: int,
@@ -45,11 +45,15 @@ def with_perturbations(ds: Dataset, specs: list[tuple[str, tuple]], seed: int = 
         copies = f"{len(applicable)} perturbed cop{'y' if len(applicable) == 1 else 'ies'}"
         notes.append(f"{ds.name}: every example runs as its original and {copies} ({labels}): the "
                      f"counts below are of records, {1 + len(applicable)} per example")
-    examples = []
+    examples, lines = [], {e.id: e.line for e in ds.examples}
     for example in ds.examples:
         examples.append(example)
-        examples += [_copy(example, name, args, fields, seed, references)
-                     for name, args, fields in applicable]
+        for name, args, fields in applicable:
+            examples.append(_copy(example, name, args, fields, seed, references))
+            if examples[-1].id in lines:  # one record per id: the copy or the example would go
+                raise RecordError(ds.path, lines[examples[-1].id], f"example id "
+                                  f"{examples[-1].id!r} is also the id of line {example.line}'s "
+                                  "--perturb copy; rename it")
     return dataclasses.replace(ds, examples=examples, notes=notes, copies=len(applicable))
 
 
