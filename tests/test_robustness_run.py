@@ -149,13 +149,13 @@ def test_an_id_that_is_another_examples_copy_id_is_refused_before_anything_is_wr
     data = tmp_path / "data"
     data.mkdir()
     rows = [{"input": "Who wrote Hamlet?", "context": "", "answers": ["Shakespeare"], "_id": "a"},
-            {"input": "What is the capital of France?", "context": "", "answers": ["Paris"], "_id": "a~lowercase"}]
+            {"input": "What is France's capital?", "context": "", "answers": ["Paris"], "_id": "a~lowercase"}]
     (data / "tilde.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     for command in ([], ["dry-run"]):  # one record per id: the copy of "a" would replace line 2's record
         assert inference.main([*command, "--backend", "echo", "--dataset-dir", str(data), "--datasets", "tilde",
                                "--perturb", "lowercase", "--out-dir", str(tmp_path / "pred")]) == 2
-        assert (f"error: {data / 'tilde.jsonl'}:2: example id 'a~lowercase' is also the id of line 1's --perturb "
-                "copy; rename it") in capsys.readouterr().err
+        assert (f"error: {data / 'tilde.jsonl'}:2: example id 'a~lowercase' is also the id of line 1's "
+                "--perturb copy; rename it") in capsys.readouterr().err
     assert not (tmp_path / "pred").exists()
     assert inference.main(["--backend", "echo", "--dataset-dir", str(data), "--datasets", "tilde",
                            "--out-dir", str(tmp_path / "pred")]) == 0  # without --perturb the ids are fine
