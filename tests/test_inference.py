@@ -66,6 +66,8 @@ def test_resume_skips_done_repairs_torn_line_and_redoes_failures(tmp_path):
     failed = dict(first[1], pred="", error="HTTP 503 after 3 retries", finish_reason="error")
     out.write_text("\n".join(json.dumps(r) for r in [first[0], failed, first[2]]) + '\n{"id": "custom_en-3", "pr',
                    encoding="utf-8")
+    sidecar = out.with_name("custom_en.run.json")  # as a run killed while writing leaves it: no output yet
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "output": None}), encoding="utf-8")
     assert run(tmp_path, "--datasets", "custom_en", "--limit", "6") == 0
     again = lines(out)
     assert [r["id"] for r in again] == [f"custom_en-{i}" for i in range(6)]  # dataset order, no duplicates

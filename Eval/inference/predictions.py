@@ -193,6 +193,12 @@ def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> No
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
                          "another --out-dir")
+    output = run.get("output")  # what the last finished run wrote, unless a run has started since
+    if isinstance(output, dict) and output.get("sha256") and path.is_file() and \
+            hashlib.sha256(path.read_bytes()).hexdigest()[:16] != output["sha256"]:
+        raise ValueError(f"{path}: changed after inference.py wrote it (lines appended, edited or "
+                         "removed, or another file copied over it), so its records are not all the "
+                         "model's; rerun with --overwrite to remake it")
 
 
 def read_sidecar(path: Path) -> dict:

@@ -50,8 +50,8 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
             if len(records) != output.get("records") else f"{len(records)} records, as many as"
         warnings.append(f"the file was changed after inference.py wrote it (it holds {held} "
                         "inference.py wrote; lines appended, edited or removed, or another file "
-                        "copied over it): its score is not the model's; rerun inference.py to "
-                        "remake it")
+                        "copied over it): its score is not the model's; rerun inference.py "
+                        "with --overwrite to remake it")
     elif digest != data.get("digest"):
         statuses.append("partial")
         limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""
