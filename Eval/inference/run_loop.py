@@ -95,9 +95,7 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
         model_changes = _model_changes(job.path, job.sidecar) if status["model_changed"] else []
         sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "model_sha256": job.model_sha256,
                    "versions": package_versions(), "output": None, "summary": None}
-        # before the first record, so a killed run can be checked too; by any shard while none
-        # has, so the settings of the records it writes bind a later run
-        if job.shard_id == 0 or not sidecar_path(job.path).exists():
+        if job.shard_id == 0:  # before the first record, so a killed run can be checked too
             write_json_atomic(sidecar_path(job.path), sidecar)
         started = time.perf_counter()
         stats = _process_all(job, out, batches, process)
