@@ -51,6 +51,8 @@ def test_demo_run_writes_copies_resumes_after_a_kill_and_eval_reports_them(tmp_p
     # A kill after the first 4 records (and half a line): the rerun does exactly the other 5, the same way.
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in first[:4]) + '{"id": "custom_en-1~ty',
                     encoding="utf-8")
+    sidecar = path.with_name("custom_en.run.json")  # as the killed run left it: started, no output yet
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "output": None}), encoding="utf-8")
     capsys.readouterr()
     assert inference.main(args) == 0
     assert "custom_en: 5 new, 4 already done" in capsys.readouterr().out

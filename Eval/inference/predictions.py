@@ -150,7 +150,7 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
         write_jsonl_atomic(unselected, rest)
     if not in_place:
         write_jsonl_atomic(path, ordered)
-    for stale in shards + ([] if rest else [unselected]):
+    for stale in shards + [sidecar_path(p) for p in shards] + ([] if rest else [unselected]):
         stale.unlink(missing_ok=True)
     return {"records": len(ordered), "dropped": len(records) - len(current) - len(copies),
             "unselected": len(rest),
@@ -169,13 +169,25 @@ def other_model(before, now) -> bool:
     return None not in (*paths, *hashes) and paths[0] != paths[1] and hashes[0] != hashes[1]
 
 
-def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> None:
-    """A resumed file must come from the same settings and model; a sidecar with no records beside
-    it binds nothing."""
-    sidecar = sidecar_path(path)
-    written = any(p.exists() and p.stat().st_size for p in [path, *shard_paths(path)])
-    if not sidecar.exists() or not written:
-        return
+def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> bool:
+    """A resumed file must come from the same settings and model as the run sidecar's and those of
+    the shard runs' own sidecars (a shard's run other than 0 writes one beside its file); a sidecar
+    with no records beside it binds nothing. True: the file was changed by hand since a run
+    finished it (its records cannot all be vouched for, whatever a rerun adds)."""
+    shards, main = [p for p in shard_paths(path) if p.stat().st_size], sidecar_path(path)
+    for sidecar in (sidecar_path(p) for p in shards):
+        if sidecar.exists():
+            _same_settings(path, sidecar, fingerprint, model)
+    if not main.exists() or not (shards or (path.exists() and path.stat().st_size)):
+        return False
+    run = _same_settings(path, main, fingerprint, model)
+    output = run.get("output")  # what the last finished run wrote (None once a run started since)
+    return bool(run.get("edited_after_run")) or isinstance(output, dict) and \
+        bool(output.get("sha256")) and path.is_file() and \
+        hashlib.sha256(path.read_bytes()).hexdigest()[:16] != output["sha256"]
+
+
+def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | None) -> dict:
     try:
         run = json.loads(sidecar.read_text(encoding="utf-8"))
         previous = run.get("fingerprint", {})
@@ -193,12 +205,7 @@ def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> No
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
                          "another --out-dir")
-    output = run.get("output")  # what the last finished run wrote, unless a run has started since
-    if isinstance(output, dict) and output.get("sha256") and path.is_file() and \
-            hashlib.sha256(path.read_bytes()).hexdigest()[:16] != output["sha256"]:
-        raise ValueError(f"{path}: changed after inference.py wrote it (lines appended, edited or "
-                         "removed, or another file copied over it), so its records are not all the "
-                         "model's; rerun with --overwrite to remake it")
+    return run
 
 
 def read_sidecar(path: Path) -> dict:

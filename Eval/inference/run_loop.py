@@ -85,8 +85,8 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
     """Run every required id of `job` that has no current record; returns the summary."""
     job.path.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(write_path(job.path, job.shard_id, job.num_shards), "inference.py"):
-        if not job.overwrite:
-            check_resume(job.path, job.fingerprint, job.sidecar.get("model"))
+        edited = not job.overwrite and check_resume(job.path, job.fingerprint,
+                                                    job.sidecar.get("model"))
         out = PredictionFile(job.path, job.overwrite, job.shard_id, job.num_shards, job.expected,
                              job.model_sha256)
         mine = job.required[job.shard_id::job.num_shards]
@@ -95,8 +95,11 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
         model_changes = _model_changes(job.path, job.sidecar) if status["model_changed"] else []
         sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "model_sha256": job.model_sha256,
                    "versions": package_versions(), "output": None, "summary": None}
-        if job.shard_id == 0:  # before the first record, so a killed run can be checked too
-            write_json_atomic(sidecar_path(job.path), sidecar)
+        if edited:  # stays said until --overwrite: eval.py marks the file "modified"
+            sidecar["edited_after_run"] = True
+        # before the first record, so a killed run can be checked too; another shard's beside its
+        # own file (one writer per file): its settings bind a later run as shard 0's do
+        write_json_atomic(sidecar_path(out.write_path if job.shard_id else job.path), sidecar)
         started = time.perf_counter()
         stats = _process_all(job, out, batches, process)
         stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged

@@ -43,7 +43,8 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
         return {"status": "unchecked", "warnings": [], "records": len(records)}
     digest = examples_digest((r.get("id"), r.get("example_sha256")) for r in records)
     warnings, statuses = [], []
-    edited = "sha256" in output and file_sha256(path) != output["sha256"]
+    edited = sidecar.get("edited_after_run") or \
+        "sha256" in output and file_sha256(path) != output["sha256"]
     if digest != output.get("digest") or edited:
         statuses.append("modified")
         held = f"{len(records)} records, not the {output.get('records')}" \
