@@ -111,12 +111,17 @@ def test_merge_says_what_it_merged_and_names_a_missing_folder(single_echo, tmp_p
 def test_a_later_shards_settings_bind_a_run_with_other_settings(tmp_path, capsys):
     argv = [*COMMON, *ECHO, "--out-dir", str(tmp_path)]
     assert inference.main([*argv, "--shard", "1/2"]) == 0  # shard 0 never ran: its sidecar is not there
+    done = capsys.readouterr().out.splitlines()[-1]  # nothing to score yet: it says what comes first
+    assert done.endswith("; 2 dataset(s) wait for the other shards: the last to finish merges them (or python "
+                         "inference.py merge, with this run's options less --shard)"), done
     shards = tmp_path / "tiny-qwen2" / "shards"
     assert (shards / "custom_en.1-of-2.run.json").is_file()  # shard 1's own, beside its file: one writer each
     other = [*argv, "--max-new-tokens", "16"]  # the last --max-new-tokens wins
     assert inference.main(other) == 2  # refused, as after a run without --shard
     assert "the existing predictions were made with different max_new_tokens" in capsys.readouterr().err
     assert inference.main([*argv, "--shard", "0/2"]) == 0  # the same settings: shard 0, then the merge
+    assert capsys.readouterr().out.splitlines()[-1].endswith("; score with: python eval.py --model tiny-qwen2 "
+                                                             f"--pred-root {tmp_path}")
     assert not list(shards.glob("*.json*"))  # merged: the shard files and their sidecars are gone
     assert inference.main([*other, "--overwrite"]) == 0
     run = json.loads((tmp_path / "tiny-qwen2" / "custom_en.run.json").read_text())

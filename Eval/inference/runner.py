@@ -230,6 +230,8 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
             print(f"  {summary['failed'] - sum(causes.values())} failed otherwise (each record's "
                   "`error` says why)")
         add_counts(totals, {k: summary[k] for k in (*TOTALS, "server_usage") if k in summary})
+        if settings.merge and not summary["complete"] and not summary.get("stopped"):
+            totals["waiting"] = totals.get("waiting", 0) + 1  # for the other --shard runs
         if budget and budget.stopped:  # the datasets after this one are not started
             break
     finish(shards)
@@ -276,8 +278,12 @@ def done_line(args, totals: dict, out_dir: Path, stopped: bool) -> str:
     t = totals
     skipped = f"{t['skipped']} skipped (do not fit), " if t["skipped"] else ""
     other_model = f"{n} made by another model, " if (n := t["model_changed_redone"]) else ""
+    then = f"score with: {score_command(args, out_dir)}"
+    if t.get("waiting"):  # a shard's records stay in shards/ until every shard has run
+        then = (f"{t['waiting']} dataset(s) wait for the other shards: the last to finish merges "
+                "them (or python inference.py merge, with this run's options less --shard)")
     return (f"{'so far' if stopped else 'done'}: {t['examples']} examples generated ({t['new']} "
             f"new, {t['changed_redone']} changed, {other_model}{t['failed_redone']} failed before; "
             f"{t['skipped_done']} already done, {t['removed']} removed), {t['truncated']} "
             f"truncated, {skipped}{t['failed']} failed; {usage_text(t, cost_of(args, t))} -> "
-            f"{out_dir}; score with: {score_command(args, out_dir)}")
+            f"{out_dir}; {then}")
