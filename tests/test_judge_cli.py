@@ -1,4 +1,6 @@
 """`eval.py judge` as a user runs it over a pred root: what it skips and why is said, not dropped."""
+import pytest
+
 import eval as eval_cli
 import inference
 
@@ -14,3 +16,12 @@ def test_judge_over_a_root_says_which_folders_it_skipped(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"note: {root / 'notes'}: no prediction files (*.jsonl); skipped" in out
     assert "a/custom_en: judge n/a (no parseable verdict) over 0 of 2 verdicts" in out  # echo: no verdict
+
+
+def test_an_unknown_judge_backend_is_a_usage_error_naming_the_known_ones(tmp_path, capsys):
+    for argv in (["judge", "--pred-dir", str(tmp_path)], ["compare", str(tmp_path / "a"), str(tmp_path / "b")]):
+        with pytest.raises(SystemExit) as stop:  # argparse's usage error, before any folder is read
+            eval_cli.main([*argv, "--judge", "echo", "--judge-backend", "nope"])
+        assert stop.value.code == 2
+        assert "argument --judge-backend: invalid choice: 'nope' (choose from 'api', 'echo', 'hf', 'masked')" \
+            in capsys.readouterr().err

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from Eval.extract import run_extraction, strip_think
+from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Generation, ModelCallFailed
 from Eval.records import RecordError
 from Eval.scoring.intervals import wilson_interval
@@ -298,8 +299,8 @@ def add_judge_model_arguments(parser) -> None:
     parser.add_argument("--judge", required=True,
                         help="judge model: a local path, or the served name with "
                              "--judge-backend api")
-    parser.add_argument("--judge-backend", default="hf",
-                        help="the judge's model adapter (hf, api, ...)")
+    parser.add_argument("--judge-backend", default="hf", choices=MODELS.names(),
+                        help="the judge's model adapter")
     parser.add_argument("-M", "--model-arg", dest="model_args", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="a judge model option, one pair per -M: e.g. -M base_url=URL -M "
