@@ -3,6 +3,7 @@ larger run, and a perfect ROUGE answer are each seen for what they are, in resul
 as well as on stderr. Every test here failed before: the sidecar digested only (id, example hash), the main file
 kept every record of earlier runs, and "full marks" meant exactly 1.0."""
 import json
+import os
 import shutil
 
 import pytest
@@ -153,7 +154,9 @@ def test_judge_compare_and_diff_rows_leave_the_report_when_their_predictions_cha
         assert ("left out, made from prediction files that changed or are gone since: a/custom_en; run "
                 "eval.py judge again for them") in text
         assert "since: compare_a_vs_b/custom_en; run eval.py compare again" in text
-        assert "since: custom_en; run eval.py diff a b again" in text
+        folders = [os.path.relpath(out / side) for side in "ab"]  # as the command is pasted from here
+        assert f"since: custom_en; run python eval.py diff {' '.join(folders)} again" in text
+    assert eval_cli.main(["diff", *folders, "--quiet"]) == 0  # the command given runs
 
 
 def test_rescoring_one_folder_of_another_root_rebuilds_that_roots_tables(tmp_path, capsys, monkeypatch):

@@ -2,6 +2,8 @@
 items, B - A with its paired bootstrap interval and McNemar's p, and what was compared."""
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 from Eval.scoring.provenance import source_problem
@@ -32,8 +34,9 @@ def diff_table(doc: dict, name: str, home: Path | None = None) -> Table:
         regressions = ", ".join(map(str, (d.get("regressions") or [])[:5])) or "none"
         notes.append(f"{dataset}: regressions (A right, B not): {regressions}; differing samples: "
                      f"{counts}{left}")
-    if stale:
-        notes.append(stale_note(stale, f"eval.py diff {a} {b}"))
+    if stale:  # the folders as this process reaches them: the command is pasted from here
+        folders = (shlex.quote(os.path.relpath(home / str(doc[f"{side}_dir"]))) for side in "ab")
+        notes.append(stale_note(stale, "python eval.py diff " + " ".join(folders)))
     return Table(f"{a} vs {b} ({name})", ["dataset", "metric", "paired", a, b, "B-A",
                                           "ci95 of B-A", "McNemar p"], rows, "\n".join(notes),
                  numeric_from=2)
