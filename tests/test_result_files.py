@@ -167,6 +167,18 @@ def test_a_sample_over_the_time_limit_scores_0_and_is_counted(tmp_path):
     assert read(folder / "result_detail.json")["multifieldqa_zh"]["metrics"]["qa_f1_zh"]["zeroed_by_exception"] == {}
 
 
+def test_a_limit_of_a_tenth_of_a_microsecond_zeroes_every_sample_and_nothing_else(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    write(folder / "multifieldqa_zh.jsonl", [{"id": str(i), "pred": "北京", "answers": ["北京"]} for i in range(300)])
+    # the alarm is due before the call starts: it once fired outside the cleanup (SIGALRM killed the process)
+    done = subprocess.run([sys.executable, "eval.py", "--pred-dir", str(folder), "--sample-time-limit", "1e-7",
+                           "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr[-2000:]
+    metric = read(folder / "result_detail.json")["multifieldqa_zh"]["metrics"]["qa_f1_zh"]
+    assert metric["zeroed_by_exception"] == {"SampleTimeLimit: took longer than 1e-07 s": 300}
+
+
 def test_a_subset_run_says_which_prediction_files_have_no_result(tmp_path, capsys):
     folder = tmp_path / "m"
     folder.mkdir()

@@ -48,11 +48,11 @@ def call_with_limit(fn: Callable[..., Any], seconds: float | None, *args, **kwar
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
     previous_hook, sys.unraisablehook = sys.unraisablehook, hook
     # The timer repeats: an exception the call swallows (its own `except`, or one raised inside a
-    # gc callback, where Python drops it) is raised again REPEAT_S later.
-    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds,
-                                                   min(seconds, REPEAT_S))
-    start = time.monotonic()
-    try:
+    # gc callback, where Python drops it) is raised again REPEAT_S later, never sooner (a limit of
+    # microseconds repeating as often would be a storm of signals the cleanup could not outrun).
+    (outer_delay, outer_interval), start = (0.0, 0.0), time.monotonic()
+    try:  # armed inside the try: an alarm due at once still reaches the cleanup below
+        outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds, REPEAT_S)
         result = fn(*args, **kwargs)
     except Exception as exc:
         if state["fired"] and not isinstance(exc, SampleTimeLimit):  # it wrapped our exception
