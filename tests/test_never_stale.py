@@ -68,6 +68,19 @@ def test_records_edited_after_the_run_are_modified_everywhere(edit, tmp_path, ca
     assert ".data_check" not in json.loads((out / "a" / "result.json").read_text(encoding="utf-8"))
 
 
+def test_a_changed_dataset_is_marked_after_the_whole_project_moved(tmp_path, capsys, monkeypatch):
+    (tmp_path / "project" / "dataset").mkdir(parents=True)
+    shutil.copy(ROOT / "dataset" / "custom_en.jsonl", tmp_path / "project" / "dataset")
+    monkeypatch.chdir(tmp_path / "project")
+    assert echo("pred", "m", "--datasets", "custom_en") == 0
+    shutil.move(tmp_path / "project", tmp_path / "moved")  # the run's absolute dataset path is gone
+    monkeypatch.chdir(tmp_path / "moved")
+    with open("dataset/custom_en.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"instruction": "Say hi.", "input": "", "output": "Hi."}) + "\n")
+    assert "warning: custom_en: the dataset dataset/custom_en.jsonl changed since" in scored("pred", capsys)
+    assert json.loads(open("pred/m/result.json").read())[".data_check"] == {"custom_en": "data_changed"}
+
+
 def test_a_changed_dataset_is_marked_in_the_result_files(tmp_path, capsys):
     data = tmp_path / "dataset"
     data.mkdir()
