@@ -50,7 +50,7 @@ def score(argv: list[str]) -> int:
                    help="LongBench v2 the project's way instead of as its pred.py + result.py "
                         "score it: " + "; ".join(f"{k}: {v}" for k, v in V2_VARIANTS.items())
                         + " (default: none, as published)")
-    p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("--quiet", action="store_true", help="no tables: only errors and notes")
     args = p.parse_args(argv)
     notes: list[str] = []
     try:

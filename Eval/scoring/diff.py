@@ -220,7 +220,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--datasets", type=dataset_name_set, default=None,
                         help="comma-separated datasets to compare (default: every dataset both "
                              "hold)")
-    parser.add_argument("--quiet", action="store_true", help="print only errors")
+    parser.add_argument("--quiet", action="store_true", help="no tables: only errors and notes")
 
 
 @eval_command("diff", help="is B better than A on the same items: paired intervals, McNemar, "

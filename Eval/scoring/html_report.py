@@ -92,7 +92,7 @@ def build_report(root: Path) -> tuple[str, list[str]]:
 def add_arguments(parser) -> None:
     parser.add_argument("--pred-root", type=Path, default=Path("pred"),
                         help="the folder of model folders")
-    parser.add_argument("--quiet", action="store_true", help="print only errors")
+    parser.add_argument("--quiet", action="store_true", help="no tables: only errors and notes")
 
 
 @eval_command("report", help="ROOT/report.html, one offline page, and ROOT/results.md; scores "

@@ -290,7 +290,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "privleak against AUC 0.5)")
     parser.add_argument("--out-dir", type=Path, default=None, help="where the two files go "
                         "(default: --pred-dir, or pred/open-unlearning/<log's folder>)")
-    parser.add_argument("--quiet", action="store_true", help="print only errors")
+    parser.add_argument("--quiet", action="store_true", help="no tables: only errors and notes")
 
 
 @eval_command("unlearning", help="TOFU / MUSE: score our records, or re-aggregate a published log")
