@@ -103,6 +103,13 @@ def test_bad_input_writes_nothing_and_exits_2(demo):
     assert not (demo / "per_example").exists() and not (demo / "result_detail.json").exists()
 
 
+def test_a_metric_argument_no_metric_takes_is_an_error_with_or_without_metrics(demo, capsys):
+    for metrics, named in (([], "classification"), (["--metrics", "rouge"], "rouge")):
+        assert eval_cli.main(["--pred-dir", str(demo), "--datasets", "trec", *metrics, "-S", "bogus=1"]) == 2
+        assert f"-S bogus: none of the metrics {named} takes it" in capsys.readouterr().err
+    assert not (demo / "result.json").exists()
+
+
 def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
     assert eval_cli.main(["--pred-dir", str(tmp_path / "nope")]) == 2
     assert "no such folder" in capsys.readouterr().err

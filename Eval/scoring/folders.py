@@ -156,16 +156,18 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)},
     or None after printing every problem. With `missing_ok`, a folder lacking `only` is a note."""
     problems: list[str] = []
-    unused = [k for k, _ in metric_args
-              if metrics and not any(get_metric(m).takes(k) for m in metrics)]
-    if unused:
-        problems.append(f"-S {unused[0]}: none of the metrics {', '.join(metrics)} takes it")
     loaded = {d: load_folder(d, only, problems, notes, metrics, metric_args, variants, missing_ok)
               for d in pred_dirs}
     if missing_ok:
         loaded = {d: items for d, items in loaded.items() if items}
         if not loaded and only:
             problems.append(f"no model folder holds {', '.join(sorted(only))}")
+    # -S goes to the metrics asked for, else to each task's own: one that none takes is a mistake
+    named = metrics or sorted({m for items in loaded.values() for task, _, _ in items
+                               for m in task.metrics})
+    unused = [k for k, _ in metric_args if not any(get_metric(m).takes(k) for m in named)]
+    if unused and named:
+        problems.append(f"-S {unused[0]}: none of the metrics {', '.join(named)} takes it")
     outputs = {}
     for pred_dir, items in loaded.items() if not problems else ():
         start = time.perf_counter()
