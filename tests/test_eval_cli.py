@@ -67,9 +67,10 @@ def test_model_name_and_all_models_table(internlm, tmp_path):
     assert json.loads((other / "result.json").read_text()) == {"trec": 52.0}
     assert eval_cli.main(["--pred-root", str(root), "--quiet"]) == 0
     assert (root / "results.csv").read_text().splitlines() == [
-        "model,dataset,metric,score,n,same_examples_as_column",
-        "internlm,multi_news,rouge,23.66,300,yes", "internlm,multifieldqa_zh,qa_f1_zh,34.97,501,yes",
-        "internlm,trec,classification,52.00,300,yes", "other,trec,classification,52.00,300,yes"]
+        "model,dataset,metric,score,n,same_examples_as_column,data_check",  # no run sidecar: unchecked
+        "internlm,multi_news,rouge,23.66,300,yes,unchecked",
+        "internlm,multifieldqa_zh,qa_f1_zh,34.97,501,yes,unchecked",
+        "internlm,trec,classification,52.00,300,yes,unchecked", "other,trec,classification,52.00,300,yes,unchecked"]
     # the intervals: trec's 156 of 300 right is Wilson's; ROUGE and F1 are the seeded bootstrap's
     assert (root / "results.md").read_text().splitlines()[:14] == [
         "**Scores (0-100), models x datasets**", "",

@@ -144,12 +144,13 @@ def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column",
-                     *metrics, *config])
+                     "data_check", *metrics, *config])  # data_check: results.md's mark
     for model, entries in sorted(by_model.items()):
         for d, e in sorted(entries.items()):
             same = e.get("examples_sha256") == reference[d]
             writer.writerow([model, d, e["headline_metric"], score_text(headline(e)["score"]),
-                             e["n"], "yes" if same else "no", *extra_cells(e, metrics, config)])
+                             e["n"], "yes" if same else "no", status_of(e),
+                             *extra_cells(e, metrics, config)])
     return buf.getvalue()
 
 
