@@ -183,7 +183,7 @@ def test_markdown_cell_says_skipped_and_shows_breakdown():
     assert "compensated: an output with no extracted answer counts 0.25" in lines
     assert "| m | 42.9 | 66.7 | 25.0 | 100.0 | 0.0 | 0.0 |" in lines
     assert "| m (compensated) | 53.6 | 66.7 | 43.8 | 100.0 | 12.5 | 25.0 |" in lines
-    assert tidy.splitlines()[1] == "m,v2_test,choice_match,42.86,7,yes"
+    assert tidy.splitlines()[1] == "m,v2_test,choice_match,42.86,7,yes,unchecked"
 
 
 SIDECAR_TASK = {"metrics": ["choice_match"], "extract": ["strip_think", "longbench_v2_answer"], "max_new_tokens": 128,
