@@ -285,3 +285,17 @@ def test_a_backend_without_token_statistics_is_refused_before_anything(tmp_path,
     assert capsys.readouterr().err == ("error: --backend masked cannot give gradients (--gradnorm), which "
                                        "unlearning score records need; backends that can: hf\n")
     assert not out.exists()
+
+
+def test_a_named_split_that_is_missing_or_empty_is_refused_before_anything(tmp_path, capsys):
+    out, data = tmp_path / "out", tmp_path / "data"
+    assert inference.main(["unlearning", "tofu", "--holdout-split", "holdout_01", "--out-dir", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {ur.DEMO_DATA}: no holdout_01.json(l)\n"  # a typo, not a skip
+    data.mkdir()
+    for item in ur.DEMO_DATA.iterdir():
+        (data / item.name).write_bytes(item.read_bytes())
+    (data / "retain.json").write_text("[]", encoding="utf-8")
+    assert inference.main(["unlearning", "tofu", "--data-dir", str(data), "--out-dir", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: {data / 'retain.json'}: no items: an empty split would be "
+                                       "scored as nothing\n")
+    assert not out.exists()

@@ -319,16 +319,19 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
     found = []
     for split in splits:
         path = find_file(data_dir, split.files)
-        if path is None and split is splits[0]:  # the forget split: nothing to score without it
+        # a holdout split named on the command line is asked for: a typo is an error, not a skip
+        named = args.holdout_split != "holdout" and split.files == (args.holdout_split,)
+        if path is None and (split is splits[0] or named):  # forget: nothing to score without it
             names = " or ".join(f"{stem}.json(l)" for stem in split.files)
             raise FileNotFoundError(f"{data_dir}: no {names}")
         if path is None:
             print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; "
                   "skipped")
             continue
-        icl = find_file(data_dir, split.icl)
-        found.append((split, path, read_items(path, split.kind),
-                      read_items(icl, "knowmem") if icl else []))
+        icl, items = find_file(data_dir, split.icl), read_items(path, split.kind)
+        if not items:
+            raise RecordError(path, None, "no items: an empty split would be scored as nothing")
+        found.append((split, path, items, read_items(icl, "knowmem") if icl else []))
     return found
 
 
