@@ -117,3 +117,14 @@ def test_limit_is_a_whole_number_or_a_fraction_as_lm_eval_reads_it():
 
     assert [document_limit(text) for text in ("3", "3.0", "1", "0.25", "1e3")] == [3, 3, 1, 0.25, 1000]
     assert all(type(document_limit(text)) is int for text in ("3", "3.0", "1e3"))
+
+
+@needs_lm_eval
+def test_a_window_that_cuts_or_cannot_hold_a_generation_prompt_is_counted_or_one_line(task_dir, capsys):
+    code, printed = bridge(task_dir, "--tasks", "t_gen", "--max-length", "10")  # prompts of about 14 tokens
+    assert code == 0 and saved(task_dir)["bridge"]["events"] == {"truncated_generation_inputs": 3}, printed
+    code, printed = bridge(task_dir, "--tasks", "t_gen", "--max-length", "5")  # max_gen_toks 4: no room
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and err.splitlines()[-1] == (
+        "error: nothing was written: --max-length 5 leaves no room for the prompt: the answer max_new_tokens 4; "
+        "raise --max-length to at least 7, or lower --max-new-tokens")

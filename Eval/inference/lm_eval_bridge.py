@@ -32,6 +32,10 @@ from Eval.names import output_folder
 log = logging.getLogger(__name__)
 
 
+class SettingsError(ValueError):
+    """A request this run's options cannot hold (a --max-length with no room for its prompt)."""
+
+
 class BridgeLM(TemplateLM):
     """lm-eval's TemplateLM over one of our adapters; batching follows inference.py's options."""
 
@@ -181,9 +185,16 @@ class BridgeLM(TemplateLM):
             groups[self._gen_settings(request.args[1])].append(i)
         out = [""] * len(requests)
         for (until, max_new), members in groups.items():
+            try:
+                self.model.check_budget(False, max_new, self.max_length)
+            except ValueError as err:  # run() says it in one line
+                raise SettingsError(str(err)) from None
             prompts = [dataclasses.replace(  # a rendered chat template carries its special tokens
                 self.model.build_prompt(requests[i].args[0], False, max_new, self.max_length),
                 add_special_tokens=not self.chat) for i in members]
+            # cut in the middle, as inference.py cuts (lm-eval's HFLM keeps the last ids): counted
+            self.stats["truncated_generation_inputs"] += sum(bool(p.truncated_tokens)
+                                                             for p in prompts)
             for batch in plan_batches([p.n_tokens for p in prompts], self.batch_size,
                                       self.max_batch_tokens):
                 outputs = self.model.generate([prompts[b] for b in batch], max_new, until)
@@ -343,10 +354,15 @@ def run(args) -> int:
         return 2
     lm = BridgeLM(model, args.batch_size, args.max_batch_tokens, args.max_length,
                   force_gen_toks=args.max_new_tokens)
-    results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot,
-                              limit=args.limit, bootstrap_iters=args.bootstrap_iters,
-                              log_samples=args.log_samples,
-                              apply_chat_template=args.apply_chat_template, task_manager=manager)
+    try:
+        results = simple_evaluate(model=lm, tasks=tasks, num_fewshot=args.num_fewshot,
+                                  limit=args.limit, bootstrap_iters=args.bootstrap_iters,
+                                  log_samples=args.log_samples,
+                                  apply_chat_template=args.apply_chat_template,
+                                  task_manager=manager)
+    except SettingsError as err:
+        print(f"error: nothing was written: {err}", file=sys.stderr)
+        return 2
     print(make_table(results) + (make_table(results, "groups") if results.get("groups") else ""))
     try:
         written, kept = write_results(results, lm, out_dir)
