@@ -155,6 +155,15 @@ def test_cli_bad_log_exits_2_and_writes_nothing(tmp_path, capsys, content, probl
     assert not out.exists()
 
 
+def test_a_folder_without_the_suites_log_is_named_as_such(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert eval_cli.main(["unlearning", "--from-open-unlearning", str(tmp_path / "empty"),
+                          "--out-dir", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == (f"error: nothing was written: {tmp_path / 'empty'}: a folder without "
+                                       "TOFU_EVAL.json or MUSE_EVAL.json\n")
+    assert not (tmp_path / "o").exists()
+
+
 def test_cli_refuses_a_wrong_retain_log_and_overwriting_its_input(tmp_path, capsys):
     assert eval_cli.main(["unlearning", "--from-open-unlearning", str(TOFU_TARGET), "--retain-logs", str(MUSE_RETRAIN),
                           "--out-dir", str(tmp_path / "o")]) == 2

@@ -57,7 +57,9 @@ def find_log(path: Path, suite: str | None = None) -> Path:
     found = [Path(path, name) for name in names if Path(path, name).is_file()]
     if len(found) > 1:
         raise RecordError(path, None, f"holds both {names[0]} and {names[1]}: name the one to read")
-    return found[0] if found else Path(path)
+    if not found:
+        raise RecordError(path, None, f"a folder without {' or '.join(names)}")
+    return found[0]
 
 
 def detect_suite(log: dict, path: Path) -> str:
