@@ -37,8 +37,8 @@ def score(argv: list[str]) -> int:
                         "(default: the task's)")
     p.add_argument("-S", "--metric-arg", dest="metric_args", action="append", type=key_value,
                    default=[], metavar="KEY=VALUE",
-                   help="a keyword argument of the metrics that take it, e.g. -S k=10 (repeatable; "
-                        "default: none)")
+                   help="a keyword argument of the metrics that take it, e.g. the ranking "
+                        "metrics' -S run=run.trec -S qrels=qrels.txt (repeatable; default: none)")
     p.add_argument("--sample-time-limit", type=positive_float, default=None, metavar="SECONDS",
                    help="score 0 (and count, with the reason) a sample whose metric takes longer "
                         "(default: no limit)")

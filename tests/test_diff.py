@@ -116,11 +116,17 @@ def test_a_dataset_without_a_task_names_only_the_way_out_diff_has(tmp_path, caps
     assert "--metrics" not in err and not list(tmp_path.glob("diff_*.json"))
 
 
-def test_report_scoring_a_dataset_without_a_task_offers_no_metrics_flag(tmp_path, capsys):
+def test_report_scoring_a_dataset_without_a_task_gives_the_eval_command(tmp_path, capsys):
+    """report has neither --metrics nor --datasets: it names the eval.py command that scores it."""
     _write(tmp_path / "pred" / "m", "mystery", [{"id": "m", "pred": "x", "answers": ["x"]}])
     assert eval_cli.main(["report", "--pred-root", str(tmp_path / "pred")]) == 2
     err = capsys.readouterr().err
-    assert "unknown dataset 'mystery'" in err and "--metrics" not in err
+    assert "unknown dataset 'mystery'" in err and "leave it out" not in err
+    command = err.split("Score it first: ")[1].split()
+    folder = str(tmp_path / "pred" / "m")
+    assert command == ["python", "eval.py", "--pred-dir", folder, "--datasets", "mystery", "--metrics", "NAME"]
+    assert eval_cli.main([*command[2:-1], "qa_f1", "--quiet"]) == 0
+    assert eval_cli.main(["report", "--pred-root", str(tmp_path / "pred"), "--quiet"]) == 0
 
 
 def test_demo_model_with_another_system_prompt_differs_only_in_prompts(tmp_path, capsys):

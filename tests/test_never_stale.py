@@ -201,3 +201,36 @@ def test_diff_and_explain_say_when_a_file_was_edited_after_the_run(tmp_path, cap
         assert f"warning: {edited}" in capsys.readouterr().err
     assert eval_cli.main(["explain", "custom_en:custom_en-0", "--pred-dir", str(out / "b")]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_report_scores_a_changed_file_again_as_it_was_scored(tmp_path, capsys):
+    """`eval.py report` rescored a changed file with its task's default metrics, dropping the
+    --metrics, -S, --sample-time-limit and --price it was scored with; it replays them now."""
+    out = tmp_path / "pred"
+    assert echo(out, "m", "--datasets", "demo_qa_zh,demo_qa_en", "--limit", "4") == 0
+    folder = out / "m"
+    ids = [r["id"] for r in lines(folder / "demo_qa_zh.jsonl")]
+    (tmp_path / "demo_qa_zh.trec").write_text("".join(f"{q} Q0 d 0 1 r\n" for q in ids))
+    (tmp_path / "qrels.txt").write_text(f"{ids[0]} 0 d 1\n{ids[1]} 0 e 1\n")
+    (tmp_path / "price.json").write_text('{"*": {"input": 1.5, "output": 2.0}}')
+    ranked = ["--metrics", "rouge_zh,P_1", "-S", f"run={tmp_path / 'demo_qa_zh.trec'}",
+              "-S", f"qrels={tmp_path / 'qrels.txt'}", "--sample-time-limit", "30"]
+    common = ["--pred-dir", str(folder), "--quiet", "--price", str(tmp_path / "price.json")]
+    assert eval_cli.main([*common, *ranked, "--datasets", "demo_qa_zh"]) == 0
+    assert eval_cli.main([*common, "--datasets", "demo_qa_en"]) == 0
+    rewrite(folder / "demo_qa_zh.jsonl", lambda r: r.update(pred=r["answers"][0]))
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+    details = json.loads((folder / "result_detail.json").read_text(encoding="utf-8"))
+    zh = details["demo_qa_zh"]
+    assert list(zh["metrics"]) == ["rouge_zh", "P_1"] and zh["metrics"]["rouge_zh"]["score"] == 100.0
+    assert zh["metrics"]["P_1"]["score"] == 50.0
+    assert zh["scored_with"]["metric_args"][0] == ["run", str(tmp_path / "demo_qa_zh.trec")]
+    assert zh["scored_with"]["sample_time_limit"] == 30.0
+    assert list(details["demo_qa_en"]["metrics"]) == ["qa_f1"]
+    usage = json.loads((folder / "result_usage.json").read_text(encoding="utf-8"))
+    assert usage["price"]["input_per_million"] == 1.5 and zh["usage"]["cost_usd"] > 0
+    # the same as scoring the changed file with the options it was first scored with
+    again = dict(zh)
+    assert eval_cli.main([*common, *ranked, "--datasets", "demo_qa_zh"]) == 0
+    details = json.loads((folder / "result_detail.json").read_text(encoding="utf-8"))
+    assert details["demo_qa_zh"] == again

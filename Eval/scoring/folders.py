@@ -73,21 +73,26 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
     return dirs, True
 
 
+def file_task(path: Path, notes: list[str]) -> Task:
+    """BERGEN's task, else the table's row for the file stem, else the one saved in the run
+    sidecar (said out loud); KeyError when there is none."""
+    sidecar = sidecar_path(path)
+    if split_of(path):
+        return bergen_task(path)
+    if path.stem in TASKS or not os.path.lexists(sidecar):
+        return TASKS[path.stem]
+    task = saved_task(path, sidecar)
+    notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
+                 f"(metrics {', '.join(task.metrics)})")
+    return task
+
+
 def chosen_task(path: Path, notes: list[str], metrics: tuple[str, ...] | None = None,
                 metric_args: tuple = (), variants: tuple = ()):
-    """The file's task (BERGEN's, else the table's row for the file stem, else the one saved in
-    the run sidecar, said out loud) with --metrics, -S arguments and --v2-variant ways applied;
-    `metrics` None: the command has no --metrics."""
-    sidecar = sidecar_path(path)
+    """The file's task with --metrics, -S arguments and --v2-variant ways applied; `metrics` None:
+    the command has no --metrics."""
     try:
-        if split_of(path):
-            task = bergen_task(path)
-        elif path.stem in TASKS or not os.path.lexists(sidecar):
-            task = TASKS[path.stem]
-        else:
-            task = saved_task(path, sidecar)
-            notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in "
-                         f"{sidecar.name} (metrics {', '.join(task.metrics)})")
+        task = file_task(path, notes)
     except KeyError as err:
         if not metrics:
             offer = "score it with --metrics NAME, or " if metrics is not None else ""
@@ -168,13 +173,15 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     unused = [k for k, _ in metric_args if not any(get_metric(m).takes(k) for m in named)]
     if unused and named:
         problems.append(f"-S {unused[0]}: none of the metrics {', '.join(named)} takes it")
-    outputs = {}
+    outputs = {}  # eval.py report scores a changed file again as it was scored (html_report)
+    scored_with = {"metric_args": [list(kv) for kv in metric_args], "v2_variant": list(variants),
+                   "sample_time_limit": time_limit}
     for pred_dir, items in loaded.items() if not problems else ():
         start = time.perf_counter()
         try:  # a ranking metric reads its -S run / qrels / pages files here
             results = [{**score_with_perturbations(task, records, time_limit),
-                        "data_check": sources["data_check"], "usage": usage_of(records)}
-                       for task, records, sources in items]
+                        "data_check": sources["data_check"], "usage": usage_of(records),
+                        "scored_with": scored_with} for task, records, sources in items]
         except RecordError as err:
             problems.append(str(err))
             continue
@@ -194,3 +201,4 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     for pred_dir, (_, built, _) in outputs.items():
         commit_files(pred_dir, built.files, built.delete)
     return outputs
+

@@ -13,11 +13,13 @@ from pathlib import Path
 from Eval.commands import eval_command
 from Eval.scoring.bergen import dataset_of, prediction_path, read_predictions
 from Eval.scoring.explain import head
-from Eval.scoring.folders import prediction_files, score_and_write
+from Eval.pricing import is_number, recorded_price
+from Eval.scoring.breakdowns import V2_VARIANTS
+from Eval.scoring.folders import file_task, prediction_files, score_and_write
 from Eval.scoring.report import collect_models, write_models_table
 from Eval.scoring.sections import Results, tables
 from Eval.scoring.sections.scores import score_text
-from Eval.storage import write_bytes_atomic
+from Eval.storage import read_json_object, write_bytes_atomic
 
 SAMPLES = 100  # per model and dataset: the lowest-scored lines go into the page
 
@@ -89,6 +91,51 @@ def build_report(root: Path) -> tuple[str, list[str]]:
     return page, notes
 
 
+def rescore(folder: Path, names: list[str], notes: list[str]) -> bool:
+    """Score `names` of `folder` again as each was last scored: the metrics of its result entry,
+    with the -S, --v2-variant, --sample-time-limit and --price of that run; a dataset never
+    scored gets its task's. False after printing the problems."""
+    details, _ = read_json_object(folder / "result_detail.json")
+    usage, _ = read_json_object(folder / "result_usage.json")
+    runs: dict[tuple, list[str]] = {}
+    for name in names:
+        entry = details.get(name)
+        if not isinstance(entry, dict) and not _has_task(prediction_path(folder, name), name):
+            return False
+        runs.setdefault(_as_scored(entry), []).append(name)
+    price = recorded_price(usage.get("price"))
+    return all(score_and_write([folder], set(group), limit, {folder: price}, notes, metrics,
+                               metric_args, variants) is not None
+               for (metrics, metric_args, variants, limit), group in runs.items())
+
+
+def _has_task(path: Path, name: str) -> bool:
+    try:
+        file_task(path, [])
+        return True
+    except KeyError as err:
+        print(f"error: {path}: {err.args[0]} Score it first: python eval.py --pred-dir "
+              f"{path.parent} --datasets {name} --metrics NAME", file=sys.stderr)
+        return False
+
+
+def _as_scored(entry: object) -> tuple:
+    """(metrics, -S pairs, --v2-variant, --sample-time-limit) a result entry was scored with;
+    the task's defaults for what it does not say (entries of older versions, a damaged file)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("metrics"), dict):
+        return None, (), (), None
+    run = entry.get("scored_with") if isinstance(entry.get("scored_with"), dict) else {}
+    pairs = run.get("metric_args", [])
+    pairs = pairs if isinstance(pairs, list) and all(
+        isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)
+        for kv in pairs) else []
+    variants = [v for v in run.get("v2_variant", []) if v in V2_VARIANTS] \
+        if isinstance(run.get("v2_variant"), list) else []
+    limit = run.get("sample_time_limit")
+    limit = float(limit) if is_number(limit) and limit > 0 else None
+    return tuple(entry["metrics"]) or None, tuple(map(tuple, pairs)), tuple(variants), limit
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--pred-root", type=Path, default=Path("pred"),
                         help="the folder of model folders")
@@ -103,15 +150,16 @@ def run(args) -> int:
         print(f"error: {root}: no such folder; run inference.py and eval.py first", file=sys.stderr)
         return 2
     current, _ = collect_models(root)  # each folder's entries whose prediction file is unchanged
-    stale = [folder for folder in sorted(p for p in root.iterdir()
-                                         if p.is_dir() and not p.name.startswith("."))
-             if any(dataset_of(f) not in current.get(folder.name, {})
-                    for f in prediction_files(folder))]
+    stale = {folder: names for folder in sorted(p for p in root.iterdir()
+                                                if p.is_dir() and not p.name.startswith("."))
+             if (names := [dataset_of(f) for f in prediction_files(folder)
+                           if dataset_of(f) not in current.get(folder.name, {})])}
     if stale:
         if not args.quiet:
             print(f"scoring first: {', '.join(folder.name for folder in stale)}")
-        if score_and_write(stale, None, None, {}, []) is None:
-            return 2
+        for folder in stale:  # each dataset as it was last scored (--metrics, -S, ...)
+            if not rescore(folder, stale[folder], []):
+                return 2
     if not (any(root.glob("*/result_detail.json")) or any(root.glob("diff_*.json"))
             or any(root.glob("*/*_SUMMARY.json")) or any(root.glob("*/*/*_SUMMARY.json"))):
         print(f"error: {root}: no result files to report (run python eval.py first); nothing was "
