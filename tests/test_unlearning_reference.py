@@ -1,6 +1,7 @@
 """Re-aggregating open-unlearning's published logs reproduces every published figure; eval.py's import mode."""
 import json
 import math
+import shutil
 import subprocess
 import sys
 
@@ -207,6 +208,15 @@ def test_default_out_dir_is_under_pred(tmp_path, monkeypatch):
     assert eval_cli.main(["unlearning", "--from-open-unlearning", str(MUSE_RETRAIN.parent), "--quiet"]) == 0
     written = tmp_path / "pred" / "open-unlearning" / MUSE_RETRAIN.parent.name / "MUSE_SUMMARY.json"
     assert json.loads(written.read_text())["privleak"] == pytest.approx(-4.7199999990560135, abs=1e-9)
+    # open-unlearning's unlearn runs each write <task_name>/evals/: two runs, two folders (both were
+    # written to pred/open-unlearning/evals, the second over the first)
+    for run, log in (("run_a", MUSE_RETRAIN), ("run_b", MUSE_TARGET)):
+        (tmp_path / "saves" / run / "evals").mkdir(parents=True)
+        shutil.copy(log, tmp_path / "saves" / run / "evals" / log.name)
+        assert eval_cli.main(["unlearning", "--from-open-unlearning", f"saves/{run}/evals", "--quiet"]) == 0
+    a, b = (json.loads((tmp_path / "pred" / "open-unlearning" / run / "MUSE_SUMMARY.json").read_text())
+            for run in ("run_a", "run_b"))
+    assert a["privleak"] == pytest.approx(-4.7199999990560135, abs=1e-9) and a != b
 
 
 def test_retain_logs_without_a_needed_metric_fall_back_for_that_metric_only(tmp_path):

@@ -278,6 +278,13 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     return run
 
 
+def run_name(log: Path) -> str:
+    """The run a log belongs to: its folder, or the one above `evals/`, where open-unlearning's
+    unlearn runs write theirs (saves/unlearn/<task_name>/evals/TOFU_EVAL.json)."""
+    folder = log.resolve().parent
+    return folder.parent.name if folder.name == "evals" else folder.name
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
                         help="score PRED_DIR/<suite>_<split>.jsonl, inference.py unlearning's")
@@ -291,7 +298,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "forget_quality and privleak (default: none: forget_quality null, "
                              "privleak against AUC 0.5)")
     parser.add_argument("--out-dir", type=Path, default=None, help="where the two files go "
-                        "(default: --pred-dir, or pred/open-unlearning/<log's folder>)")
+                        "(default: --pred-dir, or pred/open-unlearning/<log's folder, or the "
+                        "one above evals/>)")
     parser.add_argument("--quiet", action="store_true", help="no tables: only errors and notes")
 
 
@@ -307,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
         if args.from_open_unlearning is not None:
             source = find_log(args.from_open_unlearning)
             outcome = reaggregate(source, args.retain_logs, warn)
-            out_dir = args.out_dir or Path("pred", "open-unlearning", source.resolve().parent.name)
+            out_dir = args.out_dir or Path("pred", "open-unlearning", run_name(source))
             if (out_dir / source.name).resolve() == source.resolve():
                 raise RecordError(out_dir, None, f"would overwrite the log being read "
                                                  f"({source.name}); pass another --out-dir")
