@@ -126,3 +126,22 @@ def test_a_later_shards_settings_bind_a_run_with_other_settings(tmp_path, capsys
     assert inference.main([*other, "--overwrite"]) == 0
     run = json.loads((tmp_path / "tiny-qwen2" / "custom_en.run.json").read_text())
     assert run["fingerprint"]["max_new_tokens"] == 16 and run["summary"]["new"] == 7
+
+
+def test_merge_of_every_dataset_leaves_out_those_never_run_here(tmp_path, capsys):
+    """With no --datasets, merge took every dataset of dataset/ and failed (exit 1) on each one never run into
+    the folder; those are left out with one note now, and a named one, or a folder of none, is still an error."""
+    argv = [*ECHO, "--limit", "7", "--out-dir", str(tmp_path)]
+    for shard in ("0/2", "1/2"):
+        assert inference.main([*argv, "--datasets", "demo_trec", "--shard", shard]) == 0
+    capsys.readouterr()
+    assert inference.main(["merge", *argv]) == 0
+    out = capsys.readouterr().out.splitlines()
+    folder = tmp_path / "tiny-qwen2"
+    assert out[0] == f"demo_trec: 7 records already merged in {folder / 'demo_trec.jsonl'}"
+    assert out[1].startswith(f"note: not run into {folder}, so left out: custom_en, custom_zh, ")
+    assert inference.main(["merge", *argv, "--datasets", "custom_en"]) == 1
+    assert "custom_en.jsonl: some examples have no record yet" in capsys.readouterr().err
+    (folder / "demo_trec.jsonl").unlink()
+    assert inference.main(["merge", *argv]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {folder}: no records of custom_en, ")

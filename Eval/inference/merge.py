@@ -16,15 +16,19 @@ from Eval.records import sidecar_path
 from Eval.storage import write_json_atomic
 
 
-def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
-    """Merge each dataset's shard files into its main file; 1 if a dataset still lacks examples."""
+def merge_only(datasets: list, out_dir: Path, limit: int | None, named: bool = True) -> int:
+    """Merge each dataset's shard files into its main file; 1 if a dataset still lacks examples.
+    Not `named` (no --datasets): a dataset never run into `out_dir` is left out, said once."""
     if not out_dir.is_dir():
         raise FileNotFoundError(f"{out_dir}: no such folder, so nothing to merge; give the shard "
                                 "runs' --out-dir and --model-name")
-    code = 0
+    code, never_run = 0, []
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
         shards = len(shard_paths(path))
+        if not named and not shards and not path.exists():
+            never_run.append(ds.name)
+            continue
         content = read_sidecar(path)
         merged = merge_predictions(path, [e.id for e in ds.examples],
                                    [e.id for e in required_examples(ds, limit)],
@@ -44,10 +48,16 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None) -> int:
             write_json_atomic(sidecar, content)
         done = f"from {shards} shard files merged into" if shards else "already merged in"
         print(f"{ds.name}: {merged['records']} records {done} {path}")
+    if never_run and len(never_run) == len(datasets):
+        print(f"error: {out_dir}: no records of {', '.join(never_run)}, so nothing to merge",
+              file=sys.stderr)
+        return 1
+    if never_run:
+        print(f"note: not run into {out_dir}, so left out: {', '.join(never_run)}")
     return code
 
 
 @inference_command("merge", help="merge independent shards' files into each dataset's main file")
 @refusing_bad_input
 def run(args) -> int:
-    return merge_only(*prepare(args), args.limit)
+    return merge_only(*prepare(args), args.limit, named=args.datasets is not None)
