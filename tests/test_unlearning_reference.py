@@ -230,3 +230,20 @@ def test_retain_logs_without_a_needed_metric_fall_back_for_that_metric_only(tmp_
     assert outcome.summary["privleak"] == pytest.approx(((1 - 0.99665) - 0.5) / 0.5 * 100, abs=1e-6)
     assert messages == [f"privleak: the retain-model logs {partial} hold no 'mia_min_k'; the retain AUC is "
                         "taken as ref_value = 0.5 (open-unlearning's fallback)"]
+
+
+@pytest.mark.parametrize("spoil, problem", [
+    (lambda ratios: ratios["0"].update(score="2.5"), "a truth ratio that is not a number"),
+    (lambda ratios: [ratios.pop(str(i)) for i in range(200)],
+     "the retain-model logs hold 200 truth ratios, this run 400: not the same forget split"),
+], ids=["a score as text", "a retain log of another forget split"])
+def test_retain_logs_that_cannot_give_forget_quality_are_refused(tmp_path, capsys, spoil, problem):
+    """Both gave a forget_quality before: KS over sorted strings, or over two different question sets."""
+    retain = json.loads(TOFU_RETAIN.read_text(encoding="utf-8"))
+    spoil(retain["forget_truth_ratio"]["value_by_index"])
+    (tmp_path / "TOFU_EVAL.json").write_text(json.dumps(retain), encoding="utf-8")
+    argv = ["unlearning", "--from-open-unlearning", str(TOFU_TARGET), "--out-dir", str(tmp_path / "out")]
+    assert eval_cli.main([*argv, "--retain-logs", str(tmp_path / "TOFU_EVAL.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: nothing was written: ") and f"forget_quality: cannot compute (ValueError: {problem})" in err
+    assert not (tmp_path / "out").exists()

@@ -278,13 +278,6 @@ def reaggregate(log_path: Path, retain_logs: Path | None = None, warn=None) -> R
     return run
 
 
-def run_name(log: Path) -> str:
-    """The run a log belongs to: its folder, or the one above `evals/`, where open-unlearning's
-    unlearn runs write theirs (saves/unlearn/<task_name>/evals/TOFU_EVAL.json)."""
-    folder = log.resolve().parent
-    return folder.parent.name if folder.name == "evals" else folder.name
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", nargs="?", choices=("tofu", "muse"), default=None,
                         help="score PRED_DIR/<suite>_<split>.jsonl, inference.py unlearning's")
@@ -315,7 +308,9 @@ def run(args: argparse.Namespace) -> int:
         if args.from_open_unlearning is not None:
             source = find_log(args.from_open_unlearning)
             outcome = reaggregate(source, args.retain_logs, warn)
-            out_dir = args.out_dir or Path("pred", "open-unlearning", run_name(source))
+            run_dir = source.resolve().parent  # unlearn runs write saves/unlearn/<task>/evals/
+            run_dir = run_dir.parent if run_dir.name == "evals" else run_dir
+            out_dir = args.out_dir or Path("pred", "open-unlearning", run_dir.name)
             if (out_dir / source.name).resolve() == source.resolve():
                 raise RecordError(out_dir, None, f"would overwrite the log being read "
                                                  f"({source.name}); pass another --out-dir")

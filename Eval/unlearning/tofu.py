@@ -99,6 +99,11 @@ def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
         return {"agg_value": None}
     scores = [[e["score"] for e in r["value_by_index"].values()]
               for r in (forget_truth_ratio, retain)]
+    if len(scores[0]) != len(scores[1]):  # KS would run: a retain model of another forget split
+        raise ValueError(f"the retain-model logs hold {len(scores[1])} truth ratios, this run "
+                         f"{len(scores[0])}: not the same forget split")
+    if not all(type(v) in (int, float) for side in scores for v in side):
+        raise ValueError("a truth ratio that is not a number")
     return {"agg_value": stats.ks_pvalue(*scores)}
 
 
