@@ -320,6 +320,16 @@ def test_bad_bergen_files_name_the_file(tmp_path, capsys):
     assert eval_cli.main(["--pred-root", str(tmp_path / "experiments")]) == 2
     assert "eval_dev_ranking_run.trec:1: score 'NaNx' is not a number" in capsys.readouterr().err
     assert not (folder / "result.json").exists()
+    # a pair given twice: the later line silently replaced the earlier one
+    (folder / "eval_dev_ranking_run.trec").write_text("1 Q0 d1 1 2.0 run\n1 Q0 d2 2 1.0 run\n1 Q0 d1 3 0.5 run\n")
+    assert eval_cli.main(["--pred-root", str(tmp_path / "experiments")]) == 2
+    assert "eval_dev_ranking_run.trec:3: document 'd1' of query '1' again" in capsys.readouterr().err
+    (folder / "eval_dev_ranking_run.trec").write_text("1 Q0 d1 1 2.0 run\n")
+    (tmp_path / "qrels.txt").write_text("1 0 d1 1\n1 0 d1 0\n")
+    assert eval_cli.main(["--pred-root", str(tmp_path / "experiments"), "--metrics", "P_1",
+                          "-S", f"qrels={tmp_path / 'qrels.txt'}"]) == 2
+    assert "qrels.txt:2: document 'd1' of query '1' again" in capsys.readouterr().err
+    assert not (folder / "result.json").exists()
     (folder / "eval_dev_ranking_run.trec").unlink()
     for name in ("config.yaml", "eval_dev_generation_time.json"):  # Latin-1 bytes, not UTF-8
         (folder / name).write_bytes(b"generator: {}\n# caf\xe9\n")

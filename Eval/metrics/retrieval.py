@@ -101,10 +101,18 @@ def read_run(path) -> dict[str, dict[str, float]]:
             raise RecordError(path, number, "a TREC run line has 6 fields (q_id Q0 doc_id rank "
                               f"score tag), found {len(fields)}")
         try:
-            run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
+            score = float(fields[4])
         except ValueError:
             raise RecordError(path, number, f"score {fields[4]!r} is not a number") from None
+        _put(run, path, number, fields[0], fields[2], score)
     return run
+
+
+def _put(table: dict, path, number: int, query: str, doc: str, value) -> None:
+    """table[query][doc] = value; a second line for the pair is refused (one would be lost)."""
+    if doc in table.setdefault(query, {}):
+        raise RecordError(path, number, f"document {doc!r} of query {query!r} again")
+    table[query][doc] = value
 
 
 def read_qrels(path) -> dict[str, dict[str, int]]:
@@ -123,7 +131,7 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
     for number, fields in _trec_lines(text):
         if len(fields) != 4 or not fields[3].lstrip("-").isdigit():
             raise RecordError(path, number, "a qrels line is `q_id 0 doc_id grade`")
-        qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
+        _put(qrels, path, number, fields[0], fields[2], int(fields[3]))
     return qrels
 
 
