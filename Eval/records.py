@@ -177,9 +177,11 @@ def validate_record(obj: object, path: os.PathLike | str, line: int) -> dict:
     return {**obj, "answers": answers}
 
 
-def read_records(path: os.PathLike | str) -> list[dict]:
-    """A whole prediction file, validated; a problem raises RecordError naming file and line."""
-    records = [validate_record(obj, path, line) for line, obj in iter_json_objects(path)]
+def read_records(path: os.PathLike | str, convert=None) -> list[dict]:
+    """A whole prediction file, validated; a problem raises RecordError naming file and line.
+    `convert`: each parsed value first goes through it (another tool's row -> our record)."""
+    records = [validate_record(convert(obj) if convert else obj, path, line)
+               for line, obj in iter_json_objects(path)]
     if not records:
         raise RecordError(path, None, "file is empty: no prediction records")
     return records

@@ -371,3 +371,25 @@ def test_the_figures_docs_scoring_md_gives_for_this_file(folders, runs):
         lambda cot: written_rows(cot, once))
     assert shown["`eval.py --v2-variant count-failures`"] == cells(every_row, n=True)
     assert shown["`eval.py --v2-variant strip-thinking`"] == cells(stripped_rows)
+
+
+@pytest.mark.parametrize("cot", [False, True], ids=["one-pass", "cot"])
+def test_pred_py_output_files_are_scored_as_they_are(tmp_path, cot):
+    """LongBench v2's pred.py writes each record it keeps with `response` (the output), `pred` (its letter),
+    `judge` and `context[:1000]`: eval.py read none of it (no `answers`, a `length` of short/medium/long)."""
+    rows = []
+    for rec, out in outputs(cot):
+        if out is not None:
+            response = out.strip()
+            row = {**rec, "context": rec["context"][:1000], "response": response, "pred": pick(response)}
+            rows.append({**row, **({"response_cot": "reasoning"} if cot else {}), "judge": row["pred"] == rec["answer"]})
+    folder = tmp_path / "pred" / "gpt-4o"  # results/gpt-4o.jsonl, renamed for its dataset
+    folder.mkdir(parents=True)
+    (folder / "longbench_v2.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                               encoding="utf-8")
+    detail = scored(tmp_path, "gpt-4o")["longbench_v2"]
+    assert detail["breakdown"]["accuracy"] == result_py(written_rows(cot), compensated=False)
+    assert detail["breakdown"]["compensated"] == result_py(written_rows(cot), compensated=True)
+    entries = per_example(tmp_path, "gpt-4o", "longbench_v2")
+    assert [e.get("extracted") for e in entries] == [r["pred"] for r in rows]
+    assert [e["scores"]["choice_match"] for e in entries] == [float(r["judge"]) for r in rows]

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from Eval.metrics.retrieval import read_run
+from Eval.scoring.breakdowns import from_v2_pred_py
 from Eval.records import (RecordError, iter_json_objects, read_records, read_text_file,
                           validate_record)
 from Eval.tasks import Task
@@ -45,8 +46,9 @@ def prediction_path(folder: Path, dataset: str) -> Path:
 
 
 def read_predictions(path: Path) -> list[dict]:
-    """The records of a prediction file of either form."""
-    return read_out(path) if split_of(path) else read_records(path)
+    """The records of a prediction file of any form: ours (TinyEval's, LongBench's), BERGEN's, or
+    LongBench v2's pred.py output."""
+    return read_out(path) if split_of(path) else read_records(path, from_v2_pred_py)
 
 
 def run_file(folder: Path, split: str) -> Path | None:

@@ -65,11 +65,30 @@ def with_v2_variants(task: Task, variants) -> Task:
     return task
 
 
+def from_v2_pred_py(row: object) -> object:
+    """A row of LongBench v2's pred.py output (results/MODEL.jsonl) as our record: its `response`
+    (the output; `response_cot` the reasoning under --cot) is scored again against `answer`; its
+    own extraction `pred` and verdict `judge` are kept under "pred_py". Other rows: unchanged."""
+    if not isinstance(row, dict) or "answers" in row or not {"response", "answer", "judge"} <= {*row}:
+        return row
+    groups = ("difficulty", "length", "domain", "sub_domain")  # its `length` is short/medium/long
+    record = {k: v for k, v in row.items()
+              if k not in ("response", "response_cot", "pred", "judge", *groups)}
+    record.update(pred=row["response"], answers=row["answer"],
+                  groups={k: row[k] for k in groups if k in row},
+                  pred_py={"pred": row.get("pred"), "judge": row["judge"]})
+    if "response_cot" in row:
+        record["cot"] = row["response_cot"]
+    return record
+
+
 def not_written(record: dict) -> str | None:
     """Why LongBench v2's pred.py would have written no record for this output (its `if output ==
     ''`: a failed request returns '' after its tries; under --cot, either pass), or None."""
     if record.get("error") is not None:
         return f"failed output: {NOT_WRITTEN}"
+    if "pred_py" in record:  # a row pred.py wrote: its `response` is stripped, so a blank output is ""
+        return None
     if record.get("cot") == "" or record.get("pred") == "":
         return f"empty {'reasoning' if record.get('cot') == '' else 'output'}: {NOT_WRITTEN}"
     return None
