@@ -7,6 +7,7 @@ reference libraries (regex, rouge, pytrec_eval), never taken from our code."""
 import csv
 import json
 import random
+import re
 import string
 from collections import Counter
 
@@ -261,6 +262,14 @@ def test_diff_and_explain_read_bergen_folders(tree, capsys):
     diff = json.loads((root / "diff_sysA_vs_sysB.json").read_text())["datasets"]["dev"]
     assert diff["paired"] == len(shared) and diff["unmatched"]["a_only"] == 20
     assert set(diff["metrics"]) >= set(TEXT)  # ranking metrics differ in k: recall_5 vs _3
+    # P_1 has no value for a query without a run or judged pages: its pairs are counted as its own
+    assert eval_cli.main(["--pred-root", str(root), "--quiet"]) == 0
+    p1 = [{e["id"] for e in map(json.loads, (root / side / "per_example" / "dev.scores.jsonl").open())
+           if "P_1" in e.get("scores", {})} for side in ("sysA", "sysB")]
+    assert diff["metrics"]["P_1"]["n"] == len(p1[0] & p1[1]) < diff["scored_pairs"] == diff["metrics"]["f1"]["n"]
+    capsys.readouterr()
+    assert eval_cli.main(["diff", str(root / "sysA"), str(root / "sysB")]) == 0
+    assert re.search(rf"dev +P_1 +{len(p1[0] & p1[1])} ", capsys.readouterr().out)
     assert eval_cli.main(["explain", "dev:q0", "--pred-dir", str(root / "sysA")]) == 0
     assert "q0" in capsys.readouterr().out
 

@@ -103,7 +103,7 @@ def metric_comparison(values_a: list[float], values_b: list[float]) -> dict:
         pairs = Counter(zip(values_a, values_b))  # (A's value, B's value) -> how many
         mcnemar = {"a_only_right": pairs[1.0, 0.0], "b_only_right": pairs[0.0, 1.0],
                    "p": mcnemar_exact(pairs[1.0, 0.0], pairs[0.0, 1.0])}
-    return {"mean_a": mean_a, "mean_b": mean_b,
+    return {"n": len(values_a), "mean_a": mean_a, "mean_b": mean_b,
             "diff": None if mean_a is None else round(unrounded_b - unrounded_a, 2),
             "ci95": paired_difference_interval(values_a, values_b), "mcnemar": mcnemar}
 

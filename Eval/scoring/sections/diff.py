@@ -25,7 +25,8 @@ def diff_table(doc: dict, name: str, home: Path | None = None) -> Table:
             continue
         for metric, m in (d.get("metrics") or {}).items():
             p = m.get("mcnemar") or {}
-            rows.append([dataset, metric, str(d.get("scored_pairs", d.get("paired"))),
+            n = m.get("n", d.get("scored_pairs", d.get("paired")))  # a ranking metric: fewer
+            rows.append([dataset, metric, str(n),
                          score_text(m.get("mean_a")), score_text(m.get("mean_b")),
                          score_text(m.get("diff")), ci_text(m), "-" if not p else f"{p['p']:.4g}"])
         counts = ", ".join(f"{k} {v}" for k, v in (d.get("buckets") or {}).items() if v) or "none"
