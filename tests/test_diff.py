@@ -94,7 +94,7 @@ def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys):
     doc = json.loads((tmp_path / "pred" / "diff_a_vs_b.json").read_text(encoding="utf-8"))
     assert doc["a"] == "a" and doc["b"] == "b" and list(doc["datasets"]) == ["trec"]
     assert set(doc["datasets"]["trec"]) >= {"paired", "unmatched", "metrics", "buckets", "samples", "regressions"}
-    assert set(doc["datasets"]["trec"]["metrics"]["classification"]) == {"mean_a", "mean_b", "diff", "ci95",
+    assert set(doc["datasets"]["trec"]["metrics"]["classification"]) == {"n", "mean_a", "mean_b", "diff", "ci95",
                                                                          "mcnemar"}
 
 
