@@ -240,3 +240,22 @@ def test_worst_lists_the_lowest_with_explanations(tmp_path, capsys):
     assert capsys.readouterr().out == (f"\n{folder}  custom_zh: the 1 lowest on rouge_zh\n"
                                        + ISSUE_EXPLAINED.format(path=path).replace("line 1)", "line 2)"))
     assert sorted(p.name for p in folder.iterdir()) == ["custom_zh.jsonl"]  # scored in memory, nothing written
+
+
+def test_explain_and_worst_use_the_metrics_a_dataset_was_scored_with(tmp_path, capsys):
+    """Both rescored with the task's default metrics: a folder scored with --metrics showed other numbers than
+    its result files, and a dataset with no task row could not be explained at all."""
+    folder = write(tmp_path / "m", "custom_zh", [
+        {"id": "zh-1", "pred": ISSUE_PRED, "answers": [ISSUE_REF]},
+        {"id": "zh-2", "pred": ISSUE_REF, "answers": [ISSUE_REF]}])
+    write(tmp_path / "m", "mystery", [{"id": "q1", "pred": "Paris", "answers": ["paris"]}])
+    assert eval_cli.main(["--pred-dir", str(folder), "--metrics", "bleu_zh", "--quiet"]) == 0
+    capsys.readouterr()
+    assert eval_cli.main(["explain", "custom_zh:zh-1", "--pred-dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "  bleu_zh = 0.02096: 1-grams 1/6" in out and "rouge_zh" not in out
+    assert eval_cli.main(["explain", "mystery:q1", "--pred-dir", str(folder)]) == 0
+    assert "bleu_zh" in capsys.readouterr().out
+    assert eval_cli.main(["explain", "--worst", "1", "--pred-dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "custom_zh: the 1 lowest on bleu_zh\n" in out and "mystery: the 1 lowest on bleu_zh\n" in out

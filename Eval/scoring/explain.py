@@ -14,8 +14,9 @@ from pathlib import Path
 from Eval.args import positive_int
 from Eval.commands import eval_command
 from Eval.records import RecordError
-from Eval.scoring.bergen import prediction_path
+from Eval.scoring.bergen import dataset_of, prediction_path
 from Eval.scoring.provenance import not_the_models
+from Eval.storage import read_json_object
 
 NO_EXPLAINER = "no explanation for this metric yet"
 PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
@@ -140,11 +141,18 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
 def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) -> list[tuple]:
     """(prediction file, task, records, sources) of each dataset of `only` the folders hold; its
     notes (a task read from a sidecar, an interrupted write finished) printed."""
-    from Eval.scoring.folders import load_folder  # folders -> scorer -> this module
+    from Eval.scoring.folders import as_scored, load_folder, prediction_files  # (a cycle)
 
     notes: list[str] = []
-    found = [(prediction_path(d, task.name), task, records, sources) for d in pred_dirs
-             for task, records, sources in load_folder(d, only, problems, notes)]
+    found = []
+    for folder in pred_dirs:  # each dataset as it was last scored (--metrics, -S, --v2-variant)
+        details, _ = read_json_object(folder / "result_detail.json")
+        names = only if only is not None else {dataset_of(f) for f in prediction_files(folder)}
+        for name in sorted(names):
+            options = as_scored(details.get(name))[:3]
+            found += [(prediction_path(folder, task.name), task, records, sources) for
+                      task, records, sources in load_folder(folder, {name}, problems, notes,
+                                                            *options)]
     for note in notes:
         print(f"note: {note}")
     return found

@@ -13,9 +13,8 @@ from pathlib import Path
 from Eval.commands import eval_command
 from Eval.scoring.bergen import dataset_of, prediction_path, read_predictions
 from Eval.scoring.explain import head
-from Eval.pricing import is_number, recorded_price
-from Eval.scoring.breakdowns import V2_VARIANTS
-from Eval.scoring.folders import file_task, prediction_files, score_and_write
+from Eval.pricing import recorded_price
+from Eval.scoring.folders import as_scored, file_task, prediction_files, score_and_write
 from Eval.scoring.report import collect_models, write_models_table
 from Eval.scoring.sections import Results, tables
 from Eval.scoring.sections.scores import score_text
@@ -102,7 +101,7 @@ def rescore(folder: Path, names: list[str], notes: list[str]) -> bool:
         entry = details.get(name)
         if not isinstance(entry, dict) and not _has_task(prediction_path(folder, name), name):
             return False
-        runs.setdefault(_as_scored(entry), []).append(name)
+        runs.setdefault(as_scored(entry), []).append(name)
     price = recorded_price(usage.get("price"))
     return all(score_and_write([folder], set(group), limit, {folder: price}, notes, metrics,
                                metric_args, variants) is not None
@@ -117,23 +116,6 @@ def _has_task(path: Path, name: str) -> bool:
         print(f"error: {path}: {err.args[0]} Score it first: python eval.py --pred-dir "
               f"{path.parent} --datasets {name} --metrics NAME", file=sys.stderr)
         return False
-
-
-def _as_scored(entry: object) -> tuple:
-    """(metrics, -S pairs, --v2-variant, --sample-time-limit) a result entry was scored with;
-    the task's defaults for what it does not say (entries of older versions, a damaged file)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("metrics"), dict):
-        return None, (), (), None
-    run = entry.get("scored_with") if isinstance(entry.get("scored_with"), dict) else {}
-    pairs = run.get("metric_args", [])
-    pairs = pairs if isinstance(pairs, list) and all(
-        isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)
-        for kv in pairs) else []
-    variants = [v for v in run.get("v2_variant", []) if v in V2_VARIANTS] \
-        if isinstance(run.get("v2_variant"), list) else []
-    limit = run.get("sample_time_limit")
-    limit = float(limit) if is_number(limit) and limit > 0 else None
-    return tuple(entry["metrics"]) or None, tuple(map(tuple, pairs)), tuple(variants), limit
 
 
 def add_arguments(parser) -> None:
