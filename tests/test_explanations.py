@@ -259,3 +259,6 @@ def test_explain_and_worst_use_the_metrics_a_dataset_was_scored_with(tmp_path, c
     assert eval_cli.main(["explain", "--worst", "1", "--pred-dir", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "custom_zh: the 1 lowest on bleu_zh\n" in out and "mystery: the 1 lowest on bleu_zh\n" in out
+    (tmp_path / "empty").mkdir()
+    assert eval_cli.main(["explain", "--worst", "1", "--pred-dir", str(tmp_path / "empty")]) == 2
+    assert f"{tmp_path / 'empty'}: no *.jsonl prediction files" in capsys.readouterr().err

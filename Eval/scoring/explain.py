@@ -148,6 +148,8 @@ def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) ->
     for folder in pred_dirs:  # each dataset as it was last scored (--metrics, -S, --v2-variant)
         details, _ = read_json_object(folder / "result_detail.json")
         names = only if only is not None else {dataset_of(f) for f in prediction_files(folder)}
+        if not names:  # it says why: no folder, no files, only TOFU / MUSE records
+            load_folder(folder, None, problems, notes)
         for name in sorted(names):
             options = as_scored(details.get(name))[:3]
             found += [(prediction_path(folder, task.name), task, records, sources) for
