@@ -114,6 +114,14 @@ def test_a_dataset_without_a_task_names_only_the_way_out_diff_has(tmp_path, caps
     err = capsys.readouterr().err
     assert "unknown dataset 'mystery'" in err and "Or leave it out with --datasets." in err
     assert "--metrics" not in err and not list(tmp_path.glob("diff_*.json"))
+    # scored with --metrics, each side is compared with the metrics its result files hold (diff used the
+    # task's defaults: here, none)
+    _write(tmp_path / "b", "mystery", [{"id": "m", "pred": "y", "answers": ["x"]}])
+    for side in "ab":
+        assert eval_cli.main(["--pred-dir", str(tmp_path / side), "--metrics", "qa_f1,rouge", "--quiet"]) == 0
+    assert eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "b"), "--quiet"]) == 0
+    doc = json.loads((tmp_path / "diff_a_vs_b.json").read_text(encoding="utf-8"))["datasets"]["mystery"]
+    assert list(doc["metrics"]) == ["qa_f1", "rouge"] and doc["metrics"]["qa_f1"]["diff"] == -100.0
 
 
 def test_report_scoring_a_dataset_without_a_task_gives_the_eval_command(tmp_path, capsys):

@@ -17,14 +17,14 @@ from Eval.names import dataset_name_set
 from Eval.records import RecordError
 from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
-from Eval.scoring.folders import chosen_task, prediction_files
+from Eval.scoring.folders import as_scored, chosen_task, prediction_files
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.provenance import (check_prediction_file, file_sha256, folder_name,
                                       not_the_models)
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text
 from Eval.scoring.sections.diff import diff_table
-from Eval.storage import StorageError, commit_files, json_bytes
+from Eval.storage import StorageError, commit_files, json_bytes, read_json_object
 
 BUCKETS = ("one side failed", "prompt differs", "same answer", "output differs",
            "extraction differs", "data differs")
@@ -173,10 +173,17 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
     return {name: (files_a[name], files_b[name]) for name in sorted(set(files_a) & set(files_b))}
 
 
+def _as_scored(path: Path) -> tuple:
+    """(metrics, -S pairs, --v2-variant) the file's dataset was last scored with; the task's own
+    if it was not."""
+    details, _ = read_json_object(path.parent / "result_detail.json")
+    return as_scored(details.get(dataset_of(path)))[:3]
+
+
 def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]) -> dict:
     datasets = {}
     for name, (file_a, file_b) in common_files(dir_a, dir_b, only, notes).items():
-        task_a, task_b = (chosen_task(f, notes) for f in (file_a, file_b))
+        task_a, task_b = (chosen_task(f, notes, *_as_scored(f)) for f in (file_a, file_b))
         records_a, records_b = read_predictions(file_a), read_predictions(file_b)
         for path, records in ((file_a, records_a), (file_b, records_b)):
             notes += [f"{path}: {w}" for w in not_the_models(check_prediction_file(path, records))]
