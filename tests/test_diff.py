@@ -265,3 +265,15 @@ def test_a_line_inserted_in_the_data_shifts_position_ids_and_no_pair_mixes_examp
     assert ("  4 mismatched pairs left out of every figure: the same id names another example in "
             "before and after (example_sha256 differs): custom_en-0, custom_en-1, custom_en-2, "
             "custom_en-3; ids made from line positions shift") in out
+
+
+def test_sides_scored_with_no_metric_in_common_are_one_line(tmp_path, capsys):
+    """diff scores each side as it was last scored: with no metric in common it crashed (IndexError)."""
+    for side, metrics in (("a", "qa_f1"), ("b", "rouge")):
+        _write(tmp_path / side, "custom_en", [{"id": "c", "pred": "x", "answers": ["x"]}])
+        assert eval_cli.main(["--pred-dir", str(tmp_path / side), "--metrics", metrics, "--quiet"]) == 0
+    assert eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: nothing was written: {tmp_path / 'b' / 'custom_en.jsonl'}: scored with rouge, "
+                   f"{tmp_path / 'a' / 'custom_en.jsonl'} with qa_f1: no metric in common; score one again with "
+                   "the other's --metrics\n")

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import TINYEVAL, needs_shared
+from conftest import ROOT, TINYEVAL, needs_shared
 import eval as eval_cli
 from Eval.metrics.registry import EXPLAINERS, METRICS
 from Eval.records import read_records
@@ -262,3 +262,23 @@ def test_explain_and_worst_use_the_metrics_a_dataset_was_scored_with(tmp_path, c
     (tmp_path / "empty").mkdir()
     assert eval_cli.main(["explain", "--worst", "1", "--pred-dir", str(tmp_path / "empty")]) == 2
     assert f"{tmp_path / 'empty'}: no *.jsonl prediction files" in capsys.readouterr().err
+
+
+def test_worst_on_a_ranking_headline_and_over_a_root_missing_a_dataset(tmp_path, capsys):
+    """--worst ranked by P_1 crashed (KeyError) on a query without a run, which has no P_1; over a root,
+    --datasets X failed when one folder lacked X (eval.py --datasets makes that a note)."""
+    folder = tmp_path / "root" / "bm25"
+    shutil.copytree(ROOT / "demo" / "bergen" / "bm25-tinyllm", folder)
+    run = folder / "eval_dev_ranking_run.trec"
+    run.write_text("".join(line for line in run.read_text().splitlines(True) if not line.startswith("3\t")))
+    assert eval_cli.main(["--pred-dir", str(folder), "--metrics", "P_1,match", "--quiet"]) == 0
+    capsys.readouterr()
+    assert eval_cli.main(["explain", "--worst", "20", "--pred-dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "dev: the 7 lowest on P_1" in out and "dev:3 " not in out
+    write(tmp_path / "root" / "other", "custom_zh", [{"id": "zh-1", "pred": ISSUE_PRED, "answers": [ISSUE_REF]}])
+    assert eval_cli.main(["explain", "--worst", "1", "--pred-root", str(tmp_path / "root"), "--datasets", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {tmp_path / 'root' / 'other'}: no prediction file dev.jsonl" in out and "dev: the 1 lowest" in out
+    assert eval_cli.main(["explain", "--worst", "1", "--pred-root", str(tmp_path / "root"), "--datasets", "nope"]) == 2
+    assert "no model folder holds nope" in capsys.readouterr().err

@@ -184,6 +184,10 @@ def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]
     datasets = {}
     for name, (file_a, file_b) in common_files(dir_a, dir_b, only, notes).items():
         task_a, task_b = (chosen_task(f, notes, *_as_scored(f)) for f in (file_a, file_b))
+        if not set(task_a.metrics) & set(task_b.metrics):
+            raise RecordError(file_b, None, f"scored with {', '.join(task_b.metrics)}, {file_a} "
+                              f"with {', '.join(task_a.metrics)}: no metric in common; score one "
+                              "again with the other's --metrics")
         records_a, records_b = read_predictions(file_a), read_predictions(file_b)
         for path, records in ((file_a, records_a), (file_b, records_b)):
             notes += [f"{path}: {w}" for w in not_the_models(check_prediction_file(path, records))]

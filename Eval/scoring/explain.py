@@ -147,14 +147,20 @@ def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) ->
     found = []
     for folder in pred_dirs:  # each dataset as it was last scored (--metrics, -S, --v2-variant)
         details, _ = read_json_object(folder / "result_detail.json")
-        names = only if only is not None else {dataset_of(f) for f in prediction_files(folder)}
-        if not names:  # it says why: no folder, no files, only TOFU / MUSE records
+        present = {dataset_of(f) for f in prediction_files(folder)}
+        if not present:  # it says why: no folder, no files, only TOFU / MUSE records
             load_folder(folder, None, problems, notes)
-        for name in sorted(names):
+        # over a root, a folder without a dataset named is a note, as eval.py --datasets has it
+        missing = sorted((only or present) - present) if present else []
+        (problems if len(pred_dirs) == 1 else notes).extend(
+            f"{folder}: no prediction file {name}.jsonl" for name in missing)
+        for name in sorted(present if only is None else only & present):
             options = as_scored(details.get(name))[:3]
             found += [(prediction_path(folder, task.name), task, records, sources) for
                       task, records, sources in load_folder(folder, {name}, problems, notes,
                                                             *options)]
+    if only and not found and not problems:
+        problems.append(f"no model folder holds {', '.join(sorted(only))}")
     for note in notes:
         print(f"note: {note}")
     return found
@@ -210,7 +216,8 @@ def run_worst(pred_dirs: list[Path], only: set[str] | None, n: int) -> int:
         warn_if_not_the_models(path, sources)
         result = score_with_perturbations(task, records)
         metric = result["headline_metric"]
-        scored = [e for e in result["per_example"] if "scores" in e]
+        # a ranking metric has no value for a query without a run or judgements
+        scored = [e for e in result["per_example"] if metric in e.get("scores", {})]
         chosen = sorted(scored, key=lambda e: (e["scores"][metric], e["line"]))[:n]
         print(f"\n{path.parent}  {task.name}: the {len(chosen)} lowest on {metric}")
         for entry in chosen:
