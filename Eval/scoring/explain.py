@@ -159,7 +159,7 @@ def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) ->
             found += [(prediction_path(folder, task.name), task, records, sources) for
                       task, records, sources in load_folder(folder, {name}, problems, notes,
                                                             *options)]
-    if only and not found and not problems:
+    if only and pred_dirs and not found and not problems:
         problems.append(f"no model folder holds {', '.join(sorted(only))}")
     for note in notes:
         print(f"note: {note}")
