@@ -25,3 +25,23 @@ def test_an_unknown_judge_backend_is_a_usage_error_naming_the_known_ones(tmp_pat
         assert stop.value.code == 2
         assert "argument --judge-backend: invalid choice: 'nope' (choose from 'api', 'echo', 'hf', 'masked')" \
             in capsys.readouterr().err
+
+
+def test_a_judge_prompt_cut_to_another_length_is_asked_again(tmp_path, capsys):
+    """The verdict cache's key left out --judge-max-length: a run with another cut returned the verdicts of
+    the uncut prompts, as if fresh, and judge_result.json did not say the length."""
+    import json
+
+    root = tmp_path / "pred"
+    assert inference.main(["--backend", "echo", "--model-name", "a", "--datasets", "custom_en",
+                           "--limit", "3", "--out-dir", str(root)]) == 0
+    judge = ["judge", "--pred-dir", str(root / "a"), "--judge", "demo/tiny-qwen2", "--judge-mode", "logits",
+             "--rubric", "graded"]
+    results = []
+    for extra in ([], ["--judge-max-length", "40"], ["--judge-max-length", "40"]):
+        assert eval_cli.main([*judge, *extra]) == 0
+        results.append(json.loads((root / "a" / "judge_result.json").read_text())["custom_en"])
+    (full, first, again), _ = results, capsys.readouterr()
+    assert full["model_calls"] > 0 and first["model_calls"] == full["model_calls"] and again["model_calls"] == 0
+    assert first["max_length"] == 40 and "max_length" not in full
+    assert first["score_unrounded"] != full["score_unrounded"]

@@ -143,12 +143,15 @@ class Judge:
                 "rubric": self.rubric.name, "rubric_sha": self.rubric.sha, "mode": self.mode,
                 "judge": hashlib.sha256(self.identity.encode()).hexdigest()[:16],
                 "judge_adapter": self.model.name,
-                **({"max_new_tokens": self.max_new_tokens} if self.mode == "text" else {})}
+                **({"max_new_tokens": self.max_new_tokens} if self.mode == "text" else {}),
+                **({"max_length": self.max_length} if self.max_length else {})}
 
     def verdicts(self, fields: list[dict]) -> list[dict]:
         """One {score, raw, error, cached} per dict of the rubric's fields; failures not cached."""
-        # the default budget keeps the key it always had, so older caches stay valid
+        # the default budgets keep the key they always had, so older caches stay valid; a prompt
+        # cut to --judge-max-length is another prompt
         budget = [self.max_new_tokens] if self.max_new_tokens != MAX_NEW_TOKENS else []
+        budget += [{"max_length": self.max_length}] if self.max_length else []
         keys = [hashlib.sha256(json.dumps([self.identity, self.rubric.sha, self.mode, f, *budget],
                                           ensure_ascii=False).encode()).hexdigest() for f in fields]
         missing = [i for i, k in enumerate(keys) if not self._cached(k)]
