@@ -45,3 +45,59 @@ def test_a_judge_prompt_cut_to_another_length_is_asked_again(tmp_path, capsys):
     assert full["model_calls"] > 0 and first["model_calls"] == full["model_calls"] and again["model_calls"] == 0
     assert first["max_length"] == 40 and "max_length" not in full
     assert first["score_unrounded"] != full["score_unrounded"]
+
+
+@pytest.mark.parametrize("header, prompt, problem", [
+    ("options: Yes=1 | No=0", '{question} {prediction}\nReply as JSON {"verdict": "Yes"}', "KeyError"),
+    ("options: Yes=1 | No=0", "{0} {prediction}", "IndexError"),
+    ("options: Yes=1 | No=0", "{question} {prediction", "ValueError"),
+    ("options: Yes=1 | No=0", "{prediction!x}", "ValueError"),
+    ("options: =1 | No=0", "{prediction}", "option labels must be non-empty and differ (in any case): ['', 'No']"),
+    ("options: Yes=1 | yes=0", "{prediction}", "option labels must be non-empty and differ"),
+    ("options: Yes=nan | No=0", "{prediction}", "option values must be finite numbers"),
+], ids=["json braces", "positional", "unclosed", "conversion", "empty label", "same label", "nan value"])
+def test_a_rubric_that_cannot_give_verdicts_is_refused_naming_its_file(tmp_path, header, prompt, problem):
+    """Each was taken: the placeholders failed at the first verdict (a traceback, exit 1, after the model
+    loaded), an empty label matched any output, a repeated one read as the first, nan broke the result file."""
+    from Eval.scoring.rubrics import load_rubric
+
+    (tmp_path / "judge_mine.txt").write_text(f"{header}\n---\n{prompt}\n", encoding="utf-8")
+    with pytest.raises(ValueError) as refused:
+        load_rubric("mine", tmp_path)
+    assert str(refused.value).startswith(f"{tmp_path / 'judge_mine.txt'}: ") and problem in str(refused.value)
+
+
+def test_judge_with_the_pairwise_rubric_is_refused_before_the_model_loads(tmp_path, capsys):
+    root = tmp_path / "pred"
+    assert inference.main(["--backend", "echo", "--model-name", "a", "--datasets", "custom_en",
+                           "--limit", "2", "--out-dir", str(root)]) == 0
+    capsys.readouterr()
+    assert eval_cli.main(["judge", "--pred-dir", str(root / "a"), "--judge", "no/such/model",
+                          "--rubric", "pairwise"]) == 2
+    err = capsys.readouterr().err
+    assert "judge_pairwise.txt: the prompt can hold only {question}, {references}, {prediction}, {answer}" in err
+    assert "KeyError: 'answer_1'" in err and "no/such/model" not in err
+
+
+def test_a_failed_write_keeps_the_per_record_file_the_result_names(tmp_path, capsys, monkeypatch):
+    """Judging a dataset with another rubric deleted the old per-record file before writing the new files:
+    a failed write left judge_result.json naming a deleted file."""
+    import json
+
+    from Eval.scoring import judge_folder
+
+    root = tmp_path / "pred"
+    assert inference.main(["--backend", "echo", "--model-name", "a", "--datasets", "custom_en",
+                           "--limit", "2", "--out-dir", str(root)]) == 0
+    judge = ["judge", "--pred-dir", str(root / "a"), "--judge", "echo", "--judge-backend", "echo"]
+    assert eval_cli.main(judge) == 0
+    before = sorted(p.name for p in (root / "a" / "judge").iterdir())
+    assert "custom_en.binary.jsonl" in before
+
+    def full_disk(path, rows):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(judge_folder, "write_jsonl_atomic", full_disk)
+    assert eval_cli.main([*judge, "--rubric", "graded"]) == 2
+    assert sorted(p.name for p in (root / "a" / "judge").iterdir()) == before
+    assert json.loads((root / "a" / "judge_result.json").read_text())["custom_en"]["rubric"] == "binary"

@@ -24,7 +24,7 @@ from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
                                 pairwise_swaps, prediction, print_failed, rates, record_fields,
                                 record_id, run_judged, tally)
 from Eval.scoring.provenance import file_sha256, folder_name
-from Eval.scoring.rubrics import PROMPTS, load_rubric
+from Eval.scoring.rubrics import PAIR_FIELDS, PROMPTS, load_rubric
 from Eval.scoring.sections.judge import compared_problem
 from Eval.storage import write_json_atomic
 
@@ -106,7 +106,7 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
                     max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
     """Pairwise verdicts of A against B for their common datasets (or `only`), merged into
     OUT/compare_result.json once all are in; returns this run's entries."""
-    rubric = load_rubric("pairwise", PROMPTS)
+    rubric = load_rubric("pairwise", PROMPTS, PAIR_FIELDS)
     notes: list[str] = []
     files = common_files(dir_a, dir_b, only, notes)
     for note in notes:

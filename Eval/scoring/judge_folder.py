@@ -55,14 +55,14 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
     merged, dropped = merge_results(result_path, results, lambda name, entry: source_problem(
         pred_dir, name, entry.get("source_sha256") if isinstance(entry, dict) else None), say)
     judge_dir.mkdir(parents=True, exist_ok=True)
-    for name, entry in dropped.items():  # a per-record file no entry describes would go stale
-        old_rubric = entry.get("rubric") if isinstance(entry, dict) else None
-        replaced = results.get(name, {}).get("rubric") == old_rubric  # rewritten below
-        if not (replaced or name_problem(name) or name_problem(old_rubric)):
-            (judge_dir / f"{name}.{old_rubric}.jsonl").unlink(missing_ok=True)
     for name, name_rows in rows.items():
         write_jsonl_atomic(judge_dir / f"{name}.{rubric.name}.jsonl", name_rows)
     write_json_atomic(result_path, merged)
+    for name, entry in dropped.items():  # then: a per-record file no entry describes is stale
+        old_rubric = entry.get("rubric") if isinstance(entry, dict) else None
+        replaced = results.get(name, {}).get("rubric") == old_rubric  # rewritten above
+        if not (replaced or name_problem(name) or name_problem(old_rubric)):
+            (judge_dir / f"{name}.{old_rubric}.jsonl").unlink(missing_ok=True)
     return results
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import string
+import math
 from pathlib import Path
 
 from Eval.names import check_name
 from Eval.records import RecordError, read_text_file
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
+# what a prompt is filled with: eval.py judge's (BERGEN's {answer} too), eval.py compare's
+JUDGE_FIELDS = ("question", "references", "prediction", "answer")
+PAIR_FIELDS = ("question", "references", "answer_1", "answer_2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +37,12 @@ class Rubric:
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
-def load_rubric(name: str, prompt_dir: Path) -> Rubric:
+def load_rubric(name: str, prompt_dir: Path, fields: tuple[str, ...] = JUDGE_FIELDS) -> Rubric:
     """Read prompts/judge_<name>.txt, or a rubric config file when `name` is a .yaml / .json
-    path; a bad name or file is an error that says what to fix."""
+    path, for prompts filled with `fields`; a bad name or file is an error that says what to fix
+    (before any model loads)."""
     if name.endswith((".yaml", ".yml", ".json")):
-        return rubric_from_config(Path(name))
+        return checked(rubric_from_config(Path(name)), f"--rubric {name}", fields)
     path = prompt_dir / f"judge_{check_name(name, '--rubric')}.txt"
     if not path.is_file():
         known = sorted(p.stem[len("judge_"):] for p in prompt_dir.glob("judge_*.txt"))
@@ -56,7 +60,25 @@ def load_rubric(name: str, prompt_dir: Path) -> Rubric:
             raise ValueError(f"{path}:1: option {part.strip()!r} is not Label=number") from None
     if len(options) < 2:
         raise ValueError(f"{path}:1: a rubric needs at least two options")
-    return Rubric(name, template.strip("\n"), tuple(options))
+    return checked(Rubric(name, template.strip("\n"), tuple(options)), str(path), fields)
+
+
+def checked(rubric: Rubric, where: str, fields: tuple[str, ...]) -> Rubric:
+    """The rubric, if its options are distinct labels with finite values (verdicts match labels
+    in any case) and its prompt can be filled with `fields`; else a ValueError naming `where`."""
+    labels = [label.casefold() for label, _ in rubric.options]
+    if "" in labels or len(set(labels)) < len(labels):
+        raise ValueError(f"{where}: option labels must be non-empty and differ (in any case): "
+                         f"{[label for label, _ in rubric.options]}")
+    if not all(math.isfinite(value) for _, value in rubric.options):
+        raise ValueError(f"{where}: option values must be finite numbers")
+    try:
+        rubric.template.format(**dict.fromkeys(fields, ""))
+    except (KeyError, IndexError, ValueError) as err:
+        names = ", ".join("{%s}" % f for f in fields)
+        raise ValueError(f"{where}: the prompt can hold only {names} (literal braces doubled: "
+                         f"{{{{ }}}}); {type(err).__name__}: {err}") from None
+    return rubric
 
 
 def rubric_from_config(path: Path) -> Rubric:
@@ -97,10 +119,6 @@ def rubric_from_config(path: Path) -> Rubric:
                                      f"literal: {value[1:][:60]!r}") from None
         return value.replace("{self.rubrik_section}", section).replace("{rubrik_section}", section)
 
-    fields = {name for _, name, _, _ in string.Formatter().parse(text("user")) if name}
-    unknown = fields - {"question", "answer", "references", "prediction"}
-    if unknown:
-        raise ValueError(f"--rubric {path}: prompt.user has unknown placeholders {sorted(unknown)}")
     mode = {True: "logits", False: "text"}.get(config.get("use_logits"))
     return Rubric(check_name(path.stem, "--rubric"), text("user"), pairs, text("system"), mode)
 
