@@ -53,3 +53,30 @@ def test_compare_cli_says_how_many_answers_were_identical(tmp_path, capsys):
             "unparseable 1, failed 0, from cache 0, model calls 1)") in out
     saved = json.loads((tmp_path / "compare_a_vs_b" / "compare_result.json").read_text())
     assert {n: d["identical"] for n, d in saved["datasets"].items()} == {"custom_en": 3, "trec": 3}
+
+
+@pytest.mark.parametrize("second", ["failed", "unparseable"])
+def test_both_orders_scores_a_pair_only_when_both_orders_give_a_verdict(tmp_path, second):
+    """A pair whose A-first call failed was scored from the B-first order alone (a loss here, where every
+    other pair is a tie), not counted as failed, and the command exited 0."""
+    from Eval.models.base import Generation
+    from Eval.scoring.judge import prediction
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(DEMO_PRED, a)
+    shutil.copytree(DEMO_PRED, b)
+    for path in b.glob("*.jsonl"):
+        rows = [dict(json.loads(line), pred="I do not know") for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    shown = prediction(json.loads((a / "trec.jsonl").read_text().splitlines()[0]), "trec")
+
+    def judge(prompt):  # prefers the answer shown first, but fails (or rambles) on one pair shown A first
+        if f"Answer 1: {shown}\n" in prompt:
+            return Generation("", 0, "error", error="HTTP 500") if second == "failed" else "both are fine"
+        return "1"
+    r = compare_folders(a, b, tmp_path / "c", ScriptedJudge(judge), "text", seed=0, max_length=None,
+                        only={"trec"}, both_orders=True)["trec"]
+    assert r["counts"] == {"win": 0, "tie": r["n"] - 1, "lose": 0}
+    assert (r["failed"], r["unparseable"]) == ((1, 0) if second == "failed" else (0, 1))
+    assert r["per_example"][0]["a_score"] is None and r["per_example"][0].get("error") == (
+        "HTTP 500" if second == "failed" else None)

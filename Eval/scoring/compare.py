@@ -79,12 +79,11 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
     per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
                for (_, b_first), v in zip(asked, verdicts)]
     outcome = [(0.5, None, None, 0.5)] * len(pairs)  # identical answers: a tie, never asked
-    for j, k in enumerate(judged):  # A's score: the mean of its parseable orders
+    for j, k in enumerate(judged):  # A's score: the mean of its orders, when each is parseable
         scores = per_ask[j::m]
-        errors = [v.get("error") for v in verdicts[j::m]]  # failed only when every order failed
-        parsed = [s for s in scores if s is not None]
-        outcome[k] = (sum(parsed) / len(parsed) if parsed else None,
-                      errors[0] if all(errors) else None, verdicts[j]["raw"], scores[-1])
+        error = next((v["error"] for v in verdicts[j::m] if v.get("error")), None)
+        outcome[k] = (None if None in scores else sum(scores) / len(scores), error,
+                      verdicts[j]["raw"], scores[-1])
     ids = [record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
     counts, valid = tally([o[0] for o in outcome], [o[1] for o in outcome], ids)
     per_example = [{"id": i, "a_score": score, "swapped": k in swapped, "raw": raw,
@@ -128,11 +127,11 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
 def summary(r: dict) -> str:
     """'win 62.5 [30.6, 86.3] tie 0.0 lose 37.5, mean A score 62.5 over 8 parseable verdicts'."""
     if not r["scored"]:
-        return f"win {NO_VERDICT} over 0 parseable verdicts"
+        return f"win {NO_VERDICT} over 0 parseable verdicts of {r['n']}"
     low, high = r["win_ci95"]
     text = (f"win {r['win']} [{low}, {high}] tie {r['tie']} lose {r['lose']}, mean A score "
             f"{r['mean_a_score']} over {r['scored']} parseable verdict"
-            f"{'s' if r['scored'] != 1 else ''}")
+            f"{'s' if r['scored'] != 1 else ''} of {r['n']}")
     bias = r.get("position_bias")
     if bias and bias["pairs"]:
         text += (f"; swapping the order flips the outcome in {bias['flips']} of {bias['pairs']} "
@@ -167,7 +166,7 @@ def run(args) -> int:
         for name, r in results.items():
             identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
                 if r["identical"] else ""
-            print(f"{name}: {a.name} vs {b.name}: {summary(r)} of {r['n']} ({identical}"
+            print(f"{name}: {a.name} vs {b.name}: {summary(r)} ({identical}"
                   f"{counts_text(r)})")
             if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
                 print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
