@@ -241,3 +241,19 @@ def test_ctrl_c_while_torch_imports_is_one_line(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.strip() == INTERRUPTED, err
+
+
+@pytest.mark.parametrize("value, shown", [(0, "\n0"), (False, "\nFalse"), (None, ""), ("  ", ""),
+                                          ({}, None), ([], None)])
+def test_the_default_template_fills_every_input_but_an_empty_one(tmp_path, data, capsys, value, shown):
+    """An input of 0 or false was taken for an empty one (the prompt lost it), and {} or [] for none (let
+    through, where a template file refuses them)."""
+    row = {"instruction": "Repeat this number:", "input": value, "output": "0"}
+    (data / "nums.jsonl").write_text(json.dumps(row) + "\n")
+    code = inference.main(["dry-run", "--backend", "echo", "--model-name", "e", "--dataset-dir", str(data),
+                           "--datasets", "nums", "--out-dir", str(tmp_path / "pred")])
+    if shown is None:
+        assert code == 2 and "nums.jsonl:1: field 'input' of template default" in capsys.readouterr().err
+        return
+    prompt = lines(tmp_path / "pred" / "e" / "nums.prompts.jsonl")[0]
+    assert code == 0 and prompt["user_text"] == "Repeat this number:" + shown

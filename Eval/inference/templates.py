@@ -39,8 +39,10 @@ class ChosenTemplate:
         return hashlib.sha256(self.template.encode("utf-8")).hexdigest()[:16]
 
     def text_for(self, fields: dict) -> str:
-        """The template a record is filled with: the no-input variant when its `input` is empty."""
-        if self.no_input is not None and not str(fields.get("input") or "").strip():
+        """The template a record is filled with: the no-input variant when its `input` is absent,
+        null or blank (0 and false are inputs; a list or an object is refused when filled)."""
+        value = fields.get("input")
+        if self.no_input is not None and (value is None or str(value).strip() == ""):
             return self.no_input
         return self.template
 
