@@ -60,6 +60,9 @@ DATA_CASES = {
                                              '{"id": "k", "instruction": "a", "input": "B", "output": "c"}'),
                                        "mine.jsonl:3: example id 'k' was already used by line 2 with different "
                                        "content"),
+    # a nested choice-question file of empty lists was an IndexError traceback
+    "empty question lists": ('{"one-choice-question": [], "multi-choice-question": []}',
+                             "mine.jsonl:1: a dataset record needs 'answers' (LongBench form)"),
 }
 
 

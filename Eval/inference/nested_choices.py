@@ -15,7 +15,7 @@ def nested_choice_records(value: object, path: Path) -> list[tuple[int, dict]] |
     if not isinstance(value, dict) or not value:
         return None
     every = [q for v in value.values() for q in (v if isinstance(v, list) else [None])]
-    if not all(isinstance(q, dict) and "options" in q for q in every):
+    if not every or not all(isinstance(q, dict) and "options" in q for q in every):
         return None
     text = path.read_text(encoding="utf-8")  # read again only for a file of this shape: lines
     lines = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'"question"\s*:', text)]
