@@ -234,3 +234,23 @@ def test_report_scores_a_changed_file_again_as_it_was_scored(tmp_path, capsys):
     assert eval_cli.main([*common, *ranked, "--datasets", "demo_qa_zh"]) == 0
     details = json.loads((folder / "result_detail.json").read_text(encoding="utf-8"))
     assert details["demo_qa_zh"] == again
+
+
+def test_a_dataset_saved_again_with_the_same_examples_is_cleared_by_the_rerun_the_warning_names(tmp_path,
+                                                                                                capsys):
+    """eval.py marks data_changed from the dataset file's bytes and says to rerun inference.py; a file saved
+    again with the same examples (escapes, key order) left nothing to redo, so that rerun never cleared it."""
+    data, out = tmp_path / "dataset", tmp_path / "pred"
+    shutil.copytree(ROOT / "dataset", data, ignore=shutil.ignore_patterns("*_demo", "longbench_v2"))
+    argv = ["--datasets", "custom_zh", "--dataset-dir", str(data)]
+    assert echo(out, "m", *argv) == 0
+    rows = lines(data / "custom_zh.jsonl")
+    (data / "custom_zh.jsonl").write_text("".join(json.dumps(dict(reversed(r.items()))) + "\n" for r in rows))
+    assert eval_cli.main(["--model", "m", "--pred-root", str(out)]) == 0
+    assert "custom_zh.jsonl changed since these predictions were made; rerun inference.py" in capsys.readouterr().out
+    assert json.loads((out / "m" / "result.json").read_text())[".data_check"] == {"custom_zh": "data_changed"}
+    assert echo(out, "m", *argv) == 0
+    assert "custom_zh: 0 new, 25 already done (nothing to do: no model loaded)" in capsys.readouterr().out
+    assert eval_cli.main(["--model", "m", "--pred-root", str(out)]) == 0
+    assert "changed since" not in capsys.readouterr().out
+    assert ".data_check" not in json.loads((out / "m" / "result.json").read_text())

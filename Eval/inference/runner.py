@@ -28,6 +28,8 @@ from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import add_counts, price_option, tokens_per_s, usage_text
+from Eval.records import sidecar_path
+from Eval.storage import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
@@ -149,6 +151,11 @@ def all_done(args, datasets: list, out_dir: Path) -> bool:
     if args.overwrite or args.shard or not all(finished_with(args, ds, out_dir) for ds in datasets):
         return False
     for ds in datasets:  # finished_with found a good record of each required example
+        path = out_dir / f"{ds.name}.jsonl"
+        sidecar = read_sidecar(path)
+        if sidecar["data"].get("file_sha256") != ds.file_sha256:  # same examples, file re-saved:
+            sidecar["data"]["file_sha256"] = ds.file_sha256  # eval.py's data check compares it
+            write_json_atomic(sidecar_path(path), sidecar)
         done = len(required_examples(ds, args.limit))
         print(f"{ds.name}: 0 new, {done} already done (nothing to do: no model loaded)")
     print(f"done: nothing to do -> {out_dir}; score with: {score_command(args, out_dir)}")
