@@ -130,7 +130,7 @@ def test_report_scoring_a_dataset_without_a_task_gives_the_eval_command(tmp_path
     assert eval_cli.main(["report", "--pred-root", str(tmp_path / "pred")]) == 2
     err = capsys.readouterr().err
     assert "unknown dataset 'mystery'" in err and "leave it out" not in err
-    command = err.split("Score it first: ")[1].split()
+    command = err.split("Score it first: ")[1].splitlines()[0].split()
     folder = str(tmp_path / "pred" / "m")
     assert command == ["python", "eval.py", "--pred-dir", folder, "--datasets", "mystery", "--metrics", "NAME"]
     assert eval_cli.main([*command[2:-1], "qa_f1", "--quiet"]) == 0

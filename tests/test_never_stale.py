@@ -254,3 +254,49 @@ def test_a_dataset_saved_again_with_the_same_examples_is_cleared_by_the_rerun_th
     assert eval_cli.main(["--model", "m", "--pred-root", str(out)]) == 0
     assert "changed since" not in capsys.readouterr().out
     assert ".data_check" not in json.loads((out / "m" / "result.json").read_text())
+
+
+def test_a_subset_run_keeps_how_a_changed_dataset_was_scored_for_report(tmp_path, capsys):
+    """A --datasets run dropped the entry of another dataset whose predictions had changed, and with it the
+    --metrics / --sample-time-limit it was scored with: report then scored it with the task's defaults."""
+    out = tmp_path / "pred"
+    assert echo(out, "m", "--datasets", "demo_qa_en,demo_trec", "--limit", "4") == 0
+    folder = out / "m"
+    assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "demo_qa_en", "--metrics", "rouge,qa_f1",
+                          "--sample-time-limit", "7", "--quiet"]) == 0
+    rewrite(folder / "demo_qa_en.jsonl", lambda r: r.update(pred=r["answers"][0]))
+    assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "demo_trec", "--quiet"]) == 0
+    assert "demo_qa_en" not in json.loads((folder / "result.json").read_text())
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+    entry = json.loads((folder / "result_detail.json").read_text())["demo_qa_en"]
+    assert list(entry["metrics"]) == ["rouge", "qa_f1"] and entry["scored_with"]["sample_time_limit"] == 7.0
+    assert json.loads((folder / "result.json").read_text())["demo_qa_en"] == 100.0
+
+
+def test_report_notices_a_dataset_changed_since_its_result(tmp_path, capsys):
+    """report and the results table took a result as current while its prediction file was unchanged, though
+    the dataset had changed since it was scored: the cell stayed unmarked until a rescore by hand."""
+    data, out = tmp_path / "dataset", tmp_path / "pred"
+    shutil.copytree(ROOT / "dataset", data, ignore=shutil.ignore_patterns("*_demo", "longbench_v2"))
+    assert echo(out, "m", "--datasets", "demo_trec", "--dataset-dir", str(data)) == 0
+    assert eval_cli.main(["--pred-root", str(out), "--quiet"]) == 0
+    rewrite(data / "demo_trec.jsonl", lambda r: r.update(input=r["input"] + " (edited)"))
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+    assert json.loads((out / "m" / "result.json").read_text())[".data_check"] == {"demo_trec": "data_changed"}
+    assert "data_changed" in (out / "results.md").read_text(encoding="utf-8")
+
+
+def test_report_stopped_by_a_bad_file_says_what_it_had_scored_before(tmp_path, capsys):
+    """Its error said "nothing was written" after an earlier folder had been scored again and written."""
+    out = tmp_path / "pred"
+    for name in ("a", "b"):
+        assert echo(out, name, "--datasets", "demo_trec", "--limit", "3") == 0
+    assert eval_cli.main(["--pred-root", str(out), "--quiet"]) == 0
+    rewrite(out / "a" / "demo_trec.jsonl", lambda r: r.update(pred="x"))
+    with open(out / "b" / "demo_trec.jsonl", "a", encoding="utf-8") as f:
+        f.write("{bad\n")
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "demo_trec.jsonl:4: " in err and err.endswith(f"note: no page was written; {out / 'a'} were scored "
+                                                         "again before this folder\n")
+    assert not (out / "report.html").exists()

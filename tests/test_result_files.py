@@ -35,15 +35,16 @@ def folder(tmp_path):
     return folder
 
 
-def test_subset_scoring_keeps_current_entries_and_drops_stale_ones(folder, capsys):
+def test_subset_scoring_keeps_current_entries_and_leaves_stale_ones_out_of_result_json(folder, capsys):
     assert read(folder / "result.json") == {"custom_en": 100.0, "trec": 50.0}
     write(folder / "trec.jsonl", TREC[:1])  # trec's predictions change, but only custom_en is rescored
     assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "custom_en"]) == 0
     out = capsys.readouterr().out
-    assert "dropped the old result of 'trec': it has predictions that changed since it was scored; rescore it " \
-           "with --datasets trec" in out
+    assert "left 'trec' out of result.json: it has predictions that changed since it was scored; python eval.py " \
+           "report scores it again as it was scored" in out
     assert read(folder / "result.json") == {"custom_en": 100.0}
-    assert not (folder / "per_example" / "trec.scores.jsonl").exists()
+    # the stale entry stays in result_detail.json, which says how it was scored (eval.py report reads that)
+    assert read(folder / "result_detail.json")["trec"]["n"] == 2
     assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "trec", "--quiet"]) == 0
     assert read(folder / "result.json") == {"custom_en": 100.0, "trec": 100.0}  # custom_en unchanged: kept
     (folder / "trec.jsonl").unlink()

@@ -17,10 +17,11 @@ from Eval.names import dataset_name_set
 from Eval.records import RecordError
 from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
-from Eval.scoring.folders import as_scored, chosen_task, prediction_files
+from Eval.scoring.folders import chosen_task, prediction_files
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.provenance import (check_prediction_file, file_sha256, folder_name,
                                       not_the_models)
+from Eval.scoring.saved_task import as_scored
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text
 from Eval.scoring.sections.diff import diff_table

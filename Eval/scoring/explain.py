@@ -141,7 +141,8 @@ def find_entry(per_example: list[dict], example: str) -> dict | None:
 def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) -> list[tuple]:
     """(prediction file, task, records, sources) of each dataset of `only` the folders hold; its
     notes (a task read from a sidecar, an interrupted write finished) printed."""
-    from Eval.scoring.folders import as_scored, load_folder, prediction_files  # (a cycle)
+    from Eval.scoring.folders import load_folder, prediction_files  # (a cycle)
+    from Eval.scoring.saved_task import as_scored
 
     notes: list[str] = []
     found = []

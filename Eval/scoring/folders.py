@@ -15,12 +15,12 @@ from pathlib import Path
 
 from Eval.metrics import get_metric
 from Eval.names import dataset_name_set, model_folder, name_problem
-from Eval.pricing import is_number, usage_of
+from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file
 from Eval.records import sidecar_path
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
 from Eval.scoring.bergen import read_predictions, split_of
-from Eval.scoring.breakdowns import BREAKDOWNS, V2_VARIANTS, with_v2_variants
+from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
 from Eval.scoring.provenance import check_prediction_file, file_sha256
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
@@ -173,7 +173,7 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     unused = [k for k, _ in metric_args if not any(get_metric(m).takes(k) for m in named)]
     if unused and named:
         problems.append(f"-S {unused[0]}: none of the metrics {', '.join(named)} takes it")
-    outputs = {}  # report, explain: a file scored again as it was scored (as_scored)
+    outputs = {}  # report, explain, diff: scored again as it was scored (saved_task.py)
     scored_with = {"metric_args": [list(kv) for kv in metric_args], "v2_variant": list(variants),
                    "sample_time_limit": time_limit}
     for pred_dir, items in loaded.items() if not problems else ():
@@ -201,20 +201,3 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     for pred_dir, (_, built, _) in outputs.items():
         commit_files(pred_dir, built.files, built.delete)
     return outputs
-
-
-def as_scored(entry: object) -> tuple:
-    """(metrics, -S pairs, --v2-variant, --sample-time-limit) a result entry was scored with;
-    the task's defaults for what it does not say (entries of older versions, a damaged file)."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("metrics"), dict):
-        return None, (), (), None
-    run = entry.get("scored_with") if isinstance(entry.get("scored_with"), dict) else {}
-    pairs = run.get("metric_args", [])
-    pairs = pairs if isinstance(pairs, list) and all(
-        isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)
-        for kv in pairs) else []
-    variants = [v for v in run.get("v2_variant", []) if v in V2_VARIANTS] \
-        if isinstance(run.get("v2_variant"), list) else []
-    limit = run.get("sample_time_limit")
-    limit = float(limit) if is_number(limit) and limit > 0 else None
-    return tuple(entry["metrics"]) or None, tuple(map(tuple, pairs)), tuple(variants), limit

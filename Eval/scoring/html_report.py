@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 from Eval.commands import eval_command
+from Eval.pricing import recorded_price
 from Eval.scoring.bergen import dataset_of, prediction_path, read_predictions
 from Eval.scoring.explain import head
-from Eval.pricing import recorded_price
-from Eval.scoring.folders import as_scored, file_task, prediction_files, score_and_write
+from Eval.scoring.folders import file_task, prediction_files, score_and_write
 from Eval.scoring.report import collect_models, write_models_table
+from Eval.scoring.saved_task import as_scored
 from Eval.scoring.sections import Results, tables
 from Eval.scoring.sections.scores import score_text
 from Eval.storage import read_json_object, write_bytes_atomic
@@ -139,8 +140,11 @@ def run(args) -> int:
     if stale:
         if not args.quiet:
             print(f"scoring first: {', '.join(folder.name for folder in stale)}")
-        for folder in stale:  # each dataset as it was last scored (--metrics, -S, ...)
+        for k, folder in enumerate(stale):  # each dataset as it was last scored (--metrics, -S)
             if not rescore(folder, stale[folder], []):
+                done = ", ".join(str(f) for f in list(stale)[:k])  # each committed whole
+                print("note: no page was written" + (f"; {done} were scored again before this "
+                                                     "folder" if done else ""), file=sys.stderr)
                 return 2
     if not (any(root.glob("*/result_detail.json")) or any(root.glob("diff_*.json"))
             or any(root.glob("*/*_SUMMARY.json")) or any(root.glob("*/*/*_SUMMARY.json"))):

@@ -58,20 +58,25 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
         limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""
         warnings.append(f"the file covers {_coverage(records, data)}{limit}; the score is for "
                         "that part only")
-    # where the run read it, else the path it was given (a project moved since: from here); a
-    # dataset file that is gone from both is unknown, not changed
-    paths = [Path(p) for p in (data.get("path"), (sidecar.get("source") or {}).get("path"))
-             if isinstance(p, str) and os.path.isfile(p)]
-    try:
-        changed = bool(paths) and file_sha256(paths[0]) != data.get("file_sha256")
-    except StorageError:
-        changed = False
+    changed = changed_dataset(sidecar)
     if changed:
         statuses.append("data_changed")
-        warnings.append(f"the dataset {paths[0]} changed since these predictions were "
+        warnings.append(f"the dataset {changed} changed since these predictions were "
                         "made; rerun inference.py (it redoes only the examples that changed)")
     return {"status": statuses[-1] if statuses else "ok", "warnings": warnings,
             "records": len(records), "dataset_examples": data.get("examples")}
+
+
+def changed_dataset(sidecar: dict) -> Path | None:
+    """The run's dataset file if it changed since: where the run read it, else the path it was
+    given (a project moved since: from here); a file gone from both is unknown, not changed."""
+    data = sidecar.get("data") if isinstance(sidecar.get("data"), dict) else {}
+    paths = [Path(p) for p in (data.get("path"), (sidecar.get("source") or {}).get("path"))
+             if isinstance(p, str) and os.path.isfile(p)]
+    try:
+        return paths[0] if paths and file_sha256(paths[0]) != data.get("file_sha256") else None
+    except StorageError:
+        return None
 
 
 def not_the_models(check: dict) -> list[str]:

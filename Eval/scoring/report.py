@@ -17,10 +17,10 @@ from typing import NamedTuple
 
 from Eval.names import name_problem
 from Eval.pricing import Price, total_usage, with_cost
-from Eval.records import is_prediction_file
+from Eval.records import is_prediction_file, sidecar_path
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.breakdowns import NOT_WRITTEN
-from Eval.scoring.provenance import file_sha256
+from Eval.scoring.provenance import changed_dataset, file_sha256
 from Eval.scoring.sections import Results, aligned_lines, render_markdown
 from Eval.scoring.sections import render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns
@@ -64,7 +64,11 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
         changed = file_sha256(path) != source["sha256"]
     except StorageError:
         return "has no readable prediction file"
-    return "has predictions that changed since it was scored" if changed else None
+    if changed:
+        return "has predictions that changed since it was scored"
+    check, (sidecar, _) = entry.get("data_check"), read_json_object(sidecar_path(path))
+    was = isinstance(check, dict) and check.get("status") == "data_changed"
+    return None if was == bool(changed_dataset(sidecar)) else "has a dataset that changed since"
 
 
 def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool,
@@ -73,7 +77,7 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
     entry's cost (kept ones too) is this run's `price`, so one file never mixes two price lists."""
     existing, notes = read_json_object(folder / "result_detail.json")
     damaged = bool(notes)
-    details, delete = {}, []
+    details, delete, stale = {}, [], {}
     scored = {r["dataset"] for r in results}
     for name, entry in existing.items():
         if name in scored:
@@ -82,11 +86,13 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
             "has no prediction file any more"
         if why is None:
             details[name] = entry
-            continue
-        rescore = full_run or why.startswith(("has no", "is not"))
-        notes.append(f"{folder}: dropped the old result of {name!r}: it {why}"
-                     + ("" if rescore else f"; rescore it with --datasets {name}"))
-        if not name_problem(name):
+        elif "changed" in why:  # kept, out of result.json: it says how it was scored (report)
+            stale[name] = entry
+            notes.append(f"{folder}: left {name!r} out of result.json: it {why}; python eval.py "
+                         "report scores it again as it was scored")
+        else:
+            notes.append(f"{folder}: dropped the old result of {name!r}: it {why}")
+        if why is not None and "changed" not in why and not name_problem(name):
             delete.append(f"per_example/{name}.scores.jsonl")
     files = {}
     for r in results:
@@ -104,7 +110,7 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
     if unscored and damaged and not full_run:  # their results were lost with the damaged file
         notes.append(f"{folder}: no result now for {', '.join(unscored)}; score them with "
                      f"--datasets {','.join(unscored)}, or with no --datasets")
-    files["result_detail.json"] = json_bytes(details)
+    files["result_detail.json"] = json_bytes(dict(sorted({**details, **stale}.items())))
     files["result.json"] = json_bytes(headline_scores(details))
     total = with_cost(total_usage(list(usages.values())), price)
     plain = {name: {k: v for k, v in u.items() if k != "price"} for name, u in usages.items()}

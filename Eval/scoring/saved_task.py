@@ -1,8 +1,10 @@
-"""The task of a dataset with no row in Eval/tasks.py, as inference.py saved it in the run sidecar
-(`"task"`), checked field by field (anyone may edit the sidecar) before eval.py scores with it.
+"""What a dataset is scored with, as saved: the task of a dataset with no row in Eval/tasks.py, as
+inference.py saved it in the run sidecar (`"task"`), checked field by field (anyone may edit the
+sidecar) before eval.py scores with it; and the options a result entry was scored with.
 
 Usage:
     task = saved_task(Path("pred/m/my_qa.jsonl"), Path("pred/m/my_qa.run.json"))  # folders.py
+    metrics, metric_args, variants, time_limit = as_scored(result_detail["my_qa"])
 """
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from pathlib import Path
 from Eval.extract import EXTRACTORS
 from Eval.metrics.registry import METRICS
 from Eval.names import name_problem
+from Eval.pricing import is_number
 from Eval.records import RecordError
+from Eval.scoring.breakdowns import V2_VARIANTS
 from Eval.storage import StorageError, read_regular_bytes
 from Eval.tasks import Task
 
@@ -60,3 +64,20 @@ def task_from_dict(data: object, name: str) -> Task:
     fields = {f.name for f in dataclasses.fields(Task)} - {"name"}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
     return Task(**{"max_new_tokens": 0, **values, "name": name})
+
+
+def as_scored(entry: object) -> tuple:
+    """(metrics, -S pairs, --v2-variant, --sample-time-limit) a result entry was scored with;
+    the task's defaults for what it does not say (entries of older versions, a damaged file)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("metrics"), dict):
+        return None, (), (), None
+    run = entry.get("scored_with") if isinstance(entry.get("scored_with"), dict) else {}
+    pairs = run.get("metric_args", [])
+    pairs = pairs if isinstance(pairs, list) and all(
+        isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)
+        for kv in pairs) else []
+    variants = [v for v in run.get("v2_variant", []) if v in V2_VARIANTS] \
+        if isinstance(run.get("v2_variant"), list) else []
+    limit = run.get("sample_time_limit")
+    limit = float(limit) if is_number(limit) and limit > 0 else None
+    return tuple(entry["metrics"]) or None, tuple(map(tuple, pairs)), tuple(variants), limit
