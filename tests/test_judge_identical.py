@@ -1,7 +1,8 @@
-"""--compare on pairs whose two answers are the same text after the judge's normalisation (the
-task's extraction): a tie by rule, the judge never asked, the count reported
-(Eval/scoring/compare.py)."""
+"""eval.py compare's pairs (Eval/scoring/compare.py): two answers that are the same text after the judge's
+normalisation (the task's extraction) are a tie by rule, the judge never asked, the count reported; with
+--both-orders a pair is scored from both orders, and position bias is measured."""
 import json
+import math
 import shutil
 
 import pytest
@@ -62,12 +63,7 @@ def test_both_orders_scores_a_pair_only_when_both_orders_give_a_verdict(tmp_path
     from Eval.models.base import Generation
     from Eval.scoring.judge import prediction
 
-    a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(DEMO_PRED, a)
-    shutil.copytree(DEMO_PRED, b)
-    for path in b.glob("*.jsonl"):
-        rows = [dict(json.loads(line), pred="I do not know") for line in path.read_text().splitlines()]
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    a, b = folders_a_and_dont_know(tmp_path)
     shown = prediction(json.loads((a / "trec.jsonl").read_text().splitlines()[0]), "trec")
 
     def judge(prompt):  # prefers the answer shown first, but fails (or rambles) on one pair shown A first
@@ -80,3 +76,36 @@ def test_both_orders_scores_a_pair_only_when_both_orders_give_a_verdict(tmp_path
     assert (r["failed"], r["unparseable"]) == ((1, 0) if second == "failed" else (0, 1))
     assert r["per_example"][0]["a_score"] is None and r["per_example"][0].get("error") == (
         "HTTP 500" if second == "failed" else None)
+
+
+def folders_a_and_dont_know(tmp_path):
+    """(A, B): the demo predictions, and B answering "I do not know" to each."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(DEMO_PRED, a)
+    shutil.copytree(DEMO_PRED, b)
+    for path in b.glob("*.jsonl"):
+        rows = [dict(json.loads(l), pred="I do not know") for l in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return a, b
+
+
+def test_both_orders_measure_position_bias_and_the_win_rate_has_an_interval(tmp_path, capsys):
+    a, b = folders_a_and_dont_know(tmp_path)
+    # A judge that always prefers the answer shown first: every pair's outcome flips with the order.
+    biased = compare_folders(a, b, tmp_path / "c1", ScriptedJudge(lambda p: "1"), "text", seed=3, max_length=None,
+                             only={"trec"}, both_orders=True)["trec"]
+    assert biased["position_bias"] == {"pairs": 4, "flips": 4, "flip_rate": 100.0, "first_shown_won": 100.0}
+    assert biased["counts"] == {"win": 0, "tie": 4, "lose": 0} and biased["model_calls"] == 8
+    assert [e["a_score"] for e in biased["per_example"]] == [0.5] * 4
+    assert [e["a_score_b_first"] for e in biased["per_example"]] == [0.0] * 4
+    # A judge that looks at the answers, not their order: no flips, and A wins all 4.
+    fair = compare_folders(a, b, tmp_path / "c2", ScriptedJudge(lambda p: "2" if "Answer 1: I do not know" in p
+                                                                else "1"), "text", seed=3, max_length=None,
+                           only={"trec"}, both_orders=True)["trec"]
+    assert fair["position_bias"] == {"pairs": 4, "flips": 0, "flip_rate": 0.0, "first_shown_won": 50.0}
+    z, n = 1.959963984540054, 4  # Wilson's interval of 4 wins in 4, by its formula
+    centre, half = (1 + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(z * z / (4 * n * n)) / (1 + z * z / n)
+    assert fair["win"] == 100.0 and fair["win_ci95"] == [round(100 * (centre - half), 2), 100.0]
+    single = compare_folders(a, b, tmp_path / "c3", ScriptedJudge(lambda p: "1"), "text", seed=3, max_length=None,
+                             only={"trec"})["trec"]
+    assert single["position_bias"] is None and single["model_calls"] == 4 and single["swapped"] == 2
