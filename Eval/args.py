@@ -75,8 +75,9 @@ def positive_float(text: str) -> float:
 
 
 def name_list(text: str) -> list[str]:
-    """A comma-separated list of names; empty entries are ignored, an empty list is refused."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    """A comma-separated list of names; empty entries and repeats are ignored, an empty list is
+    refused."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     if not names:
         raise argparse.ArgumentTypeError("is empty: give one or more names separated by commas")
     return names

@@ -271,7 +271,10 @@ def test_worst_on_a_ranking_headline_and_over_a_root_missing_a_dataset(tmp_path,
     shutil.copytree(ROOT / "demo" / "bergen" / "bm25-tinyllm", folder)
     run = folder / "eval_dev_ranking_run.trec"
     run.write_text("".join(line for line in run.read_text().splitlines(True) if not line.startswith("3\t")))
-    assert eval_cli.main(["--pred-dir", str(folder), "--metrics", "P_1,match", "--quiet"]) == 0
+    assert eval_cli.main(["--pred-root", str(folder.parent), "--metrics", "P_1,match", "--quiet"]) == 0
+    # the tables' n of a ranking headline is its queries (it was the records: n=10)
+    assert "(n=7)" in (folder.parent / "results.md").read_text()
+    assert (folder.parent / "results.csv").read_text().splitlines()[1].split(",")[4] == "7"
     capsys.readouterr()
     assert eval_cli.main(["explain", "--worst", "20", "--pred-dir", str(folder)]) == 0
     out = capsys.readouterr().out

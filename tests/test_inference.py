@@ -257,3 +257,10 @@ def test_the_default_template_fills_every_input_but_an_empty_one(tmp_path, data,
         return
     prompt = lines(tmp_path / "pred" / "e" / "nums.prompts.jsonl")[0]
     assert code == 0 and prompt["user_text"] == "Repeat this number:" + shown
+
+
+def test_a_dataset_named_twice_runs_once(tmp_path, capsys):
+    """It ran twice, and the done line counted its records as both new and already done."""
+    assert run(tmp_path, "--datasets", "custom_en,custom_en", "--limit", "3") == 0
+    out = capsys.readouterr().out
+    assert out.count("custom_en: 3 new") == 1 and "(3 new, 0 changed, 0 failed before; 0 already done" in out

@@ -25,7 +25,7 @@ from Eval.scoring.sections import Results, aligned_lines, render_markdown
 from Eval.scoring.sections import render_text, tables
 from Eval.scoring.sections.every_metric import extra_cells, extra_columns
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, headline, n_text
-from Eval.scoring.sections.scores import score_text, status_of
+from Eval.scoring.sections.scores import headline_n, score_text, status_of
 from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, read_json_object,
                            regular_file_problem)
 
@@ -155,7 +155,7 @@ def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
         for d, e in sorted(entries.items()):
             same = e.get("examples_sha256") == reference[d]
             writer.writerow([model, d, e["headline_metric"], score_text(headline(e)["score"]),
-                             e["n"], "yes" if same else "no", status_of(e),
+                             headline_n(e), "yes" if same else "no", status_of(e),
                              *extra_cells(e, metrics, config)])
     return buf.getvalue()
 

@@ -33,7 +33,14 @@ def skipped_count(entry: dict) -> int:
 def n_text(entry: dict) -> str:
     skipped = [f"{skipped_count(entry)} skipped"] if skipped_count(entry) else []
     status = status_of(entry)
-    return ", ".join([str(entry["n"]), *skipped] + ([] if status in CLEAN_STATUSES else [status]))
+    return ", ".join([str(headline_n(entry)), *skipped]
+                     + ([] if status in CLEAN_STATUSES else [status]))
+
+
+def headline_n(entry: dict) -> int:
+    """What the headline is a mean over: the records, or a ranking metric's ranked queries."""
+    queries = headline(entry).get("queries")
+    return queries if isinstance(queries, int) else entry["n"]
 
 
 def datasets_of(results: Results) -> list[str]:
