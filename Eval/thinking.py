@@ -58,12 +58,13 @@ def think_tags(record: dict) -> tuple[str, str]:
 
 
 def think_state(pred: str, record: dict) -> str | None:
-    """The output's thinking block: "closed" (a closing tag anywhere, or stripped at inference),
-    "unclosed" (opened in the output or by the prompt, never closed), or None."""
+    """The output's thinking block: "closed" (a closing tag anywhere: the prompt may have opened
+    it; or stripped at inference), "unclosed" (opened first in the output, as inference has it,
+    or by the prompt, never closed), or None (an opening tag inside the text is just text)."""
     open_tag, close_tag = think_tags(record)
     if close_tag in pred or _thinking(record).get("stripped") is True:
         return "closed"
-    if open_tag in pred or _thinking(record).get("opened_in_prompt") is True:
+    if pred.lstrip().startswith(open_tag) or _thinking(record).get("opened_in_prompt") is True:
         return "unclosed"
     return None
 

@@ -22,6 +22,8 @@ PROMPT_OPENED = {"thinking": {"tags": ["<think>", "</think>"], "opened_in_prompt
     ("hmm</think>\nB", PROMPT_OPENED, "\nB"),
     ("<think>a</think>b</think>c", {}, "c"),
     ("<think>unfinished", {}, None),
+    (" \n<think>unfinished", {}, None),                                      # first after whitespace
+    ("R1 writes a <think> block first", {}, "R1 writes a <think> block first"),  # not first: text (it was 0)
     ("plain answer", {}, "plain answer"),
     ("plain answer", {"thinking": {"opened_in_prompt": False}}, "plain answer"),
     ("x</think>y", {"thinking": {"tags": ["<think>"]}}, "y"),              # a malformed pair: the default one
