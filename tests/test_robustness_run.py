@@ -73,8 +73,10 @@ def test_demo_run_writes_copies_resumes_after_a_kill_and_eval_reports_them(tmp_p
     rob = detail["robustness"]
     table = "custom_en: robustness (rouge)"  # the same table in the terminal and in results.md
     assert table in printed and f"**{table}**" in (out / "results.md").read_text(encoding="utf-8")
-    row = next(line.split() for line in printed.splitlines() if line.startswith("tiny-qwen2  ") and "of" in line)
-    assert row[1:] == [f"{rob['original']['score']:.2f}", f"{rob['perturbations']['extra_space:3']['score']:.2f}",
+    # a --limit run: the row carries the file's mark, as the scores table's cell does
+    row = next(line.split() for line in printed.splitlines()
+               if line.startswith("tiny-qwen2 (partial)  ") and "of" in line)
+    assert row[2:] == [f"{rob['original']['score']:.2f}", f"{rob['perturbations']['extra_space:3']['score']:.2f}",
                        f"{rob['perturbations']['typo:0.05']['score']:.2f}", f"{rob['worst_case']:.2f}",
                        str(rob["right_to_wrong"]), "of", str(rob["right_originals"])]
 
@@ -161,3 +163,48 @@ def test_an_id_that_is_another_examples_copy_id_is_refused_before_anything_is_wr
     assert not (tmp_path / "pred").exists()
     assert inference.main(["--backend", "echo", "--dataset-dir", str(data), "--datasets", "tilde",
                            "--out-dir", str(tmp_path / "pred")]) == 0  # without --perturb the ids are fine
+
+
+def _perturbed_folder(folder, copies=True, pred=lambda answer: answer):
+    folder.mkdir(parents=True)
+    rows = []
+    for k in range(4):
+        answer = f"the answer {k}"
+        rows.append({"id": f"q{k}", "pred": pred(answer) if k else "nothing", "answers": [answer],
+                     "perturbation": None})
+        if copies:
+            rows.append({"id": f"q{k}~lowercase", "pred": answer if k % 2 else "no", "answers": [answer],
+                         "perturbation": "lowercase", "original_id": f"q{k}"})
+    (folder / "custom_en.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_robustness_rows_compare_with_plain_runs_and_say_their_metric_and_mark(tmp_path, capsys):
+    """Four faults: a --perturb run was marked † next to a plain run of the same originals (its copies were
+    hashed as examples); the table's title gave one metric over rows scored with another; a modified file's
+    row had no mark; and a --perturb file without copies (originals carry "perturbation": null) got a row."""
+    root = tmp_path / "pred"
+    _perturbed_folder(root / "plain", copies=False)
+    _perturbed_folder(root / "robust")
+    _perturbed_folder(root / "robust2")
+    (root / "robust2" / "custom_en.run.json").write_text(json.dumps({  # says it wrote another file
+        "data": {"digest": "d", "examples": 4}, "output": {"records": 8, "digest": "other"}}))
+    assert eval_cli.main(["--pred-root", str(root), "--quiet"]) == 0
+    assert eval_cli.main(["--pred-dir", str(root / "robust"), "--metrics", "bleu", "--quiet"]) == 0
+    md = (root / "results.md").read_text(encoding="utf-8")
+    assert "| plain | 75.00 (n=4) |" in md and "| robust2 |" in md and "†" not in md.split("robustness")[0]
+    table = md.split("**custom_en: robustness (bleu)**")[1].split("\n\n")[1].splitlines()
+    assert [row.split(" |")[0] for row in table[2:]] == ["| robust", "| robust2 (rouge, modified)"]
+    assert "plain" not in md.split("robustness")[1].split("**")[0]
+    assert [line.split(",")[5] for line in (root / "results.csv").read_text().splitlines()[1:]] == ["yes"] * 3
+
+
+def test_a_repeated_original_line_keeps_the_worst_case_at_or_below_the_original():
+    from Eval.scoring.robustness import score_with_perturbations
+    from Eval.tasks import get_task
+
+    rows = [{"id": "q0", "pred": "nothing", "answers": ["x y"], "perturbation": None},
+            {"id": "q0", "pred": "x y", "answers": ["x y"], "perturbation": None},
+            {"id": "q0~lowercase", "pred": "x y", "answers": ["x y"], "perturbation": "lowercase",
+             "original_id": "q0"}]
+    rob = score_with_perturbations(get_task("custom_en"), rows)["robustness"]
+    assert rob["original"] == {"n": 2, "score": 50.0} and rob["worst_case"] == 50.0  # it was 100.0

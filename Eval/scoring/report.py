@@ -40,9 +40,10 @@ class FolderOutputs(NamedTuple):
 
 
 def example_set(records: list[dict]) -> str:
-    """Which examples a file holds, order ignored: cells are comparable only when these agree."""
+    """Which examples a file holds, order ignored: cells are comparable only when these agree;
+    --perturb copies left out (the score is the originals')."""
     keys = []
-    for r in records:
+    for r in (r for r in records if r.get("perturbation") is None):
         rid = r.get("id", r.get("_id"))
         key = [str(rid), r.get("example_sha256")] if rid is not None else \
             [None, r["answers"], r.get("length")]

@@ -16,7 +16,7 @@ from Eval.tasks import Task
 
 def score_with_perturbations(task: Task, records: list[dict],
                              time_limit: float | None = None) -> dict:
-    if not any("perturbation" in r for r in records):
+    if all(r.get("perturbation") is None for r in records):  # originals only: a plain run's
         return score_dataset(task, records, time_limit)
     groups: dict = {None: []}  # perturbation label (None: the originals) -> [(line, record)]
     for line, record in enumerate(records, 1):
@@ -25,8 +25,9 @@ def score_with_perturbations(task: Task, records: list[dict],
     result = _score_lines(task, groups.pop(None), time_limit)
     headline = result["headline_metric"]
     original_score = result["metrics"][headline]["score"]
-    base = {str(e["id"]): e["scores"][headline] for e in result["per_example"] if "scores" in e}
-    worst, perturbations, orphans, per_example = dict(base), {}, 0, list(result["per_example"])
+    # (id, score) of each scored original line: the worst case is over as many as the score
+    base = [(str(e["id"]), e["scores"][headline]) for e in result["per_example"] if "scores" in e]
+    lowest, perturbations, orphans, per_example = {}, {}, 0, list(result["per_example"])
     for label, lines in groups.items():
         scored = _score_lines(task, lines, time_limit)
         per_example += [{**entry, "perturbation": label} for entry in scored["per_example"]]
@@ -39,17 +40,18 @@ def score_with_perturbations(task: Task, records: list[dict],
             original = str(record.get("original_id"))
             if "scores" not in entry:
                 continue
-            if original not in base:
+            if original not in {i for i, _ in base}:
                 orphans += 1
             else:
-                worst[original] = min(worst[original], entry["scores"][headline])
+                lowest[original] = min(lowest.get(original, math.inf), entry["scores"][headline])
     best = get_metric(headline)
-    right = [i for i, v in base.items() if full_marks(best, v)]
+    worst = [min(v, lowest.get(i, v)) for i, v in base]
+    right = [w for (_, v), w in zip(base, worst) if full_marks(best, v)]
     result["robustness"] = {
         "headline_metric": headline, "original": {"n": len(base), "score": original_score},
         "perturbations": perturbations,
-        "worst_case": round(100 * sum(worst.values()) / len(worst), 2) if worst else None,
-        "right_to_wrong": sum(1 for i in right if not full_marks(best, worst[i])),
+        "worst_case": round(100 * sum(worst) / len(worst), 2) if worst else None,
+        "right_to_wrong": sum(1 for w in right if not full_marks(best, w)),
         "right_originals": len(right), "copies_without_original": orphans}
     per_example.sort(key=lambda e: e["line"])
     return {**result, "per_example": per_example}
