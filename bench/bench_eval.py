@@ -35,7 +35,7 @@ QUICK = {"records": 4, "chinese": 0, "tinyeval": 0}  # what --quick sets (tests/
 ROUGE_DATASETS = {"gov_report": False, "qmsum": False, "multi_news": False, "samsum": False, "dureader": True,
                   "vcsum": True, "custom_zh": True}  # name: scored on jieba words
 
-from longbench_data import write_chinese, write_longbench  # noqa: E402  (bench/ is this script's folder)
+from longbench_data import TINYEVAL, write_chinese, write_longbench  # noqa: E402  (bench/ is this script's folder)
 
 
 def timed(cmd: list[str]) -> float:
@@ -126,6 +126,10 @@ def main() -> int:
     args = p.parse_args()
     if args.quick:
         vars(args).update(QUICK)
+    if not TINYEVAL.is_dir():  # its texts and TinyEval's predictions come from the reference data
+        print(f"error: {TINYEVAL}: no such folder; this benchmark reads the project's ../shared "
+              "reference data", file=sys.stderr)
+        return 2
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         sets = {}

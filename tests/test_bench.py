@@ -98,3 +98,18 @@ def test_benchmark_runs_quick(script, capfd):
     assert code == 0, output[-4000:]
     assert "Traceback" not in output, output[-4000:]
     assert RATIO.search(out), out[-4000:]
+
+
+def test_bench_eval_without_the_reference_data_is_one_line(tmp_path, monkeypatch, capsys):
+    """docs/speed.md's command ended in a FileNotFoundError traceback where ../shared is absent."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_eval_absent", ROOT / "bench" / "bench_eval.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "TINYEVAL", tmp_path / "shared" / "reference" / "tinyeval")
+    monkeypatch.setattr(sys, "argv", ["bench_eval.py", "--quick"])
+    assert bench.main() == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'shared' / 'reference' / 'tinyeval'}: no such folder; "
+                                       "this benchmark reads the project's ../shared reference data\n")

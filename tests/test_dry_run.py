@@ -178,3 +178,13 @@ def test_a_max_length_past_the_context_window_is_said_once_per_run_and_used(tmp_
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning")]
     assert warnings == ["warning: --max-length 5000 is more than the model's context window (4096 tokens); going on "
                         "as asked: prompts are cut to fit 5000"]
+
+
+@pytest.mark.parametrize("page, pattern", [("docs/walkthrough.md", r"template \((\d+) tokens\)"),
+                                           ("docs/walkthrough_zh.md", r"对话模板（(\d+) 个 token）")])
+def test_the_walkthroughs_chat_template_size_is_the_demo_models(page, pattern):
+    """Both pages said 18 tokens; the demo model's empty chat template is 11 (the prompts they show add up)."""
+    import re
+
+    said = int(re.search(pattern, (ROOT / page).read_text(encoding="utf-8")).group(1))
+    assert said == tokenizer_only.TokenizerOnly(str(ROOT / "demo" / "tiny-qwen2")).prompt_overhead(True)

@@ -221,6 +221,7 @@ def test_explain_prints_the_issue_example_and_writes_nothing(tmp_path, capsys):
 
 @pytest.mark.parametrize("target, message", [
     ("custom_zh:zh-9", "custom_zh.jsonl: no example with id 'zh-9' (ids look like: zh-1)"),
+    ("custom_zh:#2", "custom_zh.jsonl: no line 2: the file has 1 records (#1 to #1)"),  # it said "use #LINE"
     ("trec:1", "no prediction file trec.jsonl in "),
     ("custom_zh", "explain wants DATASET:ID (for example custom_zh:custom_zh-3, or custom_zh:#4 for the file's "
                   "4th record), got 'custom_zh'")])

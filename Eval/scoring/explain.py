@@ -187,7 +187,10 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
         warn_if_not_the_models(path, sources)
         per_example = score_dataset(task, records)["per_example"]
         entry = find_entry(per_example, example)
-        if entry is None:
+        if entry is None and example[:1] == "#" and example[1:].isdigit():
+            problems.append(f"{path}: no line {example[1:]}: the file has {len(per_example)} "
+                            f"records (#1 to #{len(per_example)})")
+        elif entry is None:
             ids = [str(e["id"]) for e in per_example[:5] if e.get("id") is not None]
             problems.append(f"{path}: no example with id {example!r} "
                             f"(ids look like: {', '.join(ids) or 'none; use #LINE'})")
