@@ -149,3 +149,21 @@ def test_a_name_is_registered_once_and_languages_are_required():
         perturbation("typo", languages=("en",))(lambda text, rng: text)
     with pytest.raises(ValueError, match="must declare the languages"):
         perturbation("nothing", languages=())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--perturb", "nope"], "error: argument --perturb: 'nope': unknown perturbation 'nope'."),  # named once
+    (["--perturb-seed", "3"], "error: --perturb-seed and --perturb-references shape --perturb's copies"),
+    (["--perturb-references"], "error: --perturb-seed and --perturb-references shape --perturb's copies"),
+], ids=["usage error", "seed alone", "references alone"])
+def test_perturb_options_are_refused_where_they_would_do_nothing(tmp_path, capsys, argv, message):
+    """The option was named twice in its errors ("argument --perturb: --perturb: ..."), and --perturb-seed or
+    --perturb-references without --perturb was silently ignored."""
+    import inference
+
+    argv = ["--backend", "echo", "--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path), *argv]
+    try:
+        code = inference.main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2 and message in capsys.readouterr().err and not any(tmp_path.iterdir())

@@ -62,4 +62,5 @@ def perturbation_list(text: str) -> list:
     try:
         return parse_perturbations(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        # argparse names the option itself: "argument --perturb: ..."
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--perturb: ")) from None

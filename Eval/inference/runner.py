@@ -128,6 +128,9 @@ def prepare(args) -> tuple[list, Path | None]:
     if args.perturb:
         datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                     for ds in datasets]
+    elif args.perturb_seed or args.perturb_references:  # it would be ignored
+        raise ValueError("--perturb-seed and --perturb-references shape --perturb's copies: give "
+                         "--perturb NAME,... too")
     datasets = cot_datasets(datasets, args) if args.cot else datasets
     for ds in datasets if out_dir is not None else []:  # an output that is the data being read
         path = out_dir / f"{ds.name}.jsonl"
