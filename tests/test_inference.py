@@ -83,7 +83,7 @@ def test_the_score_command_printed_can_be_pasted_into_a_shell(tmp_path, capsys):
     argv = ["--backend", "echo", "--model-name", "my run", "--out-dir", str(out), "--datasets", "custom_en",
             "--limit", "1"]
     command = f"python eval.py --model 'my run' --pred-root '{out}'"
-    for done in ("done: 1 examples generated", "done: nothing to do"):
+    for done in ("done: 1 examples (1 new", "done: nothing to do"):
         assert inference.main(argv) == 0
         last = capsys.readouterr().out.splitlines()[-1]
         assert last.startswith(done) and last.endswith(f"; score with: {command}"), last

@@ -150,7 +150,7 @@ def test_the_done_line_counts_the_records_made_by_another_model(tmp_path, capsys
     assert inference.main(["--model", str(folder), "--model-name", "m", "--datasets", "custom_en", "--limit", "2",
                            "--out-dir", str(tmp_path / "pred")]) == 0
     done = capsys.readouterr().out.splitlines()[-1]
-    assert done.startswith("done: 2 examples generated (0 new, 0 changed, 2 made by another model, 0 failed "
+    assert done.startswith("done: 2 examples (0 new, 0 changed, 2 made by another model, 0 failed "
                            "before; 0 already done, 0 removed)"), done
 
 

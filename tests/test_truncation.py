@@ -76,6 +76,7 @@ def test_skip_runs_only_what_fits_and_eval_counts_the_rest_out_of_n(tmp_path, ca
     printed = capsys.readouterr().out
     assert "demo_qa_en: 4 new, 0 already done, 2 skipped (the prompt does not fit; --truncation skip)" in printed
     assert "0 truncated, 2 skipped (do not fit), 0 failed" in printed
+    assert "done: 4 examples (4 new," in printed  # not "4 examples generated": two were not
     records = lines(out / "tiny-qwen2" / "demo_qa_en.jsonl")
     assert [r["truncation"] for r in records] == ["skip"] * 4
     assert [r["prompt_tokens"] for r in records] == [346, 391, 5594, 1661]  # what would have been sent

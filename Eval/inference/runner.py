@@ -292,7 +292,7 @@ def done_line(args, totals: dict, out_dir: Path, stopped: bool) -> str:
     if t.get("waiting"):  # a shard's records stay in shards/ until every shard has run
         then = (f"{t['waiting']} dataset(s) wait for the other shards: the last to finish merges "
                 "them (or python inference.py merge, with this run's options less --shard)")
-    return (f"{'so far' if stopped else 'done'}: {t['examples']} examples generated ({t['new']} "
+    return (f"{'so far' if stopped else 'done'}: {t['examples']} examples ({t['new']} "
             f"new, {t['changed_redone']} changed, {other_model}{t['failed_redone']} failed before; "
             f"{t['skipped_done']} already done, {t['removed']} removed), {t['truncated']} "
             f"truncated, {skipped}{t['failed']} failed; {usage_text(t, cost_of(args, t))} -> "
