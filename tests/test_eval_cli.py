@@ -78,7 +78,7 @@ def test_model_name_and_all_models_table(internlm, tmp_path):
         "| internlm | 23.66 (n=300) | 34.97 (n=501) | 52.00 (n=300) |", "| other | - | - | 52.00 (n=300) |", "",
         "**95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded bootstrap over examples)**", "",
         "| model | multi_news (rouge) | multifieldqa_zh (qa_f1_zh) | trec (classification) |", "|---|---|---|---|",
-        "| internlm | [22.58, 24.79] | [32.08, 37.96] | [46.36, 57.59] |", "| other | - | - | [46.36, 57.59] |", ""]
+        "| internlm | [22.60, 24.77] | [32.08, 37.93] | [46.36, 57.59] |", "| other | - | - | [46.36, 57.59] |", ""]
 
 
 @needs_shared

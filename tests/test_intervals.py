@@ -98,3 +98,13 @@ def test_result_files_carry_intervals_and_are_byte_identical_on_a_rerun(tmp_path
     assert detail["custom_en"]["metrics"]["rouge"]["ci95"] == [0.0, 71.43]
     md = runs[0]["results.md"].decode()
     assert "| demo | [25.00, 100.00] | [0.00, 71.43] | [0.00, 94.74] | [25.00, 100.00] |" in md
+
+
+def test_the_bootstrap_interval_does_not_depend_on_the_order_of_the_lines():
+    """The same records in another order (inference.py rewrites a file in the dataset's order) gave another
+    interval: the draws picked positions, not values."""
+    rng = np.random.default_rng(5)
+    values = list(rng.random(301))
+    shuffled = list(values)
+    rng.shuffle(shuffled)
+    assert score_interval(values) == score_interval(shuffled) == score_interval(values[::-1])
