@@ -18,8 +18,8 @@ from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
 from Eval.pricing import PriceError, price_option
 from Eval.scoring.breakdowns import V2_VARIANTS
 from Eval.scoring.folders import add_folder_arguments, find_pred_dirs, score_and_write
-from Eval.scoring.report import dataset_table, dataset_warnings, write_models_table
-from Eval.scoring.sections import Results, render_text, tables
+from Eval.scoring.report import dataset_table, dataset_warnings
+from Eval.scoring.sections import Results, render_text, tables, write_models_table
 
 
 def main(argv=None) -> int:

@@ -14,7 +14,7 @@ from Eval.extract import longbench_v2_answer, run_extraction
 from Eval.metrics import get_metric
 from Eval.scoring import breakdowns
 from Eval.scoring.breakdowns import BREAKDOWNS
-from Eval.scoring.report import tidy_csv
+from Eval.scoring.sections import tidy_csv
 from Eval.scoring.sections import Results, render_markdown, tables
 from Eval.scoring.scorer import score_dataset
 from Eval.tasks import Task

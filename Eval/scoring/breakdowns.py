@@ -69,7 +69,8 @@ def from_v2_pred_py(row: object) -> object:
     """A row of LongBench v2's pred.py output (results/MODEL.jsonl) as our record: its `response`
     (the output; `response_cot` the reasoning under --cot) is scored again against `answer`; its
     own extraction `pred` and verdict `judge` are kept under "pred_py". Other rows: unchanged."""
-    if not isinstance(row, dict) or "answers" in row or not {"response", "answer", "judge"} <= {*row}:
+    if not isinstance(row, dict) or "answers" in row or \
+            not {"response", "answer", "judge"} <= set(row):
         return row
     groups = ("difficulty", "length", "domain", "sub_domain")  # its `length` is short/medium/long
     record = {k: v for k, v in row.items()
@@ -87,7 +88,7 @@ def not_written(record: dict) -> str | None:
     ''`: a failed request returns '' after its tries; under --cot, either pass), or None."""
     if record.get("error") is not None:
         return f"failed output: {NOT_WRITTEN}"
-    if "pred_py" in record:  # a row pred.py wrote: its `response` is stripped, so a blank output is ""
+    if "pred_py" in record:  # a row pred.py wrote (its `response` stripped: blank is "")
         return None
     if record.get("cot") == "" or record.get("pred") == "":
         return f"empty {'reasoning' if record.get('cot') == '' else 'output'}: {NOT_WRITTEN}"

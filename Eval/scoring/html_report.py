@@ -15,9 +15,8 @@ from Eval.pricing import recorded_price
 from Eval.scoring.bergen import dataset_of, prediction_path, read_predictions
 from Eval.scoring.explain import head
 from Eval.scoring.folders import file_task, prediction_files, score_and_write
-from Eval.scoring.report import collect_models, write_models_table
 from Eval.scoring.saved_task import as_scored
-from Eval.scoring.sections import Results, tables
+from Eval.scoring.sections import Results, collect_models, tables, write_models_table
 from Eval.scoring.sections.scores import score_text
 from Eval.storage import read_json_object, write_bytes_atomic
 

@@ -1,16 +1,14 @@
 """What scoring found: a folder's result.json (TinyEval's shape), result_detail.json,
-result_usage.json and per_example/, committed together; a pred root's results.md and .csv. Scoring a
-subset keeps the other entries only while their prediction file is unchanged.
+result_usage.json and per_example/, committed together (a pred root's results.md and .csv:
+sections/__init__.py). Scoring a subset keeps the other entries in result.json only while their
+prediction file and dataset are unchanged.
 
 Usage:
     outputs = folder_outputs(DIR, results, sources, full_run=True)      # nothing written yet
-    text, notes = write_models_table(ROOT)      # ROOT/results.md and .csv, and the same as text
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from pathlib import Path
 from typing import NamedTuple
@@ -21,12 +19,10 @@ from Eval.records import is_prediction_file, sidecar_path
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.breakdowns import NOT_WRITTEN
 from Eval.scoring.provenance import changed_dataset, file_sha256
-from Eval.scoring.sections import Results, aligned_lines, render_markdown
-from Eval.scoring.sections import render_text, tables
-from Eval.scoring.sections.every_metric import extra_cells, extra_columns
-from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, column_sets, headline, n_text
-from Eval.scoring.sections.scores import headline_n, score_text, status_of
-from Eval.storage import (StorageError, commit_files, json_bytes, jsonl_bytes, read_json_object,
+from Eval.scoring.sections import aligned_lines
+from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, headline, n_text
+from Eval.scoring.sections.scores import score_text, status_of
+from Eval.storage import (StorageError, json_bytes, jsonl_bytes, read_json_object,
                            regular_file_problem)
 
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
@@ -129,46 +125,6 @@ def headline_scores(details: dict[str, dict]) -> dict:
     if any(s not in CLEAN_STATUSES for s in statuses.values()):
         scores[".data_check"] = statuses
     return scores
-
-
-def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
-    by_model, notes = {}, []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        details, _ = read_json_object(folder / "result_detail.json")
-        whys = {name: entry_is_current(folder, name, entry) for name, entry in details.items()}
-        notes += [f"results table: left out {folder.name}/{name}: it {why}; run python eval.py"
-                  for name, why in whys.items() if why]
-        current = {name: entry for name, entry in details.items() if whys[name] is None}
-        if current:
-            by_model[folder.name] = current
-    return by_model, notes
-
-
-def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
-    """results.csv: a row per model and dataset, with the every-metric table's extra columns."""
-    reference = column_sets(Results(by_model))
-    metrics, config = extra_columns(by_model)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column",
-                     "data_check", *metrics, *config])  # data_check: results.md's mark
-    for model, entries in sorted(by_model.items()):
-        for d, e in sorted(entries.items()):
-            same = e.get("examples_sha256") == reference[d]
-            writer.writerow([model, d, e["headline_metric"], score_text(headline(e)["score"]),
-                             headline_n(e), "yes" if same else "no", status_of(e),
-                             *extra_cells(e, metrics, config)])
-    return buf.getvalue()
-
-
-def write_models_table(root: Path) -> tuple[str, list[str]]:
-    """Rebuild ROOT/results.md and .csv; returns the terminal's text of the same sections, notes."""
-    by_model, notes = collect_models(root)
-    found = tables(Results(by_model, root))
-    markdown = "\n\n".join(render_markdown(t) for t in found) + "\n"
-    commit_files(root, {"results.md": markdown.encode("utf-8"),
-                        "results.csv": tidy_csv(by_model).encode("utf-8")})
-    return "\n\n".join(render_text(t) for t in found), notes
 
 
 def dataset_table(results: list[dict]) -> str:

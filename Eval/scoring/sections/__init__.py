@@ -2,6 +2,7 @@
 order=N)` in a module of this package; the terminal, results.md and report.html render them alike.
 
 Usage:
+    text, notes = write_models_table(ROOT)   # ROOT/results.md and .csv, and the same as text
     @section("my_section", order=90)
     def my_section(results: Results) -> list[Table]:
         return [Table("Datasets per model", ["model", "datasets"],
@@ -9,10 +10,13 @@ Usage:
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 from pathlib import Path
 
 from Eval.registry import Registry
+from Eval.storage import commit_files, read_json_object
 
 SECTIONS = Registry("report section", discover="Eval.scoring.sections",
                     hint="Add one: a function decorated with @section in a module of "
@@ -76,3 +80,53 @@ def render_markdown(table: Table) -> str:
     lines = [f"**{table.title}**", "", line(table.header), "|" + "---|" * len(table.header),
              *map(line, table.rows)]
     return "\n".join(lines + (["", table.note] if table.note else []))
+
+
+# The tables of a pred root: ROOT/results.md and ROOT/results.csv
+
+def collect_models(root: Path) -> tuple[dict[str, dict[str, dict]], list[str]]:
+    """Each model folder's current entries (those whose prediction file and dataset are as they
+    were scored), and a note for each left out."""
+    from Eval.scoring.report import entry_is_current  # report.py renders these sections
+
+    by_model, notes = {}, []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        details, _ = read_json_object(folder / "result_detail.json")
+        whys = {name: entry_is_current(folder, name, entry) for name, entry in details.items()}
+        notes += [f"results table: left out {folder.name}/{name}: it {why}; run python eval.py"
+                  for name, why in whys.items() if why]
+        current = {name: entry for name, entry in details.items() if whys[name] is None}
+        if current:
+            by_model[folder.name] = current
+    return by_model, notes
+
+
+def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
+    """results.csv: a row per model and dataset, with the every-metric table's extra columns."""
+    from Eval.scoring.sections.every_metric import extra_cells, extra_columns  # (a cycle)
+    from Eval.scoring.sections.scores import (column_sets, headline, headline_n, score_text,
+                                              status_of)
+
+    reference = column_sets(Results(by_model))
+    metrics, config = extra_columns(by_model)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["model", "dataset", "metric", "score", "n", "same_examples_as_column",
+                     "data_check", *metrics, *config])  # data_check: results.md's mark
+    for model, entries in sorted(by_model.items()):
+        for d, e in sorted(entries.items()):
+            same = e.get("examples_sha256") == reference[d]
+            writer.writerow([model, d, e["headline_metric"], score_text(headline(e)["score"]),
+                             headline_n(e), "yes" if same else "no", status_of(e),
+                             *extra_cells(e, metrics, config)])
+    return buf.getvalue()
+
+
+def write_models_table(root: Path) -> tuple[str, list[str]]:
+    """Rebuild ROOT/results.md and .csv; returns the terminal's text of the same sections, notes."""
+    by_model, notes = collect_models(root)
+    found = tables(Results(by_model, root))
+    markdown = "\n\n".join(render_markdown(t) for t in found) + "\n"
+    commit_files(root, {"results.md": markdown.encode("utf-8"),
+                        "results.csv": tidy_csv(by_model).encode("utf-8")})
+    return "\n\n".join(render_text(t) for t in found), notes
