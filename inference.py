@@ -35,8 +35,9 @@ def run(argv: list[str]) -> int:
     try:
         return generate(args, datasets, shards, out_dir, saved)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun the same command to "
-              "resume", file=sys.stderr)
+        again = "the same command less --overwrite" if args.overwrite else "the same command"
+        print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun {again} to resume",
+              file=sys.stderr)
         return 130
 
 

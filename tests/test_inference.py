@@ -264,3 +264,40 @@ def test_a_dataset_named_twice_runs_once(tmp_path, capsys):
     assert run(tmp_path, "--datasets", "custom_en,custom_en", "--limit", "3") == 0
     out = capsys.readouterr().out
     assert out.count("custom_en: 3 new") == 1 and "(3 new, 0 changed, 0 failed before; 0 already done" in out
+
+
+def test_an_interrupted_run_is_partial_and_an_edit_before_the_resume_is_seen(tmp_path, monkeypatch):
+    """A run stopped part way was scored "unchecked" (no mark), and records edited before the resume were
+    vouched for by it and scored "ok"."""
+    from Eval.inference import predictions
+
+    append = predictions.PredictionFile.append
+
+    def append_then_interrupt(self, records):
+        append(self, records)
+        raise KeyboardInterrupt
+
+    argv = ["--datasets", "custom_en", "--limit", "6", "--batch-size", "2"]
+    monkeypatch.setattr(predictions.PredictionFile, "append", append_then_interrupt)
+    assert run(tmp_path, *argv) == 130
+    monkeypatch.undo()
+    folder = tmp_path / "pred" / "echo"
+    check = lambda: json.loads((folder / "result.json").read_text()).get(".data_check")  # noqa: E731
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0 and check() == {"custom_en": "partial"}
+    path = folder / "custom_en.jsonl"
+    path.write_text("".join(json.dumps(dict(r, pred=r["answers"][0])) + "\n" for r in lines(path)))
+    assert run(tmp_path, *argv) == 0
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0 and check() == {"custom_en": "modified"}
+
+
+def test_a_stopped_overwrite_run_says_to_resume_without_overwrite(tmp_path, monkeypatch, capsys):
+    """Both stops said to rerun "the same command", which with --overwrite starts over: a budget stop then never
+    progressed, and a Ctrl-C resume threw the saved records away."""
+    assert run(tmp_path, "--datasets", "custom_en", "--overwrite", "--max-total-tokens", "800") == 3
+    assert "; rerun without --overwrite to continue (the budget is per run)" in capsys.readouterr().err
+    from Eval.inference import predictions
+
+    monkeypatch.setattr(predictions.PredictionFile, "append", lambda self, records: (_ for _ in ()).throw(
+        KeyboardInterrupt))
+    assert run(tmp_path, "--datasets", "custom_en", "--overwrite") == 130
+    assert capsys.readouterr().err.endswith("; rerun the same command less --overwrite to resume\n")

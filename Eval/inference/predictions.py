@@ -222,6 +222,17 @@ def json_form(value):
     return json.loads(json.dumps(value))
 
 
+def file_entry(path: Path) -> dict | None:
+    """output_entry of a file as it stands (a run stopped before its merge): an edit before the
+    resume is then seen; None without the file."""
+    if not path.is_file():
+        return None
+    raw = path.read_bytes()
+    records = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    return {"records": len(records), "sha256": hashlib.sha256(raw).hexdigest()[:16],
+            "digest": examples_digest((r["id"], r.get("example_sha256")) for r in records)}
+
+
 def output_entry(merged: dict) -> dict:
     """The sidecar's `output`: a later edit is seen (Eval/scoring/provenance.py)."""
     return {key: merged[key] for key in ("records", "digest", "sha256")}

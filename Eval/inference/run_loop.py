@@ -21,8 +21,8 @@ from typing import Callable
 from tqdm import tqdm
 
 from Eval.inference.budget import TokenBudget
-from Eval.inference.predictions import (PredictionFile, check_resume, merge_predictions,
-                                        output_entry, read_sidecar, write_path)
+from Eval.inference.predictions import (PredictionFile, check_resume, file_entry,
+                                        merge_predictions, output_entry, read_sidecar, write_path)
 from Eval.models.identity import changed_files
 from Eval.pricing import add_counts, tokens_per_s
 from Eval.records import sidecar_path
@@ -101,7 +101,15 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
         # own file (one writer per file): its settings bind a later run as shard 0's do
         write_json_atomic(sidecar_path(out.write_path if job.shard_id else job.path), sidecar)
         started = time.perf_counter()
-        stats = _process_all(job, out, batches, process)
+        # a single process stopped (Ctrl-C, the budget) vouches for what it saved: an edit made
+        # before the resume is then seen, and eval.py marks the file partial
+        saved = (lambda: file_entry(job.path)) if job.num_shards == 1 else (lambda: None)
+        try:
+            stats = _process_all(job, out, batches, process)
+        except KeyboardInterrupt:
+            if job.num_shards == 1:
+                write_json_atomic(sidecar_path(job.path), {**sidecar, "output": saved()})
+            raise
         stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged
         merged = job.merge and not stopped and merge_predictions(
             job.path, list(job.expected), job.required, job.expected, job.model_sha256) or {}
@@ -118,7 +126,8 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
                    "model_changes": model_changes, "shard": f"{job.shard_id}-of-{job.num_shards}",
                    "seconds": seconds, "complete": bool(merged),
                    "torn_line_repaired": out.torn_line_repaired}
-        sidecar.update(summary=summary, output=output_entry(merged) if merged else None,
+        sidecar.update(summary=summary, output=output_entry(merged) if merged else
+                       saved() if stopped else None,
                        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         if job.shard_id == 0 or merged:
             write_json_atomic(sidecar_path(job.path), sidecar)

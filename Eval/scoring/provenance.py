@@ -39,8 +39,13 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
                           f"remake {path.name} (inference.py --overwrite), or delete the sidecar "
                           "to score the file as unchecked")
     data, output = sidecar.get("data"), sidecar.get("output")
-    if not isinstance(data, dict) or not isinstance(output, dict):
+    if not isinstance(data, dict):
         return {"status": "unchecked", "warnings": [], "records": len(records)}
+    if not isinstance(output, dict):  # a run began and did not finish: killed (or still running)
+        why = (f"the run that wrote it did not finish ({len(records)} records; the dataset has "
+               f"{data.get('examples')} examples); rerun inference.py to finish it")
+        return {"status": "partial", "records": len(records), "warnings": [why],
+                "dataset_examples": data.get("examples")}
     digest = examples_digest((r.get("id"), r.get("example_sha256")) for r in records)
     warnings, statuses = [], []
     edited = sidecar.get("edited_after_run") or \
