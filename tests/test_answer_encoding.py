@@ -122,3 +122,18 @@ def test_demo_figures_under_each_encoding_and_the_log_says_which(encoding, tmp_p
     again = json.loads((tmp_path / "again" / "TOFU_EVAL.json").read_text())
     assert again["answer_encoding"] == log["answer_encoding"]
     assert "answer_encoding: not a known" not in capsys.readouterr().out
+
+
+def test_no_generate_records_leave_rouge_and_model_utility_out_instead_of_zero(tmp_path, capsys):
+    """--no-generate wrote pred "" on every record, so ROUGE scored 0 and model_utility (its harmonic mean) 0."""
+    import eval as eval_script
+
+    args = ["unlearning", "tofu", "--model", str(TARGET), "--limit", "2", "--no-generate", "-M", "threads=1",
+            "--out-dir", str(tmp_path)]
+    assert inference.main(args) == 0
+    assert eval_script.main(["unlearning", "tofu", "--pred-dir", str(tmp_path / "unlearn-target")]) == 0
+    out = capsys.readouterr().out
+    assert "note: skipped forget_Q_A_ROUGE: no generation in tofu_forget.jsonl" in out
+    assert "note: skipped model_utility: needs retain_Q_A_ROUGE" in out
+    summary = json.loads((tmp_path / "unlearn-target" / "TOFU_SUMMARY.json").read_text())
+    assert "model_utility" not in summary and "forget_Q_A_ROUGE" not in summary

@@ -269,7 +269,7 @@ def test_eval_warns_on_a_partial_or_edited_split_file(tmp_path):
     assert warned == [f"{part / 'tofu_forget.jsonl'}: the file covers 2 of the dataset's 3 examples (a --limit 2 "
                       "run); the score is for that part only; the figures computed from it are not the full run's"]
     lines = (full / "tofu_forget.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    (full / "tofu_forget.jsonl").write_text(lines[0] + lines[1].replace('"pred": ""', '"pred": "x"') + lines[2])
+    (full / "tofu_forget.jsonl").write_text(lines[0] + lines[1].replace('"question": "', '"question": "x', 1) + lines[2])
     warned.clear()
     assert score_records("tofu", full, warn=on_file).file_status == {"tofu_forget.jsonl": "modified"}
     assert len(warned) == 1 and warned[0].startswith(f"{full / 'tofu_forget.jsonl'}: the file was changed after "

@@ -62,6 +62,8 @@ def rouge(record: dict, key: str) -> dict:
     for field in ("pred", "answers"):
         if field not in record:
             raise Missing(field)
+    if "finish_reason" not in record and record["pred"] == "":  # inference.py's --no-generate
+        raise Missing("generation")
     generation, truth = record["pred"], normalize_answers(record["answers"])[0]
     if not isinstance(generation, str):
         raise ValueError("field 'pred' (the generation) must be a string")
