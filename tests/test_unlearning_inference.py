@@ -220,6 +220,14 @@ def test_muse_synthetic_files(tmp_path):
         record = files[split][1]
         assert record["pred"] == "" and "question" not in record and record["answers"][0].startswith("Day 1")
         assert not record["logprobs"]["answer"][0]["eos"]
+    # a changed few-shot file changes every knowmem prompt: the rerun redoes them (it kept them all)
+    (data / "knowmem" / "forget_qa_icl.json").write_text(json.dumps(qa[1:]))
+    assert inference.main(["unlearning", "muse", "--data-dir", str(data), "--model", str(TARGET), "--limit", "2",
+                           "--max-new-tokens", "8", "-M", "threads=1", "--out-dir", str(tmp_path / "pred")]) == 0
+    redone = read(out / "muse_knowmem_forget.jsonl")
+    assert all("box 2" in r["input"] and "box 0?" not in r["input"].split("Question:")[1] for r in redone)
+    summary = json.loads((out / "muse_knowmem_forget.run.json").read_text())["summary"]
+    assert summary["changed_redone"] == 2 and summary["skipped_done"] == 0
 
 
 def test_demo_unlearning_models_load_offline_and_differ_on_the_forget_set():

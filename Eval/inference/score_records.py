@@ -197,7 +197,8 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
     if split.kind == "verbmem":
         fingerprint["verbmem_reference"] = settings.verbmem_reference
     position = {f"{split.name}-{i}": i for i in range(len(items))}  # record id -> item
-    expected = {rid: content_hash(items[i]) for rid, i in position.items()}  # resume redoes changed
+    shot_set = {"shots": shots} if shots else {}  # MUSE's few-shot examples: a change redoes all
+    expected = {rid: content_hash({**items[i], **shot_set}) for rid, i in position.items()}
     # `data`: the split read, as eval.py's check_prediction_file reads it (a partial, edited file)
     data = {"path": os.path.abspath(data_file), "examples": len(items),
             "file_sha256": hashlib.sha256(data_file.read_bytes()).hexdigest()[:16],
