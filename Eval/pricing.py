@@ -101,9 +101,10 @@ def add_counts(total: dict, counts: dict) -> dict:
 def batch_counts(records: list[dict]) -> dict:
     """Token totals of some records, and of their `server_usage` (with how many had it) if any."""
     totals = dict.fromkeys(COUNTS, 0)
-    for record in (r for r in records if not r.get("skipped")):
+    for record in records:  # a skipped answer pass may follow a --cot reasoning pass that ran
         for name in COUNTS:
-            for value in (record.get(name), record.get(f"cot_{name}")):
+            for value in (None if record.get("skipped") else record.get(name),
+                          record.get(f"cot_{name}")):
                 if isinstance(value, int) and not isinstance(value, bool):
                     totals[name] += value
         server = record.get("server_usage")

@@ -100,3 +100,16 @@ def test_the_demo_model_runs_both_modes(tmp_path, capsys):
     assert detail["demo_longbench_v2"]["n"] == detail["demo_longbench_v2_cot"]["n"] == 4
     assert detail["demo_longbench_v2"]["breakdown"]["counts"] == {"Overall": 4, "Easy": 2, "Hard": 2, "Short": 2,
                                                                    "Medium": 1, "Long": 1}
+
+
+def test_a_reasoning_pass_whose_answer_prompt_is_skipped_still_counts(tmp_path, capsys):
+    """With --cot and --truncation skip, a record whose answer prompt did not fit was left out of the token
+    counts whole, though its reasoning pass ran: the usage line said 0 tokens and --max-total-tokens was overrun."""
+    argv = ["--dataset-dir", str(DATA), "--out-dir", str(tmp_path), "--limit", "3", "--cot", "--max-length", "556",
+            "--max-new-tokens", "400", "--truncation", "skip"]
+    assert inference.main(argv) == 0
+    records = lines(tmp_path / "tiny-qwen2" / "demo_longbench_v2_cot.jsonl")
+    assert all(r.get("skipped") for r in records)  # every answer prompt too long: the reasoning passes ran
+    spent = sum(r["cot_prompt_tokens"] + r["cot_gen_tokens"] for r in records)
+    sidecar = json.loads((tmp_path / "tiny-qwen2" / "demo_longbench_v2_cot.run.json").read_text(encoding="utf-8"))
+    assert spent > 0 and sidecar["summary"]["prompt_tokens"] + sidecar["summary"]["gen_tokens"] == spent
