@@ -208,3 +208,12 @@ def test_a_repeated_original_line_keeps_the_worst_case_at_or_below_the_original(
              "original_id": "q0"}]
     rob = score_with_perturbations(get_task("custom_en"), rows)["robustness"]
     assert rob["original"] == {"n": 2, "score": 50.0} and rob["worst_case"] == 50.0  # it was 100.0
+
+
+def test_a_row_scored_with_another_metric_says_only_that_when_its_file_is_clean():
+    from Eval.scoring.sections.robustness import _row_label
+
+    entry = {"robustness": {"headline_metric": "rouge"}, "data_check": {"status": "ok"}}
+    assert _row_label("m", entry, "bleu") == "m (rouge)"  # it said "m (rouge, ok)"
+    assert _row_label("m", entry, "rouge") == "m"
+    assert _row_label("m", {**entry, "data_check": {"status": "partial"}}, "bleu") == "m (rouge, partial)"

@@ -152,10 +152,8 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
         write_jsonl_atomic(path, ordered)
     for stale in shards + [sidecar_path(p) for p in shards] + ([] if rest else [unselected]):
         stale.unlink(missing_ok=True)
-    return {"records": len(ordered), "dropped": len(records) - len(current) - len(copies),
-            "unselected": len(rest),
-            "digest": examples_digest((r["id"], r.get("example_sha256")) for r in ordered),
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
+    return {**_entry(ordered, path.read_bytes()), "unselected": len(rest),
+            "dropped": len(records) - len(current) - len(copies)}
 
 
 def other_model(before, now) -> bool:
@@ -228,7 +226,11 @@ def file_entry(path: Path) -> dict | None:
     if not path.is_file():
         return None
     raw = path.read_bytes()
-    records = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    return _entry([json.loads(line) for line in raw.splitlines() if line.strip()], raw)
+
+
+def _entry(records: list[dict], raw: bytes) -> dict:
+    """What the sidecar's `output` says of a file: its records, which examples, its bytes."""
     return {"records": len(records), "sha256": hashlib.sha256(raw).hexdigest()[:16],
             "digest": examples_digest((r["id"], r.get("example_sha256")) for r in records)}
 

@@ -103,12 +103,13 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
         started = time.perf_counter()
         # a single process stopped (Ctrl-C, the budget) vouches for what it saved: an edit made
         # before the resume is then seen, and eval.py marks the file partial
-        saved = (lambda: file_entry(job.path)) if job.num_shards == 1 else (lambda: None)
+        single = job.num_shards == 1
         try:
             stats = _process_all(job, out, batches, process)
         except KeyboardInterrupt:
-            if job.num_shards == 1:
-                write_json_atomic(sidecar_path(job.path), {**sidecar, "output": saved()})
+            if single:
+                sidecar["output"] = file_entry(job.path)
+                write_json_atomic(sidecar_path(job.path), sidecar)
             raise
         stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged
         merged = job.merge and not stopped and merge_predictions(
@@ -127,7 +128,7 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
                    "seconds": seconds, "complete": bool(merged),
                    "torn_line_repaired": out.torn_line_repaired}
         sidecar.update(summary=summary, output=output_entry(merged) if merged else
-                       saved() if stopped else None,
+                       file_entry(job.path) if stopped and single else None,
                        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         if job.shard_id == 0 or merged:
             write_json_atomic(sidecar_path(job.path), sidecar)

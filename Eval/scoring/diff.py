@@ -21,11 +21,11 @@ from Eval.scoring.folders import chosen_task, prediction_files
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.provenance import (check_prediction_file, file_sha256, folder_name,
                                       not_the_models)
-from Eval.scoring.saved_task import as_scored
+from Eval.scoring.saved_task import scored_options
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text
 from Eval.scoring.sections.diff import diff_table
-from Eval.storage import StorageError, commit_files, json_bytes, read_json_object
+from Eval.storage import StorageError, commit_files, json_bytes
 
 BUCKETS = ("one side failed", "prompt differs", "same answer", "output differs",
            "extraction differs", "data differs")
@@ -174,17 +174,11 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
     return {name: (files_a[name], files_b[name]) for name in sorted(set(files_a) & set(files_b))}
 
 
-def _as_scored(path: Path) -> tuple:
-    """(metrics, -S pairs, --v2-variant) the file's dataset was last scored with; the task's own
-    if it was not."""
-    details, _ = read_json_object(path.parent / "result_detail.json")
-    return as_scored(details.get(dataset_of(path)))[:3]
-
-
 def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]) -> dict:
     datasets = {}
     for name, (file_a, file_b) in common_files(dir_a, dir_b, only, notes).items():
-        task_a, task_b = (chosen_task(f, notes, *_as_scored(f)) for f in (file_a, file_b))
+        task_a, task_b = (chosen_task(f, notes, *scored_options(f.parent, name)[:3])
+                          for f in (file_a, file_b))  # each side as it was last scored
         if not set(task_a.metrics) & set(task_b.metrics):
             raise RecordError(file_b, None, f"scored with {', '.join(task_b.metrics)}, {file_a} "
                               f"with {', '.join(task_a.metrics)}: no metric in common; score one "

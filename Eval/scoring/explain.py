@@ -16,7 +16,6 @@ from Eval.commands import eval_command
 from Eval.records import RecordError
 from Eval.scoring.bergen import dataset_of, prediction_path
 from Eval.scoring.provenance import not_the_models
-from Eval.storage import read_json_object
 
 NO_EXPLAINER = "no explanation for this metric yet"
 PRED_HEAD = 300  # characters of the raw prediction a per-example line keeps
@@ -142,12 +141,11 @@ def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) ->
     """(prediction file, task, records, sources) of each dataset of `only` the folders hold; its
     notes (a task read from a sidecar, an interrupted write finished) printed."""
     from Eval.scoring.folders import load_folder, prediction_files  # (a cycle)
-    from Eval.scoring.saved_task import as_scored
+    from Eval.scoring.saved_task import scored_options
 
     notes: list[str] = []
     found = []
     for folder in pred_dirs:  # each dataset as it was last scored (--metrics, -S, --v2-variant)
-        details, _ = read_json_object(folder / "result_detail.json")
         present = {dataset_of(f) for f in prediction_files(folder)}
         if not present:  # it says why: no folder, no files, only TOFU / MUSE records
             load_folder(folder, None, problems, notes)
@@ -156,7 +154,7 @@ def loaded(pred_dirs: list[Path], only: set[str] | None, problems: list[str]) ->
         (problems if len(pred_dirs) == 1 else notes).extend(
             f"{folder}: no prediction file {name}.jsonl" for name in missing)
         for name in sorted(present if only is None else only & present):
-            options = as_scored(details.get(name))[:3]
+            options = scored_options(folder, name)[:3]
             found += [(prediction_path(folder, task.name), task, records, sources) for
                       task, records, sources in load_folder(folder, {name}, problems, notes,
                                                             *options)]

@@ -7,6 +7,7 @@ Usage:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -79,9 +80,16 @@ def changed_dataset(sidecar: dict) -> Path | None:
     paths = [Path(p) for p in (data.get("path"), (sidecar.get("source") or {}).get("path"))
              if isinstance(p, str) and os.path.isfile(p)]
     try:
-        return paths[0] if paths and file_sha256(paths[0]) != data.get("file_sha256") else None
-    except StorageError:
+        stat = paths[0].stat() if paths else None
+        return paths[0] if stat and _dataset_sha256(str(paths[0]), stat.st_mtime_ns, stat.st_size) \
+            != data.get("file_sha256") else None
+    except (OSError, StorageError):
         return None
+
+
+@functools.lru_cache(maxsize=256)  # every model folder's entries of one dataset read it: once
+def _dataset_sha256(path: str, mtime_ns: int, size: int) -> str:
+    return file_sha256(Path(path))
 
 
 def not_the_models(check: dict) -> list[str]:

@@ -89,8 +89,8 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
                          "report scores it again as it was scored")
         else:
             notes.append(f"{folder}: dropped the old result of {name!r}: it {why}")
-        if why is not None and "changed" not in why and not name_problem(name):
-            delete.append(f"per_example/{name}.scores.jsonl")
+            if not name_problem(name):
+                delete.append(f"per_example/{name}.scores.jsonl")
     files = {}
     for r in results:
         path = f"per_example/{r['dataset']}.scores.jsonl"

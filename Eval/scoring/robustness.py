@@ -27,7 +27,8 @@ def score_with_perturbations(task: Task, records: list[dict],
     original_score = result["metrics"][headline]["score"]
     # (id, score) of each scored original line: the worst case is over as many as the score
     base = [(str(e["id"]), e["scores"][headline]) for e in result["per_example"] if "scores" in e]
-    lowest, perturbations, orphans, per_example = {}, {}, 0, list(result["per_example"])
+    ids, lowest, perturbations, orphans = {i for i, _ in base}, {}, {}, 0
+    per_example = list(result["per_example"])
     for label, lines in groups.items():
         scored = _score_lines(task, lines, time_limit)
         per_example += [{**entry, "perturbation": label} for entry in scored["per_example"]]
@@ -40,7 +41,7 @@ def score_with_perturbations(task: Task, records: list[dict],
             original = str(record.get("original_id"))
             if "scores" not in entry:
                 continue
-            if original not in {i for i, _ in base}:
+            if original not in ids:
                 orphans += 1
             else:
                 lowest[original] = min(lowest.get(original, math.inf), entry["scores"][headline])

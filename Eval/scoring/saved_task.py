@@ -4,7 +4,7 @@ sidecar) before eval.py scores with it; and the options a result entry was score
 
 Usage:
     task = saved_task(Path("pred/m/my_qa.jsonl"), Path("pred/m/my_qa.run.json"))  # folders.py
-    metrics, metric_args, variants, time_limit = as_scored(result_detail["my_qa"])
+    metrics, metric_args, variants, time_limit = scored_options(Path("pred/m"), "my_qa")
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from Eval.names import name_problem
 from Eval.pricing import is_number
 from Eval.records import RecordError
 from Eval.scoring.breakdowns import V2_VARIANTS
-from Eval.storage import StorageError, read_regular_bytes
+from Eval.storage import StorageError, read_json_object, read_regular_bytes
 from Eval.tasks import Task
 
 
@@ -81,3 +81,9 @@ def as_scored(entry: object) -> tuple:
     limit = run.get("sample_time_limit")
     limit = float(limit) if is_number(limit) and limit > 0 else None
     return tuple(entry["metrics"]) or None, tuple(map(tuple, pairs)), tuple(variants), limit
+
+
+def scored_options(folder: Path, dataset: str) -> tuple:
+    """as_scored of the dataset's entry in the folder's result_detail.json."""
+    details, _ = read_json_object(folder / "result_detail.json")
+    return as_scored(details.get(dataset))

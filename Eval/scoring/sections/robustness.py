@@ -36,8 +36,6 @@ def robustness(results: Results) -> list[Table]:
 def _row_label(model: str, entry: dict, metric: str) -> str:
     """The model, with the row's own metric when it is not the title's, and a file's mark
     (modified, partial, ...) as the scores table gives it."""
-    marks = [entry["robustness"]["headline_metric"]] * (entry["robustness"]["headline_metric"]
-                                                          != metric)
-    status = status_of(entry)
-    return f"{model} ({', '.join(marks + [status])})" if marks or status not in CLEAN_STATUSES \
-        else model
+    own, status = entry["robustness"]["headline_metric"], status_of(entry)
+    marks = [m for m in (own, status) if m not in (metric, *CLEAN_STATUSES)]
+    return f"{model} ({', '.join(marks)})" if marks else model
