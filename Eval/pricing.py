@@ -75,13 +75,11 @@ def price_option(path: Path | None, model: str) -> Price | None:
 
 def recorded_price(described: object) -> Price | None:
     """The Price a result_usage.json's "price" describes (Price.describe); None if none is."""
-    fields = ("entry", "input_per_million", "output_per_million", "file")
-    if not isinstance(described, dict) or not all(k in described for k in fields):
+    try:
+        return Price(str(described["entry"]), float(described["input_per_million"]),
+                     float(described["output_per_million"]), str(described["file"]))
+    except (TypeError, KeyError, ValueError):  # None, or a damaged file
         return None
-    entry, usd_in, usd_out, file = (described[k] for k in fields)
-    if not (is_number(usd_in) and is_number(usd_out)):
-        return None
-    return Price(str(entry), float(usd_in), float(usd_out), str(file))
 
 
 def is_number(value) -> bool:
