@@ -129,7 +129,8 @@ class FakeServer:
 
         self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # polled every 10 ms, not the default 0.5 s, which each close() would wait out
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
         self.thread.start()
 
     @property
