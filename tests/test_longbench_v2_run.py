@@ -55,7 +55,7 @@ def lines(path):
 
 def test_both_modes_end_to_end_with_results_py_table(fake, tmp_path, monkeypatch, capsys):
     calls = []
-    server = fake(scripted_model(calls))  # one for both runs: closing one waits up to 0.5 s for its poll loop
+    server = fake(scripted_model(calls))  # one server for both runs
     run(server, tmp_path, monkeypatch)
     assert len(calls) == 12
     calls.clear()
@@ -113,3 +113,19 @@ def test_a_reasoning_pass_whose_answer_prompt_is_skipped_still_counts(tmp_path, 
     spent = sum(r["cot_prompt_tokens"] + r["cot_gen_tokens"] for r in records)
     sidecar = json.loads((tmp_path / "tiny-qwen2" / "demo_longbench_v2_cot.run.json").read_text(encoding="utf-8"))
     assert spent > 0 and sidecar["summary"]["prompt_tokens"] + sidecar["summary"]["gen_tokens"] == spent
+
+
+def test_the_answer_pass_keeps_to_max_batch_tokens(tmp_path, monkeypatch):
+    """--cot's answer prompts quote the reasoning, so they are longer than the prompts the batches were planned on:
+    they were sent as the reasoning pass's batches, over --max-batch-tokens (two of 311 tokens under 600)."""
+    from Eval.models.hf import HFModel
+
+    calls, generate = [], HFModel.generate
+    monkeypatch.setattr(HFModel, "generate", lambda self, prompts, *a, **k: calls.append(
+        [p.n_tokens for p in prompts]) or generate(self, prompts, *a, **k))
+    argv = ["--dataset-dir", str(DATA), "--limit", "4", "--cot", "--max-batch-tokens", "600"]
+    assert inference.main([*argv, "--out-dir", str(tmp_path / "bounded")]) == 0
+    assert len(calls) > 2 and all(len(c) == 1 or max(c) * len(c) <= 600 for c in calls), calls
+    assert inference.main([*argv[:-2], "--out-dir", str(tmp_path / "free")]) == 0
+    bounded, free = (lines(tmp_path / run / "tiny-qwen2" / "demo_longbench_v2_cot.jsonl") for run in ("bounded", "free"))
+    assert [(r["id"], r["pred"], r["cot"]) for r in bounded] == [(r["id"], r["pred"], r["cot"]) for r in free]

@@ -180,8 +180,8 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
         firsts = [prompts[i] for i in batch]
         if ds.cot:  # cot.py builds on this module: imported where it is used
             from Eval.inference.cot import generate_with_cot
-            done = generate_with_cot(model, ds, [examples[i] for i in batch], firsts,
-                                     settings.truncation, max_new, max_length)
+            done = generate_with_cot(model, ds, [examples[i] for i in batch], firsts, settings,
+                                     max_new, max_length)
         else:
             outputs = generate_outputs(model, firsts, max_new, ds.task.stop)
             done = [(p, out, {}) for p, out in zip(firsts, outputs)]
