@@ -127,5 +127,6 @@ def test_the_answer_pass_keeps_to_max_batch_tokens(tmp_path, monkeypatch):
     assert inference.main([*argv, "--out-dir", str(tmp_path / "bounded")]) == 0
     assert len(calls) > 2 and all(len(c) == 1 or max(c) * len(c) <= 600 for c in calls), calls
     assert inference.main([*argv[:-2], "--out-dir", str(tmp_path / "free")]) == 0
-    bounded, free = (lines(tmp_path / run / "tiny-qwen2" / "demo_longbench_v2_cot.jsonl") for run in ("bounded", "free"))
+    bounded, free = (lines(tmp_path / run / "tiny-qwen2" / "demo_longbench_v2_cot.jsonl")
+                     for run in ("bounded", "free"))
     assert [(r["id"], r["pred"], r["cot"]) for r in bounded] == [(r["id"], r["pred"], r["cot"]) for r in free]
