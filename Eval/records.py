@@ -193,6 +193,11 @@ def content_hash(record: dict) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def file_sha256(path: Path) -> str:
+    """A file's identity in sidecars and result files: 16 hex digits of its bytes' sha256."""
+    return hashlib.sha256(read_regular_bytes(path)).hexdigest()[:16]
+
+
 def examples_digest(pairs) -> str:
     """One hash over (id, content hash) pairs: which examples, with which content, in order."""
     digest = hashlib.sha256()

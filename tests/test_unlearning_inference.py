@@ -284,6 +284,27 @@ def test_eval_warns_on_a_partial_or_edited_split_file(tmp_path):
                                                      "inference.py wrote it (it holds 3 records, as many as")
 
 
+
+def test_a_changed_few_shot_file_marks_the_knowmem_split_data_changed(tmp_path):
+    """MUSE's knowmem prompts quote the *_qa_icl few-shot file: a rerun redid the split after it changed, but
+    eval.py's data check read only the questions file and scored the old records as ok."""
+    from Eval.unlearning.evaluate import score_records
+
+    data = tmp_path / "data" / "knowmem"
+    data.mkdir(parents=True)
+    for name in ("forget_qa", "forget_qa_icl"):
+        items = json.loads((ur.MUSE_DEMO_DATA / "knowmem" / f"{name}.json").read_text(encoding="utf-8"))
+        (data / f"{name}.json").write_text(json.dumps(items[:2]), encoding="utf-8")
+    assert inference.main(["unlearning", "muse", "--model", str(TARGET), "--data-dir", str(data.parent),
+                           "-M", "threads=1", "--out-dir", str(tmp_path / "out")]) == 0
+    folder, warned = tmp_path / "out" / "unlearn-target", []
+    assert score_records("muse", folder, warn=warned.append).file_status == {"muse_knowmem_forget.jsonl": "ok"}
+    icl = data / "forget_qa_icl.json"
+    icl.write_text(icl.read_text(encoding="utf-8").replace('"answer": "', '"answer": "x', 1), encoding="utf-8")
+    status = score_records("muse", folder, warn=warned.append).file_status
+    assert status == {"muse_knowmem_forget.jsonl": "data_changed"}
+    assert any(f"the dataset {icl} changed since" in w for w in warned), warned
+
 def test_a_backend_without_token_statistics_is_refused_before_anything(tmp_path, capsys):
     out = tmp_path / "out"
     assert inference.main(["unlearning", "tofu", "--limit", "3", "--backend", "echo", "--out-dir", str(out)]) == 2

@@ -7,7 +7,6 @@ Usage:
 
 import dataclasses
 import difflib
-import hashlib
 import math
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from Eval.inference.nested_choices import nested_choice_records
 from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
                                       fill_template, resolve_template, value_problem)
 from Eval.names import check_name
-from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
+from Eval.records import (RecordError, content_hash, examples_digest, file_sha256,
+                          iter_json_objects)
 from Eval.storage import regular_file_problem
 from Eval.tasks import TASKS, Task
 
@@ -268,4 +268,4 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will "
                      "score 0")
     return Dataset(name, path, form, task, templates, examples, notes, prompt_limit=limit or None,
-                   file_sha256=hashlib.sha256(path.read_bytes()).hexdigest()[:16])
+                   file_sha256=file_sha256(path))

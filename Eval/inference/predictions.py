@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from Eval.records import RecordError, examples_digest, sidecar_path
+from Eval.records import RecordError, examples_digest, file_sha256, sidecar_path
 from Eval.storage import append_lines, jsonl_bytes, read_complete_lines, write_jsonl_atomic
 
 
@@ -182,7 +182,7 @@ def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> bo
     output = run.get("output")  # what the last finished run wrote (None once a run started since)
     return bool(run.get("edited_after_run")) or isinstance(output, dict) and \
         bool(output.get("sha256")) and path.is_file() and \
-        hashlib.sha256(path.read_bytes()).hexdigest()[:16] != output["sha256"]
+        file_sha256(path) != output["sha256"]
 
 
 def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | None) -> dict:

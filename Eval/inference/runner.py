@@ -28,7 +28,7 @@ from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import add_counts, price_option, tokens_per_s, usage_text
-from Eval.records import sidecar_path
+from Eval.records import file_sha256, sidecar_path
 from Eval.storage import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ def finished_with(args, ds, out_dir: Path) -> bool:
     if (not output or not isinstance(data, dict) or data.get("digest") != ds.digest()
             or not path.is_file() or (sidecar.get("model") or {}).get("served")  # the server knows
             or sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds))
-            or output.get("sha256") != hashlib.sha256(path.read_bytes()).hexdigest()[:16]):
+            or output.get("sha256") != file_sha256(path)):
         return False
     done, required = examples_done(ds, out_dir, args.limit)
     return done == required == output.get("records")

@@ -7,7 +7,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 import time
@@ -21,7 +20,8 @@ from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args
 from Eval.names import add_output_arguments, output_folder
-from Eval.records import RecordError, content_hash, examples_digest, iter_json_objects
+from Eval.records import (RecordError, content_hash, examples_digest, file_sha256,
+                          iter_json_objects)
 from Eval.unlearning.stats import confidence_ordered_probs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,7 +181,7 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
 
 
 def run_split(model, split: Split, data_file: Path, items: list[dict], shots: list[dict],
-              out_dir: Path, settings: Settings, reference=None) -> dict:
+              out_dir: Path, settings: Settings, reference=None, icl=None) -> dict:
     path = out_dir / f"{split.name}.jsonl"
     generates = split.generate and settings.generate
     max_new = (settings.max_new_tokens or split.generate) if generates else 0
@@ -201,8 +201,10 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
     expected = {rid: content_hash({**items[i], **shot_set}) for rid, i in position.items()}
     # `data`: the split read, as eval.py's check_prediction_file reads it (a partial, edited file)
     data = {"path": os.path.abspath(data_file), "examples": len(items),
-            "file_sha256": hashlib.sha256(data_file.read_bytes()).hexdigest()[:16],
+            "file_sha256": file_sha256(data_file),
             "digest": examples_digest(expected.items()), "limit": settings.limit}
+    if icl:  # MUSE knowmem's few-shot examples file: eval.py's data check reads it too
+        data["shots"] = {"path": os.path.abspath(icl), "file_sha256": file_sha256(icl)}
     sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path), "data": data,
                "split": asdict(split), "model": model.identity(), "settings": asdict(settings),
                "reference_model": None if reference is None else reference.identity()}
@@ -326,13 +328,13 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
             names = " or ".join(f"{stem}.json(l)" for stem in split.files)
             raise FileNotFoundError(f"{data_dir}: no {names}")
         if path is None:
-            print(f"note: {split.name}: no {' / '.join(split.files)}.json(l) in {data_dir}; "
-                  "skipped")
+            stems = " / ".join(split.files)
+            print(f"note: {split.name}: no {stems}.json(l) in {data_dir}; skipped")
             continue
         icl, items = find_file(data_dir, split.icl), read_items(path, split.kind)
         if not items:
             raise RecordError(path, None, "no items: an empty split would be scored as nothing")
-        found.append((split, path, items, read_items(icl, "knowmem") if icl else []))
+        found.append((split, path, items, read_items(icl, "knowmem") if icl else [], icl))
     return found
 
 
@@ -358,9 +360,9 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(**given, generate=not args.no_generate)
     start, failed = time.perf_counter(), 0
     try:
-        for split, path, items, shots in found:
-            failed += run_split(model, split, path, items, shots, out_dir, settings,
-                                reference)["failed"]
+        for split, path, items, shots, icl in found:
+            failed += run_split(model, split, path, items, shots, out_dir, settings, reference,
+                                icl)["failed"]
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

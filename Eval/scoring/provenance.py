@@ -8,18 +8,13 @@ Usage:
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from pathlib import Path
 
 from Eval.names import name_problem
-from Eval.records import RecordError, examples_digest, sidecar_path
+from Eval.records import RecordError, examples_digest, file_sha256, sidecar_path
 from Eval.scoring.bergen import prediction_path
-from Eval.storage import StorageError, read_json_object, read_regular_bytes
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(read_regular_bytes(path)).hexdigest()[:16]
+from Eval.storage import StorageError, read_json_object
 
 
 def _coverage(records: list[dict], data: dict) -> str:
@@ -75,16 +70,21 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
 
 def changed_dataset(sidecar: dict) -> Path | None:
     """The run's dataset file if it changed since: where the run read it, else the path it was
-    given (a project moved since: from here); a file gone from both is unknown, not changed."""
+    given (a project moved since: from here); a file gone from both is unknown, not changed.
+    MUSE's knowmem runs also read a file of few-shot examples (data["shots"])."""
     data = sidecar.get("data") if isinstance(sidecar.get("data"), dict) else {}
-    paths = [Path(p) for p in (data.get("path"), (sidecar.get("source") or {}).get("path"))
-             if isinstance(p, str) and os.path.isfile(p)]
-    try:
-        stat = paths[0].stat() if paths else None
-        return paths[0] if stat and _dataset_sha256(str(paths[0]), stat.st_mtime_ns, stat.st_size) \
-            != data.get("file_sha256") else None
-    except (OSError, StorageError):
-        return None
+    shots = data.get("shots") if isinstance(data.get("shots"), dict) else {}
+    read = [((data.get("path"), (sidecar.get("source") or {}).get("path")), data.get("file_sha256"))]
+    read += [((shots.get("path"),), shots.get("file_sha256"))] if shots else []
+    for given, sha256 in read:
+        paths = [Path(p) for p in given if isinstance(p, str) and os.path.isfile(p)]
+        try:
+            stat = paths[0].stat() if paths else None
+            if stat and _dataset_sha256(str(paths[0]), stat.st_mtime_ns, stat.st_size) != sha256:
+                return paths[0]
+        except (OSError, StorageError):
+            continue
+    return None
 
 
 @functools.lru_cache(maxsize=256)  # every model folder's entries of one dataset read it: once

@@ -287,9 +287,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead: re-aggregate a published TOFU_EVAL.json / MUSE_EVAL.json "
                              "from its per-sample values (default: off)")
     parser.add_argument("--retain-logs", type=Path, default=None, metavar="EVAL_JSON",
-                        help="the retain model's EVAL.json (or the folder holding it), for "
-                             "forget_quality and privleak (default: none: forget_quality null, "
-                             "privleak against AUC 0.5)")
+                        help="the retain model's EVAL.json (or its folder), for forget_quality and "
+                             "privleak (default: none: forget_quality null; privleak: AUC 0.5)")
     parser.add_argument("--out-dir", type=Path, default=None, help="where the two files go "
                         "(default: --pred-dir, or pred/open-unlearning/<log's folder, or the "
                         "one above evals/>)")

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from Eval.unlearning import stats
 
-SPLITS = ("knowmem_forget", "knowmem_retain", "verbmem_forget", "privleak_forget",
-          "privleak_holdout")  # score records DIR/muse_<split>.jsonl
 MIA = ("privleak_forget", "privleak_holdout")
+SPLITS = ("knowmem_forget", "knowmem_retain", "verbmem_forget", *MIA)  # DIR/muse_<split>.jsonl
 MIA_KINDS = ("mia_loss", "mia_zlib", "mia_min_k", "mia_min_k_plus_plus", "mia_gradnorm",
              "mia_reference")
 RETAIN_AUC = ("mia_min_k", "the retain AUC is taken as ref_value = 0.5")  # privleak's fallback
