@@ -61,3 +61,26 @@ def test_a_cell_scored_with_another_metric_names_it_and_a_bar_in_a_name_stays_in
     assert "a metric named in a cell is the one that cell was scored with" in scores.note
     assert [row[1] for row in intervals.rows] == ["[1.00, 20.00]", "[1.00, 20.00]", "[1.00, 20.00] (bleu)"]
     assert "| a\\|b | 10.00 (n=5) |" in render_markdown(scores)
+
+
+def test_an_unlearning_summary_older_than_its_score_records_is_marked_out_of_date(tmp_path):
+    """The unlearning section showed a *_SUMMARY.json as it was, though the score records beside it had been made
+    again since (another checkpoint, a rerun): figures of other records, unmarked."""
+    import os
+
+    import eval as eval_cli
+    from unlearning_records import write_muse_records
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    write_muse_records(folder)
+    assert eval_cli.main(["unlearning", "muse", "--pred-dir", str(folder), "--quiet"]) == 0
+    [table] = [t for t in tables(Results({}, tmp_path)) if t.title == "m: MUSE summary"]
+    assert table.note == "" and table.rows
+    record = folder / "muse_verbmem_forget.jsonl"
+    later = (folder / "MUSE_SUMMARY.json").stat().st_mtime_ns + 10**9
+    os.utime(record, ns=(later, later))
+    [table] = [t for t in tables(Results({}, tmp_path)) if t.title == "m: MUSE summary"]
+    assert table.note == ("out of date: muse_verbmem_forget.jsonl changed since this summary was made; "
+                          "run eval.py unlearning muse on this folder again")
+    assert table.note in render_markdown(table)

@@ -24,11 +24,20 @@ def unlearning(results: Results) -> list[Table]:
         for path in sorted(results.root.glob(f"{pattern}/*_SUMMARY.json")):
             doc, unreadable = read_json_object(path)
             if not unreadable:
-                kind = path.name.split("_")[0]
-                title = f"{path.parent.relative_to(results.root)}: {kind} summary"
+                kind, folder = path.name.split("_")[0], path.parent.relative_to(results.root)
                 rows = [[k, _figure(v)] for k, v in sorted(doc.items())]
-                found.append(Table(title, ["metric", "value"], rows))
+                found.append(Table(f"{folder}: {kind} summary", ["metric", "value"], rows,
+                                   _out_of_date(path, kind.lower())))
     return found
+
+
+def _out_of_date(path: Path, suite: str) -> str:
+    """A note when score records beside the summary were written after it was made from them."""
+    made = path.stat().st_mtime_ns
+    newer = [p.name for p in sorted(path.parent.glob(f"{suite}_*.jsonl"))
+             if p.stat().st_mtime_ns > made]
+    return "" if not newer else (f"out of date: {', '.join(newer)} changed since this summary was "
+                                 f"made; run eval.py unlearning {suite} on this folder again")
 
 
 def prob_lists(value) -> list[list[float]]:
