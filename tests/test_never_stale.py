@@ -236,6 +236,24 @@ def test_report_scores_a_changed_file_again_as_it_was_scored(tmp_path, capsys):
     assert details["demo_qa_zh"] == again
 
 
+
+def test_report_replays_a_relative_run_file_from_anywhere(tmp_path, monkeypatch, capsys):
+    """-S run=FILE given relative to where eval.py ran was replayed by `report` relative to where report runs:
+    from another folder the file was not found and the changed dataset could not be scored again."""
+    out = tmp_path / "pred"
+    assert echo(out, "m", "--datasets", "demo_qa_zh", "--limit", "2") == 0
+    ids = [r["id"] for r in lines(out / "m" / "demo_qa_zh.jsonl")]
+    (tmp_path / "zh.trec").write_text("".join(f"{q} Q0 d 0 1 r\n" for q in ids))
+    (tmp_path / "qrels.txt").write_text(f"{ids[0]} 0 d 1\n{ids[1]} 0 e 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert eval_cli.main(["--pred-dir", "pred/m", "--quiet", "--metrics", "P_1", "-S", "run=zh.trec",
+                          "-S", "qrels=qrels.txt"]) == 0
+    monkeypatch.chdir(ROOT)
+    rewrite(out / "m" / "demo_qa_zh.jsonl", lambda r: r.update(pred=r["answers"][0]))
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0, capsys.readouterr().err
+    entry = json.loads((out / "m" / "result_detail.json").read_text(encoding="utf-8"))["demo_qa_zh"]
+    assert entry["metrics"]["P_1"]["score"] == 50.0
+
 def test_a_dataset_saved_again_with_the_same_examples_is_cleared_by_the_rerun_the_warning_names(tmp_path,
                                                                                                 capsys):
     """eval.py marks data_changed from the dataset file's bytes and says to rerun inference.py; a file saved

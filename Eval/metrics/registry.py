@@ -27,6 +27,7 @@ class Metric:
     version: str  # bump when the per-sample values change: stored results say what produced them
     best: float = 1.0  # a perfect answer's value; ROUGE's 1e-8 makes it 0.999999995
     per_query: bool = False  # a ranking metric: fn(records) -> a value or None per record
+    files: tuple[str, ...] = ()  # -S keys naming a file, read from where eval.py runs
 
     def bind(self, args: dict[str, str]) -> "Metric":
         """The metric with those of `args` (eval.py -S) it takes, typed as their defaults; the

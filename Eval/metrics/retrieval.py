@@ -30,7 +30,7 @@ def ranking_metric(name: str) -> Metric | None:
         """The measure per record: None without a run or judgements."""
         return evaluate(records, [name], run, qrels, pages)[name]
 
-    return Metric(name, values, VERSION, per_query=True)
+    return Metric(name, values, VERSION, per_query=True, files=("run", "qrels", "pages"))
 
 
 METRICS.fallback = ranking_metric  # any cutoff: the measure names are built, not listed

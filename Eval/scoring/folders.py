@@ -174,8 +174,10 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     if unused and named:
         problems.append(f"-S {unused[0]}: none of the metrics {', '.join(named)} takes it")
     outputs = {}  # report, explain, diff: scored again as it was scored (saved_task.py)
-    scored_with = {"metric_args": [list(kv) for kv in metric_args], "v2_variant": list(variants),
-                   "sample_time_limit": time_limit}
+    files = {key for m in named for key in get_metric(m).files}  # replayed from anywhere
+    scored_with = {"metric_args": [[k, os.path.abspath(v) if k in files else v]
+                                   for k, v in metric_args],
+                   "v2_variant": list(variants), "sample_time_limit": time_limit}
     for pred_dir, items in loaded.items() if not problems else ():
         start = time.perf_counter()
         try:  # a ranking metric reads its -S run / qrels / pages files here
