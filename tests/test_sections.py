@@ -84,3 +84,13 @@ def test_an_unlearning_summary_older_than_its_score_records_is_marked_out_of_dat
     assert table.note == ("out of date: muse_verbmem_forget.jsonl changed since this summary was made; "
                           "run eval.py unlearning muse on this folder again")
     assert table.note in render_markdown(table)
+
+
+def test_markdown_keeps_names_from_the_data_inside_their_cells():
+    """A label from the data (a BERGEN config value, a v2 domain) with a line break ended its table row in
+    results.md, and raw HTML in it went into the page as HTML."""
+    table = Table("run\nB <i>", ["config", "score"], [["a\nb|c", "1.00"], ["<script>x</script>", "2.00"]],
+                  "first\r\nsecond")
+    assert render_markdown(table).split("\n") == [
+        "**run B &lt;i>**", "", "| config | score |", "|---|---|", "| a b\\|c | 1.00 |",
+        "| &lt;script>x&lt;/script> | 2.00 |", "", "first second"]

@@ -73,13 +73,18 @@ def render_text(table: Table) -> str:
     return "\n".join([table.title, *lines] + ([table.note] if table.note else []))
 
 
-def render_markdown(table: Table) -> str:
-    def line(cells: list[str]) -> str:  # a "|" of a name from the data must not end its cell
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+def _inline(text: str) -> str:
+    """Text from the data on one markdown line: no line break, raw HTML or cell-ending "|"."""
+    return " ".join(text.splitlines()).replace("<", "&lt;").replace("|", "\\|")
 
-    lines = [f"**{table.title}**", "", line(table.header), "|" + "---|" * len(table.header),
-             *map(line, table.rows)]
-    return "\n".join(lines + (["", table.note] if table.note else []))
+
+def render_markdown(table: Table) -> str:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(map(_inline, cells)) + " |"
+
+    lines = [f"**{_inline(table.title)}**", "", line(table.header),
+             "|" + "---|" * len(table.header), *map(line, table.rows)]
+    return "\n".join(lines + (["", _inline(table.note)] if table.note else []))
 
 
 # The tables of a pred root: ROOT/results.md and ROOT/results.csv
