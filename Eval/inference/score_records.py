@@ -304,7 +304,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "labels' text minus the prefix's (its .replace), or the labels' text whole")
 
 
-def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict]]]:
+def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict], Path | None]]:
     """Each split with a data file, its items and few-shot examples, read before a model loads;
     first a ValueError unless the backend can make these records (its `capabilities`)."""
     needed = {"token_stats": "per-token statistics"}
