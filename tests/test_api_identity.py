@@ -33,10 +33,11 @@ def run_api(server, out, capsys, *extra):
     return code, line, captured.err
 
 
-@pytest.mark.parametrize("outage", ["down", "503", "timeout"])
+@pytest.mark.parametrize("outage", ["down", "503", "401", "timeout"])
 def test_a_model_list_that_does_not_answer_stops_the_run_and_keeps_every_record(fake, tmp_path, capsys, outage):
     """Before: a root not read was taken for "no root": every good record was redone as another model's (and
-    failed, the server being down), whether or not the server lists max_model_len or --max-length is given."""
+    failed, the server being down), whether or not the server lists max_model_len or --max-length is given. A 401
+    (a wrong or expired key) was taken for a server without a model list: every record redone, as an error."""
     server = fake(lambda path, body, n: answer(path, " Entity"), ROOTED)
     # with --max-length the list is first asked for the identity, without it for the context window
     extra = ["-M", "timeout=0.5", *(["--max-length", "2048"] if outage != "503" else [])]
@@ -45,14 +46,16 @@ def test_a_model_list_that_does_not_answer_stops_the_run_and_keeps_every_record(
     saved, posts = path.read_bytes(), len(server.calls)
     if outage == "down":
         server.close()
-        cause = "connection error (ConnectError: All connection attempts failed)"
+        cause = "failed after 1 attempt; last: connection error (ConnectError: All connection attempts failed)"
     elif outage == "503":
-        server.models_status, cause = 503, "HTTP 503: no list here"
+        server.models_status, cause = 503, "failed after 1 attempt; last: HTTP 503: no list here"
+    elif outage == "401":  # not retried
+        server.models_status, cause = 401, "HTTP 401: no list here (the key in $OPENAI_API_KEY was refused)"
     else:
-        server.models_delay, cause = 1.0, "timed out after 0.5 s ("
+        server.models_delay, cause = 1.0, "failed after 1 attempt; last: timed out after 0.5 s ("
     code, line, err = run_api(server, tmp_path, capsys, *extra)
     assert (code, line, err.count("\n")) == (2, None, 1)
-    assert err.startswith(f"error: GET {server.base_url}/models: failed after 1 attempt; last: {cause}")
+    assert err.startswith(f"error: GET {server.base_url}/models: {cause}")
     assert err.endswith(NOT_READ)
     assert path.read_bytes() == saved and len(server.calls) == posts  # nothing replaced, nothing asked
     if outage != "down":  # answering again: the same model as the records'

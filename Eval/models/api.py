@@ -183,9 +183,11 @@ class APIModel(BaseLLM):
                 page = await self.client.models.list(extra_headers=self._auth)
             except (openai.APIConnectionError, openai.APIStatusError) as err:  # timeouts included
                 status = getattr(err, "status_code", None)
-                if status is None or status >= 500 or status in RETRIED_STATUSES:
-                    return str(self._failure("/models", err, "GET"))
-                return []  # a 4xx: it does not list models
+                # 401: a wrong key, not a server without a list (a 403 may be a key not allowed it)
+                if status is None or status >= 500 or status in (401, *RETRIED_STATUSES):
+                    refused = f" (the key in ${self.settings.api_key_env} was refused)"
+                    return str(self._failure("/models", err, "GET")) + refused * (status == 401)
+                return []  # another 4xx: it does not list models
             except (openai.APIError, ValueError, TypeError, RecursionError):  # a body not a list
                 return []
             return [m for m in getattr(page, "data", None) or [] if isinstance(m, openai.BaseModel)]
