@@ -92,6 +92,19 @@ BAD_VALUES = {  # before: timeout<=0 failed every request, inf / nan "Out of ran
 }
 
 
+def test_an_unset_key_variable_is_named_only_when_it_looks_like_one(monkeypatch, capsys):
+    """A key given by mistake as -M api_key_env= passed the name check when it looked like an identifier
+    (hf_..., gsk_...), then the 'not set' error printed it."""
+    key = "hf_" + SECRET.replace("-", "")
+    for name, shown in ((key, "(not shown)"), ("MY_API_KEY", "MY_API_KEY")):
+        monkeypatch.delenv(name, raising=False)
+        assert inference.main(["--backend", "api", "-M", "base_url=http://127.0.0.1:9/v1", "--datasets",
+                               "demo_trec", "-M", f"api_key_env={name}"]) == 2
+        out = capsys.readouterr()
+        assert f"environment variable {shown} (named by -M api_key_env) is not set" in out.err
+        assert key not in out.out + out.err
+
+
 # ids without the random key: every xdist worker must collect the same test names
 @pytest.mark.parametrize("pair", sorted(BAD_VALUES), ids=lambda pair: pair.replace(SECRET, "SECRET"))
 def test_bad_api_option_values_are_one_line_before_any_request(fake, tmp_path, capsys, pair):

@@ -86,8 +86,9 @@ class APIModel(BaseLLM):
         self.base_url = self._shown("")
         key = os.environ.get(settings.api_key_env)
         if key is None and settings.api_key_env != DEFAULT_KEY_ENV:
-            raise ValueError(f"environment variable {settings.api_key_env} (named by -M "
-                             "api_key_env) is not set")
+            # a name in lower case may be a key that looks like one (hf_..., gsk_...): not shown
+            name = settings.api_key_env if settings.api_key_env.isupper() else "(not shown)"
+            raise ValueError(f"environment variable {name} (named by -M api_key_env) is not set")
         self._scrub = Scrubber(key, settings.base_url)
         self.stats = dict.fromkeys(("requests", "retries", "rate_limited", "failed",
                                     "prompt_token_mismatch"), 0)
