@@ -237,3 +237,14 @@ def test_loglikelihood_conventions(model):
     got = short.loglikelihood([request("loglikelihood", long_context, " Human")])[0][0]
     assert got == pytest.approx(pair_forward(model, cut.text, " Human")[0], abs=1e-4)
     assert short.stats["truncated_contexts"] == 1
+
+
+def test_chat_histories_render_as_lm_evals_own_hf_model(model, hflm):
+    """A task's gen_prefix ends the chat with an assistant turn for the model to continue: the bridge closed that
+    turn (<|im_end|>), so every answer followed a finished turn where HFLM's continues it."""
+    from Eval.inference.lm_eval_bridge import BridgeLM
+
+    bridge = BridgeLM(model, batch_size=4, max_length=WINDOW)
+    user = [{"role": "user", "content": "Question: Who wrote Hamlet?"}]
+    for history, generation in ((user, True), (user + [{"role": "assistant", "content": "Type:"}], False)):
+        assert bridge.apply_chat_template(history, generation) == hflm.apply_chat_template(history, generation)

@@ -232,8 +232,10 @@ class BridgeLM(TemplateLM):
         if not getattr(self.tokenizer, "chat_template", None):
             raise NotImplementedError(f"adapter {self.model.name!r}: multi-turn chats need a "
                                       "tokenizer chat template")
+        # a task's gen_prefix is a last assistant turn to continue, as lm-eval's HFLM renders it
         return self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=add_generation_prompt)
+                                                  add_generation_prompt=add_generation_prompt,
+                                                  continue_final_message=not add_generation_prompt)
 
     @property
     def tokenizer_name(self) -> str:
