@@ -248,3 +248,22 @@ def test_chat_histories_render_as_lm_evals_own_hf_model(model, hflm):
     user = [{"role": "user", "content": "Question: Who wrote Hamlet?"}]
     for history, generation in ((user, True), (user + [{"role": "assistant", "content": "Type:"}], False)):
         assert bridge.apply_chat_template(history, generation) == hflm.apply_chat_template(history, generation)
+
+
+def test_a_chat_prompt_cut_to_the_window_keeps_its_template(model, monkeypatch):
+    """A rendered chat prompt longer than the window was cut with its special tokens decoded away: the model got
+    'user\\nQuestion: ...assistant\\n' without one <|im_start|> or <|im_end|>."""
+    from types import SimpleNamespace
+
+    from Eval.inference.lm_eval_bridge import BridgeLM
+
+    bridge = BridgeLM(model, batch_size=4, max_length=24)
+    text = bridge.apply_chat_template([{"role": "user", "content": "Question: " + "what is it? " * 20}])
+    sent = []
+    monkeypatch.setattr(model, "generate", lambda prompts, *a: sent.extend(prompts) or [
+        SimpleNamespace(text="x", error=None) for _ in prompts])
+    assert bridge.generate_until([SimpleNamespace(args=(text, {"until": ["\n"], "max_gen_toks": 4}))]) == ["x"]
+    [prompt] = sent
+    assert prompt.text.startswith("<|im_start|>") and prompt.text.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt.truncated_tokens and not prompt.add_special_tokens
+    assert prompt.n_tokens == len(model.tokenize(prompt.text)) <= 24 - 4

@@ -24,7 +24,7 @@ from Eval.args import name_list, one_line
 from Eval.commands import inference_command
 from Eval.inference.lm_eval_results import check_same_model, earlier_results, write_results
 from Eval.inference.runner import DEFAULT_MODEL
-from Eval.models.base import BaseLLM, plan_batches
+from Eval.models.base import BaseLLM, Prompt, plan_batches, truncate_ids
 from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_args,
                                  resolve_model_args)
 from Eval.names import output_folder
@@ -189,9 +189,7 @@ class BridgeLM(TemplateLM):
                 self.model.check_budget(False, max_new, self.max_length)
             except ValueError as err:  # run() says it in one line
                 raise SettingsError(str(err)) from None
-            prompts = [dataclasses.replace(  # a rendered chat template carries its special tokens
-                self.model.build_prompt(requests[i].args[0], False, max_new, self.max_length),
-                add_special_tokens=not self.chat) for i in members]
+            prompts = [self._generation_prompt(requests[i].args[0], max_new) for i in members]
             # cut in the middle, as inference.py cuts (lm-eval's HFLM keeps the last ids): counted
             self.stats["truncated_generation_inputs"] += sum(bool(p.truncated_tokens)
                                                              for p in prompts)
@@ -203,6 +201,17 @@ class BridgeLM(TemplateLM):
                         self.stats["generation_errors"] += 1
                     out[members[b]] = gen.text
         return out
+
+    def _generation_prompt(self, text: str, max_new: int) -> Prompt:
+        """Cut in the middle as inference.py cuts; a rendered chat template keeps its special
+        tokens (decoded with them) and carries them itself (no BOS added)."""
+        prompt = self.model.build_prompt(text, False, max_new, self.max_length)
+        if self.chat and prompt.truncated_tokens:
+            budget = self.max_length - max_new - self.model.prompt_overhead(False)
+            pieces, _ = truncate_ids(self.model.tokenize(text), budget, "middle")
+            text = "".join(self.tokenizer.decode(p, skip_special_tokens=False) for p in pieces)
+            prompt = dataclasses.replace(prompt, text=text, n_tokens=len(self.model.tokenize(text)))
+        return dataclasses.replace(prompt, add_special_tokens=not self.chat)
 
     def _gen_settings(self, gen_kwargs: dict | None) -> tuple[tuple[str, ...], int]:
         kwargs = dict(gen_kwargs or {})
