@@ -94,6 +94,20 @@ def test_a_results_file_of_another_model_or_not_readable_is_left_as_it_is(task_d
 
 
 @needs_lm_eval
+def test_results_of_the_same_weights_in_another_dtype_are_another_models(task_dir, capsys):
+    """The file took in results of the same path with another dtype or adapter (or weights changed in place) and
+    its one `bridge` block then described them all."""
+    assert bridge(task_dir, "--tasks", "t_mc", "--limit", "1")[0] == 0
+    results = task_dir / "out" / "lm_eval_results.json"
+    before = results.read_text(encoding="utf-8")
+    assert bridge(task_dir, "--tasks", "t_gen", "--limit", "1", "-M", "dtype=bfloat16")[0] == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {results}: its results were made by another model (dtype differ from this run's); set "
+        "--model-name NAME or --out-dir DIR to keep both (or move the file aside)")
+    assert results.read_text(encoding="utf-8") == before
+    assert bridge(task_dir, "--tasks", "t_gen", "--limit", "1")[0] == 0  # the same model: added
+
+@needs_lm_eval
 @pytest.mark.parametrize("option, value, error", [
     ("--tasks", "", "argument --tasks: is empty: give one or more names separated by commas"),
     ("--tasks", ",", "argument --tasks: is empty: give one or more names separated by commas"),

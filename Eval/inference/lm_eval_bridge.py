@@ -252,7 +252,7 @@ class BridgeLM(TemplateLM):
         return str(identity.get("path") or identity.get("adapter")).replace("/", "__")
 
     def get_model_info(self) -> dict:
-        return {"adapter": self.model.identity(),
+        return {"adapter": self.model.identity(), "fingerprint": self.model.fingerprint(),
                 "adapter_options": dataclasses.asdict(self.model.options)}
 
     def report(self) -> dict:

@@ -40,12 +40,19 @@ def earlier_results(out_dir: Path) -> dict:
 
 
 def check_same_model(earlier: dict, model, out_dir: Path) -> None:
-    """Refuse to add results to a file of another model, as predictions.other_model tells."""
-    before, now = _dict(earlier.get("bridge")).get("adapter"), model.identity()
+    """Refuse to add results to a file of another model: another fingerprint (the weights, an
+    adapter, the dtype, the chat template), or for older files as predictions.other_model tells."""
+    bridge, keep = _dict(earlier.get("bridge")), ("set --model-name NAME or --out-dir DIR to keep "
+                                                  "both (or move the file aside)")
+    before, now = bridge.get("adapter"), model.identity()
     if other_model(before, now):
         raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model, "
-                         f"{before['path']}, not this run's {now['path']}; set --model-name NAME "
-                         "or --out-dir DIR to keep both (or move the file aside)")
+                         f"{before['path']}, not this run's {now['path']}; {keep}")
+    was, fingerprint = _dict(bridge.get("fingerprint")), json.loads(json.dumps(model.fingerprint()))
+    differ = sorted(k for k in {**was, **fingerprint} if was and was.get(k) != fingerprint.get(k))
+    if differ:
+        raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model "
+                         f"({', '.join(differ)} differ from this run's); {keep}")
 
 
 def _dict(value) -> dict:
