@@ -224,3 +224,34 @@ def test_a_served_model_is_identified_by_server_name_root_and_tokenizer(fake, tm
     sidecar = json.loads((out / "m" / "demo_trec.run.json").read_text(encoding="utf-8"))
     assert sidecar["model"]["server_model"] == "/ckpt/b"
     assert "tokenizer.json" in sidecar["model"]["tokenizer_files"]["files"]
+
+
+def test_pickle_weights_load_only_when_allowed_and_safetensors_always(tmp_path, capsys):
+    """-M allow_pickle=true meant use_safetensors=False: a safetensors checkpoint no longer loaded; a checkpoint of
+    pickle weights only was refused naming just the safetensors file it lacked; a pickle adapter loaded unasked."""
+    peft = needs_package("peft")
+    from transformers import AutoModelForCausalLM
+
+    argv = ["--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "4", "-M", "threads=1"]
+    assert inference.main(["--model", str(DEMO), "-M", "allow_pickle=true", *argv, "--out-dir", str(tmp_path)]) == 0
+    pickled = tmp_path / "pickled"
+    shutil.copytree(DEMO, pickled, ignore=shutil.ignore_patterns("*.safetensors"))
+    model = AutoModelForCausalLM.from_pretrained(DEMO)
+    torch.save(model.state_dict(), pickled / "pytorch_model.bin")
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj"]))
+    lora.save_pretrained(tmp_path / "lora")
+    torch.save(load_file(tmp_path / "lora" / "adapter_model.safetensors"), tmp_path / "lora" / "adapter_model.bin")
+    (tmp_path / "lora" / "adapter_model.safetensors").unlink()
+    capsys.readouterr()
+    for model_argv, flag, found in ((["--model", str(pickled)], "--model", pickled / "pytorch_model.bin"),
+                                    (["--model", str(DEMO), "-M", f"peft={tmp_path / 'lora'}"], "-M peft",
+                                     tmp_path / "lora" / "adapter_model.bin")):
+        assert inference.main([*model_argv, *argv, "--out-dir", str(tmp_path / "refused")]) == 2
+        assert capsys.readouterr().err == (f"error: could not load model: {flag}: {found} holds pickle weights, "
+                                           "which can run code when loaded; -M allow_pickle=true loads them (files "
+                                           "you trust only)\n")
+        assert inference.main([*model_argv, *argv, "-M", "allow_pickle=true", "--model-name", "m",
+                               "--out-dir", str(tmp_path / "allowed"), "--overwrite"]) == 0
+        capsys.readouterr()
+    same = [json.loads(line)["pred"] for line in (tmp_path / "tiny-qwen2" / "custom_en.jsonl").open()]
+    assert same == [json.loads(line)["pred"] for line in (tmp_path / "allowed" / "m" / "custom_en.jsonl").open()]

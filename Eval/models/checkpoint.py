@@ -87,6 +87,15 @@ def gguf_parts(path: str) -> tuple[str, str] | None:
     return str(found[0].parent), found[0].name
 
 
+def pickle_weights(folder: str | None) -> str | None:
+    """A local folder's pickle weights file when it holds no safetensors ones, else None."""
+    path = Path(folder or "")
+    if not folder or not path.is_dir() or any(path.glob("*.safetensors")):
+        return None
+    found = sorted([*path.glob("pytorch_model*.bin"), *path.glob("adapter_model.bin")])
+    return str(found[0]) if found else None
+
+
 def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left"):
     folder, gguf = gguf_parts(path) or (path, None)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, padding_side=padding_side,
@@ -125,11 +134,16 @@ class CheckpointModel(BaseLLM):
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
 
     def _load_weights(self, dtype: str, trust_remote_code: bool, allow_pickle: bool):
-        """Safetensors (pickle only if allowed) or GGUF weights, with the PEFT adapter if any."""
+        """Safetensors (pickle too if allowed) or GGUF weights, with the PEFT adapter if any."""
         if dtype == "auto":
             dtype = torch.float32 if self.device == "cpu" else "auto"
         folder, gguf = gguf_parts(self.path) or (self.path, None)
-        safe = {"gguf_file": gguf} if gguf else {"use_safetensors": not allow_pickle}
+        for flag, where in (("--model", folder), ("-M peft", self.peft)):
+            found = None if allow_pickle or gguf and flag == "--model" else pickle_weights(where)
+            if found:  # said here: transformers would name only the safetensors file it missed
+                raise ValueError(f"{flag}: {found} holds pickle weights, which can run code when "
+                                 "loaded; -M allow_pickle=true loads them (files you trust only)")
+        safe = {"gguf_file": gguf} if gguf else {"use_safetensors": None if allow_pickle else True}
         model = self.auto_class.from_pretrained(folder, dtype=dtype,
                                                 trust_remote_code=trust_remote_code, **safe)
         if self.peft:
