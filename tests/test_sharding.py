@@ -145,3 +145,26 @@ def test_merge_of_every_dataset_leaves_out_those_never_run_here(tmp_path, capsys
     (folder / "demo_trec.jsonl").unlink()
     assert inference.main(["merge", *argv]) == 1
     assert capsys.readouterr().err.startswith(f"error: {folder}: no records of custom_en, ")
+
+
+def test_merge_refuses_shards_collected_from_runs_with_other_settings(tmp_path, capsys, monkeypatch):
+    """Shards run on two machines with other options, their files collected into one folder: merge mixed them (half
+    the answers cut at 3 tokens) and eval.py scored the file as ok; in one folder the second run is refused."""
+    from Eval.inference import run_loop
+
+    monkeypatch.setattr(run_loop, "merge_predictions", lambda *args, **kwargs: None)  # each machine: its shard
+    first, second = ([*COMMON, *ECHO, "--out-dir", str(tmp_path / m)] for m in ("a", "b"))
+    assert inference.main([*first, "--shard", "0/2"]) == 0
+    assert inference.main([*second, "--shard", "1/2", "--max-new-tokens", "3"]) == 0
+    monkeypatch.undo()
+    shards = tmp_path / "a" / "tiny-qwen2" / "shards"
+    for path in (tmp_path / "b" / "tiny-qwen2" / "shards").glob("*-of-2*"):  # the files, as a user copies them
+        path.rename(shards / path.name)
+    held = sorted((p.name, p.read_bytes()) for p in shards.glob("*-of-2*"))
+    capsys.readouterr()
+    assert inference.main(["merge", *first]) == 2
+    main = tmp_path / "a" / "tiny-qwen2" / "custom_en.run.json"
+    assert capsys.readouterr().err == (f"error: {shards / 'custom_en.1-of-2.run.json'}: made with different "
+                                       f"max_new_tokens than {main}; nothing was merged: run that shard again "
+                                       "with the main run's options\n")
+    assert sorted((p.name, p.read_bytes()) for p in shards.glob("*-of-2*")) == held

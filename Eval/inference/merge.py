@@ -22,6 +22,8 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None, named: bool = T
     if not out_dir.is_dir():
         raise FileNotFoundError(f"{out_dir}: no such folder, so nothing to merge; give the shard "
                                 "runs' --out-dir and --model-name")
+    for ds in datasets:  # all checked before any is merged
+        _check_same_settings(out_dir / f"{ds.name}.jsonl")
     code, never_run = 0, []
     for ds in datasets:
         path = out_dir / f"{ds.name}.jsonl"
@@ -55,6 +57,22 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None, named: bool = T
     if never_run:
         print(f"note: not run into {out_dir}, so left out: {', '.join(never_run)}")
     return code
+
+
+def _check_same_settings(path: Path) -> None:
+    """Shards run on other machines (files collected here) must have the main run's settings,
+    as a shard run into this folder must."""
+    main = read_sidecar(path).get("fingerprint")
+    for shard in shard_paths(path):
+        other = read_sidecar(shard).get("fingerprint")
+        if not (isinstance(main, dict) and isinstance(other, dict)):
+            continue
+        changed = sorted(k for k in {*main, *other} - {"model", "reference"}
+                         if main.get(k) != other.get(k))
+        if changed:
+            raise ValueError(f"{sidecar_path(shard)}: made with different {', '.join(changed)} "
+                             f"than {sidecar_path(path)}; nothing was merged: run that shard "
+                             "again with the main run's options")
 
 
 @inference_command("merge", help="merge independent shards' files into each dataset's main file")
