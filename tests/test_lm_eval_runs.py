@@ -108,6 +108,18 @@ def test_results_of_the_same_weights_in_another_dtype_are_another_models(task_di
     assert bridge(task_dir, "--tasks", "t_gen", "--limit", "1")[0] == 0  # the same model: added
 
 @needs_lm_eval
+def test_an_out_dir_under_a_file_is_refused_before_the_evaluation(task_dir, capsys, monkeypatch):
+    """It was found only when the results were written, after the whole evaluation: nothing was saved."""
+    import lm_eval
+
+    monkeypatch.setattr(lm_eval, "simple_evaluate", lambda *a, **k: pytest.fail("the evaluation ran"))
+    (task_dir / "a_file").write_text("", encoding="utf-8")
+    for out in (task_dir / "a_file", task_dir / "a_file" / "sub"):
+        assert bridge(task_dir, "--tasks", "t_mc", "--out-dir", str(out))[0] == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"error: --out-dir {out}: {task_dir / 'a_file'} is a file, not a folder")
+
+@needs_lm_eval
 @pytest.mark.parametrize("option, value, error", [
     ("--tasks", "", "argument --tasks: is empty: give one or more names separated by commas"),
     ("--tasks", ",", "argument --tasks: is empty: give one or more names separated by commas"),

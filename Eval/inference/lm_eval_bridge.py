@@ -354,6 +354,9 @@ def run(args) -> int:
     try:
         tasks = load_tasks(manager, args.tasks)
         out_dir = args.out_dir or output_folder(Path("pred"), args.model_name, args.model)
+        blocking = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
+        if not blocking.is_dir():  # said now, not after the whole evaluation
+            raise ValueError(f"--out-dir {out_dir}: {blocking} is a file, not a folder")
         earlier = earlier_results(out_dir)  # an unreadable results file stops the run here
         try:
             model = from_args(resolve_model_args(args))
