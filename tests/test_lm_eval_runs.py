@@ -108,6 +108,14 @@ def test_results_of_the_same_weights_in_another_dtype_are_another_models(task_di
     assert bridge(task_dir, "--tasks", "t_gen", "--limit", "1")[0] == 0  # the same model: added
 
 @needs_lm_eval
+def test_samples_of_a_task_run_again_without_log_samples_are_removed(task_dir):
+    """They stayed: a file of 1 document beside results of 3, nothing saying it was an earlier run's."""
+    assert bridge(task_dir, "--tasks", "t_mc,t_gen", "--limit", "1", "--log-samples")[0] == 0
+    samples = task_dir / "out" / "lm_eval_samples"
+    assert bridge(task_dir, "--tasks", "t_mc")[0] == 0
+    assert [p.name for p in samples.iterdir()] == ["t_gen.jsonl"]  # the task not run again keeps its own
+
+@needs_lm_eval
 def test_an_out_dir_under_a_file_is_refused_before_the_evaluation(task_dir, capsys, monkeypatch):
     """It was found only when the results were written, after the whole evaluation: nothing was saved."""
     import lm_eval

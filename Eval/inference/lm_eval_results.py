@@ -12,7 +12,7 @@ from pathlib import Path
 
 from Eval.args import one_line
 from Eval.inference.predictions import other_model
-from Eval.names import check_name
+from Eval.names import check_name, name_problem
 from Eval.storage import write_bytes_atomic
 
 RESULTS_FILE = "lm_eval_results.json"
@@ -89,6 +89,9 @@ def write_results(results: dict, lm, out_dir: Path) -> tuple[Path, list[str]]:
     for task, rows in samples.items():
         text = "".join(map(sample_line, rows))
         write_bytes_atomic(out_dir / "lm_eval_samples" / f"{task}.jsonl", text.encode("utf-8"))
+    for task in results["results"]:  # run again without --log-samples: its old samples are not it
+        if task not in samples and name_problem(task) is None:
+            (out_dir / "lm_eval_samples" / f"{task}.jsonl").unlink(missing_ok=True)
     path = out_dir / RESULTS_FILE
     text = dump({**merged, "bridge": lm.report()}, indent=2) + "\n"
     write_bytes_atomic(path, text.encode("utf-8"))
