@@ -180,8 +180,13 @@ def finished_with(args, ds, out_dir: Path) -> bool:
 
 
 def request_of(args) -> dict:
-    # -M values may hold secrets (a key inside base_url): the request keeps only a hash of them
-    pairs = hashlib.sha256(json.dumps(sorted(args.model_args)).encode("utf-8")).hexdigest()[:16]
+    # -M values may hold secrets (a key inside base_url): the request keeps a hash of them, URLs
+    # redacted (a hash of a key could be checked against guesses); the api backend's redaction
+    pairs = [tuple(pair.partition("=")[::2]) for pair in sorted(args.model_args)]
+    if any("://" in value for _, value in pairs):
+        from Eval.models.api_http import redact_url
+        pairs = [(key, redact_url(value) if "://" in value else value) for key, value in pairs]
+    pairs = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
     return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
             "model_args": args.model_args, "max_length": args.max_length,
             "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
