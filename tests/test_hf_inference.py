@@ -88,6 +88,29 @@ def test_out_of_memory_halves_the_batch_and_records_it(model, monkeypatch):
     assert stops == {("\n\n", "zz")}  # each retry stops where the whole batch would: -M stop added once
 
 
+
+def test_out_of_memory_while_scoring_halves_the_batch(model, monkeypatch):
+    """Only generation halved its batch: an OOM while scoring (lm-eval's loglikelihood, long rolling windows)
+    ended the run with a traceback, though --batch-size's help says it is halved on OOM."""
+    real, sizes = model._score_batch, []
+
+    def small_memory(pairs):
+        sizes.append(len(pairs))
+        if len(pairs) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(pairs)
+
+    monkeypatch.setattr(model, "_score_batch", small_memory)
+    pairs = [(model.tokenize(f"Question {k}: what is {k} plus {k}?"), model.tokenize(f" {2 * k}")) for k in range(5)]
+    got = model.score_ids(pairs)
+    assert sizes == [5, 2, 3, 1, 2] and len(got) == 5
+    for scores, pair in zip(got, pairs):  # each as scored alone (batches differ in the last bits)
+        alone = real([pair])[0]
+        assert scores.logprobs == pytest.approx(alone.logprobs, abs=1e-5) and scores.greedy == alone.greedy
+    monkeypatch.setattr(model, "_score_batch", lambda pairs: (_ for _ in ()).throw(torch.OutOfMemoryError("x")))
+    with pytest.raises(torch.OutOfMemoryError):  # one pair that does not fit: said, not hidden
+        model.score_ids(pairs[:1])
+
 def test_sigkill_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
     argv = ["--datasets", "custom_en", "--limit", "10", "--batch-size", "1", "--max-new-tokens", "32", "-M", "threads=1"]
     # Only the run that is killed needs a process of its own. The uninterrupted reference and the resume are the

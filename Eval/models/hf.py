@@ -9,14 +9,13 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-import torch
 from transformers import AutoModelForCausalLM
 
 from Eval.models import register_model
 from Eval.models.base import Generation, Prompt, cut_at_stop
 from Eval.models.checkpoint import CheckpointModel
 from Eval.models.greedy import greedy_decode
-from Eval.models.hf_scores import HFScores
+from Eval.models.hf_scores import HFScores, out_of_memory
 from Eval.models.options import AdapterOptions
 from Eval.models.stop_watch import StopWatch
 from Eval.thinking import prompt_opens_thinking
@@ -74,10 +73,8 @@ class HFModel(HFScores, CheckpointModel):
         try:
             return self._generate_batch(prompts, max_new_tokens, stop)
         except RuntimeError as err:  # torch.OutOfMemoryError is one
-            oom = isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
-            if not oom:
+            if not out_of_memory(err):
                 raise
-            torch.cuda.empty_cache()  # nothing without CUDA
             if len(prompts) == 1:
                 return [Generation("", 0, "error", error="out of memory at batch size 1",
                                    batch_size=1)]

@@ -16,16 +16,35 @@ from Eval.models.token_stats import (_logit_batches, _Node, _pad_right, _prefix_
                                      end_labels)
 
 
+def out_of_memory(err: RuntimeError) -> bool:
+    """Whether `err` is an out-of-memory error (torch's own, or a backend's RuntimeError text);
+    the CUDA cache is emptied then, for the halved batch's retry."""
+    oom = isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+    if oom:
+        torch.cuda.empty_cache()  # nothing without CUDA
+    return oom
+
+
 class HFScores:
     """A mixin of HFModel, before CheckpointModel so that its `score` replaces BaseLLM's."""
 
     def score(self, pairs: list[tuple[str, str]]) -> list[TokenScores]:
         return self.score_ids([(self.tokenize(p), self.tokenize(a)) for p, a in pairs])
 
-    @torch.inference_mode()
     def score_ids(self, pairs: list[tuple[list[int], list[int]]]) -> list[TokenScores]:
-        """score() on ids in one forward, right-padded WITHOUT a mask: no real token sees the
-        padding after it, so rows run as alone, on the causal kernel. The last token is not fed."""
+        """score() on ids; on out-of-memory the batch is halved and retried (--batch-size)."""
+        try:
+            return self._score_batch(pairs)
+        except RuntimeError as err:  # torch.OutOfMemoryError is one
+            if len(pairs) == 1 or not out_of_memory(err):
+                raise
+            half = len(pairs) // 2
+            return self.score_ids(pairs[:half]) + self.score_ids(pairs[half:])
+
+    @torch.inference_mode()
+    def _score_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[TokenScores]:
+        """One forward, right-padded WITHOUT a mask: no real token sees the padding after it, so
+        rows run as alone, on the causal kernel. The last token is not fed."""
         prompts, answers = [list(p) for p, _ in pairs], [list(a) for _, a in pairs]
         if not all(prompts) or not all(answers):
             raise ValueError("scoring needs a non-empty prompt and answer for every pair (the "
