@@ -8,8 +8,8 @@ from pathlib import Path
 
 from Eval.commands import inference_command
 from Eval.inference.predict import required_examples
-from Eval.inference.predictions import (merge_predictions, output_entry, read_sidecar,
-                                        shard_paths)
+from Eval.inference.predictions import (changed_settings, merge_predictions, output_entry,
+                                        read_sidecar, shard_paths)
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
 from Eval.inference.runner import prepare, refusing_bad_input
 from Eval.records import sidecar_path
@@ -67,8 +67,7 @@ def _check_same_settings(path: Path) -> None:
         other = read_sidecar(shard).get("fingerprint")
         if not (isinstance(main, dict) and isinstance(other, dict)):
             continue
-        changed = sorted(k for k in {*main, *other} - {"model", "reference"}
-                         if main.get(k) != other.get(k))
+        changed = changed_settings(main, other)
         if changed:
             raise ValueError(f"{sidecar_path(shard)}: made with different {', '.join(changed)} "
                              f"than {sidecar_path(path)}; nothing was merged: run that shard "

@@ -196,14 +196,18 @@ def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | N
         raise ValueError(f"{path}: its records were made by another model, "
                          f"{run['model']['path']}, not this run's {model['path']}; set "
                          "--model-name NAME to keep both (or --overwrite to replace them)")
-    fingerprint = json_form(fingerprint)  # older sidecars' model, reference: now checked per record
-    keys = {*previous, *fingerprint} - {"model", "reference"}
-    changed = sorted(k for k in keys if previous.get(k) != fingerprint.get(k))
+    changed = changed_settings(previous, json_form(fingerprint))
     if changed:
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
                          "another --out-dir")
     return run
+
+
+def changed_settings(previous: dict, fingerprint: dict) -> list[str]:
+    """The settings two runs' fingerprints differ in (model, reference: checked per record)."""
+    return sorted(k for k in {*previous, *fingerprint} - {"model", "reference"}
+                  if previous.get(k) != fingerprint.get(k))
 
 
 def read_sidecar(path: Path) -> dict:

@@ -138,9 +138,10 @@ class CheckpointModel(BaseLLM):
         if dtype == "auto":
             dtype = torch.float32 if self.device == "cpu" else "auto"
         folder, gguf = gguf_parts(self.path) or (self.path, None)
-        for flag, where in (("--model", folder), ("-M peft", self.peft)):
-            found = None if allow_pickle or gguf and flag == "--model" else pickle_weights(where)
-            if found:  # said here: transformers would name only the safetensors file it missed
+        # said here: transformers would name only the safetensors file it did not find
+        for flag, where in (("--model", None if gguf else folder), ("-M peft", self.peft)):
+            found = None if allow_pickle else pickle_weights(where)
+            if found:
                 raise ValueError(f"{flag}: {found} holds pickle weights, which can run code when "
                                  "loaded; -M allow_pickle=true loads them (files you trust only)")
         safe = {"gguf_file": gguf} if gguf else {"use_safetensors": None if allow_pickle else True}
