@@ -65,6 +65,14 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
                         help="records go to OUT_DIR/MODEL_NAME/")
 
 
+def check_out_dir(out_dir: Path) -> Path:
+    """`out_dir` unless it is, or is under, a file: said before any work, not when writing."""
+    blocking = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
+    if not blocking.is_dir():
+        raise ValueError(f"--out-dir {out_dir}: {blocking} is a file, not a folder")
+    return out_dir
+
+
 def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
     """OUT_DIR/MODEL_NAME (given, or the model path's last part without .gguf), checked."""
     if model_name is not None:

@@ -116,6 +116,19 @@ def test_samples_of_a_task_run_again_without_log_samples_are_removed(task_dir):
     assert [p.name for p in samples.iterdir()] == ["t_gen.jsonl"]  # the task not run again keeps its own
 
 @needs_lm_eval
+def test_apply_chat_template_without_a_template_is_one_line(task_dir, capsys):
+    """It was a traceback from inside lm-eval's evaluation."""
+    import shutil
+
+    plain = task_dir / "plain"
+    shutil.copytree(DEMO, plain, ignore=shutil.ignore_patterns("chat_template.jinja"))
+    assert bridge(task_dir, "--tasks", "t_gen", "--limit", "1", "--apply-chat-template", "--model", str(plain))[0] == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1] == (
+        f"error: nothing was written: --apply-chat-template: {plain}: the tokenizer has no chat template; run the "
+        "task in completion mode or use a chat model")
+
+@needs_lm_eval
 def test_an_out_dir_under_a_file_is_refused_before_the_evaluation(task_dir, capsys, monkeypatch):
     """It was found only when the results were written, after the whole evaluation: nothing was saved."""
     import lm_eval

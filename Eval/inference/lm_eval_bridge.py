@@ -27,7 +27,7 @@ from Eval.inference.runner import DEFAULT_MODEL
 from Eval.models.base import BaseLLM, Prompt, plan_batches, truncate_ids
 from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_args,
                                  resolve_model_args)
-from Eval.names import output_folder
+from Eval.names import check_out_dir, output_folder
 
 log = logging.getLogger(__name__)
 
@@ -203,8 +203,8 @@ class BridgeLM(TemplateLM):
         return out
 
     def _generation_prompt(self, text: str, max_new: int) -> Prompt:
-        """Cut in the middle as inference.py cuts; a rendered chat template keeps its special
-        tokens (decoded with them) and carries them itself (no BOS added)."""
+        """Cut in the middle as inference.py cuts; a rendered chat template keeps its own special
+        tokens (decoded with them; no BOS added)."""
         prompt = self.model.build_prompt(text, False, max_new, self.max_length)
         if self.chat and prompt.truncated_tokens:
             budget = self.max_length - max_new - self.model.prompt_overhead(False)
@@ -231,17 +231,20 @@ class BridgeLM(TemplateLM):
     def apply_chat_template(self, chat_history: list[dict],
                             add_generation_prompt: bool = True) -> str:
         """One user turn: the adapter's apply_chat (inference's path); few-shot chats: the
-        tokenizer's template, -M system_prompt first."""
+        tokenizer's template, -M system_prompt first, a last assistant turn (a task's gen_prefix)
+        continued as lm-eval's HFLM renders it. No template: one line from run()."""
         self.chat = True
         if add_generation_prompt and len(chat_history) == 1 and chat_history[0]["role"] == "user":
-            return self.model.apply_chat(chat_history[0]["content"])
+            try:
+                return self.model.apply_chat(chat_history[0]["content"])
+            except ValueError as err:
+                raise SettingsError(f"--apply-chat-template: {err}") from None
         messages = list(chat_history)
         if all(m["role"] != "system" for m in messages):  # -M system_prompt's turn first
             messages = self.model.chat_messages("")[:-1] + messages
         if not getattr(self.tokenizer, "chat_template", None):
-            raise NotImplementedError(f"adapter {self.model.name!r}: multi-turn chats need a "
-                                      "tokenizer chat template")
-        # a task's gen_prefix is a last assistant turn to continue, as lm-eval's HFLM renders it
+            raise SettingsError(f"--apply-chat-template: adapter {self.model.name!r}: multi-turn "
+                                "chats need a tokenizer chat template")
         return self.tokenizer.apply_chat_template(messages, tokenize=False,
                                                   add_generation_prompt=add_generation_prompt,
                                                   continue_final_message=not add_generation_prompt)
@@ -353,10 +356,8 @@ def run(args) -> int:
                           include_defaults=not args.no_builtin_tasks)
     try:
         tasks = load_tasks(manager, args.tasks)
-        out_dir = args.out_dir or output_folder(Path("pred"), args.model_name, args.model)
-        blocking = next(p for p in (out_dir, *out_dir.absolute().parents) if p.exists())
-        if not blocking.is_dir():  # said now, not after the whole evaluation
-            raise ValueError(f"--out-dir {out_dir}: {blocking} is a file, not a folder")
+        out_dir = check_out_dir(args.out_dir or output_folder(Path("pred"), args.model_name,
+                                                              args.model))
         earlier = earlier_results(out_dir)  # an unreadable results file stops the run here
         try:
             model = from_args(resolve_model_args(args))
