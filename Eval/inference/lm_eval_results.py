@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from Eval.args import one_line
-from Eval.inference.predictions import other_model
+from Eval.inference.predictions import changed_settings, json_form, other_model
 from Eval.names import check_name, name_problem
 from Eval.storage import write_bytes_atomic
 
@@ -48,8 +48,8 @@ def check_same_model(earlier: dict, model, out_dir: Path) -> None:
     if other_model(before, now):
         raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model, "
                          f"{before['path']}, not this run's {now['path']}; {keep}")
-    was, fingerprint = _dict(bridge.get("fingerprint")), json.loads(json.dumps(model.fingerprint()))
-    differ = sorted(k for k in {**was, **fingerprint} if was and was.get(k) != fingerprint.get(k))
+    was = _dict(bridge.get("fingerprint"))  # none in older files
+    differ = was and changed_settings(was, json_form(model.fingerprint()))
     if differ:
         raise ValueError(f"{out_dir / RESULTS_FILE}: its results were made by another model "
                          f"({', '.join(differ)} differ from this run's); {keep}")

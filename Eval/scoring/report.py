@@ -26,6 +26,7 @@ from Eval.storage import (StorageError, json_bytes, jsonl_bytes, read_json_objec
                            regular_file_problem)
 
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
+STALE = ("has predictions that changed since it was scored", "has a dataset that changed since")
 
 
 class FolderOutputs(NamedTuple):
@@ -58,14 +59,13 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     if not isinstance(source, dict) or "sha256" not in source:
         return "was scored by an older version of eval.py"
     try:
-        changed = file_sha256(path) != source["sha256"]
+        if file_sha256(path) != source["sha256"]:
+            return STALE[0]
     except StorageError:
         return "has no readable prediction file"
-    if changed:
-        return "has predictions that changed since it was scored"
     check, (sidecar, _) = entry.get("data_check"), read_json_object(sidecar_path(path))
     was = isinstance(check, dict) and check.get("status") == "data_changed"
-    return None if was == bool(changed_dataset(sidecar)) else "has a dataset that changed since"
+    return None if was == bool(changed_dataset(sidecar)) else STALE[1]
 
 
 def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], full_run: bool,
@@ -83,7 +83,7 @@ def folder_outputs(folder: Path, results: list[dict], sources: dict[str, dict], 
             "has no prediction file any more"
         if why is None:
             details[name] = entry
-        elif "changed" in why:  # kept, out of result.json: it says how it was scored (report)
+        elif why in STALE:  # kept, out of result.json: `report` scores it again as it was
             stale[name] = entry
             notes.append(f"{folder}: left {name!r} out of result.json: it {why}; python eval.py "
                          "report scores it again as it was scored")
