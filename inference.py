@@ -61,7 +61,7 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     try:  # the first questions to a served model: a server that does not answer stops here
-        runner.check_budgets(model, datasets, args)
+        runner.check_budgets(model, datasets, args, out_dir)
         runner.warn_past_window(model, args.max_length)
         totals = runner.run_all(model, datasets, args, shards, out_dir, saved)
     except ValueError as err:

@@ -161,12 +161,11 @@ def test_an_output_that_is_the_dataset_itself_is_refused(setup, capsys, command,
     before = snapshot(tmp_path / "dataset")
     argv = [*command, "--backend", "echo", *base[:4], "--out-dir", str(tmp_path), "--model-name", "dataset", *extra]
     data = tmp_path / "dataset"
-    for name, clash in (("mine", f"the prediction file {data / 'mine.jsonl'} would be the dataset file "
-                                 f"{data / 'mine.jsonl'}"),
-                        ("other", f"the output folder {data} is the dataset folder {data}")):
+    for name, file in (("mine", "mine.jsonl"), ("other", "other.json")):
         assert inference.main([*argv, "--datasets", name]) == 2
-        assert capsys.readouterr().err == (f"error: --out-dir {tmp_path} with --model-name dataset: {clash}, which "
-                                           "this run reads; choose another --out-dir or --model-name\n")
+        assert capsys.readouterr().err == (f"error: --out-dir {tmp_path} with --model-name dataset: the output folder "
+                                           f"{data} holds the dataset file {data / file}, which this run reads; "
+                                           "choose another --out-dir or --model-name\n")
         assert snapshot(data) == before and not (data / ".locks").exists()
 
 

@@ -92,8 +92,10 @@ def test_the_score_command_printed_can_be_pasted_into_a_shell(tmp_path, capsys):
 
 def test_resume_with_other_settings_is_refused_until_overwrite(tmp_path, capsys):
     assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "8") == 0
-    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "16") == 2
+    # refused before any dataset runs: demo_trec, first and new, is not started for nothing
+    assert run(tmp_path, "--datasets", "demo_trec,custom_en", "--limit", "2", "--max-new-tokens", "16") == 2
     assert "different max_new_tokens" in capsys.readouterr().err
+    assert not (tmp_path / "pred" / "echo" / "demo_trec.jsonl").exists()
     assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "16", "--overwrite") == 0
 
 
@@ -301,3 +303,35 @@ def test_a_stopped_overwrite_run_says_to_resume_without_overwrite(tmp_path, monk
         KeyboardInterrupt))
     assert run(tmp_path, "--datasets", "custom_en", "--overwrite") == 130
     assert capsys.readouterr().err.endswith("; rerun the same command less --overwrite to resume\n")
+
+
+def test_a_stop_while_redoing_changed_examples_leaves_one_record_per_example(tmp_path, data, monkeypatch):
+    """Records redone after a data change are appended: a Ctrl-C then left the old and the new record of each
+    redone example in the file, and eval.py scored both ("28 of the dataset's 25 examples", 8 duplicates)."""
+    from Eval.inference import predictions
+
+    argv = ["--dataset-dir", str(data), "--datasets", "custom_en", "--limit", "20", "--batch-size", "4"]
+    assert run(tmp_path, *argv) == 0
+    folder = tmp_path / "pred" / "echo"
+    ids, rows = [r["id"] for r in lines(folder / "custom_en.jsonl")], lines(data / "custom_en.jsonl")
+    (data / "custom_en.jsonl").write_text("".join(json.dumps(dict(r, input=r["input"] + " (changed)") if k < 10
+                                                             else r) + "\n" for k, r in enumerate(rows)))
+    append, appended = predictions.PredictionFile.append, []
+
+    def append_then_stop_at_the_second(self, records):
+        append(self, records)
+        appended.append(records)
+        if len(appended) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(predictions.PredictionFile, "append", append_then_stop_at_the_second)
+    assert run(tmp_path, *argv) == 130
+    saved = lines(folder / "custom_en.jsonl")
+    assert [r["id"] for r in saved] == ids  # one record each, in dataset order
+    redone = {r["id"]: r for batch in appended for r in batch}
+    assert len(redone) == 8 and all(r == redone.get(r["id"], r) for r in saved)  # the redone ones are the new
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0
+    detail = json.loads((folder / "result_detail.json").read_text(encoding="utf-8"))["custom_en"]
+    assert detail["n"] == 20 and detail["data_check"]["status"] == "partial"
+    monkeypatch.undo()
+    assert run(tmp_path, *argv) == 0 and len(lines(folder / "custom_en.jsonl")) == 20

@@ -225,12 +225,13 @@ def json_form(value):
 
 
 def file_entry(path: Path) -> dict | None:
-    """output_entry of a file as it stands (a run stopped before its merge): an edit before the
-    resume is then seen; None without the file."""
+    """output_entry of the file of a run stopped before its merge (an edit before the resume is
+    then seen), first left with one record per id: the last, as a redo is appended; None: none."""
     if not path.is_file():
         return None
-    raw = path.read_bytes()
-    return _entry([json.loads(line) for line in raw.splitlines() if line.strip()], raw)
+    kept = list({str(r["id"]): r for r in _read_records(path, repair=False)}.values())
+    write_jsonl_atomic(path, kept)
+    return _entry(kept, path.read_bytes())
 
 
 def _entry(records: list[dict], raw: bytes) -> dict:

@@ -22,8 +22,9 @@ from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import clear_ranks_files, finish, merge_ranks_files, shard_spec
 from Eval.inference.perturb import perturbation_list, with_perturbations
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
-                                    request_fingerprint, required_examples, run_dataset)
-from Eval.inference.predictions import json_form, read_sidecar
+                                    request_fingerprint, required_examples, run_dataset,
+                                    run_fingerprint)
+from Eval.inference.predictions import check_resume, json_form, read_sidecar
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
@@ -133,15 +134,10 @@ def prepare(args) -> tuple[list, Path | None]:
                          "--perturb NAME,... too")
     datasets = cot_datasets(datasets, args) if args.cot else datasets
     for ds in datasets if out_dir is not None else []:  # an output that is the data being read
-        path = out_dir / f"{ds.name}.jsonl"
-        if path.resolve() == ds.path.resolve():
-            clash = f"the prediction file {path} would be the dataset file {ds.path}"
-        elif out_dir.resolve() == ds.path.parent.resolve():
-            clash = f"the output folder {out_dir} is the dataset folder {ds.path.parent}"
-        else:
-            continue
-        raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: {clash}, "
-                         "which this run reads; choose another --out-dir or --model-name")
+        if out_dir.resolve() == ds.path.resolve().parent:
+            raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: the output "
+                             f"folder {out_dir} holds the dataset file {ds.path}, which this run "
+                             "reads; choose another --out-dir or --model-name")
     args.price_entry = price_option(getattr(args, "price", None), model_name)
     for ds in datasets:
         for note in ds.notes:
@@ -193,10 +189,13 @@ def request_of(args) -> dict:
             "limit": args.limit}
 
 
-def check_budgets(model, datasets: list, args) -> None:
-    """Every dataset's token budget, before any dataset runs."""
+def check_budgets(model, datasets: list, args, out_dir: Path) -> None:
+    """Every dataset's token budget and saved file's settings, before any dataset runs."""
     for ds in datasets:
         answer, window, _, _ = generation_budget(model, ds, args)  # args has RunSettings' names
+        if not args.overwrite:  # run_dataset checks again, holding the file's lock
+            fingerprint = run_fingerprint(model, ds, window, answer, args.truncation)
+            check_resume(out_dir / f"{ds.name}.jsonl", fingerprint, model.identity())
         for max_new in (answer, ds.cot and ds.task.cot_max_new_tokens):
             if max_new:
                 try:
