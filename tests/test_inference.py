@@ -191,6 +191,22 @@ def test_a_line_deleted_or_inserted_in_a_dataset_without_ids_redoes_only_what_ch
     assert [r["id"] for r in lines(out)] == [f"custom_en-{i}" for i in range(25)]
 
 
+
+def test_an_example_changed_outside_the_selection_is_not_said_to_be_gone(tmp_path, data, capsys):
+    """A --limit run dropped the out-of-date record of an example it did not select, and said it was "no longer
+    in the dataset"."""
+    args = ["--dataset-dir", str(data), "--datasets", "custom_en"]
+    assert run(tmp_path, *args) == 0
+    examples = (data / "custom_en.jsonl").read_text(encoding="utf-8").splitlines()
+    examples[10] = examples[10].replace('"input": "', '"input": "Briefly: ')
+    (data / "custom_en.jsonl").write_text("\n".join(examples) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert run(tmp_path, *args, "--limit", "5") == 0
+    out = capsys.readouterr().out
+    assert "custom_en: 0 new, 19 not selected by this run (kept aside for a later run; the file holds what this " \
+           "run selected), 1 changed and not selected (dropped: a run that selects it redoes it), 5 already done" in out and "no longer in the dataset" not in out
+
+
 INTERRUPTED = "interrupted; nothing more was written (what was saved is kept); rerun the same command to go on"
 
 

@@ -152,8 +152,9 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
         write_jsonl_atomic(path, ordered)
     for stale in shards + [sidecar_path(p) for p in shards] + ([] if rest else [unselected]):
         stale.unlink(missing_ok=True)
-    return {**_entry(ordered, path.read_bytes()), "unselected": len(rest),
-            "dropped": len(records) - len(current) - len(copies)}
+    outdated = sum(1 for rid in records if rid in listed and rid not in current)
+    return {**_entry(ordered, path.read_bytes()), "unselected": len(rest), "outdated": outdated,
+            "removed": len(records) - len(current) - len(copies) - outdated}
 
 
 def other_model(before, now) -> bool:

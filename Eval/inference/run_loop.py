@@ -123,7 +123,7 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
         summary = {**stats, "skipped_done": status["done"], "new": status["new"],
                    "changed_redone": status["changed"], "failed_redone": status["failed"],
                    "model_changed_redone": status["model_changed"],
-                   "removed": merged.get("dropped", 0), "unselected": merged.get("unselected", 0),
+                   **{k: merged.get(k, 0) for k in ("removed", "unselected", "outdated")},
                    "model_changes": model_changes, "shard": f"{job.shard_id}-of-{job.num_shards}",
                    "seconds": seconds, "complete": bool(merged),
                    "torn_line_repaired": out.torn_line_repaired}

@@ -271,6 +271,7 @@ def describe_run(summary: dict) -> str:
                                      f"settings changed{named}{more})",
              "unselected": "not selected by this run (kept aside for a later run; the file holds "
                            "what this run selected)",
+             "outdated": "changed and not selected (dropped: a run that selects it redoes it)",
              "removed": "no longer in the dataset (dropped from the file)",
              "skipped_done": "already done",
              "skipped": "skipped (the prompt does not fit; --truncation skip)",

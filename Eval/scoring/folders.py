@@ -16,8 +16,7 @@ from pathlib import Path
 from Eval.metrics import get_metric
 from Eval.names import dataset_name_set, model_folder, name_problem
 from Eval.pricing import usage_of
-from Eval.records import RecordError, is_dry_run_output, is_prediction_file
-from Eval.records import sidecar_path
+from Eval.records import RecordError, is_dry_run_output, is_prediction_file, sidecar_path
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
 from Eval.scoring.bergen import read_predictions, split_of
 from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
