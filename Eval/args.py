@@ -74,6 +74,18 @@ def positive_float(text: str) -> float:
     return _number(text, float, "a number", "positive")
 
 
+def document_limit(text: str) -> int | float:
+    """lm-eval's --limit: a whole number >= 1, or a fraction in (0, 1) (lm-eval cuts 2.7 to 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf or (value >= 1 and value != int(value)):
+        raise argparse.ArgumentTypeError(f"must be a whole number of documents (>= 1) or a "
+                                         f"fraction of them (0 < F < 1), not {text}")
+    return value if value < 1 else int(value)
+
+
 def name_list(text: str) -> list[str]:
     """A comma-separated list of names; empty entries and repeats are ignored, an empty list is
     refused."""

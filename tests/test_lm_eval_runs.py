@@ -160,7 +160,7 @@ def test_tasks_and_limit_lm_eval_cannot_run_are_refused_before_the_model_loads(t
 
 
 def test_limit_is_a_whole_number_or_a_fraction_as_lm_eval_reads_it():
-    from Eval.inference.lm_eval_bridge import document_limit
+    from Eval.args import document_limit
 
     assert [document_limit(text) for text in ("3", "3.0", "1", "0.25", "1e3")] == [3, 3, 1, 0.25, 1000]
     assert all(type(document_limit(text)) is int for text in ("3", "3.0", "1e3"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import math
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -20,7 +19,7 @@ try:  # an optional dependency: the subcommand says so in one line
 except ImportError:
     TemplateLM = object
 
-from Eval.args import name_list, one_line
+from Eval.args import document_limit, name_list, one_line
 from Eval.commands import inference_command
 from Eval.inference.lm_eval_results import check_same_model, earlier_results, write_results
 from Eval.inference.runner import DEFAULT_MODEL
@@ -55,7 +54,7 @@ class BridgeLM(TemplateLM):
         self.scoring = "token ids (score_ids)" if self.ids else (
             "text (score(): the adapter has no score_ids, so each text is tokenized apart and a "
             "rolling window predicts max_length - 1 tokens)")
-        if not self.ids:
+        if not (self.ids or model.bidirectional):  # _score refuses a bidirectional model
             log.warning("adapter %r: requests are scored as %s", model.name, self.scoring)
         special = getattr(self.tokenizer, "special_tokens_map", {})
         # what an empty context (and the first window) follows: HFLM's prefix token, BOS else EOS
@@ -124,6 +123,11 @@ class BridgeLM(TemplateLM):
 
     def _score(self, items: list[tuple]) -> list[tuple[float, bool]]:
         """(log-likelihood in float64, all greedy) of (context, continuation, n) items."""
+        if self.model.bidirectional:  # each token's probability given all the others: no product
+            raise SettingsError(f"--backend {self.model.name}: a masked / diffusion LM gives no "
+                                "sequence log-likelihood, so lm-eval's loglikelihood, "
+                                "multiple_choice and perplexity tasks cannot run on it; "
+                                "generate_until tasks can")
         call = self.model.score_ids if self.ids else self.model.score
         out: list = [None] * len(items)
         for batch in plan_batches([n for _, _, n in items], self.batch_size, self.max_batch_tokens):
@@ -289,18 +293,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="names pred/<model-name> (default: the model path's last part)")
     add_model_arguments(p, DEFAULT_MODEL)
     add_batch_arguments(p)
-
-
-def document_limit(text: str) -> int | float:
-    """--limit: a whole number >= 1, or a fraction in (0, 1) (lm-eval would cut 2.7 to 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf or (value >= 1 and value != int(value)):
-        raise argparse.ArgumentTypeError(f"must be a whole number of documents (>= 1) or a "
-                                         f"fraction of them (0 < F < 1), not {text}")
-    return value if value < 1 else int(value)
 
 
 def load_tasks(manager, names: list[str]) -> list:
