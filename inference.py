@@ -35,7 +35,7 @@ def run(argv: list[str]) -> int:
     try:
         return generate(args, datasets, shards, out_dir, saved)
     except KeyboardInterrupt:
-        again = "the same command less --overwrite" if args.overwrite else "the same command"
+        again = "the same command without --overwrite" if args.overwrite else "the same command"
         print(f"\ninterrupted: {sum(saved)} records saved in {out_dir}; rerun {again} to resume",
               file=sys.stderr)
         return 130

@@ -318,7 +318,7 @@ def test_a_stopped_overwrite_run_says_to_resume_without_overwrite(tmp_path, monk
     monkeypatch.setattr(predictions.PredictionFile, "append", lambda self, records: (_ for _ in ()).throw(
         KeyboardInterrupt))
     assert run(tmp_path, "--datasets", "custom_en", "--overwrite") == 130
-    assert capsys.readouterr().err.endswith("; rerun the same command less --overwrite to resume\n")
+    assert capsys.readouterr().err.endswith("; rerun the same command without --overwrite to resume\n")
 
 
 def test_a_stop_while_redoing_changed_examples_leaves_one_record_per_example(tmp_path, data, monkeypatch):

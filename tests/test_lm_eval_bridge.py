@@ -365,26 +365,6 @@ def test_local_task_data_and_model_errors_are_one_line(task_dir, tmp_path, capsy
     assert not (tmp_path / "out").exists()
 
 
-def test_a_masked_model_runs_generation_tasks_and_refuses_likelihood_ones(task_dir, tmp_path, capsys):
-    """--backend masked scored loglikelihood / multiple_choice / perplexity tasks with sums of full-context token
-    probabilities, which are no likelihood, and wrote the figures with only a warning."""
-    from demo.build_masked import build
-
-    build(tmp_path / "masked", seed=7, train_steps=1)
-    argv = ["--backend", "masked", "--model", str(tmp_path / "masked"), "--include-path", str(task_dir),
-            "--no-builtin-tasks", "--bootstrap-iters", "0", "--out-dir", str(tmp_path / "out")]
-    for task in ("t_mc", "t_ppl"):  # loglikelihood, loglikelihood_rolling
-        capsys.readouterr()
-        assert bridge([*argv, "--tasks", task]) == 2 and not (tmp_path / "out").exists()
-        assert capsys.readouterr().err.splitlines()[-1] == (
-            "error: nothing was written: --backend masked: a masked / diffusion LM gives no sequence log-likelihood, "
-            "so lm-eval's loglikelihood, multiple_choice and perplexity tasks cannot run on it; generate_until tasks "
-            "can")
-    assert bridge([*argv, "--tasks", "t_gen"]) == 0
-    results = json.loads((tmp_path / "out" / "lm_eval_results.json").read_text(encoding="utf-8"))
-    assert results["results"]["t_gen"]["exact_match,none"] == 0.0
-
-
 def test_eval_and_inference_work_without_lm_eval():
     script = textwrap.dedent("""
         import importlib.abc, runpy, sys

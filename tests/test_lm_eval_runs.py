@@ -175,3 +175,26 @@ def test_a_window_that_cuts_or_cannot_hold_a_generation_prompt_is_counted_or_one
     assert code == 2 and "Traceback" not in err and err.splitlines()[-1] == (
         "error: nothing was written: --max-length 5 leaves no room for the prompt: the answer max_new_tokens 4; "
         "raise --max-length to at least 7, or lower --max-new-tokens")
+
+
+@needs_lm_eval
+def test_a_masked_model_runs_generation_tasks_and_refuses_likelihood_ones(task_dir, capsys):
+    """--backend masked scored loglikelihood / multiple_choice / perplexity tasks with sums of full-context token
+    probabilities, which are no likelihood, and wrote the figures with only a warning."""
+    from demo.build_masked import build
+
+    build(task_dir / "masked", seed=7, train_steps=1)
+    header = (task_dir / "t_gen.yaml").read_text(encoding="utf-8").split("output_type")[0]
+    (task_dir / "t_ppl.yaml").write_text(header.replace("task: t_gen", "task: t_ppl") + 'output_type: '
+                                         'loglikelihood_rolling\ndoc_to_text: ""\ndoc_to_target: "{{question}}"\n'
+                                         "metric_list: [{metric: word_perplexity}]\n", encoding="utf-8")
+    masked = ("--backend", "masked", "--model", str(task_dir / "masked"))
+    for task in ("t_mc", "t_ppl"):  # loglikelihood, loglikelihood_rolling
+        capsys.readouterr()
+        assert bridge(task_dir, *masked, "--tasks", task)[0] == 2 and not (task_dir / "out").exists()
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            "error: nothing was written: --backend masked: a masked / diffusion LM gives no sequence log-likelihood, "
+            "so lm-eval's loglikelihood, multiple_choice and perplexity tasks cannot run on it; generate_until tasks "
+            "can")
+    assert bridge(task_dir, *masked, "--tasks", "t_gen")[0] == 0
+    assert saved(task_dir)["results"]["t_gen"]["exact_match,none"] == 0.0
