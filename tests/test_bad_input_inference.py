@@ -86,6 +86,8 @@ TEMPLATE_CASES = {
     "no placeholder": (b"Answer briefly.\r\n", "mine.txt: the template has no {field} placeholder, so every example "
                                              "would get the same prompt; name the record fields it asks about"),
     "empty": (b"", "mine.txt: the template has no {field} placeholder"),
+    # {cot} is the reasoning a --cot answer template quotes: elsewhere it was let through, then a KeyError
+    "cot outside the answer pass": (b"Think: {cot}\n{input}", "mine.txt needs field(s) cot, which this record lacks"),
 }
 
 

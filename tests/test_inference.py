@@ -277,6 +277,17 @@ def test_the_default_template_fills_every_input_but_an_empty_one(tmp_path, data,
     assert code == 0 and prompt["user_text"] == "Repeat this number:" + shown
 
 
+def test_a_longbench_record_without_input_is_filled_as_one_with_a_null_input(tmp_path, data, capsys):
+    """The default template promises its no-input variant for an input "absent, null or blank": an absent one
+    was refused ("needs field(s) input") where null was filled."""
+    rows = [{"context": "The sky is blue.", "answers": ["blue"], "_id": "a"},
+            {"context": "The sky is blue.", "input": None, "answers": ["blue"], "_id": "b"}]
+    (data / "noinput.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert inference.main(["dry-run", "--backend", "echo", "--model-name", "e", "--dataset-dir", str(data),
+                           "--datasets", "noinput", "--out-dir", str(tmp_path / "pred")]) == 0
+    first, second = lines(tmp_path / "pred" / "e" / "noinput.prompts.jsonl")
+    assert first["user_text"] == second["user_text"] and "The sky is blue." in first["user_text"]
+
 def test_a_dataset_named_twice_runs_once(tmp_path, capsys):
     """It ran twice, and the done line counted its records as both new and already done."""
     assert run(tmp_path, "--datasets", "custom_en,custom_en", "--limit", "3") == 0

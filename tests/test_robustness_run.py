@@ -217,3 +217,30 @@ def test_a_row_scored_with_another_metric_says_only_that_when_its_file_is_clean(
     assert _row_label("m", entry, "bleu") == "m (rouge)"  # it said "m (rouge, ok)"
     assert _row_label("m", entry, "rouge") == "m"
     assert _row_label("m", {**entry, "data_check": {"status": "partial"}}, "bleu") == "m (rouge, partial)"
+
+
+def test_a_template_of_its_own_field_names_is_perturbed_judged_and_its_language_seen(tmp_path, capsys):
+    """A template filling {query}: --perturb changed no field (the copies were the originals, and the table said
+    "fully robust"), the records' question was empty (a judge saw none), and Chinese text in such a field was
+    taken for English (qa_f1 instead of qa_f1_zh, the Chinese perturbations refused)."""
+    data, prompts = tmp_path / "dataset", tmp_path / "prompts"
+    data.mkdir(), prompts.mkdir()
+    rows = {"myq": [("What colour is a clear sky?", "blue"), ("How many legs does a spider have?", "eight")],
+            "zhq": [("天空是什么颜色？", "蓝色"), ("蜘蛛有几条腿？", "八条")]}
+    for name, pairs in rows.items():
+        (data / f"{name}.jsonl").write_text("".join(json.dumps({"query": q, "answers": [a]}, ensure_ascii=False)
+                                                    + "\n" for q, a in pairs), encoding="utf-8")
+        (prompts / f"{name}.txt").write_text("Question: {query}\nAnswer:", encoding="utf-8")
+    argv = ["--backend", "echo", "--model-name", "echo", "--out-dir", str(tmp_path / "pred"), "--dataset-dir",
+            str(data), "--prompt-dir", str(prompts), "--datasets", "myq,zhq", "--perturb", "lowercase,fullwidth"]
+    assert inference.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "myq: its template fills none of input, question, instruction, context; --perturb lowercase " \
+           "rewrites the fields it fills: query" in out
+    assert "zhq: not in Eval/tasks.py; scoring with qa_f1_zh (default for longbench-form zh data)" in out
+    for name, copy in (("myq", "lowercase"), ("zhq", "fullwidth")):
+        records = [json.loads(line) for line in (tmp_path / "pred" / "echo" / f"{name}.jsonl").open(encoding="utf-8")]
+        questions = {r["id"]: r["question"] for r in records}
+        assert [questions[f"{name}-0"], questions[f"{name}-1"]] == [q for q, _ in rows[name]]
+        assert all(questions[f"{name}-{i}~{copy}"] != q for i, (q, _) in enumerate(rows[name]))
+        assert len({r["prompt_sha256"] for r in records}) == len(records)  # the copies are other prompts

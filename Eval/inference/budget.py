@@ -31,7 +31,8 @@ def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) 
 
     counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
     done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
-    nothing = "" if budget.spent else " (nothing generated: the first example alone could exceed it)"
+    nothing = "" if budget.spent else \
+        " (nothing generated: the first example alone could exceed it)"
     rerun = "rerun without --overwrite" if args.overwrite else "rerun"  # else: started over
     rerun += " to continue (the budget is per run)" if budget.spent else \
         " with a larger budget to continue"

@@ -116,21 +116,22 @@ def template_fields(record: dict, form: str) -> dict:
     return {"input": "", **record} if form == "instruction" else record
 
 
-def question_text(record: dict, form: str) -> str:
-    """What a judge needs to see of the question (not the long context)."""
+def question_text(record: dict, form: str, filled: set[str] = frozenset()) -> str:
+    """What a judge sees of the question: its usual fields, else those `filled` (no context)."""
     if form == "longbench_v2":
         return "\n".join([record["question"], *(f"{c[-1]}) {record[c]}" for c in V2_CHOICES)])
     parts = [record.get(k) for k in ("instruction", "input", "question", "options")]
+    parts = parts if any(parts) else [record.get(k) for k in sorted(filled - {"context"})]
     return "\n".join(str(p) for p in parts if p)
 
 
 def detect_language(records: list[dict]) -> str:
-    """The records' `language` field when present, else "zh" when over 20% of letters are CJK."""
+    """Their `language` field, else "zh" when over 20% of the letters in their values are CJK."""
     declared = {r.get("language") for r in records} - {None}
     if len(declared) == 1:
         return "zh" if declared.pop() == "zh" else "en"
-    keys = ("instruction", "input", "context", "output", "question")
-    letters = [c for r in records[:50] for k in keys for c in str(r.get(k, "")) if c.isalpha()]
+    values = [v for r in records[:50] for k, v in r.items() if k not in ("_id", "id")]
+    letters = [c for c in str(values) if c.isalpha()]  # in fields of any name
     cjk = sum(1 for c in letters if "\u4e00" <= c <= "\u9fff")
     return "zh" if letters and cjk / len(letters) > 0.2 else "en"
 
@@ -197,12 +198,14 @@ def _dataset_path(name: str, dataset_dir: Path) -> Path:
 
 
 def _check_template_fields(fields: dict, templates: dict, path: Path, line: int) -> None:
-    for chosen in templates.values():  # its fields in the record, those filled in showable
-        missing = sorted(check_template(chosen.template) - {"cot"} - set(fields))
-        if missing:
+    for kind, chosen in templates.items():  # its fields in the record, those filled in showable
+        cot = {"cot"} if kind == "cot_answer" else set()  # the reasoning pass's output, quoted
+        needed = check_template(chosen.text_for(fields)) - cot  # an absent input: the no-input one
+        if needed - set(fields):
             raise RecordError(path, line, f"template {chosen.source} needs field(s) "
-                                          f"{', '.join(missing)}, which this record lacks")
-        for key in sorted(check_template(chosen.text_for(fields)) - {"cot"}):
+                                          f"{', '.join(sorted(needed - set(fields)))}, which this "
+                                          "record lacks")
+        for key in sorted(needed):
             problem = value_problem(fields[key])
             if problem:
                 raise RecordError(path, line, f"field {key!r} of template {chosen.source} "
@@ -265,7 +268,6 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
                      "content); each example is run once")
     unanswerable = sum(1 for e in examples if not e.answers)
     if unanswerable:
-        notes.append(f"{name}: {unanswerable} example(s) have no reference answer; they will "
-                     "score 0")
+        notes.append(f"{name}: {unanswerable} example(s) have no reference answer: each scores 0")
     return Dataset(name, path, form, task, templates, examples, notes, prompt_limit=limit or None,
                    file_sha256=file_sha256(path))

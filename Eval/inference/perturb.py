@@ -39,7 +39,12 @@ def with_perturbations(ds: Dataset, specs: list[tuple[str, tuple]], seed: int = 
                          f"{'/'.join(perturbation.languages)} text; this dataset is "
                          f"{ds.task.language}, so it is run without it")
             continue
-        applicable.append((name, args, used & set(perturbation.fields)))
+        fields = used & set(perturbation.fields) or used  # a template of fields of its own
+        if not used & set(perturbation.fields):
+            notes.append(f"{ds.name}: its template fills none of {', '.join(perturbation.fields)}"
+                         f"; --perturb {perturbation.label(args)} rewrites the fields it fills: "
+                         f"{', '.join(sorted(used))}")
+        applicable.append((name, args, fields))
     if applicable:  # the run's counts are of records: say how they relate to the examples
         labels = ", ".join(PERTURBATIONS[name].label(args) for name, args, _ in applicable)
         copies = f"{len(applicable)} perturbed cop{'y' if len(applicable) == 1 else 'ies'}"

@@ -34,9 +34,8 @@ def _read_records(path: Path, repair: bool) -> list[dict]:
 
 
 def write_path(path: Path, shard_id: int, num_shards: int) -> Path:
-    if num_shards == 1:
-        return path
-    return path.parent / "shards" / f"{path.stem}.{shard_id}-of-{num_shards}.jsonl"
+    shard = path.parent / "shards" / f"{path.stem}.{shard_id}-of-{num_shards}.jsonl"
+    return path if num_shards == 1 else shard
 
 
 def shard_paths(path: Path) -> list[Path]:
@@ -174,9 +173,8 @@ def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> bo
     with no records beside it binds nothing. True: the file was changed by hand since a run
     finished it (its records cannot all be vouched for, whatever a rerun adds)."""
     shards, main = [p for p in shard_paths(path) if p.stat().st_size], sidecar_path(path)
-    for sidecar in (sidecar_path(p) for p in shards):
-        if sidecar.exists():
-            _same_settings(path, sidecar, fingerprint, model)
+    for sidecar in filter(Path.exists, map(sidecar_path, shards)):
+        _same_settings(path, sidecar, fingerprint, model)
     if not main.exists() or not (shards or (path.exists() and path.stat().st_size)):
         return False
     run = _same_settings(path, main, fingerprint, model)

@@ -135,9 +135,9 @@ def prepare(args) -> tuple[list, Path | None]:
     datasets = cot_datasets(datasets, args) if args.cot else datasets
     for ds in datasets if out_dir is not None else []:  # an output that is the data being read
         if out_dir.resolve() == ds.path.resolve().parent:
-            raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: the output "
-                             f"folder {out_dir} holds the dataset file {ds.path}, which this run "
-                             "reads; choose another --out-dir or --model-name")
+            raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: the "
+                             f"output folder {out_dir} holds the dataset file {ds.path}, which "
+                             "this run reads; choose another --out-dir or --model-name")
     args.price_entry = price_option(getattr(args, "price", None), model_name)
     for ds in datasets:
         for note in ds.notes:
@@ -255,9 +255,8 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
 
 
 def cost_of(args, usage: dict) -> float | None:
-    if not args.price_entry:
-        return None
-    return args.price_entry.cost(usage["prompt_tokens"], usage["gen_tokens"])
+    entry = args.price_entry  # None: no --price
+    return entry and entry.cost(usage["prompt_tokens"], usage["gen_tokens"])
 
 
 def describe_run(summary: dict) -> str:
