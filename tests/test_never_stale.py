@@ -291,6 +291,22 @@ def test_a_subset_run_keeps_how_a_changed_dataset_was_scored_for_report(tmp_path
     assert json.loads((folder / "result.json").read_text())["demo_qa_en"] == 100.0
 
 
+def test_report_puts_back_in_result_json_a_dataset_whose_edit_was_undone(tmp_path, capsys):
+    """An edited file's entry leaves result.json (kept aside for report); with the edit undone, report found
+    the entry current and scored nothing, so result.json lacked the dataset for good while results.md and the
+    page showed it."""
+    out = tmp_path / "pred"
+    assert echo(out, "m", "--datasets", "demo_qa_en,demo_trec", "--limit", "4") == 0
+    folder, path = out / "m", out / "m" / "demo_qa_en.jsonl"
+    assert eval_cli.main(["--pred-root", str(out), "--quiet"]) == 0
+    first, saved = json.loads((folder / "result.json").read_text()), path.read_bytes()
+    rewrite(path, lambda r: r.update(pred=r["answers"][0]))
+    assert eval_cli.main(["--pred-dir", str(folder), "--datasets", "demo_trec", "--quiet"]) == 0
+    assert "demo_qa_en" not in json.loads((folder / "result.json").read_text())
+    path.write_bytes(saved)
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+    assert json.loads((folder / "result.json").read_text()) == first
+
 def test_report_notices_a_dataset_changed_since_its_result(tmp_path, capsys):
     """report and the results table took a result as current while its prediction file was unchanged, though
     the dataset had changed since it was scored: the cell stayed unmarked until a rescore by hand."""

@@ -132,10 +132,13 @@ def run(args) -> int:
         print(f"error: {root}: no such folder; run inference.py and eval.py first", file=sys.stderr)
         return 2
     current, _ = collect_models(root)  # each folder's entries whose prediction file is unchanged
-    stale = {folder: names for folder in sorted(p for p in root.iterdir()
-                                                if p.is_dir() and not p.name.startswith("."))
-             if (names := [dataset_of(f) for f in prediction_files(folder)
-                           if dataset_of(f) not in current.get(folder.name, {})])}
+    stale = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        headline, _ = read_json_object(folder / "result.json")  # a kept entry must come back in
+        names = [name for name in map(dataset_of, prediction_files(folder))
+                 if name not in current.get(folder.name, {}) or name not in headline]
+        if names:
+            stale[folder] = names
     if stale:
         if not args.quiet:
             print(f"scoring first: {', '.join(folder.name for folder in stale)}")
