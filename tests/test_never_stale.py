@@ -3,7 +3,6 @@ larger run, and a perfect ROUGE answer are each seen for what they are, in resul
 as well as on stderr. Every test here failed before: the sidecar digested only (id, example hash), the main file
 kept every record of earlier runs, and "full marks" meant exactly 1.0."""
 import json
-import os
 import shutil
 
 import pytest
@@ -144,7 +143,8 @@ def test_right_to_wrong_counts_a_perfect_rouge_answer():
     assert (rob["right_to_wrong"], rob["right_originals"]) == (1, 2)  # 0 of 0 before: ROUGE's best is 0.999999995
 
 
-def test_judge_compare_and_diff_rows_leave_the_report_when_their_predictions_change(tmp_path, capsys):
+def test_judge_compare_and_diff_rows_leave_the_report_when_their_predictions_change(tmp_path, capsys,
+                                                                                   monkeypatch):
     out = tmp_path / "pred"
     assert echo(out, "a", "--datasets", "custom_en,demo_trec") == 0
     assert echo(out, "b", "--datasets", "custom_en,demo_trec", "-M", "system_prompt=Be brief.") == 0
@@ -169,9 +169,11 @@ def test_judge_compare_and_diff_rows_leave_the_report_when_their_predictions_cha
         assert ("left out, made from prediction files that changed or are gone since: a/custom_en; run "
                 "eval.py judge again for them") in text
         assert "since: compare_a_vs_b/custom_en; run eval.py compare again" in text
-        folders = [os.path.relpath(out / side) for side in "ab"]  # as the command is pasted from here
-        assert f"since: custom_en; run python eval.py diff {' '.join(folders)} again" in text
-    assert eval_cli.main(["diff", *folders, "--quiet"]) == 0  # the command given runs
+        folders = [f"moved/{side}" for side in "ab"]  # from the root's parent: no path of this machine
+        assert (f"since: custom_en; run python eval.py diff {' '.join(folders)} again for them (from the folder "
+                "holding moved/)") in text
+    monkeypatch.chdir(tmp_path)
+    assert eval_cli.main(["diff", *folders, "--quiet"]) == 0  # the command given runs there
 
 
 def test_rescoring_one_folder_of_another_root_rebuilds_that_roots_tables(tmp_path, capsys, monkeypatch):

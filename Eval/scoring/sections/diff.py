@@ -35,9 +35,12 @@ def diff_table(doc: dict, name: str, home: Path | None = None) -> Table:
         regressions = ", ".join(map(str, (d.get("regressions") or [])[:5])) or "none"
         notes.append(f"{dataset}: regressions (A right, B not): {regressions}; differing samples: "
                      f"{counts}{left}")
-    if stale:  # the folders as this process reaches them: the command is pasted from here
-        folders = (shlex.quote(os.path.relpath(home / str(doc[f"{side}_dir"]))) for side in "ab")
-        notes.append(stale_note(stale, "python eval.py diff " + " ".join(folders)))
+    if stale:  # from the root's parent, whatever folder the page was made in: no machine path
+        root = home.resolve().name
+        folders = (shlex.quote(os.path.normpath(Path(root, str(doc[f"{side}_dir"]))))
+                   for side in "ab")
+        notes.append(stale_note(stale, "python eval.py diff " + " ".join(folders))
+                     + f" (from the folder holding {root}/)")
     return Table(f"{a} vs {b} ({name})", ["dataset", "metric", "paired", a, b, "B-A",
                                           "ci95 of B-A", "McNemar p"], rows, "\n".join(notes),
                  numeric_from=2)
