@@ -2,7 +2,6 @@
 the closest known names for an unknown one, and finds what its package defines without a list kept by hand."""
 import pytest
 
-from checkout import copy_checkout, sh
 from Eval.extract import EXTRACTORS
 from Eval.metrics import METRICS
 from Eval.models import MODELS
