@@ -98,6 +98,24 @@ def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys):
                                                                          "mcnemar"}
 
 
+def test_a_diff_of_some_datasets_keeps_the_others_saved_comparisons(tmp_path):
+    """`diff A B --datasets X` (what the report's note on a stale dataset asks for) rewrote the file with X alone:
+    every other dataset's comparison was gone."""
+    a, b = tmp_path / "pred" / "a", tmp_path / "pred" / "b"
+    for folder, rows in ((a, A), (b, B)):
+        _write(folder, "trec", rows)
+        _write(folder, "custom_en", [{"id": "c", "pred": "x", "answers": ["x"]}])
+    path = tmp_path / "pred" / "diff_a_vs_b.json"
+    assert eval_cli.main(["diff", str(a), str(b), "--quiet"]) == 0
+    both = json.loads(path.read_text(encoding="utf-8"))
+    _write(b, "trec", [{**row, "pred": "Human"} for row in B])
+    assert eval_cli.main(["diff", str(a), str(b), "--datasets", "trec", "--quiet"]) == 0
+    again = json.loads(path.read_text(encoding="utf-8"))
+    assert list(again["datasets"]) == ["custom_en", "trec"] and again["datasets"]["trec"] != both["datasets"]["trec"]
+    assert again["datasets"]["custom_en"] == both["datasets"]["custom_en"]
+    assert eval_cli.main(["diff", str(a), str(b), "--quiet"]) == 0  # all of them: the file is what was compared
+    assert json.loads(path.read_text(encoding="utf-8"))["datasets"].keys() == both["datasets"].keys()
+
 def test_cli_bad_input_writes_nothing(tmp_path, capsys):
     _write(tmp_path / "a", "trec", A)
     assert eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
