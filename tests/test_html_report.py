@@ -12,6 +12,7 @@ import pytest
 
 import eval as eval_cli
 from conftest import ROOT
+from Eval.records import file_sha256
 from Eval.scoring.html_report import build_report
 
 CLASSES = ["Location", "Entity", "Number"]
@@ -121,7 +122,7 @@ def test_a_longbench_size_pred_root_gives_a_page_of_a_few_mb(tmp_path):
             (root / model / "per_example" / f"{name}.scores.jsonl").write_text(
                 "".join(json.dumps(ln) + "\n" for ln in lines), encoding="utf-8")
             (root / model / f"{name}.jsonl").write_text("{}\n", encoding="utf-8")
-            sha = __import__("Eval.scoring.provenance", fromlist=["file_sha256"]).file_sha256(root / model / f"{name}.jsonl")
+            sha = file_sha256(root / model / f"{name}.jsonl")
             detail[name] = {"dataset": name, "n": 1000, "headline_metric": "qa_f1", "source": {"sha256": sha},
                             "examples_sha256": "x", "metrics": {"qa_f1": {"score": 42.86}}}
         (root / model / "result_detail.json").write_text(json.dumps(detail), encoding="utf-8")
@@ -175,8 +176,8 @@ def test_the_page_renders_in_headless_chromium_without_errors(pred_root, tmp_pat
 def test_a_bucket_scoring_zero_is_labelled_and_an_empty_one_is_not():
     from Eval.scoring.sections import Results
     from Eval.scoring.sections.buckets import length_buckets
-    entry = {"headline_metric": "qa_f1", "metrics": {"qa_f1": {"length_buckets": {"0-4k": 5.29, "4-8k": 0.0,
-                                                                                  "8k+": None}}}}
+    buckets = {"0-4k": 5.29, "4-8k": 0.0, "8k+": None}
+    entry = {"headline_metric": "qa_f1", "n": 3, "metrics": {"qa_f1": {"length_buckets": buckets}}}
     [table] = length_buckets(Results({"m": {"demo_qa_en": entry}}))
     assert table.header == ["model", "metric", "0-4k", "4-8k", "8k+"]
     assert table.rows == [["m", "qa_f1", "5.29", "0.00", "-"]]

@@ -57,6 +57,10 @@ def test_records_edited_after_the_run_are_modified_everywhere(edit, tmp_path, ca
     table = (out / "results.md").read_text(encoding="utf-8")
     row = next(line for line in table.splitlines() if line.startswith("| a |"))
     assert ", modified)" in row.split("|")[2] and "modified" not in row.split("|")[3]
+    # the intervals and the length buckets carry the mark too (they were bare numbers)
+    interval = next(line for line in table.splitlines() if line.startswith("| a | ["))
+    assert interval.split("|")[2].endswith("(modified) ") and "modified" not in interval.split("|")[3]
+    assert "| a (modified) | rouge |" in table
     assert "a,custom_en,rouge," in (csv := (out / "results.csv").read_text(encoding="utf-8"))
     assert [line.split(",")[6] for line in csv.splitlines() if line.startswith("a,")] == ["modified", "ok"]
     page, _ = build_report(out)

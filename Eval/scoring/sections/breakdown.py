@@ -3,12 +3,12 @@ result.py row): per model its accuracy row and its compensated row."""
 from __future__ import annotations
 
 from Eval.scoring.sections import Results, Table, section
-from Eval.scoring.sections.scores import datasets_of
+from Eval.scoring.sections.scores import column_sets, datasets_of, marks
 
 
 @section("breakdown", order=30)
 def breakdown(results: Results) -> list[Table]:
-    found = []
+    found, reference = [], column_sets(results)
     for d in datasets_of(results):
         cells = {m: e[d] for m, e in sorted(results.by_model.items())
                  if e.get(d, {}).get("breakdown")}
@@ -16,7 +16,7 @@ def breakdown(results: Results) -> list[Table]:
             continue
         first = next(iter(cells.values()))
         columns, note = first["breakdown"]["columns"], first["breakdown"].get("note", "")
-        rows = [[model if row == "accuracy" else f"{model} ({row})",
+        rows = [[(model if row == "accuracy" else f"{model} ({row})") + marks(e, reference[d]),
                  *("-" if e["breakdown"][row].get(c) is None else f"{e['breakdown'][row][c]:.1f}"
                    for c in columns)]
                 for model, e in cells.items() for row in ("accuracy", "compensated")]

@@ -58,7 +58,7 @@ def column_sets(results: Results) -> dict[str, str]:
         cells = [e[dataset] for e in results.by_model.values() if dataset in e]
         counts = Counter(e.get("examples_sha256") for e in cells)
         best = max(cells, key=lambda e: (counts[e.get("examples_sha256")], e["n"]))
-        reference[dataset] = best["examples_sha256"]
+        reference[dataset] = best.get("examples_sha256")
     return reference
 
 
@@ -88,6 +88,14 @@ def _score_cell(entry: dict, column_metric: str, mark: str) -> str:
 def _interval_cell(entry: dict, column_metric: str) -> str:
     metric = other_metric(entry, column_metric)
     return ci_text(headline(entry)) + (f" ({metric})" if metric else "")
+
+
+def marks(entry: dict, reference: str) -> str:
+    """What the other tables add to a model's figures, as its scores cell says it (NOTES): the
+    data-check status when it is not clean, † for examples other than the column's."""
+    status = status_of(entry)
+    flag = "" if status in CLEAN_STATUSES else f" ({status})"
+    return flag + ("" if entry.get("examples_sha256") == reference else " †")
 
 
 NOTES = {
@@ -129,9 +137,9 @@ def scores(results: Results) -> list[Table]:
 def intervals(results: Results) -> list[Table]:
     if not results.by_model:
         return []
-    metrics = column_metrics(results)
-    rows = [[model, *(_interval_cell(entries[d], metrics[d]) if d in entries else "-"
-                      for d in datasets_of(results))]
+    metrics, reference = column_metrics(results), column_sets(results)
+    rows = [[model, *(_interval_cell(entries[d], metrics[d]) + marks(entries[d], reference[d])
+                      if d in entries else "-" for d in datasets_of(results))]
             for model, entries in sorted(results.by_model.items())]
     return [Table("95% intervals of the scores above (Wilson for 0/1 metrics, else a seeded "
                   "bootstrap over examples)", _header(metrics), rows)]
