@@ -180,6 +180,23 @@ def test_judge_compare_and_diff_rows_leave_the_report_when_their_predictions_cha
     assert eval_cli.main(["diff", *folders, "--quiet"]) == 0  # the command given runs there
 
 
+def test_a_damaged_result_file_is_said_not_dropped_unseen(tmp_path, capsys):
+    """A truncated judge_result.json made the judge table vanish with no word; a truncated result_detail.json
+    made report rescore with the task's metrics and print nothing of it."""
+    out = tmp_path / "pred"
+    assert echo(out, "a", "--datasets", "demo_trec", "--limit", "3") == 0
+    assert eval_cli.main(["judge", "--pred-dir", str(out / "a"), "--judge", "echo", "--judge-backend", "echo"]) == 0
+    assert eval_cli.main(["--pred-root", str(out), "--quiet"]) == 0
+    for name in ("judge_result.json", "result_detail.json"):
+        path = out / "a" / name
+        path.write_text(path.read_text(encoding="utf-8")[:40], encoding="utf-8")
+    capsys.readouterr()
+    assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+    assert f"note: {out / 'a' / 'result_detail.json'}: unreadable (not a JSON object); rebuilt from this run's " \
+           "results" in capsys.readouterr().out
+    assert "left out, not readable as JSON: a/judge_result.json; run eval.py judge again" in \
+        (out / "results.md").read_text(encoding="utf-8")
+
 def test_rescoring_one_folder_of_another_root_rebuilds_that_roots_tables(tmp_path, capsys, monkeypatch):
     out = tmp_path / "runs"
     assert echo(out, "a", "--datasets", "custom_en") == 0 and echo(out, "b", "--datasets", "custom_en") == 0

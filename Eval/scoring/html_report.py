@@ -103,9 +103,14 @@ def rescore(folder: Path, names: list[str], notes: list[str]) -> bool:
             return False
         runs.setdefault(as_scored(entry), []).append(name)
     price = recorded_price(usage.get("price"))
-    return all(score_and_write([folder], set(group), limit, {folder: price}, notes, metrics,
-                               metric_args, variants) is not None
-               for (metrics, metric_args, variants, limit), group in runs.items())
+    for (metrics, metric_args, variants, limit), group in runs.items():
+        outputs = score_and_write([folder], set(group), limit, {folder: price}, notes, metrics,
+                                  metric_args, variants)
+        if outputs is None:
+            return False
+        for note in outputs[folder][1].notes:  # an unreadable result file rebuilt, say
+            print(f"note: {note}")
+    return True
 
 
 def _has_task(path: Path, name: str) -> bool:

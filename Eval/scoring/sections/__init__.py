@@ -39,10 +39,15 @@ class Results:
     root: Path | None = None
 
 
-def stale_note(stale: list[str], command: str) -> str:
-    """The note under a table of saved results that left some out: their predictions changed."""
-    return "" if not stale else (f"left out, made from prediction files that changed or are gone "
-                                 f"since: {', '.join(stale)}; run {command} again for them")
+def stale_note(stale: list[str], command: str, unreadable: list[str] = ()) -> str:
+    """The note under a table of saved results that left some out: their predictions changed, or
+    their result file cannot be read (a damaged file is said, never dropped unseen)."""
+    notes = [f"left out, made from prediction files that changed or are gone since: "
+             f"{', '.join(stale)}; run {command} again for them"] if stale else []
+    if unreadable:
+        notes.append(f"left out, not readable as JSON: {', '.join(unreadable)}; run {command} "
+                     "again")
+    return "\n".join(notes)
 
 
 def section(name: str, order: int):

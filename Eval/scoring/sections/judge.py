@@ -11,12 +11,15 @@ from Eval.scoring.sections.scores import score_text
 from Eval.storage import read_json_object
 
 
-def judge_entries(results: Results, stale: list[str]):
+def judge_entries(results: Results, stale: list[str], unreadable: list[str] | None = None):
     """(model, dataset, entry) of every model folder's judge_result.json, in name order, for the
-    prediction files that are still the ones judged; "model/dataset" of the others into `stale`."""
+    prediction files that are still the ones judged; "model/dataset" of the others into `stale`,
+    the files that cannot be read into `unreadable`."""
     for model in sorted(results.by_model) if results.root else []:
         folder = results.root / model
-        found, _ = read_json_object(folder / "judge_result.json")
+        found, problems = read_json_object(folder / "judge_result.json")
+        if problems and unreadable is not None:
+            unreadable.append(f"{model}/judge_result.json")
         for dataset, entry in sorted(found.items()):
             if not isinstance(entry, dict):
                 continue
@@ -29,12 +32,15 @@ def judge_entries(results: Results, stale: list[str]):
 @section("judge", order=60)
 def judge(results: Results) -> list[Table]:
     stale: list[str] = []
+    unreadable: list[str] = []
     rows = [[model, dataset, str(r.get("rubric", "-")), score_text(r.get("score")),
              f"{r.get('scored', 0)} of {r.get('n', 0)}", str(r.get("unparseable", 0)),
-             str(r.get("failed", 0))] for model, dataset, r in judge_entries(results, stale)]
+             str(r.get("failed", 0))]
+            for model, dataset, r in judge_entries(results, stale, unreadable)]
+    note = stale_note(stale, "eval.py judge", unreadable)
     return [Table("LLM judge (eval.py judge): mean verdict x 100 over parseable verdicts",
                   ["model", "dataset", "rubric", "score", "parsed", "unparseable", "failed"], rows,
-                  stale_note(stale, "eval.py judge"), numeric_from=3)] if rows or stale else []
+                  note, numeric_from=3)] if rows or note else []
 
 
 def compared_problem(dir_a: Path, dir_b: Path, dataset: str, entry: object) -> str | None:
@@ -46,9 +52,11 @@ def compared_problem(dir_a: Path, dir_b: Path, dataset: str, entry: object) -> s
 
 @section("compare", order=65)
 def compare(results: Results) -> list[Table]:
-    rows, stale = [], []
+    rows, stale, unreadable = [], [], []
     for path in sorted(results.root.glob("compare_*/compare_result.json")) if results.root else []:
-        doc, _ = read_json_object(path)
+        doc, problems = read_json_object(path)
+        if problems:
+            unreadable.append(f"{path.parent.name}/{path.name}")
         datasets = doc.get("datasets")
         for dataset, r in sorted(datasets.items()) if isinstance(datasets, dict) else []:
             if compared_problem(path.parent / str(doc.get("a")), path.parent / str(doc.get("b")),
@@ -65,5 +73,5 @@ def compare(results: Results) -> list[Table]:
                    "identical"], rows,
                   "\n".join(filter(None, ["identical: pairs whose two answers are the same text, "
                                           "ties without asking the judge",
-                                          stale_note(stale, "eval.py compare")])),
-                  numeric_from=2)] if rows or stale else []
+                                          stale_note(stale, "eval.py compare", unreadable)])),
+                  numeric_from=2)] if rows or stale or unreadable else []
