@@ -153,15 +153,17 @@ def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys
 def test_a_sample_over_the_time_limit_scores_0_and_is_counted(tmp_path):
     folder = tmp_path / "m"
     folder.mkdir()
+    # slow_second: its first answer scored 1 at once, and the time-out on the second was dropped unsaid
     write(folder / "multifieldqa_zh.jsonl", [{"id": "slow", "pred": "词" * 6000, "answers": ["北京"]},
-                                             {"id": "fast", "pred": "北京", "answers": ["北京"]}])
+                                             {"id": "fast", "pred": "北京", "answers": ["北京"]},
+                                             {"id": "slow_second", "pred": "北京", "answers": ["北京", "词" * 6000]}])
     # in its own process, as a user runs it (this test process has hypothesis' gc callbacks installed)
     done = subprocess.run([sys.executable, "eval.py", "--pred-dir", str(folder), "--sample-time-limit", "0.02",
                            "--quiet"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0 and not done.stderr, done.stderr
     metric = read(folder / "result_detail.json")["multifieldqa_zh"]["metrics"]["qa_f1_zh"]
-    assert metric["zeroed_by_exception"] == {"SampleTimeLimit: took longer than 0.02 s": 1}
-    assert metric["score"] == 50.0
+    assert metric["zeroed_by_exception"] == {"SampleTimeLimit: took longer than 0.02 s": 2}
+    assert metric["score"] == 33.33
     lines = [json.loads(x) for x in (folder / "per_example" / "multifieldqa_zh.scores.jsonl").read_text().splitlines()]
     assert lines[0]["zeroed"] == {"qa_f1_zh": "SampleTimeLimit: took longer than 0.02 s"}
     assert eval_cli.main(["--pred-dir", str(folder), "--quiet"]) == 0  # without the limit: scored in full

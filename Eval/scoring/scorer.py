@@ -52,13 +52,13 @@ def bucket_percent(values: list[float]) -> float | None:
 
 def best_over_answers(metric, prediction: str, answers: list[str], classes,
                       time_limit: float | None = None) -> tuple[float, str | None, int]:
-    """max(0, max over answers); why it is 0 if a call was zeroed; the first best answer's index."""
+    """max(0, max over answers), 0 on a time-out; why a 0 was zeroed; the first best one's index."""
     score, reason, best = 0.0, None, 0
     for index, answer in enumerate(answers):
         try:  # no limit: a plain call
             value = call_with_limit(metric, time_limit, prediction, answer, all_classes=classes)
-        except SampleTimeLimit as err:
-            value = Zeroed(f"SampleTimeLimit: {err}")
+        except SampleTimeLimit as err:  # the sample scores 0, whatever another answer scored
+            return 0.0, f"SampleTimeLimit: {err}", index
         if isinstance(value, Zeroed):
             reason = reason or value.reason
         if value > score:  # max(score, value) as LongBench takes it, remembering where
