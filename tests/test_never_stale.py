@@ -357,3 +357,31 @@ def test_report_stopped_by_a_bad_file_says_what_it_had_scored_before(tmp_path, c
     assert "demo_trec.jsonl:4: " in err and err.endswith(f"note: no page was written; {out / 'a'} were scored "
                                                          "again before this folder\n")
     assert not (out / "report.html").exists()
+
+
+def test_a_changed_run_qrels_or_bergen_run_file_makes_the_result_stale(tmp_path, capsys):
+    """A result scored from -S run / qrels files, or from a BERGEN folder's ranking run, stayed "current" when
+    those files changed: report scored nothing again and result.json kept the old P_1."""
+    folder = tmp_path / "pred" / "m"
+    folder.mkdir(parents=True)
+    (folder / "qa.jsonl").write_text("".join(json.dumps({"id": f"q{k}", "pred": "x", "answers": ["x"]}) + "\n"
+                                             for k in range(4)))
+    (tmp_path / "run.trec").write_text("".join(f"q{k} Q0 d{k} 1 2.0 r\nq{k} Q0 e{k} 2 1.0 r\n" for k in range(4)))
+    (tmp_path / "qrels.txt").write_text("".join(f"q{k} 0 d{k} 1\n" for k in range(4)))
+    assert eval_cli.main(["--pred-dir", str(folder), "--quiet", "--metrics", "exact_match,P_1",
+                          "-S", f"run={tmp_path / 'run.trec'}", "-S", f"qrels={tmp_path / 'qrels.txt'}"]) == 0
+    (tmp_path / "qrels.txt").write_text("".join(f"q{k} 0 e{k} 1\n" for k in range(4)))
+    shutil.copytree(ROOT / "demo" / "bergen", tmp_path / "bergen")
+    experiments = [tmp_path / "pred", tmp_path / "bergen"]
+    assert eval_cli.main(["--pred-root", str(experiments[1]), "--quiet"]) == 0
+    run = next((tmp_path / "bergen").glob("*/eval_dev_ranking_run.trec"))
+    first = json.loads((run.parent / "result_detail.json").read_text())["dev"]["metrics"]["P_1"]["score"]
+    rows = [line.split() for line in run.read_text().splitlines()]
+    run.write_text("".join("\t".join([*r[:4], str(-float(r[4])), r[5]]) + "\n" for r in rows))  # reversed
+    for root in experiments:
+        capsys.readouterr()
+        assert eval_cli.main(["report", "--pred-root", str(root), "--quiet"]) == 0
+    assert json.loads((folder / "result.json").read_text()) == {"qa": 100.0}
+    assert json.loads((folder / "result_detail.json").read_text())["qa"]["metrics"]["P_1"]["score"] == 0.0
+    again = json.loads((run.parent / "result_detail.json").read_text())["dev"]["metrics"]["P_1"]["score"]
+    assert again != first

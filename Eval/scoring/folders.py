@@ -20,7 +20,7 @@ from Eval.records import RecordError, is_dry_run_output, is_prediction_file, sid
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
 from Eval.scoring.bergen import read_predictions, split_of
 from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
-from Eval.scoring.provenance import check_prediction_file, file_sha256
+from Eval.scoring.provenance import check_prediction_file, file_sha256, inputs_of
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
 from Eval.scoring.saved_task import saved_task
@@ -140,7 +140,8 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
             if task.breakdown:
                 BREAKDOWNS[task.breakdown]  # so is an unknown breakdown (a sidecar's task)
             records = read_predictions(path)
-            sources = {"source": {"file": path.name, "sha256": file_sha256(path)},
+            sources = {"source": {"file": path.name, "sha256": file_sha256(path),
+                                  **inputs_of(path, task)},
                        "examples_sha256": example_set(records),
                        "data_check": check_prediction_file(path, records)}
             if split_of(path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from Eval.names import name_problem
 from Eval.records import RecordError, examples_digest, file_sha256, sidecar_path
-from Eval.scoring.bergen import prediction_path
+from Eval.scoring.bergen import prediction_path, run_file, split_of
 from Eval.storage import StorageError, read_json_object
 
 
@@ -119,3 +119,31 @@ def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
     if saved_sha != file_sha256(source):
         return f"{source} changed since; make it again"
     return None
+
+
+def _sha256_or_none(path: Path) -> str | None:
+    try:
+        return file_sha256(path)
+    except StorageError:  # gone: a changed input too (a metric's own error names the -S file)
+        return None
+
+
+def inputs_of(path: Path, task) -> dict:
+    """{"inputs": {file: sha256}} of the files besides `path` its result is computed from, or {}:
+    the -S files of its metrics (absolute paths) and a BERGEN folder's ranking run and
+    config.yaml (by name: they move with the folder); entry_is_current sees a change to one."""
+    from Eval.metrics import get_metric  # the registry imports every metric module
+
+    keys = {key for name in task.metrics for key in get_metric(name).files}
+    files = [os.path.abspath(value) for key, value in task.metric_args if key in keys]
+    if split_of(path):
+        found = [run_file(path.parent, split_of(path)), path.parent / "config.yaml"]
+        files += [p.name for p in found if p is not None and p.is_file()]
+    return {"inputs": {f: _sha256_or_none(path.parent / f) for f in files}} if files else {}
+
+
+def inputs_changed(folder: Path, source: dict) -> bool:
+    """Whether a file a result entry was computed from (inputs_of) changed or is gone since."""
+    inputs = source.get("inputs")
+    return isinstance(inputs, dict) and any(_sha256_or_none(folder / name) != sha
+                                            for name, sha in inputs.items())

@@ -18,7 +18,7 @@ from Eval.pricing import Price, total_usage, with_cost
 from Eval.records import is_prediction_file, sidecar_path
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.breakdowns import NOT_WRITTEN
-from Eval.scoring.provenance import changed_dataset, file_sha256
+from Eval.scoring.provenance import changed_dataset, file_sha256, inputs_changed
 from Eval.scoring.sections import aligned_lines
 from Eval.scoring.sections.scores import CLEAN_STATUSES, ci_text, headline, n_text
 from Eval.scoring.sections.scores import score_text, status_of
@@ -26,7 +26,8 @@ from Eval.storage import (StorageError, json_bytes, jsonl_bytes, read_json_objec
                            regular_file_problem)
 
 RESULT_FILES = ("result.json", "result_detail.json", "result_usage.json")
-STALE = ("has predictions that changed since it was scored", "has a dataset that changed since")
+STALE = ("has predictions that changed since it was scored", "has a dataset that changed since",
+         "was scored from a -S, run or config file that changed since")
 
 
 class FolderOutputs(NamedTuple):
@@ -61,6 +62,8 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     try:
         if file_sha256(path) != source["sha256"]:
             return STALE[0]
+        if inputs_changed(folder, source):
+            return STALE[2]
     except StorageError:
         return "has no readable prediction file"
     check, (sidecar, _) = entry.get("data_check"), read_json_object(sidecar_path(path))
