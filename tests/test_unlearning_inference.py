@@ -191,6 +191,24 @@ def test_tofu_demo_run_records_and_resume(tmp_path):
     assert inference.main([a for a in args if a != "--gradnorm"]) == 2
 
 
+def test_a_row_inserted_or_deleted_in_a_split_leaves_every_index_its_rows_position(tmp_path):
+    """Resume reused the record of a row that moved (same content, new position) with its old `index`: an
+    inserted row made two records of index 0 (eval.py refused the file), a deleted one shifted every index."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("forget", "retain", "holdout", "real_authors", "world_facts"):
+        (data / f"{name}.json").write_text((ROOT / "dataset" / "unlearn_demo" / f"{name}.json").read_text())
+    args = ["unlearning", "tofu", "--model", str(TARGET), "--data-dir", str(data), "--limit", "3",
+            "--no-generate", "-M", "threads=1", "--out-dir", str(tmp_path / "out")]
+    assert inference.main(args) == 0
+    path, rows = tmp_path / "out" / "unlearn-target" / "tofu_forget.jsonl", json.loads((data / "forget.json").read_text())
+    for changed in ([{**rows[0], "question": "What is Maren Tolvik's favourite colour?"}, *rows], rows[1:]):
+        (data / "forget.json").write_text(json.dumps(changed))
+        assert inference.main(args) == 0
+        records = read(path)
+        assert [(r["id"], r["index"]) for r in records] == [(f"tofu_forget-{i}", i) for i in range(3)]
+        assert [r["question"] for r in records] == [row["question"] for row in changed[:3]]
+
 def test_muse_synthetic_files(tmp_path):
     data = tmp_path / "muse"
     for sub in ("knowmem", "verbmem", "privleak"):

@@ -70,7 +70,8 @@ def best_records(path: Path, repair: Path | None = None, expected: dict[str, str
             rank = _rank(record, expected, model)
             if rid not in best or rank > _rank(best[rid], expected, model):
                 best[rid] = record
-            if record.get("example_sha256") and _rank(record, None, model) == 2:
+            if record.get("example_sha256") and _rank(record, None, model) == 2 \
+                    and "index" not in record:  # a TOFU / MUSE row's index is its position
                 good.setdefault(record["example_sha256"], record)
     for rid, sha in (expected or {}).items():
         if sha in good and (rid not in best or _rank(best[rid], expected, model) < 2):
@@ -140,14 +141,11 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
               and str(r.get("original_id")) in listed and _rank(r, None, model) == 2]
     rest += copies
     shards, unselected = shard_paths(path), unselected_path(path)
-    # A resumed run with nothing to do leaves a main file that already is the merge: not rewritten.
-    raw = path.read_bytes() if not shards and not rest and path.exists() else None
-    in_place = raw is not None and list(records) == [str(r["id"]) for r in ordered] \
-        and raw.count(b"\n") == len(ordered) and raw == jsonl_bytes(ordered)  # none moved in
     if rest:  # before the main file loses them
         unselected.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(unselected, rest)
-    if not in_place:
+    # a resumed run with nothing to do leaves a main file that already is the merge: kept as is
+    if shards or rest or not path.exists() or path.read_bytes() != jsonl_bytes(ordered):
         write_jsonl_atomic(path, ordered)
     for stale in shards + [sidecar_path(p) for p in shards] + ([] if rest else [unselected]):
         stale.unlink(missing_ok=True)

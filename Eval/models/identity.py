@@ -12,6 +12,8 @@ import json
 import os
 from pathlib import Path
 
+from Eval.storage import read_json_object
+
 OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja",
                    ".py", ".tiktoken")
 OUTPUT_NAMES = ("merges.txt", "vocab.txt")
@@ -24,11 +26,7 @@ def _hashes(files: list[Path]) -> dict[str, str]:
     """{name: sha256}, through the cache: path -> [size, inode, mtime_ns, ctime_ns, sha256]."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     path = Path(os.environ.get("EVAL_HASH_CACHE") or base / "eval-toolkit" / "file-hashes.json")
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        entries = {}
-    entries = entries if isinstance(entries, dict) else {}
+    entries, _ = read_json_object(path)  # none or damaged: {}, every file hashed again
     hashes, changed = {}, False
     for file in files:
         real = os.path.realpath(file)
