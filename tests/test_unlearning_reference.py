@@ -234,9 +234,11 @@ def test_retain_logs_without_a_needed_metric_fall_back_for_that_metric_only(tmp_
 
 @pytest.mark.parametrize("spoil, problem", [
     (lambda ratios: ratios["0"].update(score="2.5"), "a truth ratio that is not a number"),
+    # NaN: forget_quality came out NaN, and NaN (not JSON) was written to the summary
+    (lambda ratios: ratios["0"].update(score=float("nan")), "a truth ratio that is not a number"),
     (lambda ratios: [ratios.pop(str(i)) for i in range(200)],
      "the retain-model logs hold 200 truth ratios, this run 400: not the same forget split"),
-], ids=["a score as text", "a retain log of another forget split"])
+], ids=["a score as text", "NaN", "a retain log of another forget split"])
 def test_retain_logs_that_cannot_give_forget_quality_are_refused(tmp_path, capsys, spoil, problem):
     """Both gave a forget_quality before: KS over sorted strings, or over two different question sets."""
     retain = json.loads(TOFU_RETAIN.read_text(encoding="utf-8"))

@@ -102,7 +102,7 @@ def forget_quality(forget_truth_ratio: dict, retain: dict | None) -> dict:
     if len(scores[0]) != len(scores[1]):  # KS would run: a retain model of another forget split
         raise ValueError(f"the retain-model logs hold {len(scores[1])} truth ratios, this run "
                          f"{len(scores[0])}: not the same forget split")
-    if not all(type(v) in (int, float) for side in scores for v in side):
+    if not all(type(v) in (int, float) and np.isfinite(v) for side in scores for v in side):
         raise ValueError("a truth ratio that is not a number")
     return {"agg_value": stats.ks_pvalue(*scores)}
 
