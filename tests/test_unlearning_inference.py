@@ -346,3 +346,25 @@ def test_a_named_split_that_is_missing_or_empty_is_refused_before_anything(tmp_p
     assert capsys.readouterr().err == (f"error: {data / 'retain.json'}: no items: an empty split would be "
                                        "scored as nothing\n")
     assert not out.exists()
+
+
+def test_a_split_an_earlier_run_left_in_the_output_is_refused_when_the_data_lacks_it(tmp_path, capsys):
+    """TOFU's download has holdout01 / 05 / 10, no holdout.json: run on it after the demo, the holdout split was
+    skipped and the demo's tofu_holdout.jsonl stayed, so eval.py computed privleak and the MIA AUCs against it."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    for item in ur.DEMO_DATA.iterdir():
+        (data / item.name).write_bytes(item.read_bytes())
+    args = ["unlearning", "tofu", "--model", str(TARGET), "--limit", "2", "--no-generate", "-M", "threads=1",
+            "--out-dir", str(out)]
+    assert inference.main(args) == 0
+    (data / "holdout.json").unlink()
+    left = out / "unlearn-target" / "tofu_holdout.jsonl"
+    before, _ = left.read_bytes(), capsys.readouterr()
+    assert inference.main([*args, "--data-dir", str(data)]) == 2
+    assert capsys.readouterr().err == (f"error: {data}: no holdout.json(l), yet {left} holds an earlier run's "
+                                       "records of it: delete that file, or name its data file\n")
+    assert left.read_bytes() == before
+    left.unlink()
+    assert inference.main([*args, "--data-dir", str(data)]) == 0
+    assert "note: tofu_holdout: no holdout.json(l)" in capsys.readouterr().out

@@ -144,9 +144,8 @@ def labelled_text(model: BaseLLM, question: str, answer: str, encoding: str) -> 
     full = model.tokenizer.apply_chat_template(messages, tokenize=False,
                                                add_generation_prompt=False)
     if not full.startswith(prompt):
-        raise ValueError(f"{model.identity().get('path')}: the chat template renders the "
-                         "prompt differently once the answer is added, so the answer's labels "
-                         "cannot be cut after the prompt; use --answer-encoding answer-eos")
+        raise ValueError(f"{model.identity().get('path')}: the chat template renders the prompt "
+                         "otherwise once an answer follows it; use --answer-encoding answer-eos")
     return full[len(prompt):]
 
 
@@ -304,9 +303,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "labels' text minus the prefix's (its .replace), or the labels' text whole")
 
 
-def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict], Path | None]]:
-    """Each split with a data file, its items and few-shot examples, read before a model loads;
-    first a ValueError unless the backend can make these records (its `capabilities`)."""
+def _found_splits(args, out_dir: Path) -> list[tuple[Split, Path, list, list, Path | None]]:
+    """(split, data file, items, few-shot items, their file) of each split, before a model loads."""
     needed = {"token_stats": "per-token statistics"}
     if args.gradnorm:
         needed["gradients"] = "gradients (--gradnorm)"
@@ -325,10 +323,12 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict], Path 
         # a holdout split named on the command line is asked for: a typo is an error, not a skip
         named = args.holdout_split != "holdout" and split.files == (args.holdout_split,)
         if path is None and (split is splits[0] or named):  # forget: nothing to score without it
-            names = " or ".join(f"{stem}.json(l)" for stem in split.files)
-            raise FileNotFoundError(f"{data_dir}: no {names}")
+            raise FileNotFoundError(f"{data_dir}: no {' / '.join(split.files)}.json(l)")
         if path is None:
-            stems = " / ".join(split.files)
+            stems, left = " / ".join(split.files), out_dir / f"{split.name}.jsonl"
+            if left.exists():  # eval.py would score an earlier run's records with these splits
+                raise ValueError(f"{data_dir}: no {stems}.json(l), yet {left} holds an earlier "
+                                 "run's records of it: delete that file, or name its data file")
             print(f"note: {split.name}: no {stems}.json(l) in {data_dir}; skipped")
             continue
         icl, items = find_file(data_dir, split.icl), read_items(path, split.kind)
@@ -342,8 +342,8 @@ def _found_splits(args) -> list[tuple[Split, Path, list[dict], list[dict], Path 
                                       "split, for eval.py")
 def run(args: argparse.Namespace) -> int:
     try:
-        found = _found_splits(args)
         out_dir = output_folder(args.out_dir, args.model_name, args.model)
+        found = _found_splits(args, out_dir)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
