@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from Eval.metrics import get_metric
+from Eval.metrics import METRICS, get_metric
 from Eval.names import dataset_name_set, model_folder, name_problem
 from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file, sidecar_path
@@ -168,8 +168,8 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
         if not loaded and only:
             problems.append(f"no model folder holds {', '.join(sorted(only))}")
     # -S goes to the metrics asked for, else to each task's own: one that none takes is a mistake
-    named = metrics or sorted({m for items in loaded.values() for task, _, _ in items
-                               for m in task.metrics})
+    named = [m for m in metrics or () if m in METRICS] or sorted(  # unknown: a problem above
+        {m for items in loaded.values() for task, _, _ in items for m in task.metrics})
     unused = [k for k, _ in metric_args if not any(get_metric(m).takes(k) for m in named)]
     if unused and named:
         problems.append(f"-S {unused[0]}: none of the metrics {', '.join(named)} takes it")
