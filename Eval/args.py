@@ -40,6 +40,22 @@ def backend_help(backend: str) -> str:
             f"{_options_help(classes[:1])}")
 
 
+def backend_epilog(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """backend_help of the backend `argv` names (--backend / --judge-backend NAME or =NAME, else
+    its default) when `argv` asks for --help of a parser that has the option; None otherwise."""
+    if not {"-h", "--help"} & set(argv):
+        return None
+    from Eval.models import MODELS
+
+    for dest in ("backend", "judge_backend"):
+        if parser.get_default(dest):
+            pre = argparse.ArgumentParser(add_help=False)
+            pre.add_argument("--" + dest.replace("_", "-"), default=parser.get_default(dest))
+            name = getattr(pre.parse_known_args(argv)[0], dest)
+            return backend_help(name) if name in MODELS else None
+    return None
+
+
 def _options_help(classes: list[type]) -> str:
     rows = []
     for cls in classes:

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from Eval.args import HelpFormatter
+from Eval.args import HelpFormatter, backend_epilog
 from Eval.registry import Registry
 
 EVAL_COMMANDS = Registry("eval.py subcommand", discover=("Eval.scoring", "Eval.unlearning"),
@@ -83,4 +83,5 @@ def main_or_command(registry: Registry, prog: str, main, argv: list[str] | None)
     parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", formatter_class=HelpFormatter,
                                      description=module.__doc__.split("\n\n")[0])
     module.add_arguments(parser)
+    parser.epilog = backend_epilog(parser, argv[1:])  # --backend NAME --help: its -M options
     return run(parser.parse_args(argv[1:]))

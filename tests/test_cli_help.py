@@ -75,9 +75,13 @@ def test_every_s_example_in_help_names_a_key_some_metric_takes(label, script, ar
         assert any(get_metric(name).takes(key) for name in names), (label, key)
 
 
-def test_backend_help_lists_that_backends_model_options(capsys):
+@pytest.mark.parametrize("script, argv", [
+    (inference, ["--backend", "api"]), (inference, ["--backend=api"]),  # =: the hf backend's were listed
+    (inference, ["dry-run", "--backend", "api"]), (inference, ["lm-eval", "--backend=api"]),  # none were
+    (eval_cli, ["judge", "--judge-backend", "api"])], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_backend_help_lists_that_backends_model_options(capsys, script, argv):
     with pytest.raises(SystemExit):
-        inference.main(["--backend", "api", "--help"])
+        script.main([*argv, "--help"])
     text = capsys.readouterr().out
     assert "-M options of the api backend:" in text and "-M base_url=http://127.0.0.1:8000/v1" in text
     assert "-M system_prompt=none" in text and "-M dtype=" not in text

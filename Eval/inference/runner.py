@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from Eval.args import HelpFormatter, backend_help, name_list, positive_int
+from Eval.args import HelpFormatter, backend_epilog, name_list, positive_int
 from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
 from Eval.inference.budget import TokenBudget
 from Eval.inference.cot import cot_datasets
@@ -80,12 +80,10 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argparse.Namespace:
     """The main job's options; `--backend NAME --help` lists NAME's -M options."""
-    if "-h" in argv or "--help" in argv:  # the backend's module is imported for help only
-        backend = argv[argv.index("--backend") + 1] if "--backend" in argv[:-1] else "hf"
-        epilog = f"{backend_help(backend)}\n\n{epilog}".strip()
     p = argparse.ArgumentParser(prog="inference.py", description=description,
-                                formatter_class=HelpFormatter, epilog=epilog or None)
+                                formatter_class=HelpFormatter)
     add_job_arguments(p)
+    p.epilog = "\n\n".join(filter(None, [backend_epilog(p, argv), epilog])) or None
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
     p.add_argument("--max-total-tokens", type=positive_int, default=None, metavar="N",
                    help="prompt + generated tokens this run may spend: it stops before a batch "
