@@ -27,18 +27,22 @@ INFERENCE_COMMANDS = Registry("inference.py subcommand", discover=("Eval.inferen
 RENAMED = {
     "inference.py": {"--dry-run": "inference.py dry-run", "--validate": "inference.py validate",
                      "--merge": "inference.py merge", "--num-shards": "inference.py --shard I/K",
-                     "--shard-id": "inference.py --shard I/K"},
+                     "--shard-id": "inference.py --shard I/K",
+                     "--unlearning": "inference.py unlearning tofu|muse"},
     "eval.py": {"--diff": "eval.py diff DIR_A DIR_B", "--explain": "eval.py explain DATASET:ID",
                 "--explain-unlearning": "eval.py explain EVAL_JSON METRIC:INDEX",
                 "--worst": "eval.py explain --worst N", "--report": "eval.py report",
                 "--judge": "eval.py judge --judge MODEL",
                 "--compare": "eval.py compare DIR_A DIR_B",
                 "--unlearning": "eval.py unlearning", "--retain-logs": "eval.py unlearning",
-                "--from-open-unlearning": "eval.py unlearning --from-open-unlearning PATH"}}
+                "--from-open-unlearning": "eval.py unlearning --from-open-unlearning PATH",
+                "--compare-out": "eval.py compare DIR_A DIR_B --out DIR",
+                "--judge-base-url": "eval.py judge|compare ... -M base_url=URL",
+                "--judge-tokenizer": "eval.py judge|compare ... -M tokenizer=PATH"}}
 MODEL_FLAGS = ("--allow-pickle", "--api-key-env", "--api-model", "--base-url", "--concurrency",
                "--cut-at", "--device", "--dtype", "--max-retries", "--peft", "--reasoning", "--rpm",
                "--stop", "--strip-think", "--system-prompt", "--think-tags", "--thinking-budget",
-               "--timeout", "--trust-remote-code")
+               "--threads", "--timeout", "--tokenizer", "--trust-remote-code")
 SWITCHES = ("--allow-pickle", "--reasoning", "--strip-think", "--trust-remote-code")  # no value
 
 
@@ -52,6 +56,19 @@ def renamed_flag(prog: str, argv: list[str]) -> str | None:
             return (f"{old} is now -M {flag[2:].replace('-', '_')}={new} (python inference.py "
                     "--backend NAME --help lists each backend's options)")
     return None
+
+
+class SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an old spelling among the arguments it does not know is named (its
+    own options, eval.py judge's --judge say, are not old spellings there)."""
+
+    def __init__(self, script: str, **kwargs):
+        super().__init__(**kwargs)
+        self.script = script
+
+    def error(self, message: str):
+        unknown = message.split()[2:] if message.startswith("unrecognized arguments:") else []
+        super().error(renamed_flag(self.script, unknown) or message)
 
 
 def eval_command(name: str, help: str):  # noqa: A002 - argparse's word for it; read from the source
@@ -80,8 +97,8 @@ def main_or_command(registry: Registry, prog: str, main, argv: list[str] | None)
         return main(argv)
     run = registry[argv[0]]
     module = importlib.import_module(run.__module__)
-    parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", formatter_class=HelpFormatter,
-                                     description=module.__doc__.split("\n\n")[0])
+    parser = SubcommandParser(prog, prog=f"{prog} {argv[0]}", formatter_class=HelpFormatter,
+                              description=module.__doc__.split("\n\n")[0])
     module.add_arguments(parser)
     parser.epilog = backend_epilog(parser, argv[1:])  # --backend NAME --help: its -M options
     return run(parser.parse_args(argv[1:]))
