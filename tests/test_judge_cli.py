@@ -27,6 +27,17 @@ def test_an_unknown_judge_backend_is_a_usage_error_naming_the_known_ones(tmp_pat
             in capsys.readouterr().err
 
 
+def test_a_judge_length_with_no_room_names_the_judges_flags(tmp_path, capsys):
+    """The hint named --max-length and --max-new-tokens, which eval.py judge does not have."""
+    assert inference.main(["--backend", "echo", "--model-name", "a", "--datasets", "custom_en", "--limit", "1",
+                           "--out-dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert eval_cli.main(["judge", "--pred-dir", str(tmp_path / "a"), "--judge", "echo", "--judge-backend", "echo",
+                          "--judge-max-length", "5"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --judge-max-length 5 leaves no room for the prompt: the chat template takes 18 tokens and the answer "
+        "max_new_tokens 16; raise --judge-max-length to at least 36, or lower --judge-max-new-tokens\n")
+
 def test_a_judge_prompt_cut_to_another_length_is_asked_again(tmp_path, capsys):
     """The verdict cache's key left out --judge-max-length: a run with another cut returned the verdicts of
     the uncut prompts, as if fresh, and judge_result.json did not say the length."""

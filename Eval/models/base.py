@@ -99,6 +99,7 @@ class BaseLLM:
     holds_weights = True  # False: building the adapter loads no model (a server's client, echo)
     Options = None  # the backend's -M options: a dataclass of options.py option() fields
     budget_flag = "--max-new-tokens"  # what raises max_new_tokens, as hints name it (the judge's)
+    length_flag = "--max-length"  # and what sets max_length
 
     def can(self, what: str) -> bool:
         return what in self.capabilities
@@ -207,9 +208,10 @@ class BaseLLM:
         if max_length is None or max_length - max_new_tokens - overhead >= 2:
             return
         template = f"the chat template takes {overhead} tokens and " if chat else ""
-        raise ValueError(f"--max-length {max_length} leaves no room for the prompt: {template}the "
-                         f"answer max_new_tokens {max_new_tokens}; raise --max-length to at least "
-                         f"{max_new_tokens + overhead + 2}, or lower --max-new-tokens")
+        raise ValueError(f"{self.length_flag} {max_length} leaves no room for the prompt: "
+                         f"{template}the answer max_new_tokens {max_new_tokens}; raise "
+                         f"{self.length_flag} to at least {max_new_tokens + overhead + 2}, or lower "
+                         f"{self.budget_flag}")
 
     def post_process(self, text: str, opened_in_prompt: bool = False) -> str:
         """The -M clean-up options (off by default: raw outputs are saved as generated)."""

@@ -124,6 +124,7 @@ class Judge:
         if rubric.system:  # the rubric's system message replaces the model's own
             model.options = dataclasses.replace(model.options, system_prompt=rubric.system)
         model.budget_flag = "--judge-max-new-tokens"  # named by the adapter's hints
+        model.length_flag = "--judge-max-length"
         self.model, self.rubric, self.mode, self.cache = model, rubric, mode, cache
         self.max_length = max_length
         # logits mode reads one token: the budget only sizes its prompts, as it always did
