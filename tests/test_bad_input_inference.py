@@ -198,7 +198,7 @@ def test_shard_out_of_range_and_a_too_small_max_length(setup, capsys):
     assert "'2/2' is not I/K with 0 <= I < K" in capsys.readouterr().err and snapshot(tmp_path / "pred") == before
     refused(capsys, ["--backend", "echo", "--model-name", "other", *base, "--max-length", "40"],
             "mine: --max-length 40 leaves no room for the prompt: the chat template takes 18 tokens and the answer "
-            "max_new_tokens 512; raise --max-length to at least 532", before, tmp_path / "pred")
+            "max_new_tokens 512; raise it to at least 532", before, tmp_path / "pred")
     assert not (tmp_path / "pred" / "other").exists()  # no sidecar to block the corrected rerun
     assert inference.main(["--backend", "echo", "--model-name", "other", *base, "--max-length", "600"]) == 0
 
@@ -250,3 +250,19 @@ def test_an_error_inside_the_run_is_not_reported_as_bad_input(tmp_path, monkeypa
     with pytest.raises(KeyError, match="a bug inside the run"):
         inference.main(["--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path)])
     assert "error:" not in capsys.readouterr().err
+
+
+def test_a_model_folder_without_its_tokenizer_files_is_refused(setup, capsys):
+    """Without tokenizer.json transformers builds a tokenizer of 3 tokens that turns every text into none: the run
+    ended normally, each prompt the chat template's special tokens alone, every answer empty."""
+    tmp_path, base = setup
+    model = tmp_path / "no-tokenizer"
+    shutil.copytree(ROOT / "demo" / "tiny-qwen2", model)
+    (model / "tokenizer.json").unlink()
+    before = snapshot(tmp_path / "pred")
+    for command, prefix in (([], "could not load model: "), (["dry-run"], "dry-run: ")):
+        assert inference.main([*command, "--model", str(model), *base, "--model-name", "m"]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"error: {prefix}model {model}: its tokenizer has no vocabulary: tokenizer.json (or vocab.json and "
+            "merges.txt, or tokenizer.model) is missing")
+    assert snapshot(tmp_path / "pred") == before

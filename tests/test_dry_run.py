@@ -75,7 +75,8 @@ def expected_rows(name, max_length, max_new, limit):
     chat = lambda text: tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                 add_generation_prompt=True)
     count = lambda text: len(tok(text, add_special_tokens=not ds.task.chat)["input_ids"])
-    overhead = count(chat("")) if ds.task.chat else 1
+    bos = len(tok("a")["input_ids"]) - len(tok("a", add_special_tokens=False)["input_ids"])  # Qwen's: 0
+    overhead = count(chat("")) if ds.task.chat else bos
     rows = []
     for example in ds.examples[:limit]:
         ids = tok(fill_template(ds.template, example.fields), add_special_tokens=False)["input_ids"]

@@ -36,7 +36,7 @@ def test_a_judge_length_with_no_room_names_the_judges_flags(tmp_path, capsys):
                           "--judge-max-length", "5"]) == 2
     assert capsys.readouterr().err == (
         "error: --judge-max-length 5 leaves no room for the prompt: the chat template takes 18 tokens and the answer "
-        "max_new_tokens 16; raise --judge-max-length to at least 36, or lower --judge-max-new-tokens\n")
+        "max_new_tokens 16; raise it to at least 36, or lower --judge-max-new-tokens\n")
 
 def test_a_judge_prompt_cut_to_another_length_is_asked_again(tmp_path, capsys):
     """The verdict cache's key left out --judge-max-length: a run with another cut returned the verdicts of

@@ -26,7 +26,9 @@ def expected(name, policy, max_length, max_new, limit):
     chat = lambda text: tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                 add_generation_prompt=True)
     count = lambda text: len(tok(text, add_special_tokens=not ds.task.chat)["input_ids"])
-    budget = max_length - max_new - (count(chat("")) if ds.task.chat else 1)
+    # completion mode: room for the BOS the tokenizer adds, if any (Qwen's adds none; one was kept free)
+    bos = len(tok("a")["input_ids"]) - len(tok("a", add_special_tokens=False)["input_ids"])
+    budget = max_length - max_new - (count(chat("")) if ds.task.chat else bos)
     rows = []
     for example in ds.examples[:limit]:
         ids = tok(ds.fill(example), add_special_tokens=False)["input_ids"]
@@ -50,6 +52,7 @@ def test_each_policy_keeps_exactly_its_tokens(tmp_path, policy):
         assert [(r["prompt"], r["prompt_tokens"], r["truncated_tokens"]) for r in rows] == \
             expected(name, policy, 200, 20, 4)
         assert all(r["truncated_tokens"] > 0 for r in rows)  # every one of them is over 200 tokens
+        assert all(r["prompt_tokens"] + 20 == 200 for r in rows) or policy == "middle"  # the window, full
     summary = json.loads((tmp_path / "tiny-qwen2" / "dry_run.json").read_text(encoding="utf-8"))
     assert summary["settings"]["truncation"] == policy and summary["datasets"]["demo_trec"]["truncation"] == policy
 

@@ -104,9 +104,8 @@ def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
 def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, int]:
     """(required examples with a good record of their current content, required examples)."""
     path, required = out_dir / f"{ds.name}.jsonl", required_examples(ds, limit)
-    expected = {e.id: e.sha256 for e in ds.examples}
     model = read_sidecar(path).get("model_sha256")  # the model of the sidecar's run (None: any)
-    saved = best_records(path, expected=expected, model=model)
+    saved = best_records(path, expected={e.id: e.sha256 for e in ds.examples}, model=model)
     good = sum(1 for e in required if saved.get(e.id, {}).get("example_sha256") == e.sha256
                and saved[e.id].get("error") is None)
     return good, len(required)

@@ -98,8 +98,7 @@ class BaseLLM:
     max_pad_fraction = 0.1  # plan_batches' limit: a local model computes the padding, a server not
     holds_weights = True  # False: building the adapter loads no model (a server's client, echo)
     Options = None  # the backend's -M options: a dataclass of options.py option() fields
-    budget_flag = "--max-new-tokens"  # what raises max_new_tokens, as hints name it (the judge's)
-    length_flag = "--max-length"  # and what sets max_length
+    budget_flag, length_flag = "--max-new-tokens", "--max-length"  # hints name them; judge: own
 
     def can(self, what: str) -> bool:
         return what in self.capabilities
@@ -179,7 +178,7 @@ class BaseLLM:
         """Tokens around the text: the empty chat template, or a BOS in completion mode."""
         if chat and not hasattr(self, "_chat_overhead"):
             self._chat_overhead = self.count_tokens(self.apply_chat(""), add_special_tokens=False)
-        return self._chat_overhead if chat else 1
+        return self._chat_overhead if chat else int(self.adds_bos())  # a BOS, if it adds one
 
     def build_prompt(self, text: str, chat: bool, max_new_tokens: int, max_length: int | None,
                      truncation: str = "middle") -> Prompt:
@@ -209,9 +208,8 @@ class BaseLLM:
             return
         template = f"the chat template takes {overhead} tokens and " if chat else ""
         raise ValueError(f"{self.length_flag} {max_length} leaves no room for the prompt: "
-                         f"{template}the answer max_new_tokens {max_new_tokens}; raise "
-                         f"{self.length_flag} to at least {max_new_tokens + overhead + 2}, or lower "
-                         f"{self.budget_flag}")
+                         f"{template}the answer max_new_tokens {max_new_tokens}; raise it to at "
+                         f"least {max_new_tokens + overhead + 2}, or lower {self.budget_flag}")
 
     def post_process(self, text: str, opened_in_prompt: bool = False) -> str:
         """The -M clean-up options (off by default: raw outputs are saved as generated)."""

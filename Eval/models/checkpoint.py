@@ -100,6 +100,9 @@ def load_tokenizer(path: str, trust_remote_code: bool, padding_side: str = "left
     folder, gguf = gguf_parts(path) or (path, None)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, padding_side=padding_side,
                                               trust_remote_code=trust_remote_code)
+    if not tokenizer("Hello, world.", add_special_tokens=False)["input_ids"]:  # transformers' blank
+        raise ValueError(f"model {path}: its tokenizer has no vocabulary: tokenizer.json (or "
+                         "vocab.json and merges.txt, or tokenizer.model) is missing")
     tokenizer.model_max_length = int(1e30)  # we cut long prompts ourselves: no length warning
     if tokenizer.pad_token_id is None:  # padding needs a pad id; it is masked out anyway
         tokenizer.pad_token = tokenizer.eos_token
