@@ -126,7 +126,7 @@ def test_apply_chat_template_without_a_template_is_one_line(task_dir, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.splitlines()[-1] == (
         f"error: nothing was written: --apply-chat-template: {plain}: the tokenizer has no chat template; use "
-        "a chat model (a base one runs only tasks with chat=False in Eval/tasks.py)")
+        "a chat model (a base one runs tasks with chat=False in Eval/tasks.py)")
 
 @needs_lm_eval
 def test_an_out_dir_under_a_file_is_refused_before_the_evaluation(task_dir, capsys, monkeypatch):

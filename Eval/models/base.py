@@ -133,7 +133,7 @@ class BaseLLM:
 
     def without_chat_template(self, text: str) -> str:
         raise ValueError(f"{self.identity().get('path')}: the tokenizer has no chat template; use "
-                         "a chat model (a base one runs only tasks with chat=False in Eval/tasks.py)")
+                         "a chat model (a base one runs tasks with chat=False in Eval/tasks.py)")
 
     def count_tokens(self, text: str, add_special_tokens: bool) -> int:
         return len(self.tokenize(text)) + (1 if add_special_tokens and self.adds_bos() else 0)
