@@ -2,6 +2,7 @@
 the exact prompts and generation lengths, a LongBench dataset without its prompt stops before any model loads, the
 fallback template fits the data, prompts/NAME.txt wins, the run sidecar names the template, and TinyEval's nested
 GAOKAO-new1-math.json source reads as the same questions as its GAOKAO_math.jsonl."""
+import dataclasses
 import json
 
 import pytest
@@ -202,7 +203,8 @@ def test_longbench_v2_prompt_folder_fills_like_its_pred_py(tmp_path):
               "question": "  Which?\n", "choice_A": " a ", "choice_B": "b", "choice_C": "{c}", "choice_D": "d\n",
               "answer": "A", "context": "\n The text. "}
     write_jsonl(tmp_path / "data" / "longbench_v2.jsonl", [record])
-    ds = load_dataset("longbench_v2", tmp_path / "data", tmp_path / "none", _sources(folder))
+    sources = dataclasses.replace(_sources(folder), cot=True)  # --cot: its two templates read too
+    ds = load_dataset("longbench_v2", tmp_path / "data", tmp_path / "none", sources)
 
     def theirs(template, cot=None):  # LongBench v2's fill: str.replace of each marker by the stripped field
         text = template.replace("$DOC$", record["context"].strip()).replace("$Q$", record["question"].strip())
@@ -215,3 +217,32 @@ def test_longbench_v2_prompt_folder_fills_like_its_pred_py(tmp_path):
         theirs((folder / "0shot_cot_ans.txt").read_text(encoding="utf-8"), "It is {a}.")
     assert ds.templates["answer"].source == str(folder / "0shot.txt")
     check_template(ds.template, "t")  # a plain {field} template like any other
+
+
+def test_longbench_e_files_run_as_their_dataset_and_v2_needs_its_cot_templates_only_with_cot(tmp_path, monkeypatch,
+                                                                                               capsys):
+    """LongBench's pred.py --e reads NAME_e.jsonl with NAME's prompt, length and metric: lcc_e got the default
+    template, chat mode, qa_f1 and 128 tokens. And a longbench_v2 run without --cot was refused for lack of the
+    chain-of-thought templates."""
+    refuse_weights(monkeypatch)
+    data, prompts = tmp_path / "data", tmp_path / "prompts"
+    write_jsonl(data / "lcc_e.jsonl", [{"input": "", "context": "def f(x):\n    return x\n", "answers": ["    return y"],
+                                        "length": 10, "all_classes": None, "_id": "c0"}])
+    config = tmp_path / "dataset2prompt.json"
+    config.write_text(json.dumps({"lcc": "Please complete the code given below. \n{context}Next line of code:\n"}))
+    (tmp_path / "dataset2maxlen.json").write_text(json.dumps({"lcc": 60}))
+    out = tmp_path / "pred"
+    assert inference.main(["dry-run", "--dataset-dir", str(data), "--prompt-config", str(config), "--maxlen-config",
+                           str(tmp_path / "dataset2maxlen.json"), "--out-dir", str(out), "--model-name", "m"]) == 0
+    [row] = lines(out / "m" / "lcc_e.prompts.jsonl")
+    assert row["prompt"] == "Please complete the code given below. \ndef f(x):\n    return x\nNext line of code:\n"
+    assert row["max_new_tokens"] == 60 and "user_text" not in row  # completion mode, as lcc
+    assert json.loads((out / "m" / "dry_run.json").read_text())["datasets"]["lcc_e"]["mode"] == "completion"
+    v2 = tmp_path / "v2"
+    write_jsonl(v2 / "longbench_v2.jsonl", lines(ROOT / "dataset" / "longbench_v2" / "demo_longbench_v2.jsonl")[:2])
+    (v2 / "longbench_v2.txt").write_text((ROOT / "prompts" / "demo_longbench_v2.txt").read_text(encoding="utf-8"))
+    argv = ["dry-run", "--dataset-dir", str(v2), "--prompt-dir", str(v2), "--out-dir", str(out), "--model-name", "v"]
+    assert inference.main(argv) == 0
+    capsys.readouterr()
+    assert inference.main([*argv, "--cot"]) == 2
+    assert f"there is no {v2 / 'longbench_v2.cot.txt'}" in capsys.readouterr().err

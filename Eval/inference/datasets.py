@@ -34,6 +34,7 @@ class Sources:
     maxlen: dict | None = None  # dataset name -> max new tokens (dataset2maxlen.json), or model
     maxlen_path: Path | None = None  # name -> prompt tokens (LongBench v2's model2maxlen.json)
     model_name: str | None = None  # the run's output folder name: its model2maxlen entry
+    cot: bool = False  # --cot: the task's chain-of-thought templates are read too
 
 
 @dataclasses.dataclass
@@ -227,15 +228,17 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
             raise RecordError(path, line, f"expected a JSON object, found {type(record).__name__}")
     form = record_form(items[0][1], path, items[0][0])
     language = detect_language([r for _, r in items])
-    task, task_note = (TASKS[name], None) if name in TASKS else default_task(name, form, language)
+    base = name[:-2] if name.endswith("_e") and name[:-2] in TASKS else name  # LongBench-E's too
+    task, task_note = (dataclasses.replace(TASKS[base], name=name), None) if base in TASKS else \
+        default_task(name, form, language)
     notes = [task_note] if task_note else []
-    if sources.maxlen and name in sources.maxlen:
-        if task.max_new_tokens != sources.maxlen[name]:
-            notes.append(f"{name}: max_new_tokens {sources.maxlen[name]} from "
+    if sources.maxlen and base in sources.maxlen:
+        if task.max_new_tokens != sources.maxlen[base]:
+            notes.append(f"{name}: max_new_tokens {sources.maxlen[base]} from "
                          f"{sources.maxlen_path} (the task table says {task.max_new_tokens})")
-        task = dataclasses.replace(task, max_new_tokens=sources.maxlen[name])
-    kinds = ("answer", "cot", "cot_answer") if task.cot_max_new_tokens else ("answer",)
-    templates = {kind: resolve_template(name, kind, prompt_dir, form, task.published_prompt,
+        task = dataclasses.replace(task, max_new_tokens=sources.maxlen[base])
+    kinds = ("answer", "cot", "cot_answer")[:3 if task.cot_max_new_tokens and sources.cot else 1]
+    templates = {kind: resolve_template(base, kind, prompt_dir, form, task.published_prompt,
                                         sources.prompt_config)
                  or default_template(name, kind, prompt_dir, form, task.language) for kind in kinds}
     missing = [f"{prompt_dir / name}{KINDS[kind]}" for kind, t in templates.items() if t is None]
