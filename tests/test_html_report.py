@@ -192,3 +192,22 @@ def test_a_scored_bergen_root_is_not_scored_again_by_report(tmp_path, capsys):
     assert "scoring first: bm25-tinyllm, splade-rerank-tinyllm" in capsys.readouterr().out
     assert eval_cli.main(["report", "--pred-root", str(root)]) == 0
     assert "scoring first" not in capsys.readouterr().out
+
+
+def test_the_sample_browser_keeps_odd_texts_ids_and_metrics(tmp_path, capsys):
+    """A U+2028 / U+0085 in a text split the per-example line (its model and dataset left the page as
+    "unreadable"); an id-less record showed "None"; a ranking headline was listed twice and a metric not at all;
+    an alias list of any length went into the page whole; a name with two spaces matched no filter option."""
+    root = tmp_path / "pred"
+    aliases = [f"a{k}" for k in range(30)]
+    _write(root / "tiny  two", "custom_en", [{"pred": "wait\u0085 what\u2028 now", "answers": aliases},
+                                             {"pred": "a1", "answers": ["a1"]}])
+    assert eval_cli.main(["--pred-root", str(root), "--quiet", "--metrics", "rouge,exact_match"]) == 0
+    assert eval_cli.main(["report", "--pred-root", str(root), "--quiet"]) == 0
+    assert "unreadable" not in capsys.readouterr().out
+    page = (root / "report.html").read_text(encoding="utf-8")
+    raw = re.search(r'<script type="application/json" id="samples-data">(.*?)</script>', page, re.S).group(1)
+    samples = json.loads(raw)
+    assert [s["id"] for s in samples] == ["#1", "#2"] and samples[0]["scores"] == [["exact_match", "0.00"]]
+    assert samples[0]["answers"] == [f"a{k}" for k in range(10)] + ["... 20 more"]
+    assert '<option value="tiny  two">tiny  two</option>' in page

@@ -21,6 +21,7 @@ from Eval.scoring.sections.scores import score_text
 from Eval.storage import read_json_object, write_bytes_atomic
 
 SAMPLES = 100  # per model and dataset: the lowest-scored lines go into the page
+ANSWERS = 10  # reference answers shown per sample (a TriviaQA-style alias list can hold hundreds)
 
 
 def _predictions(folder: Path, dataset: str) -> dict[int, dict]:
@@ -38,7 +39,8 @@ def sample_rows(root: Path, by_model: dict, notes: list[str]) -> tuple[list[dict
         for dataset, entry in sorted(entries.items()):
             path = root / model / "per_example" / f"{dataset}.scores.jsonl"
             try:
-                lines = [json.loads(t) for t in path.read_text(encoding="utf-8").splitlines()
+                # "\n" only: splitlines() would also split at U+2028 / U+0085 inside a text
+                lines = [json.loads(t) for t in path.read_text(encoding="utf-8").split("\n")
                          if t.strip()]
             except (OSError, ValueError) as err:
                 notes.append(f"{model}/per_example/{dataset}.scores.jsonl: unreadable "
@@ -62,12 +64,17 @@ def _sample(model: str, dataset: str, metric: str, line: dict, record: dict) -> 
     found = line.get("explanations")
     explanations = [[m, head(str(e.get("text", "")) if isinstance(e, dict) else str(e))]
                     for m, e in found.items()] if isinstance(found, dict) else []
-    return {"model": model, "dataset": dataset, "id": str(line.get("id", f"#{line.get('line')}")),
+    rid = line.get("id")  # none in TinyEval's files: the line
+    others = [[m, score_text(None if v is None else 100 * v)] for m, v in scores.items()
+              if m != metric]  # every metric but the headline, which "score" holds
+    return {"model": model, "dataset": dataset,
+            "id": f"#{line.get('line')}" if rid is None else str(rid),
             "score": None if scores.get(metric) is None else round(100 * scores[metric], 2),
-            "scores": [[m, score_text(None if v is None else 100 * v)] for m, v in scores.items()],
+            "scores": others,
             "pred": head(line.get("pred", record.get("pred"))),
             "extracted": None if extracted is None else head(str(extracted)),
-            "answers": [head(str(a)) for a in answers],
+            "answers": [head(str(a)) for a in answers[:ANSWERS]]
+            + ([f"... {len(answers) - ANSWERS} more"] if len(answers) > ANSWERS else []),
             "explanations": explanations, "zeroed": line.get("zeroed")}
 
 
