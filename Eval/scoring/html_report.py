@@ -1,5 +1,5 @@
 """`python eval.py report`: one self-contained report.html of everything under a pred root: every
-section, each model and dataset's SAMPLES lowest examples; offline, no local path, all escaped.
+section, each model and dataset's 100 lowest-scored examples; offline, no local path, all escaped.
 
 Usage:
     python eval.py report [--pred-root pred]       # scores first what is not scored yet
