@@ -80,15 +80,15 @@ def changed_dataset(sidecar: dict) -> Path | None:
         paths = [Path(p) for p in given if isinstance(p, str) and os.path.isfile(p)]
         try:
             stat = paths[0].stat() if paths else None
-            if stat and _dataset_sha256(str(paths[0]), stat.st_mtime_ns, stat.st_size) != sha256:
+            if stat and _cached_sha256(str(paths[0]), stat.st_mtime_ns, stat.st_size) != sha256:
                 return paths[0]
         except (OSError, StorageError):
             continue
     return None
 
 
-@functools.lru_cache(maxsize=256)  # every model folder's entries of one dataset read it: once
-def _dataset_sha256(path: str, mtime_ns: int, size: int) -> str:
+@functools.lru_cache(maxsize=256)  # a dataset or a qrels file every model folder's entries read:
+def _cached_sha256(path: str, mtime_ns: int, size: int) -> str:  # hashed once while unchanged
     return file_sha256(Path(path))
 
 
@@ -123,8 +123,9 @@ def source_problem(folder: Path, name: str, saved_sha: object) -> str | None:
 
 def _sha256_or_none(path: Path) -> str | None:
     try:
-        return file_sha256(path)
-    except StorageError:  # gone: a changed input too (a metric's own error names the -S file)
+        stat = path.stat()
+        return _cached_sha256(str(path), stat.st_mtime_ns, stat.st_size)
+    except (OSError, StorageError):  # gone: a changed input too (the metric's error names it)
         return None
 
 
