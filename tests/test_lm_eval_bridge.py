@@ -276,28 +276,27 @@ def test_unknown_task_stops_before_the_model_loads(task_dir, capsys):
 @needs_lm_eval
 def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
     """The real CLI on a task whose data is on the Hub, with an empty cache and the Hub's address a port where nothing
-    listens (so no network, whether or not the machine has one): lm-eval's builtin arc_easy with HF_HUB_OFFLINE=1,
-    and the same YAML copied into an --include-path folder with only datasets' own HF_DATASETS_OFFLINE=1 (most of
-    a run with builtin tasks is lm-eval indexing its ~14,000 task YAMLs; the second run is spared that, and the
-    error path after the index is the same). (With neither flag the error is the same builtin ConnectionError,
-    raised after huggingface_hub's 5 retries: ~23 s of back-off that cannot be configured, too slow for a test.)"""
+    listens (so no network, whether or not the machine has one): lm-eval's builtin arc_easy YAML, copied into an
+    --include-path folder, under each offline switch: huggingface_hub's HF_HUB_OFFLINE=1 and datasets' own
+    HF_DATASETS_OFFLINE=1. (Run as a builtin task, the error is the same after lm-eval has indexed its ~14,000
+    task YAMLs: 6 s of lm-eval's own start-up. With neither flag it is the same builtin ConnectionError, raised
+    after huggingface_hub's 5 retries: ~23 s of back-off that cannot be configured, too slow for a test.)"""
     lm_eval_dir = Path(importlib.util.find_spec("lm_eval").submodule_search_locations[0])
     builtin = lm_eval_dir / "tasks" / "arc" / "arc_easy.yaml"
     (tmp_path / "hub_task").mkdir()
     (tmp_path / "hub_task" / "arc_easy.yaml").write_text(builtin.read_text(encoding="utf-8"), encoding="utf-8")
-    where = {"HF_HUB_OFFLINE": ([], r"/\S+/lm_eval/tasks/arc/arc_easy\.yaml"),
-             "HF_DATASETS_OFFLINE": (["--include-path", str(tmp_path / "hub_task"), "--no-builtin-tasks"],
-                                     re.escape(str(tmp_path / "hub_task" / "arc_easy.yaml")))}
+    local = ["--include-path", str(tmp_path / "hub_task"), "--no-builtin-tasks"]
+    where = re.escape(str(tmp_path / "hub_task" / "arc_easy.yaml"))
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
     runs = {}
-    for flag, (tasks_from, _) in where.items():  # both at once: each is mostly start-up
+    for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):  # both at once: each is mostly start-up
         env = {k: v for k, v in os.environ.items() if k not in HUB_SETTINGS}
         env.update({flag: "1", "HF_HOME": str(tmp_path / flag), "OMP_WAIT_POLICY": "PASSIVE",
                     "HF_ENDPOINT": f"http://127.0.0.1:{closed.getsockname()[1]}"})
         runs[flag] = subprocess.Popen(
             [sys.executable, "inference.py", "lm-eval", "--model", str(DEMO), "--tasks", "arc_easy", "--limit", "2",
-             *tasks_from, "--out-dir", str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+             *local, "--out-dir", str(tmp_path / "out")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
     try:
         outputs = {flag: (proc.communicate(timeout=120), proc.returncode) for flag, proc in runs.items()}
@@ -310,7 +309,7 @@ def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
         assert "Traceback" not in err and out == "", flag
         errors = [line for line in err.splitlines() if line.startswith("error:")]
         assert errors == [err.strip().splitlines()[-1]], (flag, err[-3000:])  # one line, the last
-        assert re.match(rf"error: lm-eval task 'arc_easy' \({where[flag][1]}\): its data "
+        assert re.match(rf"error: lm-eval task 'arc_easy' \({where}\): its data "
                         r"is not available offline \(Couldn't reach 'allenai/ai2_arc' on the Hub "
                         r"\(OfflineModeIsEnabled\)\); to run a local task instead, pass --include-path DIR "
                         r"--no-builtin-tasks, ", errors[0]), errors[0]
