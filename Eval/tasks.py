@@ -106,6 +106,15 @@ _rows(
 )
 
 
+def row_name(name: str) -> str:
+    """The row of a file named after a task: its own, else LongBench-E's NAME_e, or NAME_cot (a
+    --cot run, ours or LongBench v2 pred.py's, saved under that name)."""
+    for suffix in ("_e", "_cot"):
+        if name not in TASKS and name.endswith(suffix) and name[:-len(suffix)] in TASKS:
+            return name[:-len(suffix)]
+    return name
+
+
 def get_task(name: str) -> Task:
     """An unknown name is a KeyError that suggests the closest known names."""
     return TASKS[name]

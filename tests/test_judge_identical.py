@@ -109,3 +109,14 @@ def test_both_orders_measure_position_bias_and_the_win_rate_has_an_interval(tmp_
     single = compare_folders(a, b, tmp_path / "c3", ScriptedJudge(lambda p: "1"), "text", seed=3, max_length=None,
                              only={"trec"})["trec"]
     assert single["position_bias"] is None and single["model_calls"] == 4 and single["swapped"] == 2
+
+
+def test_the_judge_sees_the_extraction_of_a_cot_or_longbench_e_files_task():
+    """longbench_v2_cot.jsonl and LongBench-E's multi_news_e.jsonl are their task's files: the judge had been
+    shown the raw output, thinking block and all, where the metrics see the extracted answer."""
+    from Eval.scoring.judge import prediction
+
+    record = {"pred": "<think>long reasoning</think>The correct answer is (B)", "answers": ["B"]}
+    assert prediction(record, "longbench_v2_cot") == prediction(record, "longbench_v2") == "B"
+    assert prediction({"pred": "<think>x</think> A storm."}, "multi_news_e") == " A storm."  # strip_think
+    assert prediction({"pred": "<think>x</think> A storm."}, "unknown_e") == "<think>x</think> A storm."

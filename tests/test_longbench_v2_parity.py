@@ -376,20 +376,21 @@ def test_the_figures_docs_scoring_md_gives_for_this_file(folders, runs):
 @pytest.mark.parametrize("cot", [False, True], ids=["one-pass", "cot"])
 def test_pred_py_output_files_are_scored_as_they_are(tmp_path, cot):
     """LongBench v2's pred.py writes each record it keeps with `response` (the output), `pred` (its letter),
-    `judge` and `context[:1000]`: eval.py read none of it (no `answers`, a `length` of short/medium/long)."""
+    `judge` and `context[:1000]`: eval.py read none of it (no `answers`, a `length` of short/medium/long). Its
+    --cot output, saved as longbench_v2_cot.jsonl (our own --cot file's name), had been an unknown dataset."""
     rows = []
     for rec, out in outputs(cot):
         if out is not None:
             response = out.strip()
             row = {**rec, "context": rec["context"][:1000], "response": response, "pred": pick(response)}
             rows.append({**row, **({"response_cot": "reasoning"} if cot else {}), "judge": row["pred"] == rec["answer"]})
-    folder = tmp_path / "pred" / "gpt-4o"  # results/gpt-4o.jsonl, renamed for its dataset
+    folder, name = tmp_path / "pred" / "gpt-4o", "longbench_v2_cot" if cot else "longbench_v2"  # gpt-4o[_cot].jsonl
     folder.mkdir(parents=True)
-    (folder / "longbench_v2.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                                               encoding="utf-8")
-    detail = scored(tmp_path, "gpt-4o")["longbench_v2"]
+    (folder / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                           encoding="utf-8")
+    detail = scored(tmp_path, "gpt-4o")[name]
     assert detail["breakdown"]["accuracy"] == result_py(written_rows(cot), compensated=False)
     assert detail["breakdown"]["compensated"] == result_py(written_rows(cot), compensated=True)
-    entries = per_example(tmp_path, "gpt-4o", "longbench_v2")
+    entries = per_example(tmp_path, "gpt-4o", name)
     assert [e.get("extracted") for e in entries] == [r["pred"] for r in rows]
     assert [e["scores"]["choice_match"] for e in entries] == [float(r["judge"]) for r in rows]

@@ -233,3 +233,21 @@ def test_api_reasoning_content_goes_back_inside_the_adapters_tags(fake, api):
     [prompt] = model.build_prompts(["Which option?"], chat=True, max_new_tokens=8, max_length=None)
     [out] = model.generate([prompt], 8)
     assert (out.text, out.thinking["closed"]) == ("<reasoning>think\nfirst</reasoning>B", True)
+
+
+def test_hf_thinking_tags_that_are_special_tokens_stay_in_the_output():
+    """Magistral's [THINK] [/THINK] are special tokens. Decoded with skip_special_tokens, the closing tag vanished
+    from the output: the block read as unclosed, the stop watch never saw it, --strip-think scored nothing."""
+    import torch
+    tagged = HFModel(str(DEMO), threads=1)
+    tagged.tokenizer.add_special_tokens({"additional_special_tokens": ["[THINK]", "[/THINK]"]})
+    torch.manual_seed(0)
+    tagged.model.resize_token_embeddings(len(tagged.tokenizer))
+    tags, close_id = ("[THINK]", "[/THINK]"), tagged.tokenize("[/THINK]")
+    assert len(close_id) == 1 and close_id[0] in tagged.tokenizer.all_special_ids
+    out = run(tagged, "问题：小镇的名字是什么？\n回答：[THINK]", think_tags=tags, thinking_budget=4)
+    thought = tagged.detokenize(tagged.tokenize(out.text.split("[/THINK]")[0]))
+    assert out.text.count("[/THINK]") == 1 and out.text.startswith(thought + "[/THINK]")
+    assert out.thinking == {"tags": list(tags), "opened_in_prompt": True, "closed": True, "budget_hit": True}
+    assert strip_think(out.text, {"thinking": out.thinking}) == out.text.split("[/THINK]", 1)[1].strip()
+    assert "<|im_end|>" not in out.text and "<|endoftext|>" not in out.text  # other special tokens stay out

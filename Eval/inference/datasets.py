@@ -19,7 +19,7 @@ from Eval.names import check_name
 from Eval.records import (RecordError, content_hash, examples_digest, file_sha256,
                           iter_json_objects)
 from Eval.storage import regular_file_problem
-from Eval.tasks import TASKS, Task
+from Eval.tasks import TASKS, Task, row_name
 
 V2_CHOICES = ("choice_A", "choice_B", "choice_C", "choice_D")
 V2_FIELDS = ("question", *V2_CHOICES, "answer", "context")
@@ -228,7 +228,7 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
             raise RecordError(path, line, f"expected a JSON object, found {type(record).__name__}")
     form = record_form(items[0][1], path, items[0][0])
     language = detect_language([r for _, r in items])
-    base = name[:-2] if name.endswith("_e") and name[:-2] in TASKS else name  # LongBench-E's too
+    base = row_name(name)  # LongBench-E's NAME_e too
     task, task_note = (dataclasses.replace(TASKS[base], name=name), None) if base in TASKS else \
         default_task(name, form, language)
     notes = [task_note] if task_note else []

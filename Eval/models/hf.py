@@ -17,7 +17,7 @@ from Eval.models.checkpoint import CheckpointModel
 from Eval.models.greedy import greedy_decode
 from Eval.models.hf_scores import HFScores, out_of_memory
 from Eval.models.options import AdapterOptions
-from Eval.models.stop_watch import StopWatch
+from Eval.models.stop_watch import StopWatch, output_decoder
 from Eval.thinking import prompt_opens_thinking
 
 # A CPU decode step uses every thread only when rows x parameters >= this (docs/speed.md).
@@ -88,7 +88,8 @@ class HFModel(HFScores, CheckpointModel):
                                add_special_tokens=prompts[0].add_special_tokens).to(self.device)
         tags, budget = self.options.think_tags, self.options.thinking_budget
         opened = [prompt_opens_thinking(p.text, tags) for p in prompts]
-        watches = [StopWatch(stop, tags, o, self.detokenize, self.tokenize, budget)
+        decode = output_decoder(self.tokenizer, tags)  # keeps tags that are special tokens
+        watches = [StopWatch(stop, tags, o, decode, self.tokenize, budget)
                    for o in opened] if stop or budget is not None else None
         forced = None if budget is None else lambda row: watches[row].take_forced()
         decoded = greedy_decode(self.model, batch["input_ids"], batch["attention_mask"],
@@ -99,7 +100,7 @@ class HFModel(HFScores, CheckpointModel):
         outputs = []
         for k, ((ids, reason), opens) in enumerate(zip(decoded, opened)):
             text_ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids
-            text, _ = cut_at_stop(self.detokenize(text_ids), stop, tags, opens)
+            text, _ = cut_at_stop(decode(text_ids), stop, tags, opens)
             budget_hit = bool(watches and watches[k].budget_hit)
             saved, thinking = self.finish_output(text, opens, budget_hit)
             outputs.append(Generation(saved, len(ids), reason, batch_size=len(prompts),

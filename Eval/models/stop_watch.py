@@ -2,7 +2,8 @@
 ids)` and gives `forced_next` (the closing tag once the thinking block has taken its budget).
 
 Usage:
-    watch = StopWatch(("\n\n",), ("<think>", "</think>"), False, detokenize, tokenize, 512)
+    decode = output_decoder(tokenizer, ("<think>", "</think>"))
+    watch = StopWatch(("\n\n",), ("<think>", "</think>"), False, decode, tokenize, 512)
 """
 from __future__ import annotations
 
@@ -10,6 +11,19 @@ from typing import Callable
 
 from Eval.models.base import cut_at_stop
 from Eval.thinking import thinking_bounds
+
+
+def output_decoder(tokenizer, think_tags: tuple[str, str]) -> Callable[[list[int]], str]:
+    """decode(ids, skip_special_tokens=True), except that thinking tags which are special tokens
+    (Magistral's [THINK] [/THINK]) are kept: without them a closed block would read as unclosed."""
+    special = set(tokenizer.all_special_ids) | \
+        {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+    kept = special & {i for tag in think_tags
+                      for i in tokenizer(tag, add_special_tokens=False)["input_ids"]}
+    if not kept:
+        return lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
+    dropped = special - kept
+    return lambda ids: tokenizer.decode([i for i in ids if i not in dropped])
 
 
 class StopWatch:

@@ -25,7 +25,7 @@ from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
 from Eval.scoring.saved_task import saved_task
 from Eval.storage import StorageError, commit_files, recover, regular_file_problem
-from Eval.tasks import TASKS, Task
+from Eval.tasks import TASKS, Task, row_name
 
 
 def add_folder_arguments(p) -> None:
@@ -79,7 +79,7 @@ def file_task(path: Path, notes: list[str]) -> Task:
     if split_of(path):
         return bergen_task(path)
     if path.stem in TASKS or not os.path.lexists(sidecar):
-        return TASKS[path.stem]
+        return dataclasses.replace(TASKS[row_name(path.stem)], name=path.stem)
     task = saved_task(path, sidecar)
     notes.append(f"{path.stem}: not in Eval/tasks.py; using the task saved in {sidecar.name} "
                  f"(metrics {', '.join(task.metrics)})")

@@ -21,7 +21,7 @@ from Eval.records import RecordError
 from Eval.scoring.intervals import wilson_interval
 from Eval.scoring.rubrics import Rubric
 from Eval.storage import append_lines, read_complete_lines, read_json_object
-from Eval.tasks import TASKS
+from Eval.tasks import TASKS, row_name
 
 NO_VERDICT = "n/a (no parseable verdict)"
 BATCH = 16  # prompts per model call
@@ -219,7 +219,7 @@ def record_fields(record: dict) -> dict:
 
 def prediction(record: dict, dataset: str) -> str:
     # The judge sees what the metrics see: the task's extraction (e.g. reasoning blocks removed).
-    task = TASKS.get(dataset)
+    task = TASKS.get(row_name(dataset))  # NAME_e, NAME_cot: NAME's extraction
     text = run_extraction(task.extract, record["pred"], record) if task else record["pred"]
     return "" if text is None else text
 
