@@ -1,4 +1,5 @@
-"""LongBench v2's model2maxlen cut as its pred.py makes it, and which prompt wins.
+"""LongBench's model2maxlen cut as its pred.py makes it (v2's, and v1's which TinyEval shares), and which
+prompt wins.
 
 pred.py encodes the filled prompt with the tokenizer's special tokens; over the model's model2maxlen
 entry L it keeps the first L // 2 and the last L - L // 2 tokens (its ids[-L//2:]), decodes them as
@@ -91,6 +92,44 @@ def test_model2maxlen_cuts_the_filled_prompt_as_pred_py(tmp_path, monkeypatch, c
             capsys.readouterr().err
     finally:
         server.close()
+
+
+def v1_cut(tok, text, limit):
+    """(the text LongBench v1's pred.py and TinyEval send, tokens cut): encoded with the special tokens; over
+    `limit`, the first and the last int(limit / 2) tokens, each decoded with the special tokens skipped."""
+    ids = tok(text, truncation=False).input_ids
+    if len(ids) <= limit:
+        return text, 0
+    half = int(limit / 2)
+    return tok.decode(ids[:half], skip_special_tokens=True) + tok.decode(ids[-half:], skip_special_tokens=True), \
+        len(ids) - 2 * half
+
+
+@pytest.mark.parametrize("with_bos", [False, True], ids=["no-bos", "bos"])
+def test_a_longbench_v1_model2maxlen_entry_cuts_as_its_pred_py_and_tinyevals(tmp_path, capsys, with_bos):
+    """LongBench v1's (and TinyEval's) model2maxlen.json had been accepted by --maxlen-config and ignored."""
+    tokenizer_dir = bos_tokenizer(tmp_path / "tok") if with_bos else DEMO
+    tok = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
+    limit, doc = 151, " ".join(f"Line {i} of the ledger says the tide was {i % 7} feet." for i in range(60))
+    templates = {"hotpotqa": "Passages:\n{context}\nQuestion: {input}\nAnswer:", "trec": "{context}\n{input}"}
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in templates:
+        rows = [{"input": "How high was the tide?", "context": context, "answers": ["3"], "length": 1, "_id": i}
+                for i, context in (("long", doc), ("short", "A calm day."))]
+        (data / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "prompts.json").write_text(json.dumps(templates), encoding="utf-8")
+    (tmp_path / "model2maxlen.json").write_text(json.dumps({"cut": limit}), encoding="utf-8")
+    assert inference.main(["dry-run", "--model", str(tokenizer_dir), "--dataset-dir", str(data), "--prompt-config",
+                           str(tmp_path / "prompts.json"), "--maxlen-config", str(tmp_path / "model2maxlen.json"),
+                           "--model-name", "cut", "--max-length", "100000", "--out-dir", str(tmp_path)]) == 0
+    for name, template in templates.items():
+        shown = [json.loads(line) for line in (tmp_path / "cut" / f"{name}.prompts.jsonl").read_text().splitlines()]
+        cuts = [v1_cut(tok, template.format(input="How high was the tide?", context=c), limit)
+                for c in (doc, "A calm day.")]
+        assert [(r.get("user_text", r["prompt"]), r["truncated_tokens"]) for r in shown] == cuts
+        assert cuts[0][1] > 0 and cuts[1][1] == 0
+    assert f"each filled prompt is cut to {limit} tokens as LongBench's pred.py cuts it" in capsys.readouterr().out
 
 
 def test_the_fill_docstring_runs_and_prompts_name_txt_wins_with_a_note(tmp_path, capsys):

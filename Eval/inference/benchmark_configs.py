@@ -4,7 +4,7 @@ benchmark's own scripts apply them (docs/inference.md).
 
 Usage:
     cfg = load_prompt_config(Path("LongBench/config/dataset2prompt.json"))
-    text, cut = cut_as_pred_py(model, text, maxlen["my-model"])
+    text, cut = cut_as_pred_py(model, text, maxlen["my-model"], v2=True)
 """
 
 import json
@@ -95,12 +95,18 @@ def fill_dollar_markers(text: str, fields: dict, kind: str) -> str:
     return text
 
 
-def cut_as_pred_py(model: BaseLLM, text: str, limit: int) -> tuple[str, int]:
-    """(text, tokens cut): pred.py's cut to `limit` tokens, BOS counted, before the chat template:
-    the first limit // 2 and the last limit - limit // 2 decoded as one text."""
+def cut_as_pred_py(model: BaseLLM, text: str, limit: int, v2: bool) -> tuple[str, int]:
+    """(text, tokens cut): pred.py's cut to `limit` tokens, BOS counted, before the chat template.
+    LongBench v2 decodes the first limit // 2 and the last limit - limit // 2 as one text; LongBench
+    v1 and TinyEval decode the first and the last int(limit / 2) apart and join them."""
     ids, bos = model.tokenize(text), int(model.adds_bos())
     over = len(ids) + bos - limit
     if over <= 0:
         return text, 0
-    head = max(0, limit // 2 - bos)
-    return model.detokenize(ids[:head] + ids[len(ids) - (limit - limit // 2):]), over
+    if v2:
+        head = max(0, limit // 2 - bos)
+        return model.detokenize(ids[:head] + ids[len(ids) - (limit - limit // 2):]), over
+    full = [None] * bos + ids  # None: the BOS, which their decode(skip_special_tokens) drops
+    half = limit // 2  # [-0:] is the whole prompt, as in their code
+    head, tail = ([i for i in part if i is not None] for part in (full[:half], full[-half:]))
+    return model.detokenize(head) + model.detokenize(tail), len(ids) - len(head) - len(tail)

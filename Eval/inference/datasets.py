@@ -246,10 +246,11 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
                          f"for it: write {' and '.join(missing)}")
     notes += [t.note for t in templates.values() if t.note]
-    limit = (sources.maxlen or {}).get(sources.model_name) if form == "longbench_v2" else 0
+    limit = (sources.maxlen or {}).get(sources.model_name)  # a model2maxlen.json entry
     if limit:
-        notes.append(f"{name}: each filled prompt is cut to {limit} tokens as LongBench v2's "
-                     f"pred.py cuts it ({sources.maxlen_path} [{sources.model_name}])")
+        notes.append(f"{name}: each filled prompt is cut to {limit} tokens as LongBench"
+                     f"{' v2' if form == 'longbench_v2' else ''}'s pred.py cuts it "
+                     f"({sources.maxlen_path} [{sources.model_name}])")
     examples = []
     for index, (line, record) in enumerate(items):
         if record_form(record, path, line) != form:
