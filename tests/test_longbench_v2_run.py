@@ -3,6 +3,7 @@ reasoning pass, then the answer prompt quoting it), then eval.py's accuracy with
 table. A scripted OpenAI-compatible server plays the model, so every figure is known by hand; the demo model runs
 the same commands to show the real path works."""
 import json
+import re
 
 from api_fakes import DEMO, KEY_ENV, SECRET, answer, fake  # noqa: F401  (fixture: fake)
 from conftest import ROOT
@@ -130,3 +131,26 @@ def test_the_answer_pass_keeps_to_max_batch_tokens(tmp_path, monkeypatch):
     bounded, free = (lines(tmp_path / run / "tiny-qwen2" / "demo_longbench_v2_cot.jsonl")
                      for run in ("bounded", "free"))
     assert [(r["id"], r["pred"], r["cot"]) for r in bounded] == [(r["id"], r["pred"], r["cot"]) for r in free]
+
+
+def test_a_pred_py_verdict_that_the_rescoring_contradicts_is_a_warning(tmp_path, capsys):
+    """pred.py's output carries its own `judge`; a file whose verdicts the re-extraction contradicts (edited, or
+    another pred.py) had been scored with no word of it."""
+    records = [json.loads(line) for line in (DATA / "demo_longbench_v2.jsonl").read_text().splitlines()]
+    rows = [{**r, "context": r["context"][:1000], "response": ONE_PASS[r["_id"][-2:]]} for r in records]
+    for row in rows:  # pred.py's pick: "(X)", else a bare letter, after every "*" is removed
+        found = [re.search(p, row["response"].replace("*", "")) for p in (r"The correct answer is \(([A-D])\)",
+                                                                          r"The correct answer is ([A-D])")]
+        row["pred"] = next((m.group(1) for m in found if m), None)
+        row["judge"] = row["pred"] == row["answer"]
+    folder = tmp_path / "pred" / "gpt-4o"
+    folder.mkdir(parents=True)
+    for flip in ((), ("lbv2-demo-01", "lbv2-demo-03")):
+        lines = [json.dumps({**r, "judge": not r["judge"] if r["_id"] in flip else r["judge"]}) for r in rows]
+        (folder / "longbench_v2.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert eval_cli.main(["--pred-root", str(tmp_path / "pred")]) == 0
+        out = capsys.readouterr().out
+        detail = json.loads((folder / "result_detail.json").read_text(encoding="utf-8"))["longbench_v2"]
+        assert detail["breakdown"]["accuracy"] == ONE_PASS_TABLE  # scored again, whatever the file's verdicts
+        assert ("warning: longbench_v2: 2 records score otherwise than the `judge` pred.py wrote in the file "
+                "(lbv2-demo-01, lbv2-demo-03): an edited file, another pred.py, or a --v2-variant" in out) == bool(flip)

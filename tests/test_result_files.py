@@ -137,6 +137,10 @@ def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys
     (folder / "custom_en.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (data / "custom_en.jsonl").write_text((data / "custom_en.jsonl").read_text().replace("366", "365"))
     assert status()["status"] == "data_changed"
+    (folder / "custom_en.jsonl").write_text("\n".join(lines + lines[:1]) + "\n", encoding="utf-8")
+    both = status()  # edited and its data changed: "modified" names the worse, both warnings say what
+    assert both["status"] == "modified" and len(both["warnings"]) == 2
+    (folder / "custom_en.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert inference.main(run) == 0  # the one changed example is redone, and the file matches its data again
     assert "custom_en: 0 new, 1 changed since the last run (redone), 24 already done" in capsys.readouterr().out
     assert status()["status"] == "ok"

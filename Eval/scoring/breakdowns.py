@@ -110,11 +110,20 @@ def longbench_v2(scored: Scored) -> dict:
     """
     accuracy, counts = _v2_row(scored, compensated=False)
     compensated, _ = _v2_row(scored, compensated=True)
-    return {"name": "longbench_v2",
-            "note": "compensated: an output with no extracted answer counts 0.25",
-            "columns": list(V2_COLUMNS), "accuracy": accuracy, "compensated": compensated,
-            "counts": counts, "domains": _by_group(scored, "domain"),
-            "sub_domains": _by_group(scored, "domain", "sub_domain")}
+    table = {"name": "longbench_v2",
+             "note": "compensated: an output with no extracted answer counts 0.25",
+             "columns": list(V2_COLUMNS), "accuracy": accuracy, "compensated": compensated,
+             "counts": counts, "domains": _by_group(scored, "domain"),
+             "sub_domains": _by_group(scored, "domain", "sub_domain")}
+    # pred.py's own verdicts, kept from its output file: scored again here, they must agree
+    differ = [str(r.get("_id", r.get("id"))) for r, score, _ in scored
+              if isinstance(r.get("pred_py"), dict) and bool(score) != bool(r["pred_py"]["judge"])]
+    if differ:
+        table["warnings"] = [f"{len(differ)} records score otherwise than the `judge` pred.py "
+                             f"wrote in the file ({', '.join(differ[:5])}"
+                             f"{', ...' if len(differ) > 5 else ''}): an edited file, another "
+                             "pred.py, or a --v2-variant"]
+    return table
 
 
 def _by_group(scored: Scored, *keys: str) -> dict:

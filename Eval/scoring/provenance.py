@@ -64,7 +64,8 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
         statuses.append("data_changed")
         warnings.append(f"the dataset {changed} changed since these predictions were "
                         "made; rerun inference.py (it redoes only the examples that changed)")
-    return {"status": statuses[-1] if statuses else "ok", "warnings": warnings,
+    worst = min(statuses, key=("modified", "data_changed", "partial").index, default="ok")
+    return {"status": worst, "warnings": warnings,
             "records": len(records), "dataset_examples": data.get("examples")}
 
 

@@ -151,7 +151,8 @@ def dataset_warnings(result: dict) -> list[str]:
     if result["no_references"] or result["no_classes"]:
         lines.append(f"warning: {name}: {result['no_references']} records have no reference answer "
                      f"and {result['no_classes']} no class list (all_classes); they score 0")
-    lines += [f"warning: {name}: {warning}" for warning in result["data_check"]["warnings"]]
+    lines += [f"warning: {name}: {warning}" for warning in
+              result["data_check"]["warnings"] + (result.get("breakdown") or {}).get("warnings", [])]
     unranked = {m: s["queries_unranked"] for m, s in result["metrics"].items()
                 if s.get("queries_unranked")}
     if unranked:
