@@ -147,6 +147,9 @@ def test_a_run_without_perturb_keeps_the_copies_aside_for_a_later_perturb_run(tm
     assert [r["id"] for r in lines(aside)] == ["custom_en-0~typo:0.05", "custom_en-1~typo:0.05"]
     assert inference.main([*perturbed, "--perturb-seed", "1"]) == 0  # other copies under the same ids: redone
     assert "custom_en: 0 new, 2 changed since the last run (redone), 2 already done;" in capsys.readouterr().out
+    sidecar = json.loads((out / "tiny-qwen2" / "custom_en.run.json").read_text(encoding="utf-8"))
+    assert {k: v for k, v in sidecar["request"].items() if k.startswith("perturb")} == {  # had been nowhere
+        "perturb": [["typo", [0.05]]], "perturb_seed": 1, "perturb_references": False}
 
 
 def test_an_id_that_is_another_examples_copy_id_is_refused_before_anything_is_written(tmp_path, capsys):

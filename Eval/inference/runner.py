@@ -182,10 +182,12 @@ def request_of(args) -> dict:
         from Eval.models.api_http import redact_url
         pairs = [(key, redact_url(value) if "://" in value else value) for key, value in pairs]
     pairs = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
+    perturb = {"perturb": args.perturb, "perturb_seed": args.perturb_seed,
+               "perturb_references": args.perturb_references} if args.perturb else {}
     return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
             "model_args": args.model_args, "max_length": args.max_length,
             "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
-            "limit": args.limit}
+            "limit": args.limit, **perturb}
 
 
 def check_budgets(model, datasets: list, args, out_dir: Path) -> None:
