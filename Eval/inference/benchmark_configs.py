@@ -7,6 +7,7 @@ Usage:
     text, cut = cut_as_pred_py(model, text, maxlen["my-model"], v2=True)
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from Eval.inference.templates import (ChosenTemplate, PromptConfig, check_templa
                                       read_template_file)
 from Eval.models.base import BaseLLM
 from Eval.records import RecordError, read_text_file
+from Eval.tasks import Task
 
 FILL_ONCE = ":fill-once"  # --prompt-config DIR:fill-once, the project's fill of v2 prompts
 _V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot_cot_ans.txt"}
@@ -93,6 +95,23 @@ def fill_dollar_markers(text: str, fields: dict, kind: str) -> str:
         if field != "cot" or kind == "cot_answer":
             text = text.replace(marker, fields[field])
     return text
+
+
+def with_maxlen_config(task: Task, base: str, form: str, sources,
+                       notes: list[str]) -> tuple[Task, int | None]:
+    """(the task with its dataset2maxlen.json length, the model2maxlen.json entry of the output
+    folder's name or None), each said in `notes`; `sources`: datasets.Sources."""
+    if sources.maxlen and base in sources.maxlen:
+        if task.max_new_tokens != sources.maxlen[base]:
+            notes.append(f"{task.name}: max_new_tokens {sources.maxlen[base]} from "
+                         f"{sources.maxlen_path} (the task table says {task.max_new_tokens})")
+        task = dataclasses.replace(task, max_new_tokens=sources.maxlen[base])
+    limit = (sources.maxlen or {}).get(sources.model_name)
+    if limit:
+        notes.append(f"{task.name}: each filled prompt is cut to {limit} tokens as LongBench"
+                     f"{' v2' if form == 'longbench_v2' else ''}'s pred.py cuts it "
+                     f"({sources.maxlen_path} [{sources.model_name}])")
+    return task, limit or None
 
 
 def cut_as_pred_py(model: BaseLLM, text: str, limit: int, v2: bool) -> tuple[str, int]:

@@ -10,7 +10,7 @@ import difflib
 import math
 from pathlib import Path
 
-from Eval.inference.benchmark_configs import fill_dollar_markers
+from Eval.inference.benchmark_configs import fill_dollar_markers, with_maxlen_config
 from Eval.inference.defaults import default_task, default_template
 from Eval.inference.nested_choices import nested_choice_records
 from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
@@ -232,11 +232,7 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     task, task_note = (dataclasses.replace(TASKS[base], name=name), None) if base in TASKS else \
         default_task(name, form, language)
     notes = [task_note] if task_note else []
-    if sources.maxlen and base in sources.maxlen:
-        if task.max_new_tokens != sources.maxlen[base]:
-            notes.append(f"{name}: max_new_tokens {sources.maxlen[base]} from "
-                         f"{sources.maxlen_path} (the task table says {task.max_new_tokens})")
-        task = dataclasses.replace(task, max_new_tokens=sources.maxlen[base])
+    task, limit = with_maxlen_config(task, base, form, sources, notes)
     kinds = ("answer", "cot", "cot_answer")[:3 if task.cot_max_new_tokens and sources.cot else 1]
     templates = {kind: resolve_template(base, kind, prompt_dir, form, task.published_prompt,
                                         sources.prompt_config)
@@ -246,11 +242,6 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
         raise ValueError(f"{name}: its task has a chain-of-thought mode, and there is no template "
                          f"for it: write {' and '.join(missing)}")
     notes += [t.note for t in templates.values() if t.note]
-    limit = (sources.maxlen or {}).get(sources.model_name)  # a model2maxlen.json entry
-    if limit:
-        notes.append(f"{name}: each filled prompt is cut to {limit} tokens as LongBench"
-                     f"{' v2' if form == 'longbench_v2' else ''}'s pred.py cuts it "
-                     f"({sources.maxlen_path} [{sources.model_name}])")
     examples = []
     for index, (line, record) in enumerate(items):
         if record_form(record, path, line) != form:
@@ -273,5 +264,5 @@ def load_dataset(name: str, dataset_dir: Path, prompt_dir: Path,
     unanswerable = sum(1 for e in examples if not e.answers)
     if unanswerable:
         notes.append(f"{name}: {unanswerable} example(s) have no reference answer: each scores 0")
-    return Dataset(name, path, form, task, templates, examples, notes, prompt_limit=limit or None,
+    return Dataset(name, path, form, task, templates, examples, notes, prompt_limit=limit,
                    file_sha256=file_sha256(path))

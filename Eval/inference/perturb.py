@@ -2,6 +2,7 @@
 perturbation, id `<original id>~<label>` (docs/robustness.md).
 
 Usage: ds = with_perturbations(ds, parse_perturbations("typo:0.05,extra_space"), seed=0)
+       add_perturb_arguments(parser); datasets = perturbed(datasets, parser.parse_args())
 """
 
 import argparse
@@ -60,6 +61,31 @@ def with_perturbations(ds: Dataset, specs: list[tuple[str, tuple]], seed: int = 
                                   f"{examples[-1].id!r} is also the id of line {example.line}'s "
                                   "--perturb copy; rename it")
     return dataclasses.replace(ds, examples=examples, notes=notes, copies=len(applicable))
+
+
+def add_perturb_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--perturb", type=perturbation_list, default=None, metavar="NAME[:ARG],...",
+                   help="also run a perturbed copy of every example per perturbation, e.g. "
+                        "typo:0.05,extra_space (Eval/perturbations/; default: none)")
+    p.add_argument("--perturb-seed", type=int, default=0, help="seed of the perturbed copies")
+    p.add_argument("--perturb-references", action="store_true", help="perturb the references too")
+
+
+def perturbed(datasets: list[Dataset], args) -> list[Dataset]:
+    """The datasets with --perturb's copies; --perturb-seed or --perturb-references alone refused."""
+    if args.perturb:
+        return [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
+                for ds in datasets]
+    if args.perturb_seed or args.perturb_references:  # it would be ignored
+        raise ValueError("--perturb-seed and --perturb-references shape --perturb's copies: give "
+                         "--perturb NAME,... too")
+    return datasets
+
+
+def perturb_request(args) -> dict:
+    """What a run's sidecar keeps of --perturb: how its copies were made."""
+    return {"perturb": args.perturb, "perturb_seed": args.perturb_seed,
+            "perturb_references": args.perturb_references} if args.perturb else {}
 
 
 def perturbation_list(text: str) -> list:

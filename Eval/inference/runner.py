@@ -20,7 +20,7 @@ from Eval.inference.budget import TokenBudget
 from Eval.inference.cot import cot_datasets
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import clear_ranks_files, finish, merge_ranks_files, shard_spec
-from Eval.inference.perturb import perturbation_list, with_perturbations
+from Eval.inference.perturb import add_perturb_arguments, perturb_request, perturbed
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, required_examples, run_dataset,
                                     run_fingerprint)
@@ -50,18 +50,14 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                         "another field's text); prompts/NAME.txt wins (default: none)")
     p.add_argument("--maxlen-config", type=Path, default=None,
                    help="their dataset2maxlen.json (generation lengths by dataset; default: the "
-                        "task table's), or LongBench v2's model2maxlen.json: the entry of the "
-                        "output folder's name cuts each filled v2 prompt as its pred.py does")
+                        "task table's), or model2maxlen.json: the entry of the output folder's "
+                        "name cuts each filled prompt as LongBench's / TinyEval's pred.py does")
     p.add_argument("--limit", type=positive_int, default=None,
                    help="only the first N examples of each dataset (default: all)")
     p.add_argument("--cot", action="store_true",
                    help="chain of thought where the task has it (LongBench v2): a reasoning pass, "
                         "then the answer; records go to <dataset>_cot.jsonl")
-    p.add_argument("--perturb", type=perturbation_list, default=None, metavar="NAME[:ARG],...",
-                   help="also run a perturbed copy of every example per perturbation, e.g. "
-                        "typo:0.05,extra_space (Eval/perturbations/; default: none)")
-    p.add_argument("--perturb-seed", type=int, default=0, help="seed of the perturbed copies")
-    p.add_argument("--perturb-references", action="store_true", help="perturb the references too")
+    add_perturb_arguments(p)
 
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
@@ -125,12 +121,7 @@ def prepare(args) -> tuple[list, Path | None]:
     sources = Sources(load_prompt_config(args.prompt_config), maxlen, args.maxlen_config,
                       model_name, args.cot)
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
-    if args.perturb:
-        datasets = [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
-                    for ds in datasets]
-    elif args.perturb_seed or args.perturb_references:  # it would be ignored
-        raise ValueError("--perturb-seed and --perturb-references shape --perturb's copies: give "
-                         "--perturb NAME,... too")
+    datasets = perturbed(datasets, args)
     datasets = cot_datasets(datasets, args) if args.cot else datasets
     for ds in datasets if out_dir is not None else []:  # an output that is the data being read
         if out_dir.resolve() == ds.path.resolve().parent:
@@ -182,12 +173,10 @@ def request_of(args) -> dict:
         from Eval.models.api_http import redact_url
         pairs = [(key, redact_url(value) if "://" in value else value) for key, value in pairs]
     pairs = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
-    perturb = {"perturb": args.perturb, "perturb_seed": args.perturb_seed,
-               "perturb_references": args.perturb_references} if args.perturb else {}
     return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
             "model_args": args.model_args, "max_length": args.max_length,
             "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
-            "limit": args.limit, **perturb}
+            "limit": args.limit, **perturb_request(args)}
 
 
 def check_budgets(model, datasets: list, args, out_dir: Path) -> None:
