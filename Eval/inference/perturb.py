@@ -72,7 +72,7 @@ def add_perturb_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def perturbed(datasets: list[Dataset], args) -> list[Dataset]:
-    """The datasets with --perturb's copies; --perturb-seed or --perturb-references alone refused."""
+    """The datasets with --perturb's copies; --perturb-seed, --perturb-references alone: refused."""
     if args.perturb:
         return [with_perturbations(ds, args.perturb, args.perturb_seed, args.perturb_references)
                 for ds in datasets]
