@@ -70,6 +70,8 @@ def halve_merges(content):
 
 EDITS = {"a tensor deep in the second shard": edit_second_shard,
          "config.json": edit_json("config.json", lambda c: c.update(rms_norm_eps=1e-3)),
+         # the window, which is --max-length's default: had been refused as "other settings" instead
+         "config.json's window": edit_json("config.json", lambda c: c.update(max_position_embeddings=4096)),
          "generation_config.json": edit_json("generation_config.json", lambda c: c.update(eos_token_id=[0])),
          "tokenizer.json": edit_json("tokenizer.json", halve_merges)}
 

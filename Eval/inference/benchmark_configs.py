@@ -15,7 +15,7 @@ from Eval.inference.templates import (ChosenTemplate, PromptConfig, check_templa
                                       read_template_file)
 from Eval.models.base import BaseLLM
 from Eval.records import RecordError, read_text_file
-from Eval.tasks import Task
+from Eval.tasks import Task, row_name
 
 FILL_ONCE = ":fill-once"  # --prompt-config DIR:fill-once, the project's fill of v2 prompts
 _V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot_cot_ans.txt"}
@@ -56,7 +56,10 @@ def load_prompt_config(path: Path | None) -> PromptConfig | None:
     return PromptConfig(path, data, {})
 
 
-def load_maxlen_config(path: Path | None) -> dict | None:
+def load_maxlen_config(path: Path | None, datasets: list[str],
+                       model_name: str | None) -> dict | None:
+    """dataset2maxlen.json or model2maxlen.json: one that names a dataset of the run (NAME_e or
+    NAME_cot: NAME) or the output folder's name (`validate` has none)."""
     if path is None:
         return None
     data = _read_json(path)
@@ -68,6 +71,11 @@ def load_maxlen_config(path: Path | None) -> dict | None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise RecordError(path, None, f"[{name}]: the generation length must be a positive "
                                           f"integer, found {value!r}")
+    named = {*datasets, *map(row_name, datasets)}
+    if model_name and model_name not in data and not set(data) & named:
+        raise ValueError(f"--maxlen-config {path} names neither a dataset of this run nor the "
+                         f"model {model_name!r} (a model2maxlen.json is keyed by the output "
+                         "folder's name: set --model-name to its entry)")
     return data
 
 
@@ -112,6 +120,13 @@ def with_maxlen_config(task: Task, base: str, form: str, sources,
                      f"{' v2' if form == 'longbench_v2' else ''}'s pred.py cuts it "
                      f"({sources.maxlen_path} [{sources.model_name}])")
     return task, limit or None
+
+
+def cut_to_prompt_limit(model: BaseLLM, ds, text: str) -> tuple[str, int]:
+    """(text, tokens cut): the dataset's model2maxlen cut, if it has one (`ds`: a Dataset)."""
+    if not ds.prompt_limit:
+        return text, 0
+    return cut_as_pred_py(model, text, ds.prompt_limit, v2=ds.form == "longbench_v2")
 
 
 def cut_as_pred_py(model: BaseLLM, text: str, limit: int, v2: bool) -> tuple[str, int]:

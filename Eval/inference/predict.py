@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from Eval.inference.benchmark_configs import cut_as_pred_py
+from Eval.inference.benchmark_configs import cut_to_prompt_limit
 from Eval.inference.budget import TokenBudget
 from Eval.inference.datasets import Dataset, Example, check_template, question_text
 from Eval.inference.predictions import best_records, read_sidecar
@@ -125,9 +125,7 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
     """The template of `kind` filled, cut to model2maxlen, then truncated and chat-wrapped."""
     extras = extras or [{}] * len(examples)
     texts = [ds.fill(e, kind, **extra) for e, extra in zip(examples, extras)]
-    v2 = ds.form == "longbench_v2"
-    cuts = [cut_as_pred_py(model, t, ds.prompt_limit, v2) if ds.prompt_limit else (t, 0)
-            for t in texts]
+    cuts = [cut_to_prompt_limit(model, ds, t) for t in texts]
     prompts = model.build_prompts([t for t, _ in cuts], ds.task.chat, max_new, max_length,
                                   truncation)
     for prompt, (_, cut) in zip(prompts, cuts):

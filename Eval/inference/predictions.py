@@ -158,11 +158,15 @@ def other_model(before, now) -> bool:
     """Another path and other files (identity() dicts): another model in a folder of the same name
     (run1/checkpoint-500, run2/checkpoint-500); the same path or files: the same model; unknown
     (API, older runs): no."""
-    models = [m if isinstance(m, dict) else {} for m in (before, now)]
-    paths = [m.get("path") for m in models]
-    hashes = [m["files"].get("sha256") if isinstance(m.get("files"), dict) else None
-              for m in models]
-    return None not in (*paths, *hashes) and paths[0] != paths[1] and hashes[0] != hashes[1]
+    paths = [m.get("path") if isinstance(m, dict) else None for m in (before, now)]
+    return None not in paths and paths[0] != paths[1] and files_changed(before, now)
+
+
+def files_changed(before, now) -> bool:
+    """Whether both identity() dicts name their files' hash, and the hashes differ."""
+    hashes = [m["files"].get("sha256") if isinstance(m, dict) and isinstance(m.get("files"), dict)
+              else None for m in (before, now)]
+    return None not in hashes and hashes[0] != hashes[1]
 
 
 def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> bool:
@@ -194,7 +198,7 @@ def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | N
                          f"{run['model']['path']}, not this run's {model['path']}; set "
                          "--model-name NAME to keep both (or --overwrite to replace them)")
     changed = changed_settings(previous, json_form(fingerprint))
-    if changed:
+    if changed and not files_changed(run.get("model"), model):  # changed files: all are redone
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
                          "another --out-dir")

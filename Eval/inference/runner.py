@@ -111,13 +111,8 @@ def prepare(args) -> tuple[list, Path | None]:
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
         raise FileNotFoundError(f"{args.dataset_dir}: no *.jsonl or *.json datasets")
-    maxlen = load_maxlen_config(args.maxlen_config)
     model_name = out_dir and out_dir.name  # picks a model2maxlen.json entry
-    named = {*names, *(n.removesuffix("_e") for n in names)}  # LongBench-E's NAME_e reads NAME's
-    if maxlen and model_name and model_name not in maxlen and not set(maxlen) & named:
-        raise ValueError(f"--maxlen-config {args.maxlen_config} names neither a dataset of this "
-                         f"run nor the model {model_name!r} (a model2maxlen.json is keyed by the "
-                         "output folder's name: set --model-name to its entry)")
+    maxlen = load_maxlen_config(args.maxlen_config, names, model_name)
     sources = Sources(load_prompt_config(args.prompt_config), maxlen, args.maxlen_config,
                       model_name, args.cot)
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
