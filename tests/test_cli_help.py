@@ -112,6 +112,7 @@ BAD_VALUES = {  # before: tracebacks from torch once the model loaded, and peft=
     "threads=0": "-M threads=0: must be at least 1 (none: torch's choice)",
     "peft=": "-M peft= is empty: give the adapter's path, or peft=none",
     "device=gpu": f"-M device=gpu: not a device torch knows; {NO_GPU}",
+    "device=meta": f"-M device=meta holds no weights' values; {NO_GPU}",  # had been a traceback mid-run
     # a device this machine lacks is refused as the model is built (a dry run may name it), before the weights
     "device=cuda": f"could not load model: -M device=cuda: no such CUDA device on this machine; {NO_GPU}",
 }

@@ -51,6 +51,8 @@ def check_device(device: str, here: bool) -> None:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
         raise ValueError(f"-M device={device}: not a device torch knows; here: {devices}") from None
+    if parsed.type == "meta":  # tensors without values: nothing could be computed
+        raise ValueError(f"-M device=meta holds no weights' values; here: {devices}")
     if here and parsed.type == "cuda" and (parsed.index or 0) >= gpus:
         raise ValueError(f"-M device={device}: no such CUDA device on this machine; here: "
                          f"{devices}")
