@@ -107,8 +107,7 @@ _rows(
 
 
 def row_name(name: str) -> str:
-    """The row of a file named after a task: its own, else LongBench-E's NAME_e, or NAME_cot (a
-    --cot run, ours or LongBench v2 pred.py's, saved under that name)."""
+    """A file's row: its name's, else NAME's for LongBench-E's NAME_e and a --cot run's NAME_cot."""
     for suffix in ("_e", "_cot"):
         if name not in TASKS and name.endswith(suffix) and name[:-len(suffix)] in TASKS:
             return name[:-len(suffix)]

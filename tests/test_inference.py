@@ -99,6 +99,22 @@ def test_resume_with_other_settings_is_refused_until_overwrite(tmp_path, capsys)
     assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--max-new-tokens", "16", "--overwrite") == 0
 
 
+def test_a_task_rows_changed_stop_strings_are_other_settings(tmp_path, capsys, monkeypatch):
+    """A row's stop strings cut the outputs: changed in Eval/tasks.py, the rerun had said "nothing to do" and kept
+    the old outputs as fresh (or mixed them with new ones in a longer run)."""
+    import dataclasses
+    from Eval.tasks import TASKS
+
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2") == 0
+    monkeypatch.setitem(TASKS._items, "custom_en", dataclasses.replace(TASKS["custom_en"], stop=(" the",)))
+    capsys.readouterr()
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2") == 2
+    assert "different stop" in capsys.readouterr().err
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2", "--overwrite") == 0
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "2") == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
 def test_a_dropped_in_dataset_gets_defaults_and_is_scored(tmp_path, data, capsys):
     rows = [{"instruction": "请回答", "input": f"问题{i}", "output": f"答案{i}"} for i in range(3)]
     (data / "my_notes.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")

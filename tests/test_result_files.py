@@ -140,6 +140,11 @@ def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys
     (folder / "custom_en.jsonl").write_text("\n".join(lines + lines[:1]) + "\n", encoding="utf-8")
     both = status()  # edited and its data changed: "modified" names the worse, both warnings say what
     assert both["status"] == "modified" and len(both["warnings"]) == 2
+    for _ in range(2):  # had been stale the moment it was written: rescored by every report, shown by none
+        assert eval_cli.main(["report", "--pred-root", str(pred)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("scoring first") == 0 and "left out" not in out
+    assert "modified" in (pred / "results.md").read_text(encoding="utf-8")
     (folder / "custom_en.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert inference.main(run) == 0  # the one changed example is redone, and the file matches its data again
     assert "custom_en: 0 new, 1 changed since the last run (redone), 24 already done" in capsys.readouterr().out

@@ -76,7 +76,7 @@ def run_fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new
                    "max_length": max_length, "max_new_tokens": max_new_tokens, "options": options}
     if truncation != "middle":  # the default adds nothing: files from before policies resume
         fingerprint["truncation"] = truncation
-    fingerprint.update(_v2_settings(ds))
+    fingerprint.update(_task_settings(ds))
     if ds.cot:
         fingerprint["cot"] = {kind: t.sha256 for kind, t in ds.templates.items()} | {
             "max_new_tokens": ds.task.cot_max_new_tokens}
@@ -111,11 +111,13 @@ def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, i
     return good, len(required)
 
 
-def _v2_settings(ds: Dataset) -> dict:
-    """pred.py's chained fill and model2maxlen cut, when used ({} otherwise: old files resume)."""
+def _task_settings(ds: Dataset) -> dict:
+    """The dataset's pred.py fill, model2maxlen cut and row stop strings, if used (else {})."""
     settings = {"prompt_limit": ds.prompt_limit} if ds.prompt_limit else {}
     if any(t.dollar_text is not None for t in ds.templates.values()):
         settings["fill"] = "pred.py"
+    if ds.task.stop:
+        settings["stop"] = list(ds.task.stop)
     return settings
 
 
@@ -140,7 +142,7 @@ def request_fingerprint(request: dict, ds: Dataset) -> dict:
     kept = {k: v for k, v in request.items() if k != "model_args"}  # values may be secret
     return {**kept, "files": files, "templates": {k: t.sha256 for k, t in ds.templates.items()},
             "task_max_new_tokens": ds.task.max_new_tokens, "chat": ds.task.chat,
-            **_v2_settings(ds)}
+            **_task_settings(ds)}
 
 
 def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings,

@@ -65,7 +65,7 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
         warnings.append(f"the dataset {changed} changed since these predictions were "
                         "made; rerun inference.py (it redoes only the examples that changed)")
     worst = min(statuses, key=("modified", "data_changed", "partial").index, default="ok")
-    return {"status": worst, "warnings": warnings,
+    return {"status": worst, "warnings": warnings, "data_changed": bool(changed),
             "records": len(records), "dataset_examples": data.get("examples")}
 
 

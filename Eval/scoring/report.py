@@ -67,7 +67,7 @@ def entry_is_current(folder: Path, name: str, entry: object) -> str | None:
     except StorageError:
         return "has no readable prediction file"
     check, (sidecar, _) = entry.get("data_check"), read_json_object(sidecar_path(path))
-    was = isinstance(check, dict) and check.get("status") == "data_changed"
+    was = isinstance(check, dict) and check.get("data_changed") is True  # older: scored again
     return None if was == bool(changed_dataset(sidecar)) else STALE[1]
 
 
@@ -151,8 +151,8 @@ def dataset_warnings(result: dict) -> list[str]:
     if result["no_references"] or result["no_classes"]:
         lines.append(f"warning: {name}: {result['no_references']} records have no reference answer "
                      f"and {result['no_classes']} no class list (all_classes); they score 0")
-    lines += [f"warning: {name}: {warning}" for warning in
-              result["data_check"]["warnings"] + (result.get("breakdown") or {}).get("warnings", [])]
+    found = result["data_check"]["warnings"] + (result.get("breakdown") or {}).get("warnings", [])
+    lines += [f"warning: {name}: {warning}" for warning in found]
     unranked = {m: s["queries_unranked"] for m, s in result["metrics"].items()
                 if s.get("queries_unranked")}
     if unranked:
