@@ -202,3 +202,22 @@ def test_a_subset_run_says_which_prediction_files_have_no_result(tmp_path, capsy
     assert (f"note: {folder}: no result now for hotpotqa; score them with --datasets hotpotqa, or with no "
             "--datasets") in capsys.readouterr().out
     assert read(folder / "result.json") == {"trec": 100.0}
+
+
+def test_a_stopped_redo_of_changed_examples_is_not_said_to_cover_the_dataset(tmp_path, capsys):
+    """A run that redoes changed examples and stops (Ctrl-C, the token budget) leaves records of the old content;
+    eval.py had said "the file covers 3 of the dataset's 3 examples; the score is for that part only"."""
+    data, pred = tmp_path / "dataset", tmp_path / "pred"
+    data.mkdir()
+    rows = [json.loads(line) for line in (ROOT / "dataset" / "custom_en.jsonl").read_text().splitlines()[:3]]
+    (data / "custom_en.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    run = ["--backend", "echo", "--model-name", "e", "--dataset-dir", str(data), "--out-dir", str(pred)]
+    assert inference.main(run) == 0
+    (data / "custom_en.jsonl").write_text("".join(json.dumps({**r, "input": r["input"] + " Briefly."}) + "\n"
+                                                  for r in rows), encoding="utf-8")
+    assert inference.main([*run, "--max-total-tokens", "150"]) == 3  # stops before the first redo
+    assert eval_cli.main(["--pred-dir", str(pred / "e"), "--quiet"]) == 0
+    check = read(pred / "e" / "result_detail.json")["custom_en"]["data_check"]
+    assert check["status"] == "partial" and check["warnings"] == [
+        "3 records, not all of the dataset's current examples: some were made from an earlier version of it, and "
+        "the run that redoes them did not finish; rerun inference.py to finish it"]

@@ -57,7 +57,11 @@ def check_prediction_file(path: Path, records: list[dict]) -> dict:
     elif digest != data.get("digest"):
         statuses.append("partial")
         limit = f" (a --limit {data['limit']} run)" if data.get("limit") else ""
-        warnings.append(f"the file covers {_coverage(records, data)}{limit}; the score is for "
+        older = isinstance(data.get("examples"), int) and len(records) >= data["examples"]
+        warnings.append(f"{len(records)} records, not all of the dataset's current examples: "
+                        "some were made from an earlier version of it, and the run that redoes "
+                        "them did not finish; rerun inference.py to finish it" if older else
+                        f"the file covers {_coverage(records, data)}{limit}; the score is for "
                         "that part only")
     changed = changed_dataset(sidecar)
     if changed:
