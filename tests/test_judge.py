@@ -90,10 +90,11 @@ def test_second_run_is_answered_from_the_cache(folder):
     args = (folder, demo_datasets(), model, load_rubric("binary", PROMPTS), "text", None)
     first = judge_folder(*args)
     calls = model.calls
-    assert calls == sum(r["n"] for r in first.values())
+    assert calls == sum(r["n"] - r["generation_failed"] for r in first.values())  # a failed one: not asked
+    assert first["custom_zh"]["generation_failed"] == 1
     again = judge_folder(*args)
     assert model.calls == calls  # zero model calls
-    assert all(r["model_calls"] == 0 and r["from_cache"] == r["n"] for r in again.values())
+    assert all(r["model_calls"] == 0 and r["from_cache"] == r["n"] - r["generation_failed"] for r in again.values())
     assert {k: v["score"] for k, v in again.items()} == {k: v["score"] for k, v in first.items()}
 
 

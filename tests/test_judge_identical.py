@@ -120,3 +120,40 @@ def test_the_judge_sees_the_extraction_of_a_cot_or_longbench_e_files_task():
     assert prediction(record, "longbench_v2_cot") == prediction(record, "longbench_v2") == "B"
     assert prediction({"pred": "<think>x</think> A storm."}, "multi_news_e") == " A storm."  # strip_think
     assert prediction({"pred": "<think>x</think> A storm."}, "unknown_e") == "<think>x</think> A storm."
+
+
+def _fail(folder, positions):
+    path = folder / "trec.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(dict(r, pred="", error="HTTP 500", finish_reason="error") if k in positions
+                                       else r) + "\n" for k, r in enumerate(rows)))
+    return rows
+
+
+def test_a_failed_generation_is_never_judged_and_loses_to_an_answer(tmp_path):
+    """A record whose generation failed had been judged as an answer: an empty one sent to the judge, two failures
+    counted as identical answers, and both scored as the judge liked."""
+    from Eval.scoring.judge_folder import judge_folder
+    from Eval.scoring.rubrics import PROMPTS, load_rubric
+
+    a, b = folders_a_and_dont_know(tmp_path)
+    _fail(a, {0, 1})
+    rows = _fail(b, {1, 2})  # pairs: A failed; both; B failed; neither
+    judge = ScriptedJudge(lambda p: "1")  # always the answer shown first
+    r = compare_folders(a, b, tmp_path / "c", judge, "text", seed=0, max_length=None, only={"trec"},
+                        both_orders=True)["trec"]
+    assert [e["a_score"] for e in r["per_example"]] == [0.0, 0.5, 1.0, 0.5]
+    assert [e.get("generation_failed") for e in r["per_example"]] == [["a"], ["a", "b"], ["b"], None]
+    assert (r["generation_failed"], r["identical"], judge.calls) == (3, 1, 2)  # only the last pair, both orders
+    assert r["position_bias"]["first_shown_won"] == 100.0
+    ties = compare_folders(a, b, tmp_path / "t", ScriptedJudge(lambda p: "3"), "text", seed=0, max_length=None,
+                           only={"trec"}, both_orders=True)["trec"]
+    assert ties["position_bias"]["first_shown_won"] == 50.0  # no preference: a tie counts half (was 0.0)
+    asked = []
+    verdicts = judge_folder(a, [("trec", [json.loads(l) for l in (a / "trec.jsonl").read_text().splitlines()])],
+                            ScriptedJudge(lambda p: asked.append(p) or "Yes"), load_rubric("binary", PROMPTS),
+                            "text", None)["trec"]
+    assert len(asked) == len(rows) - 2 and verdicts["generation_failed"] == 2
+    assert verdicts["score"] == round(100 * (len(rows) - 2) / len(rows), 2)  # the failed ones count 0
+    shown = [json.loads(l) for l in (a / "judge" / "trec.binary.jsonl").read_text().splitlines()]
+    assert [(v["score"], v.get("generation_failed")) for v in shown[:3]] == [(0.0, "HTTP 500")] * 2 + [(1.0, None)]

@@ -53,10 +53,11 @@ def _legacy_cache(out: Path, cache_path: Path, say: Callable[[str], None]) -> No
 
 def _position_bias(a_first: list, b_first: list) -> dict:
     """Over the pairs parsed in both orders: how often the outcome flips with the order, and how
-    often the answer shown first won."""
+    often the answer shown first won (a tie: half)."""
     both = [(s1, s2) for s1, s2 in zip(a_first, b_first) if s1 is not None and s2 is not None]
     flips = sum(((s1 > 0.5) - (s1 < 0.5)) != ((s2 > 0.5) - (s2 < 0.5)) for s1, s2 in both)
-    first_won = sum((s1 > 0.5) + (s2 < 0.5) for s1, s2 in both)  # A first won, B first won
+    # A shown first won, B shown first won; a tie counts half (a judge with no preference: 50%)
+    first_won = sum((s1 > 0.5) + (s2 < 0.5) + ((s1 == 0.5) + (s2 == 0.5)) / 2 for s1, s2 in both)
     return {"pairs": len(both), "flips": flips,
             "flip_rate": round(100 * flips / len(both), 2) if both else None,
             "first_shown_won": round(100 * first_won / (2 * len(both)), 2) if both else None}
@@ -66,7 +67,11 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
                  both_orders: bool = False) -> dict:
     pairs, unpaired = _aligned(*(read_predictions(f) for f in files), name)
     answers = [(prediction(ra, name), prediction(rb, name)) for ra, rb in pairs]
-    judged = [k for k, (first, second) in enumerate(answers) if first != second]
+    # a generation that failed has no answer: it loses to one that did not, ties with another
+    # (the same text: identical)
+    failed = [(ra.get("error") is not None, rb.get("error") is not None) for ra, rb in pairs]
+    judged = [k for k, (first, second) in enumerate(answers) if first != second
+              and not any(failed[k])]
     m = len(judged)
     # identical answers are never asked (a verdict could only be position bias); the rest once,
     # or with --both-orders twice, A's answer first, then B's
@@ -78,7 +83,8 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
                                 "answer_2": answers[k][not b_first]} for k, b_first in asked])
     per_ask = [None if v["score"] is None else (1 - v["score"] if b_first else v["score"])
                for (_, b_first), v in zip(asked, verdicts)]
-    outcome = [(0.5, None, None, 0.5)] * len(pairs)  # identical answers: a tie, never asked
+    outcome = [(0.5 + (fb - fa) / 2, None, None, 0.5 + (fb - fa) / 2)  # identical: a tie too
+               for fa, fb in failed]  # never asked
     for j, k in enumerate(judged):  # A's score: the mean of its orders, when each is parseable
         scores = per_ask[j::m]
         error = next((v["error"] for v in verdicts[j::m] if v.get("error")), None)
@@ -86,12 +92,16 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
                       verdicts[j]["raw"], scores[-1])
     ids = [record_id(ra, k) for k, (ra, _) in enumerate(pairs)]
     counts, valid = tally([o[0] for o in outcome], [o[1] for o in outcome], ids)
+    same = {k for k, (x, y) in enumerate(answers) if x == y and failed[k][0] == failed[k][1]}
     per_example = [{"id": i, "a_score": score, "swapped": k in swapped, "raw": raw,
                     **({"a_score_b_first": b_first} if both_orders else {}),
-                    **({"identical": True} if answers[k][0] == answers[k][1] else {}),
+                    **({"identical": True} if k in same else {}),
+                    **({"generation_failed": [s for s, f in zip("ab", failed[k]) if f]}
+                       if any(failed[k]) else {}),
                     **({"error": error} if error else {})}
                    for k, (i, (score, error, raw, b_first)) in enumerate(zip(ids, outcome))]
-    return {**rates(valid), **counts, **unpaired, "identical": len(pairs) - m,
+    return {**rates(valid), **counts, **unpaired, "identical": len(same),
+            "generation_failed": sum(map(any, failed)),
             "swapped": len(swapped), "seed": seed, "both_orders": both_orders,
             "position_bias": _position_bias(per_ask[:m], per_ask[m:]) if both_orders else None,
             **judge.provenance(),
@@ -172,6 +182,10 @@ def run(args) -> int:
                 print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
                       f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
                       f"{r['mismatched']} left out (the same id made from different data)")
+            if r["generation_failed"]:
+                print(f"note: {name}: {r['generation_failed']} pairs hold a generation that "
+                      "failed (no answer): it loses to an answer, ties with another failure, "
+                      "without asking the judge")
             print_failed(name, r)
         return 1 if any(r["failed"] for r in results.values()) else 0
 

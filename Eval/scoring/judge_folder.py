@@ -39,17 +39,19 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
         with_answer = "{answer}" in rubric.template
         fields = [{**record_fields(r), "prediction": prediction(r, name),
                    **({"answer": str(r["answers"])} if with_answer else {})} for r in records]
-        verdicts = judge.verdicts(fields)
+        verdicts = no_answer_verdicts(records, judge.verdicts(
+            [f for f, r in zip(fields, records) if r.get("error") is None]))
         ids = [record_id(r, k) for k, r in enumerate(records)]
         rows[name] = [{"id": i, "score": v["score"], "raw": v["raw"], "cached": v["cached"],
                        # what the verdict was read from, where the raw output holds more
                        **({"answer": v["answer"]} if v.get("answer", v["raw"]) != v["raw"] else {}),
-                       **({"error": v["error"]} if v.get("error") else {})}
+                       **{k: v[k] for k in ("error", "generation_failed") if v.get(k)}}
                       for i, v in zip(ids, verdicts)]
         counts, valid = tally([v["score"] for v in verdicts], [v.get("error") for v in verdicts],
                               ids)
         mean = 100 * sum(valid) / len(valid) if valid else None
         results[name] = {**counts, "score": None if mean is None else round(mean, 2),
+                         "generation_failed": sum(1 for r in records if r.get("error") is not None),
                          "score_unrounded": mean, **judge.provenance(), "source_sha256": source_sha}
     result_path = pred_dir / "judge_result.json"
     merged, dropped = merge_results(result_path, results, lambda name, entry: source_problem(
@@ -64,6 +66,14 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
         if not (replaced or name_problem(name) or name_problem(old_rubric)):
             (judge_dir / f"{name}.{old_rubric}.jsonl").unlink(missing_ok=True)
     return results
+
+
+def no_answer_verdicts(records: list[dict], asked: list[dict]) -> list[dict]:
+    """The verdicts of `records` in order: those asked, and 0 for a record whose generation failed
+    (no answer to judge; the metrics score it 0 too)."""
+    answered = iter(asked)
+    return [{"score": 0.0, "raw": "", "cached": False, "generation_failed": r["error"]}
+            if r.get("error") is not None else next(answered) for r in records]
 
 
 def add_arguments(parser) -> None:
@@ -103,6 +113,10 @@ def run(args) -> int:
                 head = f"judge {r['score']}" if r["scored"] else f"judge {NO_VERDICT}"
                 print(f"{folder.name}/{name}: {head} over {r['scored']} of {r['n']} verdicts "
                       f"({counts_text(r)})")
+                if r["generation_failed"]:
+                    print(f"  {folder.name}/{name}: {r['generation_failed']} records failed at "
+                          "inference (no answer): scored 0 without asking the judge, as the "
+                          "metrics score them")
                 print_failed(f"{folder.name}/{name}", r)
                 failed += r["failed"]
         return 1 if failed else 0
