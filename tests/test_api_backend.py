@@ -51,7 +51,7 @@ def test_permanent_500_is_an_error_record_and_a_rerun_redoes_only_it(fake, tmp_p
         return answer(path, " Entity")
 
     server = fake(reply)
-    monkeypatch.setenv(KEY_ENV, SECRET)
+    monkeypatch.setenv(KEY_ENV, SECRET + "\r\n")  # as a CRLF .env file leaves it: sent stripped
     argv = ["--backend", "api", "-M", f"base_url={server.base_url}", "--model", "demo", "-M", f"tokenizer={DEMO}",
             "--datasets", "demo_trec", "--limit", "3", "-M", "max_retries=2",
             "-M", f"api_key_env={KEY_ENV}", "--out-dir", str(tmp_path)]

@@ -259,6 +259,9 @@ def test_redact_url_and_scrubbing():
             "sk-env-key; p@ss; other http://x:y@elsewhere/?token=abcd; surrogate \ud800")
     assert scrub(text) == ("GET https://host/v1/models?key=*** failed; header Basic ***, Bearer ***; ***; other "
                            "http://elsewhere/?token=***; surrogate \\ud800")
+    # a key read from a CRLF .env file ends in "\r": httpx's error shows the header's bytes, escaped
+    crlf = Scrubber("sk-env-key\r", "http://host/v1")
+    assert crlf("Illegal header value b'Bearer sk-env-key\\r'; sk-env-key") == "Illegal header value b'Bearer ***'; ***"
 
 
 def test_credentials_in_the_base_url_are_sent_but_never_shown(fake, tmp_path, monkeypatch, capsys):

@@ -90,6 +90,7 @@ class APIModel(BaseLLM):
             name = settings.api_key_env if settings.api_key_env.isupper() else "(not shown)"
             raise ValueError(f"environment variable {name} (named by -M api_key_env) is not set")
         self._scrub = Scrubber(key, settings.base_url)
+        key = key and key.strip()  # a CRLF .env file leaves a "\r", which no header may hold
         self.stats = dict.fromkeys(("requests", "retries", "rate_limited", "failed",
                                     "prompt_token_mismatch"), 0)
 

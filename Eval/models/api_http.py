@@ -143,7 +143,9 @@ class Scrubber:
                  *(piece.rpartition("=")[2] for piece in parts.query.split("&"))]
         # shorter strings (a "v=1" query) are no secret; a longer secret may hold a shorter one
         found = {s for raw in found for s in (raw, unquote(raw), unquote_plus(raw)) if len(s) > 3}
-        self.secrets = sorted(found | ({key} if key else set()), key=len, reverse=True)
+        # the key as set, as sent (stripped) and as a repr shows it ("sk-1\\r" from a CRLF .env)
+        keys = {key, key.strip(), key.encode("unicode_escape").decode()} if key else set()
+        self.secrets = sorted(found | (keys - {""}), key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
