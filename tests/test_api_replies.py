@@ -131,14 +131,15 @@ def test_content_parts_and_lone_surrogates_through_a_run_and_a_rerun(fake, tmp_p
     assert [r["pred"] for r in read_records(path)] == ["Paris.", "good", "ok", "fine"]
 
 
-def test_null_content_is_a_failed_record_and_a_rerun_redoes_it(fake, tmp_path):
+@pytest.mark.parametrize("content", [None, ""], ids=["null", "empty"])  # "": Ollama-style servers (was saved)
+def test_null_content_is_a_failed_record_and_a_rerun_redoes_it(fake, tmp_path, content):
     ds = load_dataset("custom_en", ROOT / "dataset", ROOT / "prompts")
     texts = [fill_template(ds.template, e.fields) for e in ds.examples[:3]]
     state = {"thinking": True}  # a reasoning model that spends its whole budget thinking on the second prompt
 
     def reply(path, body, n):
         if state["thinking"] and body["messages"][-1]["content"] == texts[1]:
-            return 200, chat_reply(None, finish="length", reasoning_content="Hmm, " * 50), {}, 0
+            return 200, chat_reply(content, finish="length", reasoning_content="Hmm, " * 50), {}, 0
         return 200, chat_reply("Paris"), {}, 0
 
     server = fake(reply)
@@ -149,7 +150,8 @@ def test_null_content_is_a_failed_record_and_a_rerun_redoes_it(fake, tmp_path):
     first = read_records(path)
     assert [(r["pred"], r["finish_reason"]) for r in first] == [("Paris", "stop"), ("", "error"), ("Paris", "stop")]
     assert first[1]["error"].startswith(f"POST {server.base_url}/chat/completions: no answer: "
-                                        "choices[0].message.content is null: no answer text (only "
+                                        f"choices[0].message.content is {'null' if content is None else 'empty'}"
+                                        ": no answer text (only "
                                         "reasoning_content came back, 250 characters, finish_reason 'length'")
     state["thinking"], calls_before = False, len(server.calls)
     assert inference.main(argv) == 0

@@ -201,7 +201,9 @@ def reply_text(reply, chat: bool, think_tags: tuple[str, str], budget_flag: str)
             if value and not reasoning:
                 reasoning_field, reasoning = name, value
     content, field = message.content, "choices[0].message.content"
-    if content is None:
+    # some servers send "" rather than null when max_tokens ran out inside the reasoning
+    cut_short = content == "" and reasoning and choice.finish_reason == "length"
+    if content is None or cut_short:
         why = ("a tool call, a refusal, or a reasoning model that spent max_tokens thinking "
                "sends none")
         if message.tool_calls:
@@ -212,7 +214,8 @@ def reply_text(reply, chat: bool, think_tags: tuple[str, str], budget_flag: str)
             why = (f"only {reasoning_field} came back, {len(reasoning):,} characters, "
                    f"finish_reason {choice.finish_reason!r}: a reasoning model that spent "
                    f"max_tokens thinking; raise {budget_flag}")
-        raise MalformedReply(f"{field} is null: no answer text ({why})", "no answer")
+        raise MalformedReply(f"{field} is {'empty' if cut_short else 'null'}: no answer text "
+                             f"({why})", "no answer")
     if isinstance(content, list):  # content parts: the text ones are what the model wrote
         parts = [expect(p, f"{field}[{i}]", dict, "a content part object")
                  for i, p in enumerate(content)]
