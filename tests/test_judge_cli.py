@@ -112,3 +112,30 @@ def test_a_failed_write_keeps_the_per_record_file_the_result_names(tmp_path, cap
     assert eval_cli.main([*judge, "--rubric", "graded"]) == 2
     assert sorted(p.name for p in (root / "a" / "judge").iterdir()) == before
     assert json.loads((root / "a" / "judge_result.json").read_text())["custom_en"]["rubric"] == "binary"
+
+
+def test_the_judge_prompt_is_cut_to_the_judges_window_by_default(tmp_path):
+    """--judge-max-length's default is the judge model's window, as its help says and as inference cuts prompts;
+    the prompts had gone uncut (a server then refused them on every rerun)."""
+    import shutil
+
+    from test_judge import DEMO_PRED, ScriptedJudge
+    from Eval.records import read_records
+    from Eval.scoring.judge_folder import judge_folder
+    from Eval.scoring.rubrics import PROMPTS, load_rubric
+
+    seen = []
+
+    class SmallWindow(ScriptedJudge):
+        def context_window(self):
+            return 120
+
+        def generate(self, prompts, max_new_tokens, stop=()):
+            seen.extend(prompts)
+            return super().generate(prompts, max_new_tokens, stop)
+
+    shutil.copytree(DEMO_PRED, tmp_path / "a")
+    records = read_records(tmp_path / "a" / "custom_en.jsonl")
+    judge_folder(tmp_path / "a", [("custom_en", records)], SmallWindow(lambda p: "Yes"),
+                 load_rubric("binary", PROMPTS), "text", None)
+    assert len(seen) == len(records) and all(p.n_tokens <= 120 and p.truncated_tokens for p in seen)

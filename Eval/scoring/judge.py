@@ -177,8 +177,9 @@ class Judge:
         return not any(tag in entry["raw"] for tag in self.model.options.think_tags)
 
     def _ask(self, texts: list[str]) -> list[dict]:
+        window = self.max_length or self.model.context_window()  # as inference cuts its prompts
         built = self.model.build_prompts(texts, chat=True, max_new_tokens=self.max_new_tokens,
-                                         max_length=self.max_length)
+                                         max_length=window)
         if self.mode == "text":
             self.model_calls += len(built)
             return [self._text_verdict(o)
