@@ -76,6 +76,27 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)  # stable: order kept
 
 
+@pytest.fixture(scope="session")
+def demo_server_process(tmp_path_factory):
+    """`transformers serve` on the demo model, launched (not yet answering) once per worker for the
+    "demo-server" group: the API-backend tests and the API benchmark's quick run share its 6 s start."""
+    from api_fakes import SERVED
+    from serve_local import TransformersServe
+
+    server = TransformersServe(SERVED, tmp_path_factory.mktemp("serve")).launch()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_server(demo_server_process):
+    """The demo server, answering (waits for /health)."""
+    try:
+        return demo_server_process.start()
+    except RuntimeError as err:  # no skip: the API backend is untested without it
+        pytest.fail(f"could not start transformers serve (pip install 'transformers[serving]'): {err}")
+
+
 def pytest_collection_finish(session):
     """What collection imported (torch, transformers, the package: millions of objects that live as
     long as the worker) leaves the garbage collector's view: each full collection would walk them

@@ -10,7 +10,6 @@ import time
 import pytest
 
 from conftest import ROOT
-from serve_local import TransformersServe
 from Eval.inference.datasets import fill_template, load_dataset
 from Eval.models.api import APIFeatureError
 from Eval.models.options import AdapterOptions
@@ -252,19 +251,14 @@ def test_prompts_are_built_exactly_as_the_hf_adapter_builds_them(hf, fake, api):
 
 # --- a real server: transformers serve on the demo model ---------------------------------------------------
 @pytest.fixture(scope="module", autouse=True)
-def server_process(tmp_path_factory):
+def server_process(demo_server_process):
     """Launched before this module's first test, so the server loads while the scripted-server tests run."""
-    server = TransformersServe(SERVED, tmp_path_factory.mktemp("serve")).launch()
-    yield server
-    server.stop()
+    return demo_server_process
 
 
 @pytest.fixture(scope="module")
-def served(server_process):
-    try:
-        return server_process.start()  # waits for /health
-    except RuntimeError as err:  # no skip: the API backend is untested without it
-        pytest.fail(f"could not start transformers serve (pip install 'transformers[serving]'): {err}")
+def served(demo_server):
+    return demo_server
 
 
 def api_argv(server, out_dir, *extra):

@@ -30,6 +30,11 @@ BENCHMARKS = sorted((ROOT / "bench").glob("bench_*.py"))
 # A benchmark that cannot run without the published reference data declares `NEEDS_SHARED = True`.
 CASES = [pytest.param(path, id=path.stem, marks=[needs_shared] if re.search(
     r"^NEEDS_SHARED = True", path.read_text(encoding="utf-8"), re.M) else []) for path in BENCHMARKS]
+# bench_api's quick run uses the API tests' demo server (conftest.py) through its own --base-url: its
+# measurement is the same, and the 6 s server start (tests/serve_local.py, theirs too) is made once
+SERVER_BENCHMARKS = ("bench_api",)
+CASES = [pytest.param(*case.values, id=case.id, marks=[*case.marks, pytest.mark.xdist_group("demo-server")])
+         if case.id in SERVER_BENCHMARKS else case for case in CASES]
 RATIO = re.compile(r"(?<![\w.])\d+(?:\.\d+)?x\b")  # "3.33x", "50.9x", "2x"; not "0x1f" nor "7x7"
 LIMIT_S = 180  # a quick run takes seconds; one that hangs (a server that never answers) fails instead
 
@@ -59,12 +64,12 @@ def time_limit(seconds: int):
 
 
 @contextlib.contextmanager
-def as_command_line(script: Path):
+def as_command_line(script: Path, extra: list[str]):
     """The process state `python SCRIPT --quick` starts with, and this process's own state back afterwards."""
     argv, path, cwd, env = sys.argv[:], sys.path[:], os.getcwd(), dict(os.environ)
     threads, rng = torch.get_num_threads(), torch.get_rng_state()
     project = {ROOT, ROOT / "tests"}
-    sys.argv = [str(script), "--quick"]
+    sys.argv = [str(script), "--quick", *extra]
     sys.path[:] = [str(script.parent)] + [p for p in path if Path(p or cwd).resolve() not in project]
     os.chdir(ROOT)
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
@@ -80,9 +85,9 @@ def as_command_line(script: Path):
         torch.set_rng_state(rng)
 
 
-def run_quick(script: Path) -> int:
+def run_quick(script: Path, extra: list[str] = ()) -> int:
     """The script's exit status: 0 when it returns, else what it passed to sys.exit (a message counts as 1)."""
-    with as_command_line(script):
+    with as_command_line(script, list(extra)):
         try:
             runpy.run_path(str(script), run_name="__main__")
         except SystemExit as stop:
@@ -91,8 +96,12 @@ def run_quick(script: Path) -> int:
 
 
 @pytest.mark.parametrize("script", CASES)
-def test_benchmark_runs_quick(script, capfd):
-    code = run_quick(script)
+def test_benchmark_runs_quick(script, capfd, request):
+    extra = []
+    if script.stem in SERVER_BENCHMARKS:
+        from api_fakes import SERVED
+        extra = ["--base-url", request.getfixturevalue("demo_server").base_url, "--api-model", SERVED]
+    code = run_quick(script, extra)
     out, err = capfd.readouterr()
     output = out + err
     assert code == 0, output[-4000:]
