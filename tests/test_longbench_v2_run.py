@@ -154,3 +154,19 @@ def test_a_pred_py_verdict_that_the_rescoring_contradicts_is_a_warning(tmp_path,
         assert detail["breakdown"]["accuracy"] == ONE_PASS_TABLE  # scored again, whatever the file's verdicts
         assert ("warning: longbench_v2: 2 records score otherwise than the `judge` pred.py wrote in the file "
                 "(lbv2-demo-01, lbv2-demo-03): an edited file, another pred.py, or a --v2-variant" in out) == bool(flip)
+
+
+def test_a_reasoning_pass_with_no_answer_pass_is_counted_once(tmp_path, capsys):
+    """An empty reasoning (no answer pass, as pred.py) had its prompt counted twice, as the record's and as its
+    cot_ counts: 3114 prompt tokens where 1557 were sent, the dry run's figure."""
+    argv = ["--backend", "echo", "--model-name", "ec", "--dataset-dir", str(DATA), "--cot", "--limit", "2",
+            "--out-dir", str(tmp_path)]
+    assert inference.main(["dry-run", *argv]) == 0
+    sent = json.loads((tmp_path / "ec" / "dry_run.json").read_text(encoding="utf-8"))["total"]["prompt_tokens"]
+    assert inference.main([*argv, "-M", "stop=[assistant]"]) == 0  # the echo's reasoning: empty
+    records = lines(tmp_path / "ec" / "demo_longbench_v2_cot.jsonl")
+    assert all(r["cot"] == "" and r["pred"] == "" for r in records)
+    assert "1557 prompt + 0 generated tokens" in capsys.readouterr().out and sent == 1557
+    assert eval_cli.main(["--pred-dir", str(tmp_path / "ec"), "--quiet"]) == 0
+    usage = json.loads((tmp_path / "ec" / "result_detail.json").read_text())["demo_longbench_v2_cot"]["usage"]
+    assert usage["prompt_tokens"] == sent

@@ -46,9 +46,10 @@ def generate_with_cot(model: BaseLLM, ds: Dataset, examples: list[Example], firs
     results = []
     for k, (first, thought) in enumerate(zip(firsts, reasoning)):
         prompt, out = answers.get(k, (first, thought))  # failed or skipped reasoning: the record
-        extra = {"cot": thought.text, "cot_prompt_tokens": first.n_tokens,
-                 "cot_truncated_tokens": first.truncated_tokens, "cot_gen_tokens": thought.n_tokens,
-                 "cot_finish_reason": thought.finish_reason}
+        extra = {"cot": thought.text, "cot_finish_reason": thought.finish_reason}
+        if k in answers:  # else the record's own counts are the reasoning pass's: counted once
+            extra.update(cot_prompt_tokens=first.n_tokens, cot_gen_tokens=thought.n_tokens,
+                         cot_truncated_tokens=first.truncated_tokens)
         if thought.thinking:
             extra["cot_thinking"] = thought.thinking
         results.append((prompt, out, extra))
