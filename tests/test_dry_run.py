@@ -189,3 +189,16 @@ def test_the_walkthroughs_chat_template_size_is_the_demo_models(page, pattern):
 
     said = int(re.search(pattern, (ROOT / page).read_text(encoding="utf-8")).group(1))
     assert said == tokenizer_only.TokenizerOnly(str(ROOT / "demo" / "tiny-qwen2")).prompt_overhead(True)
+
+
+def test_prompts_skipped_by_truncation_skip_are_not_counted_as_sent(tmp_path):
+    """--truncation skip: the dry run had counted (and priced) the prompts that are never sent, 1689 tokens where
+    the run spends 1187."""
+    argv = ["--model-name", "e", "--datasets", "demo_trec", "--limit", "8", "--max-length", "300", "--truncation",
+            "skip", "--out-dir", str(tmp_path)]
+    assert inference.main(["dry-run", *argv]) == 0
+    dry = json.loads((tmp_path / "e" / "dry_run.json").read_text(encoding="utf-8"))["datasets"]["demo_trec"]
+    assert inference.main(argv) == 0
+    run = json.loads((tmp_path / "e" / "demo_trec.run.json").read_text(encoding="utf-8"))["summary"]
+    assert 0 < dry["skipped"] == run["skipped"] < 8
+    assert dry["prompt_tokens"] == run["prompt_tokens"] == 1187 and dry["max_prompt_tokens"] == 221

@@ -37,8 +37,9 @@ def render_dataset(model: BaseLLM, ds: Dataset, settings: RunSettings) -> tuple[
         if p.skipped:
             rows[-1]["skipped"] = p.skipped
     skipped = sum(1 for p in prompts if p.skipped)
-    summary = {"examples": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-               "max_prompt_tokens": max((r["prompt_tokens"] for r in rows), default=0),
+    sent = [r["prompt_tokens"] for r in rows if "skipped" not in r]  # a skipped one is never sent
+    summary = {"examples": len(rows), "prompt_tokens": sum(sent),
+               "max_prompt_tokens": max(sent, default=0),
                "truncated": sum(1 for r in rows if r["truncated_tokens"]), "skipped": skipped,
                "max_gen_tokens": (len(rows) - skipped) * (first_max + (max_new if ds.cot else 0)),
                "max_new_tokens": max_new, "max_length": max_length,
