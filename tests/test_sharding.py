@@ -119,6 +119,8 @@ def test_a_later_shards_settings_bind_a_run_with_other_settings(tmp_path, capsys
     other = [*argv, "--max-new-tokens", "16"]  # the last --max-new-tokens wins
     assert inference.main(other) == 2  # refused, as after a run without --shard
     assert "the existing predictions were made with different max_new_tokens" in capsys.readouterr().err
+    assert inference.main([*other, "--shard", "0/2"]) == 2  # --overwrite would race: the advice says so
+    assert "rerun with --overwrite (--shard runs: delete the folder)" in capsys.readouterr().err
     assert inference.main([*argv, "--shard", "0/2"]) == 0  # the same settings: shard 0, then the merge
     assert capsys.readouterr().out.splitlines()[-1].endswith("; score with: python eval.py --model tiny-qwen2 "
                                                              f"--pred-root {tmp_path}")

@@ -200,8 +200,8 @@ def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | N
     changed = changed_settings(previous, json_form(fingerprint))
     if changed and not files_changed(run.get("model"), model):  # changed files: all are redone
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
-                         f"{', '.join(changed)}; rerun with --overwrite to start afresh, or choose "
-                         "another --out-dir")
+                         f"{', '.join(changed)}; rerun with --overwrite (--shard runs: delete the "
+                         "folder) to start afresh, or choose another --out-dir")
     return run
 
 
