@@ -98,6 +98,9 @@ def test_merge_says_what_it_merged_and_names_a_missing_folder(single_echo, tmp_p
         for shard in ("0/2", "1/2"):
             assert inference.main([*argv, "--shard", shard]) == 0
     capsys.readouterr()
+    unlimited = [a for k, a in enumerate(argv) if "--limit" not in argv[max(k - 1, 0):k + 1]]
+    assert inference.main(["merge", *unlimited]) == 1  # it had blamed shards that all ran
+    assert "run the missing shards (the runs had --limit 7; give it here too)" in capsys.readouterr().err
     assert inference.main(["merge", *argv]) == 0
     folder = tmp_path / "tiny-qwen2"
     assert capsys.readouterr().out.splitlines() == [

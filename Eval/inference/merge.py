@@ -37,7 +37,9 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None, named: bool = T
                                    {e.id: e.sha256 for e in ds.examples},
                                    content.get("model_sha256"))
         if not merged:
-            print(f"error: {path}: some examples have no record yet; run the missing shards",
+            ran = (content.get("data") or {}).get("limit") if isinstance(content, dict) else None
+            hint = f" (the runs had --limit {ran}; give it here too)" if ran and ran != limit else ""
+            print(f"error: {path}: some examples have no record yet; run the missing shards{hint}",
                   file=sys.stderr)
             code = 1
             continue
