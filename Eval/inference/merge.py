@@ -38,7 +38,8 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None, named: bool = T
                                    content.get("model_sha256"))
         if not merged:
             ran = (content.get("data") or {}).get("limit") if isinstance(content, dict) else None
-            hint = f" (the runs had --limit {ran}; give it here too)" if ran and ran != limit else ""
+            hint = f" (the runs had --limit {ran}; give it here too)" if ran not in (None, limit) \
+                else ""
             print(f"error: {path}: some examples have no record yet; run the missing shards{hint}",
                   file=sys.stderr)
             code = 1
