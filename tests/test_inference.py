@@ -378,3 +378,17 @@ def test_a_stop_while_redoing_changed_examples_leaves_one_record_per_example(tmp
     assert detail["n"] == 20 and detail["data_check"]["status"] == "partial"
     monkeypatch.undo()
     assert run(tmp_path, *argv) == 0 and len(lines(folder / "custom_en.jsonl")) == 20
+
+
+def test_a_budget_stop_of_an_overwrite_run_over_datasets_it_did_not_reach_says_what_works(tmp_path, capsys):
+    """An --overwrite run stopped by its budget before custom_zh said "1 of 12 ... rerun without --overwrite":
+    custom_zh still held the records of the old settings, so that rerun was refused, and they counted as done."""
+    both = ["--datasets", "custom_en,custom_zh", "--limit", "6"]
+    assert run(tmp_path, *both) == 0
+    assert run(tmp_path, *both, "--overwrite", "--max-new-tokens", "20", "--max-total-tokens", "200") == 3
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "stopped at the token budget: 135 of 200 tokens used, 1 of 12 examples done; rerun without --overwrite and "
+        "--datasets custom_en, then with --overwrite and --datasets custom_zh, each to continue (the budget is per "
+        "run)")
+    assert run(tmp_path, "--datasets", "custom_en", "--limit", "6", "--max-new-tokens", "20") == 0
+    assert run(tmp_path, "--datasets", "custom_zh", "--limit", "6", "--max-new-tokens", "20", "--overwrite") == 0

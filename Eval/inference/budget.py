@@ -27,15 +27,31 @@ class TokenBudget:
 
 
 def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) -> int:
-    from Eval.inference.predict import examples_done  # predict.py imports this module
+    from Eval.inference.predict import examples_done, required_examples  # they import this one
 
-    counts = [examples_done(ds, out_dir, args.limit) for ds in datasets]
+    later = not_started(args, datasets, out_dir) if args.overwrite else []
+    counts = [(0, len(required_examples(ds, args.limit))) if ds in later else
+              examples_done(ds, out_dir, args.limit) for ds in datasets]
     done, required = sum(c[0] for c in counts), sum(c[1] for c in counts)
     nothing = "" if budget.spent else \
         " (nothing generated: the first example alone could exceed it)"
     rerun = "rerun without --overwrite" if args.overwrite else "rerun"  # else: started over
+    if later:  # their files still hold the records of other settings: those need --overwrite
+        names = ",".join(ds.name for ds in datasets if ds not in later)
+        rerun += (f" and --datasets {names}" if names else "") + ", then with --overwrite and " \
+            f"--datasets {','.join(ds.name for ds in later)}, each"
     rerun += " to continue (the budget is per run)" if budget.spent else \
         " with a larger budget to continue"
     print(f"stopped at the token budget: {budget.spent} of {budget.limit} tokens used{nothing}, "
           f"{done} of {required} examples done; {rerun}", file=sys.stderr)
     return 3
+
+
+def not_started(args, datasets: list, out_dir: Path) -> list:
+    """The datasets a stopped --overwrite run did not reach: their sidecars hold another request."""
+    from Eval.inference.predict import request_fingerprint
+    from Eval.inference.predictions import json_form, read_sidecar
+    from Eval.inference.runner import request_of
+
+    return [ds for ds in datasets if read_sidecar(out_dir / f"{ds.name}.jsonl").get("request")
+            != json_form(request_fingerprint(request_of(args), ds))]
