@@ -193,8 +193,27 @@ def test_a_masked_model_runs_generation_tasks_and_refuses_likelihood_ones(task_d
         capsys.readouterr()
         assert bridge(task_dir, *masked, "--tasks", task)[0] == 2 and not (task_dir / "out").exists()
         assert capsys.readouterr().err.splitlines()[-1] == (
-            "error: nothing was written: --backend masked: a masked / diffusion LM gives no sequence log-likelihood, "
-            "so lm-eval's loglikelihood, multiple_choice and perplexity tasks cannot run on it; generate_until tasks "
-            "can")
+            "error: --backend masked: a masked / diffusion LM gives no sequence log-likelihood, so lm-eval's "
+            "loglikelihood, multiple_choice and perplexity tasks cannot run on it; generate_until tasks can")
+    loaded = []  # a mixed run had generated every t_gen answer first, then refused
+    with pytest.MonkeyPatch.context() as patch:
+        import Eval.inference.lm_eval_bridge as bridge_module
+        patch.setattr(bridge_module, "from_args", lambda *a: loaded.append(a))
+        assert bridge(task_dir, *masked, "--tasks", "t_gen,t_mc")[0] == 2 and loaded == []
+    assert "error: --backend masked: a masked / diffusion LM" in capsys.readouterr().err
     assert bridge(task_dir, *masked, "--tasks", "t_gen")[0] == 0
     assert saved(task_dir)["results"]["t_gen"]["exact_match,none"] == 0.0
+
+
+def test_a_continuation_longer_than_the_window_is_one_line(task_dir, capsys):
+    """It had ended in a traceback (HFLM's own: a bare AssertionError)."""
+    header = (task_dir / "t_gen.yaml").read_text(encoding="utf-8").split("output_type")[0]
+    (task_dir / "t_long.yaml").write_text(header.replace("task: t_gen", "task: t_long") + 'output_type: '
+                                          'loglikelihood\ndoc_to_text: "Q:"\ndoc_to_target: " {{question}} '
+                                          '{{question}} {{question}}"\nmetric_list: [{metric: acc}]\n',
+                                          encoding="utf-8")
+    assert bridge(task_dir, "--tasks", "t_long", "--max-length", "16")[0] == 2
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert "Traceback" not in err and last.startswith("error: nothing was written: a ")
+    assert last.endswith("-token continuation does not fit the 16-token window") and not (task_dir / "out").exists()

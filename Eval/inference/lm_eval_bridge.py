@@ -23,12 +23,18 @@ from Eval.args import document_limit, name_list, one_line
 from Eval.commands import inference_command
 from Eval.inference.lm_eval_results import check_same_model, earlier_results, write_results
 from Eval.inference.runner import DEFAULT_MODEL
+from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches, truncate_ids
 from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_args,
                                  resolve_model_args)
 from Eval.names import check_out_dir, output_folder
 
 log = logging.getLogger(__name__)
+
+
+MASKED_REFUSAL = ("--backend {}: a masked / diffusion LM gives no sequence log-likelihood, so "
+                  "lm-eval's loglikelihood, multiple_choice and perplexity tasks cannot run on it; "
+                  "generate_until tasks can")
 
 
 class SettingsError(ValueError):
@@ -97,7 +103,7 @@ class BridgeLM(TemplateLM):
         for _, ctx, cont in requests:
             kept = (ctx + cont)[-(self.max_length or len(ctx + cont)) - 1:]
             if len(cont) >= len(kept):
-                raise ValueError(f"a {len(cont)}-token continuation does not fit the "
+                raise SettingsError(f"a {len(cont)}-token continuation does not fit the "
                                  f"{self.max_length}-token window")
             if len(kept) < len(ctx + cont):
                 self.stats["left_truncated_inputs"] += 1
@@ -124,10 +130,7 @@ class BridgeLM(TemplateLM):
     def _score(self, items: list[tuple]) -> list[tuple[float, bool]]:
         """(log-likelihood in float64, all greedy) of (context, continuation, n) items."""
         if self.model.bidirectional:  # each token's probability given all the others: no product
-            raise SettingsError(f"--backend {self.model.name}: a masked / diffusion LM gives no "
-                                "sequence log-likelihood, so lm-eval's loglikelihood, "
-                                "multiple_choice and perplexity tasks cannot run on it; "
-                                "generate_until tasks can")
+            raise SettingsError(MASKED_REFUSAL.format(self.model.name))
         call = self.model.score_ids if self.ids else self.model.score
         out: list = [None] * len(items)
         for batch in plan_batches([n for _, _, n in items], self.batch_size, self.max_batch_tokens):
@@ -348,6 +351,9 @@ def run(args) -> int:
                           include_defaults=not args.no_builtin_tasks)
     try:
         tasks = load_tasks(manager, args.tasks)
+        kinds = {t.OUTPUT_TYPE for x in tasks for t in getattr(x, "get_all_tasks", lambda: [x])()}
+        if MODELS[args.backend].bidirectional and kinds - {"generate_until"}:
+            raise ValueError(MASKED_REFUSAL.format(args.backend))  # before its generation runs
         out_dir = check_out_dir(args.out_dir or output_folder(Path("pred"), args.model_name,
                                                               args.model))
         earlier = earlier_results(out_dir)  # an unreadable results file stops the run here
