@@ -117,12 +117,13 @@ def template_fields(record: dict, form: str) -> dict:
     return {"input": "", **record} if form == "instruction" else record
 
 
-def question_text(record: dict, form: str, filled: set[str] = frozenset()) -> str:
-    """What a judge sees of the question: its usual fields, else those `filled` (no context)."""
+def question_text(record: dict, form: str, template: str = "") -> str:
+    """What a judge sees of the question: its usual fields, else those `template` fills."""
     if form == "longbench_v2":
         return "\n".join([record["question"], *(f"{c[-1]}) {record[c]}" for c in V2_CHOICES)])
     parts = [record.get(k) for k in ("instruction", "input", "question", "options")]
-    parts = parts if any(parts) else [record.get(k) for k in sorted(filled - {"context"})]
+    parts = parts if any(parts) else \
+        [record.get(k) for k in sorted(check_template(template) - {"context"})]  # parsed only here
     return "\n".join(str(p) for p in parts if p)
 
 

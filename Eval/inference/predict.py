@@ -12,7 +12,7 @@ from typing import Callable
 
 from Eval.inference.benchmark_configs import cut_to_prompt_limit
 from Eval.inference.budget import TokenBudget
-from Eval.inference.datasets import Dataset, Example, check_template, question_text
+from Eval.inference.datasets import Dataset, Example, question_text
 from Eval.inference.predictions import best_records, read_sidecar
 from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
@@ -36,9 +36,8 @@ class RunSettings:
 
 def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, latency: float) -> dict:
     record = {"id": example.id, "example_sha256": example.sha256, "dataset": ds.name,
-              "question": question_text(example.fields, ds.form, check_template(ds.template)),
-              "pred": out.text,
-              "answers": example.answers, "all_classes": example.all_classes,
+              "question": question_text(example.fields, ds.form, ds.template),
+              "pred": out.text, "answers": example.answers, "all_classes": example.all_classes,
               "length": example.length, "prompt_tokens": prompt.n_tokens,
               "prompt_sha256": hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()[:16],
               "truncated_tokens": prompt.truncated_tokens, "truncation": prompt.truncation,
