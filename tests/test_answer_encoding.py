@@ -94,7 +94,9 @@ def test_records_hold_the_reference_log_probabilities_and_say_their_encoding(mod
 
 
 # The demo target under both encodings (what the README quotes): open-unlearning's encoding labels the ChatML
-# turn's closing "\n<|im_end|>", which the demo target was never trained to predict.
+# turn's closing "\n<|im_end|>", which the demo target was never trained to predict. float32 kernels differ
+# between CPUs (AVX2 and AVX-512 sum in another order): answer-eos's forget_Q_A_Prob read 0.996971 on one and
+# 0.9969735 on the other, so the figures are held to 1e-5.
 DEMO_FIGURES = {
     "full-turn": {"forget_Q_A_Prob": 0.320134, "extraction_strength": 0.0432446, "exact_memorization": 0.956755,
                   "forget_truth_ratio": 0.398971, "model_utility": 0.761895},
@@ -115,7 +117,7 @@ def test_demo_figures_under_each_encoding_and_the_log_says_which(encoding, tmp_p
         f"tofu_{s}.jsonl": encoding for s in ("forget", "retain", "holdout", "ra", "wf")}}
     summary = json.loads((pred / "TOFU_SUMMARY.json").read_text())
     for name, value in DEMO_FIGURES[encoding].items():
-        assert summary[name] == pytest.approx(value, abs=5e-7), name
+        assert summary[name] == pytest.approx(value, abs=1e-5), name
     # Read back as a log, the encoding is kept, not taken for a metric.
     assert eval_script.main(["unlearning", "--from-open-unlearning", str(pred / "TOFU_EVAL.json"),
                              "--out-dir", str(tmp_path / "again")]) == 0

@@ -109,7 +109,7 @@ CHECKS = {  # a command -> what must hold after it ran (in the copy `repo`, with
                            )(_read(repo, "pred/unlearn-target/TOFU_SUMMARY.json")),
     "python eval.py unlearning tofu --pred-dir pred/answer-eos/unlearn-target": lambda repo, out: _read(
         repo, "pred/answer-eos/unlearn-target/TOFU_SUMMARY.json")["forget_Q_A_Prob"] == pytest.approx(0.996971,
-                                                                                                       abs=1e-6),
+                                                                                                       abs=1e-5),
     "cp -r ../shared/reference/tinyeval/pred/internlm pred/internlm && python eval.py --model internlm":
         lambda repo, out: _read(repo, "pred/internlm/result.json") == PUBLISHED,
     "python eval.py explain demo_qa_zh:demo_qa_zh-011 --model tiny-qwen2": lambda repo, out: (
