@@ -14,7 +14,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: 2-core mach
 
 import sys  # noqa: E402
 
-from Eval.args import one_line, run_main  # noqa: E402
+from Eval.args import one_line, refusing_bad_input, run_main  # noqa: E402
 from Eval.commands import INFERENCE_COMMANDS, commands_epilog, main_or_command  # noqa: E402
 from Eval.inference import runner  # noqa: E402
 from Eval.inference.budget import stopped_at_budget  # noqa: E402
@@ -41,7 +41,7 @@ def run(argv: list[str]) -> int:
         return 130
 
 
-@runner.refusing_bad_input  # only the checks: an error inside the run keeps its traceback
+@refusing_bad_input  # only the checks: an error inside the run keeps its traceback
 def checked_run(argv: list[str]):
     """(args, datasets, shards, out_dir) of a run with work to do, or an exit code."""
     args = runner.parse_args(argv, description=__doc__.split("\n")[0],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import functools
 import math
 import os
 import signal
@@ -138,6 +139,19 @@ def one_line(err: BaseException) -> str:
     if isinstance(err.__cause__, Exception) and str(err.__cause__).strip():
         text += f" ({' '.join(str(err.__cause__).split())})"
     return text
+
+
+def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
+    """`command` with bad input as one error line naming the file / line / flag, exit code 2."""
+    @functools.wraps(command)
+    def run(*args) -> int:
+        try:
+            return command(*args)
+        except (FileNotFoundError, KeyError, ValueError) as err:  # RecordError is a ValueError
+            text = err.args[0] if isinstance(err, KeyError) and err.args else err  # unquoted
+            print(f"error: {text}", file=sys.stderr)
+            return 2
+    return run
 
 
 # What the machine refuses (not a bug of ours): said in one line naming the path, exit code 2.

@@ -266,3 +266,25 @@ def test_a_model_folder_without_its_tokenizer_files_is_refused(setup, capsys):
             f"error: {prefix}model {model}: its tokenizer has no vocabulary: tokenizer.json (or vocab.json and "
             "merges.txt, or tokenizer.model) is missing")
     assert snapshot(tmp_path / "pred") == before
+
+
+def test_a_missing_local_model_or_adapter_is_refused_at_once_not_sent_to_the_hub(setup, capsys, monkeypatch):
+    """`models/qwen` where models/ is a local folder is a typo'd path, not the hub name org/model: offline the
+    hub's retries took 50 s before an error about the internet. An adapter path is checked before the weights
+    load: a wrong one had failed only after them."""
+    import transformers
+
+    tmp_path, base = setup
+    (tmp_path / "models").mkdir()
+    monkeypatch.chdir(tmp_path)
+    loaded = []
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: loaded.append(a))
+    before = snapshot(tmp_path / "pred")
+    assert inference.main(["--model", "models/qwen", *base, "--model-name", "m"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: could not load model: model 'models/qwen': no such file or folder (and not a hub name, org/name "
+        "with no local folder org/)")
+    assert inference.main(["--model", str(ROOT / "demo" / "tiny-qwen2"), "-M", "peft=models/lora", *base,
+                           "--model-name", "m"]) == 2
+    assert "-M peft 'models/lora': no such file or folder" in capsys.readouterr().err
+    assert not loaded and snapshot(tmp_path / "pred") == before

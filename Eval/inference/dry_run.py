@@ -6,13 +6,13 @@ Usage: python inference.py dry-run --max-length 2048 --price docs/prices.example
 
 from pathlib import Path
 
-from Eval.args import one_line
+from Eval.args import one_line, refusing_bad_input
 from Eval.commands import inference_command
 from Eval.inference.datasets import Dataset
 from Eval.inference.predict import (RunSettings, dataset_prompts, generation_budget,
                                     required_examples)
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
-from Eval.inference.runner import prepare, refusing_bad_input, warn_past_window
+from Eval.inference.runner import prepare, warn_past_window
 from Eval.models.base import BaseLLM
 from Eval.models.factory import resolve_model_args
 from Eval.pricing import Price, cost_text

@@ -6,12 +6,13 @@ Usage: python inference.py merge --model /path/to/model    # the shard runs' opt
 import sys
 from pathlib import Path
 
+from Eval.args import refusing_bad_input
 from Eval.commands import inference_command
 from Eval.inference.predict import required_examples
 from Eval.inference.predictions import (changed_settings, merge_predictions, output_entry,
                                         read_sidecar, shard_paths)
 from Eval.inference.runner import add_job_arguments as add_arguments  # noqa: F401
-from Eval.inference.runner import prepare, refusing_bad_input
+from Eval.inference.runner import prepare
 from Eval.records import sidecar_path
 from Eval.storage import write_json_atomic
 

@@ -5,14 +5,12 @@ Usage: args = parse_args(argv); datasets, out_dir = prepare(args); run_all(model
 """
 
 import argparse
-import functools
 import hashlib
 import json
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 from Eval.args import HelpFormatter, backend_epilog, name_list, positive_int
 from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
@@ -90,21 +88,8 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
     return p.parse_args(argv)
 
 
-def refusing_bad_input(command: Callable[..., int]) -> Callable[..., int]:
-    """`command` with bad input as one error line naming the file / line / flag, exit code 2."""
-    @functools.wraps(command)
-    def run(*args) -> int:
-        try:
-            return command(*args)
-        except (FileNotFoundError, KeyError, ValueError) as err:  # RecordError is a ValueError
-            text = err.args[0] if isinstance(err, KeyError) and err.args else err  # unquoted
-            print(f"error: {text}", file=sys.stderr)
-            return 2
-    return run
-
-
 def prepare(args) -> tuple[list, Path | None]:
-    """(datasets, out_dir) with names, output folder and price checked (see refusing_bad_input)."""
+    """(datasets, out_dir) with names, output folder and price checked (see args.refusing_bad_input)."""
     out_dir = None
     if hasattr(args, "out_dir"):  # validate has none
         out_dir = output_folder(args.out_dir, args.model_name, args.model)

@@ -3,9 +3,10 @@
 Usage: python inference.py validate --datasets my_data --prompt-config dataset2prompt.json
 """
 
+from Eval.args import refusing_bad_input
 from Eval.commands import inference_command
 from Eval.inference.runner import add_data_arguments as add_arguments  # noqa: F401
-from Eval.inference.runner import prepare, refusing_bad_input
+from Eval.inference.runner import prepare
 from Eval.inference.templates import check_template
 
 

@@ -58,12 +58,14 @@ def check_device(device: str, here: bool) -> None:
                          f"{devices}")
 
 
-def checked_checkpoint(path: str) -> str:
-    """`path` if it can be a checkpoint: a folder with a config.json, a GGUF, a hub name."""
-    if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1):
-        raise FileNotFoundError(f"model {path!r}: no such file or folder (and not a hub name like "
-                                "org/model)")
-    if gguf_parts(path) is None and Path(path).exists() and \
+def checked_checkpoint(path: str, flag: str = "model") -> str:
+    """`path` if it can be a checkpoint (a folder with a config.json, a GGUF), an adapter (flag
+    "-M peft") or a hub name: org/name where org/ is no local folder, not a typo'd local path."""
+    if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1
+                                    or Path(path.split("/")[0]).is_dir()):
+        raise FileNotFoundError(f"{flag} {path!r}: no such file or folder (and not a hub name, "
+                                "org/name with no local folder org/)")
+    if flag == "model" and gguf_parts(path) is None and Path(path).exists() and \
             not (Path(path) / "config.json").is_file():
         raise FileNotFoundError(f"model {path}: neither a folder with a config.json nor a .gguf "
                                 "file, so not a transformers checkpoint")
@@ -119,6 +121,8 @@ class CheckpointModel(BaseLLM):
 
     @classmethod
     def from_options(cls, model: str, options: AdapterOptions, backend_options: CheckpointOptions):
+        if backend_options.peft:  # refused before the weights load, not after
+            checked_checkpoint(backend_options.peft, "-M peft")
         return cls(checked_checkpoint(model), options, **dataclasses.asdict(backend_options))
 
     def __init__(self, path: str, options: AdapterOptions | None = None, *, dtype: str = "auto",
