@@ -322,7 +322,7 @@ def test_hub_task_offline_is_one_line_saying_how_to_run_a_local_task(tmp_path):
 def test_tasks_load_before_the_model_as_lm_eval_would_load_them(task_dir, tmp_path):
     from lm_eval.api.group import Group
     from lm_eval.tasks import TaskManager
-    from Eval.inference.lm_eval_bridge import load_tasks
+    from Eval.inference.lm_eval_results import load_tasks
 
     (tmp_path / "group.yaml").write_text("group: g_outer\ntask:\n  - t_gen\n  - g_inner\n", encoding="utf-8")
     (tmp_path / "inner.yaml").write_text("group: g_inner\ntask: [t_mc, t_ll]\n", encoding="utf-8")

@@ -159,6 +159,38 @@ def test_tasks_and_limit_lm_eval_cannot_run_are_refused_before_the_model_loads(t
     assert not (task_dir / "out").exists()
 
 
+@needs_lm_eval
+@pytest.mark.parametrize("mistake, before, after, error", [
+    ("data_files as one path", "data_files:\n    test:", "data_files:", "could not be built (KeyError: 'test'); "
+                                                                        "check its splits and templates"),
+    ("a misspelt field", "{{question}}", "{{questoin}}", "could not be built (UndefinedError: 'questoin' is "
+                                                       "undefined); check its splits and templates"),
+    ("YAML that does not parse", "output_type: multiple_choice", "output_type: [multiple_choice", None)])
+def test_a_task_yaml_mistake_is_one_line_naming_the_yaml_before_the_model_loads(task_dir, capsys, mistake,
+                                                                                 before, after, error):
+    """lm-eval's own tracebacks (a KeyError from the data's splits, jinja2's UndefinedError) had been all a
+    user saw; a YAML lm-eval cannot parse it skips in silence, and the hint was to add the --include-path given."""
+    yaml = task_dir / "t_mc.yaml"
+    yaml.write_text(yaml.read_text(encoding="utf-8").replace(before, after, 1), encoding="utf-8")
+    code, _ = bridge(task_dir, "--tasks", "t_mc", "--limit", "1", "--model", str(task_dir / "no_model"))
+    assert code == 2, mistake
+    assert capsys.readouterr().err.splitlines()[-1] == "error: " + (
+        f"lm-eval task 't_mc' ({yaml}): {error}" if error else
+        "unknown lm-eval task(s): t_mc (nor a task YAML under --include-path that lm-eval could read)")
+    assert not (task_dir / "out").exists()
+
+
+@needs_lm_eval
+def test_log_samples_of_a_task_whose_name_is_a_path_is_refused_before_the_model_loads(task_dir, capsys):
+    """Its samples file is named after it: the refusal came only after the evaluation had run."""
+    yaml = task_dir / "t_mc.yaml"
+    yaml.write_text(yaml.read_text(encoding="utf-8").replace("task: t_mc", "task: mine/t_mc"), encoding="utf-8")
+    code, _ = bridge(task_dir, "--tasks", "mine/t_mc", "--log-samples", "--model", str(task_dir / "no_model"))
+    assert code == 2 and not (task_dir / "out").exists()
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        "error: --log-samples: an lm-eval task name 'mine/t_mc': ")
+
+
 def test_limit_is_a_whole_number_or_a_fraction_as_lm_eval_reads_it():
     from Eval.args import document_limit
 

@@ -21,13 +21,14 @@ except ImportError:
 
 from Eval.args import document_limit, name_list, one_line
 from Eval.commands import inference_command
-from Eval.inference.lm_eval_results import check_same_model, earlier_results, write_results
+from Eval.inference.lm_eval_results import (check_same_model, earlier_results, load_tasks,
+                                            write_results)
 from Eval.inference.runner import DEFAULT_MODEL
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches, truncate_ids
 from Eval.models.factory import (add_batch_arguments, add_model_arguments, from_args,
                                  resolve_model_args)
-from Eval.names import check_out_dir, output_folder
+from Eval.names import check_name, check_out_dir, output_folder
 
 log = logging.getLogger(__name__)
 
@@ -298,40 +299,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_batch_arguments(p)
 
 
-def load_tasks(manager, names: list[str]) -> list:
-    """lm-eval's Task / Group objects for `names`, their data loaded before any model is."""
-    import httpx2
-    from datasets.exceptions import DatasetsError
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    # Offline, datasets raises the builtin ConnectionError, a file not cached
-    # LocalEntryNotFoundError, other Hub calls httpx2's transport errors.
-    offline = ConnectionError, LocalEntryNotFoundError, httpx2.TransportError
-    unknown = [name for name in names if name not in manager.all_tasks]
-    if unknown:
-        raise ValueError(f"unknown lm-eval task(s): {', '.join(unknown)} (add --include-path?)")
-    built = []
-    for name in names:
-        yaml_path = getattr(manager.task_index.get(name), "yaml_path", None)
-        where = f"lm-eval task {name!r}" + (f" ({yaml_path})" if yaml_path else "")
-        try:
-            loaded = manager.load([name])  # ConfigurableTask loads its dataset as it is built
-        except offline as err:
-            raise ValueError(f"{where}: its data is not available offline ({one_line(err)}); to "
-                            "run a local task instead, pass --include-path DIR --no-builtin-tasks, "
-                            "DIR holding a task YAML with `dataset_path: json`, `dataset_kwargs: "
-                            "{data_files: {test: /abs/path/data.jsonl}}` and `test_split: test` "
-                            "(see docs/lm-eval.md)") from err
-        except (FileNotFoundError, DatasetsError) as err:
-            raise ValueError(f"{where}: its data could not be loaded: {one_line(err)}") from err
-        # One name builds one group (holding its subgroups and tasks), one task, or a tag's tasks.
-        groups = list(loaded["groups"].values())
-        inner = {id(sub) for group in groups for sub in group.get_all_groups()}
-        outer = [group for group in groups if id(group) not in inner]
-        built += outer or list(loaded["tasks"].values())
-    return built
-
-
 @inference_command("lm-eval", help="lm-evaluation-harness tasks on the same model adapters "
                                    "(pip install lm-eval)")
 def run(args) -> int:
@@ -351,7 +318,10 @@ def run(args) -> int:
                           include_defaults=not args.no_builtin_tasks)
     try:
         tasks = load_tasks(manager, args.tasks)
-        kinds = {t.OUTPUT_TYPE for x in tasks for t in getattr(x, "get_all_tasks", lambda: [x])()}
+        leaves = [t for x in tasks for t in getattr(x, "get_all_tasks", lambda: [x])()]
+        kinds = {t.OUTPUT_TYPE for t in leaves}
+        for task in leaves if args.log_samples else []:  # checked again as its file is written
+            check_name(task.task_name, "--log-samples: an lm-eval task name")
         if MODELS[args.backend].bidirectional and kinds - {"generate_until"}:
             raise ValueError(MASKED_REFUSAL.format(args.backend))  # before its generation runs
         out_dir = check_out_dir(args.out_dir or output_folder(Path("pred"), args.model_name,

@@ -1,7 +1,9 @@
-"""What `inference.py lm-eval` writes: OUT_DIR/lm_eval_results.json (lm-eval's results plus
-"bridge", every task run into OUT_DIR) and lm_eval_samples/<task>.jsonl (--log-samples).
+"""lm-eval's side of `inference.py lm-eval`: its tasks, their data loaded before any model, and
+what the run writes: OUT_DIR/lm_eval_results.json (lm-eval's results plus "bridge", every task
+run into OUT_DIR) and lm_eval_samples/<task>.jsonl (--log-samples).
 
 Usage:
+    tasks = load_tasks(lm_eval.tasks.TaskManager(...), ["my_task"])
     earlier = earlier_results(out_dir); check_same_model(earlier, model, out_dir)
     path, kept = write_results(results, lm, out_dir)
 """
@@ -20,6 +22,46 @@ RESULTS_FILE = "lm_eval_results.json"
 # versions of the software, the bridge block) describes one run: the newest is kept.
 PER_TASK = ("results", "groups", "group_subtasks", "configs", "versions", "n-shot",
             "higher_is_better", "n-samples")
+
+
+def load_tasks(manager, names: list[str]) -> list:
+    """lm-eval's Task / Group objects for `names`, their data loaded before any model is."""
+    import httpx2
+    from datasets.exceptions import DatasetsError
+    from huggingface_hub.errors import LocalEntryNotFoundError
+    from jinja2 import TemplateError
+
+    # Offline, datasets raises the builtin ConnectionError, a file not cached
+    # LocalEntryNotFoundError, other Hub calls httpx2's transport errors.
+    offline = ConnectionError, LocalEntryNotFoundError, httpx2.TransportError
+    unknown = [name for name in names if name not in manager.all_tasks]
+    if unknown:  # lm-eval skips a YAML it cannot parse, in silence
+        raise ValueError(f"unknown lm-eval task(s): {', '.join(unknown)} " + (
+            "(nor a task YAML under --include-path that lm-eval could read)"
+            if manager.include_path else "(add --include-path?)"))
+    built = []
+    for name in names:
+        yaml_path = getattr(manager.task_index.get(name), "yaml_path", None)
+        where = f"lm-eval task {name!r}" + (f" ({yaml_path})" if yaml_path else "")
+        try:
+            loaded = manager.load([name])  # ConfigurableTask loads its dataset as it is built
+        except offline as err:
+            raise ValueError(f"{where}: its data is not available offline ({one_line(err)}); to "
+                            "run a local task instead, pass --include-path DIR --no-builtin-tasks, "
+                            "DIR holding a task YAML with `dataset_path: json`, `dataset_kwargs: "
+                            "{data_files: {test: /abs/path/data.jsonl}}` and `test_split: test` "
+                            "(see docs/lm-eval.md)") from err
+        except (FileNotFoundError, DatasetsError) as err:
+            raise ValueError(f"{where}: its data could not be loaded: {one_line(err)}") from err
+        except (KeyError, TemplateError) as err:  # a split or a template field it does not have
+            raise ValueError(f"{where}: could not be built ({type(err).__name__}: "
+                             f"{one_line(err)}); check its splits and templates") from err
+        # One name builds one group (holding its subgroups and tasks), one task, or a tag's tasks.
+        groups = list(loaded["groups"].values())
+        inner = {id(sub) for group in groups for sub in group.get_all_groups()}
+        outer = [group for group in groups if id(group) not in inner]
+        built += outer or list(loaded["tasks"].values())
+    return built
 
 
 def earlier_results(out_dir: Path) -> dict:
