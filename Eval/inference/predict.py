@@ -5,6 +5,7 @@ Usage: summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings
 
 import dataclasses
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Callable
 from Eval.inference.benchmark_configs import cut_to_prompt_limit
 from Eval.inference.budget import TokenBudget
 from Eval.inference.datasets import Dataset, Example, question_text
+from Eval.inference.perturb import perturb_request
 from Eval.inference.predictions import best_records, read_sidecar
 from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
@@ -132,6 +134,20 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
     for prompt, (_, cut) in zip(prompts, cuts):
         prompt.truncated_tokens += cut
     return prompts
+
+
+def request_of(args) -> dict:
+    # -M values may hold secrets (a key inside base_url): the request keeps a hash of them, URLs
+    # redacted (a hash of a key could be checked against guesses); the api backend's redaction
+    pairs = [tuple(pair.partition("=")[::2]) for pair in sorted(args.model_args)]
+    if any("://" in value for _, value in pairs):
+        from Eval.models.api_http import redact_url
+        pairs = [(key, redact_url(value) if "://" in value else value) for key, value in pairs]
+    pairs = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
+    return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
+            "model_args": args.model_args, "max_length": args.max_length,
+            "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
+            "limit": args.limit, **perturb_request(args)}
 
 
 def request_fingerprint(request: dict, ds: Dataset) -> dict:

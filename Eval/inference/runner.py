@@ -5,8 +5,6 @@ Usage: args = parse_args(argv); datasets, out_dir = prepare(args); run_all(model
 """
 
 import argparse
-import hashlib
-import json
 import shlex
 import sys
 import time
@@ -18,10 +16,10 @@ from Eval.inference.budget import TokenBudget
 from Eval.inference.cot import cot_datasets
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import clear_ranks_files, finish, merge_ranks_files, shard_spec
-from Eval.inference.perturb import add_perturb_arguments, perturb_request, perturbed
+from Eval.inference.perturb import add_perturb_arguments, perturbed
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
-                                    request_fingerprint, required_examples, run_dataset,
-                                    run_fingerprint)
+                                    request_fingerprint, request_of, required_examples,
+                                    run_dataset, run_fingerprint)
 from Eval.inference.predictions import check_resume, json_form, read_sidecar
 from Eval.models.base import TRUNCATION_POLICIES
 from Eval.models.factory import add_batch_arguments, add_model_arguments
@@ -143,20 +141,6 @@ def finished_with(args, ds, out_dir: Path) -> bool:
         return False
     done, required = examples_done(ds, out_dir, args.limit)
     return done == required == output.get("records")
-
-
-def request_of(args) -> dict:
-    # -M values may hold secrets (a key inside base_url): the request keeps a hash of them, URLs
-    # redacted (a hash of a key could be checked against guesses); the api backend's redaction
-    pairs = [tuple(pair.partition("=")[::2]) for pair in sorted(args.model_args)]
-    if any("://" in value for _, value in pairs):
-        from Eval.models.api_http import redact_url
-        pairs = [(key, redact_url(value) if "://" in value else value) for key, value in pairs]
-    pairs = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
-    return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
-            "model_args": args.model_args, "max_length": args.max_length,
-            "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
-            "limit": args.limit, **perturb_request(args)}
 
 
 def check_budgets(model, datasets: list, args, out_dir: Path) -> None:
