@@ -1,8 +1,8 @@
 """The API backend (Eval/models/api.py on the openai client, Eval/models/api_http.py): retries, Retry-After, limits,
 timeouts, proxies and log-prob parsing against small scripted servers on 127.0.0.1 (tests/api_fakes.py), then
-inference through a real `transformers serve` of the demo model: parity with the HF adapter, a server killed
-mid-run, and the API key kept out of every output. Replies that cannot be used and credentials in the base URL:
-tests/test_api_replies.py."""
+inference through a real `transformers serve` of the demo model: parity with the HF adapter, the server cut off
+mid-run (a proxy in front of it SIGKILLed, tests/tcp_proxy.py), and the API key kept out of every output.
+Replies that cannot be used and credentials in the base URL: tests/test_api_replies.py."""
 import json
 import threading
 import time
@@ -17,6 +17,7 @@ from Eval.models.hf import HFModel
 import inference
 from api_fakes import SECRET, KEY_ENV, DEMO, SERVED, Trickle, answer, completion_prompts, assert_no_secret, read
 from api_fakes import api, fake  # noqa: F401  (pytest fixtures)
+from tcp_proxy import Proxy
 
 pytestmark = pytest.mark.xdist_group("demo-server")  # one worker: one server start (conftest.py)
 
@@ -319,11 +320,19 @@ def test_score_against_transformers_serve_is_a_clear_error(served, api):
     assert "HTTP 400" in message and "prompt must be a string" in message  # it takes text prompts only
 
 
-def test_killed_server_fails_only_the_affected_records_and_a_rerun_redoes_them(served, tmp_path, monkeypatch,
+@pytest.fixture
+def proxy(served):
+    """The process to kill: a proxy in front of the server, the client's view of a crash, the server kept."""
+    proxy = Proxy(served.port).start()
+    yield proxy
+    proxy.kill()
+
+
+def test_killed_server_fails_only_the_affected_records_and_a_rerun_redoes_them(proxy, tmp_path, monkeypatch,
                                                                                 capsys):
     monkeypatch.setenv(KEY_ENV, SECRET)
     # 8 records: the kill lands once 4 are on disk, and what is not done by then (up to 2 batches) fails
-    argv = api_argv(served, tmp_path, "--datasets", "demo_qa_en", "--limit", "8", "--batch-size", "2",
+    argv = api_argv(proxy, tmp_path, "--datasets", "demo_qa_en", "--limit", "8", "--batch-size", "2",
                     "-M", "concurrency=2", "-M", "max_retries=2", "--max-length", "512")
     path = tmp_path / "tiny-qwen2" / "demo_qa_en.jsonl"
     killed_after = []
@@ -332,7 +341,7 @@ def test_killed_server_fails_only_the_affected_records_and_a_rerun_redoes_them(s
         while not killed_after:
             lines = path.read_text(encoding="utf-8").count("\n") if path.exists() else 0
             if lines >= 4:
-                served.kill()
+                proxy.kill()
                 killed_after.append(lines)
             time.sleep(0.002)
 
@@ -349,7 +358,7 @@ def test_killed_server_fails_only_the_affected_records_and_a_rerun_redoes_them(s
     assert len(ok) >= killed_after[0] and failed  # what was written before the kill stands
     assert all(r["finish_reason"] == "error" and "connection error" in r["error"] for r in failed)
 
-    served.start()  # restart (same port), then the same command again
+    proxy.start()  # restart (same port), then the same command again
     assert inference.main(argv) == 0
     final = read(path)
     assert not any(r.get("error") for r in final) and len(final) == 8
