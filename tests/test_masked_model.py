@@ -20,7 +20,6 @@ from conftest import ROOT
 from Eval.models.factory import from_args
 from Eval.models.base import plan_batches
 from Eval.unlearning.stats import confidence_ordered, confidence_ordered_probs
-from demo.build_masked import build
 from Eval.models.masked import MaskedLMModel
 from Eval.unlearning.stats import TOKEN_STATS_FIELDS
 
@@ -35,6 +34,13 @@ PAIRS = [("Question: How long is the tunnel?\nAnswer:", " 420 metres"),
 # A few training steps put the training loop under the determinism check; no test needs a better-trained model
 # (each step costs ~0.1 s, and every module run builds twice).
 BUILD_ARGS = {"seed": 7, "train_steps": 5}
+pytestmark = pytest.mark.xdist_group("masked")  # one worker builds the checkpoint and imports ModernBERT
+
+
+def build(out, **kwargs):
+    from demo.build_masked import build  # ModernBERT's modeling code: 2 s of import, not in collection
+
+    build(out, **kwargs)
 
 
 @pytest.fixture(scope="module")
