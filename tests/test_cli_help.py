@@ -222,6 +222,20 @@ def test_an_old_spelling_is_an_error_naming_the_new_form(script, argv, message, 
     assert message in capsys.readouterr().err and not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("script, argv, message", [
+    (eval_cli, ["worst", "3"], "eval.py: error: 'worst' is not a subcommand; they are: compare, diff, explain, "
+                               "judge, report, unlearning (python eval.py --help)"),
+    (eval_cli, ["explian", "demo_qa_zh:1"], "eval.py: error: 'explian' is not a subcommand; did you mean explain?"),
+    (inference, ["dryrun", "--limit", "2"], "inference.py: error: 'dryrun' is not a subcommand; did you mean "
+                                            "dry-run?")])
+def test_a_word_that_is_no_subcommand_is_named_before_anything_runs(script, argv, message, capsys, tmp_path,
+                                                                     monkeypatch):
+    """It had been argparse's "unrecognized arguments: worst 3", or the main job run on what followed."""
+    monkeypatch.chdir(tmp_path)
+    assert script.main(argv) == 2
+    assert capsys.readouterr().err.startswith(message) and not list(tmp_path.iterdir())
+
+
 def test_the_bridges_old_entry_point_says_where_it_went():
     run = subprocess.run([sys.executable, "-m", "Eval.inference.lm_eval_bridge", "--tasks", "arc_easy"],
                          capture_output=True, text=True)
