@@ -286,3 +286,14 @@ def test_worst_on_a_ranking_headline_and_over_a_root_missing_a_dataset(tmp_path,
     assert f"note: {tmp_path / 'root' / 'other'}: no prediction file dev.jsonl" in out and "dev: the 1 lowest" in out
     assert eval_cli.main(["explain", "--worst", "1", "--pred-root", str(tmp_path / "root"), "--datasets", "nope"]) == 2
     assert "no model folder holds nope" in capsys.readouterr().err
+
+
+def test_recall_char3gram_lists_its_3_grams_as_3_grams(tmp_path, capsys):
+    """Its token lists were headed "words" ("prediction words (2): blu lue")."""
+    folder = tmp_path / "bm25"
+    shutil.copytree(ROOT / "demo" / "bergen" / "bm25-tinyllm", folder)
+    assert eval_cli.main(["explain", "dev:3", "--pred-dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    char3gram = out[out.index("  recall_char3gram = 0:"):].splitlines()[1:3]
+    assert char3gram == ["      prediction 3-grams (2): blu lue", "      reference 3-grams (7): gre ree een and whi hit ite"]
+    assert "      prediction words (1): blue" in out  # f1's are words

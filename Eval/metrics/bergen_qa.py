@@ -90,7 +90,7 @@ def explain_recall(prediction: list[str], reference: list[str], *, unit: str) ->
     text = (f"no {unit} of the reference in the prediction: R = 0" if same == 0 else
             f"{same} of the reference's {unit}s found ({listed}): "
             f"R = {ratio(same, len(reference))}")
-    return {**out, "recall": score, "score": score, "text": text}
+    return {**out, "recall": score, "score": score, "text": text, "unit": unit}
 
 
 @metric("f1", version="bergen-1")

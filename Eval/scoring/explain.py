@@ -62,7 +62,8 @@ def render_example(dataset: str, entry: dict, source: str) -> str:
             tokens = found.get(f"{side}_tokens")
             if isinstance(tokens, list):
                 more = f" … ({len(tokens) - 40} more)" if len(tokens) > 40 else ""
-                lines.append(f"      {side} words ({len(tokens)}): {' '.join(tokens[:40])}{more}")
+                unit = found.get("unit", "word")  # recall_char3gram's are 3-grams
+                lines.append(f"      {side} {unit}s ({len(tokens)}): {' '.join(tokens[:40])}{more}")
     return "\n".join(lines)
 
 
