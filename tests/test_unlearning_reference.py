@@ -249,3 +249,22 @@ def test_retain_logs_that_cannot_give_forget_quality_are_refused(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith("error: nothing was written: ") and f"forget_quality: cannot compute (ValueError: {problem})" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_retain_log_of_other_mia_sets_is_refused_for_privleak_and_an_auc_alone_still_serves(tmp_path, capsys):
+    """privleak compared the target's Min-K% AUC with a retain AUC of any samples at all."""
+    retain = json.loads(MUSE_RETRAIN.read_text(encoding="utf-8"))
+    holdout = retain["mia_min_k"]["holdout"]["value_by_index"]
+    [holdout.pop(str(i)) for i in range(50)]
+    (tmp_path / "MUSE_EVAL.json").write_text(json.dumps(retain), encoding="utf-8")
+    argv = ["unlearning", "--from-open-unlearning", str(MUSE_TARGET), "--out-dir", str(tmp_path / "out")]
+    assert eval_cli.main([*argv, "--retain-logs", str(tmp_path / "MUSE_EVAL.json")]) == 2
+    assert ("privleak: cannot compute (ValueError: the retain-model logs hold 50 holdout MIA scores, this run "
+            "100: not the same MIA sets)") in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    retain["mia_min_k"] = {"agg_value": json.loads(MUSE_RETRAIN.read_text())["mia_min_k"]["agg_value"]}
+    (tmp_path / "MUSE_EVAL.json").write_text(json.dumps(retain), encoding="utf-8")
+    assert eval_cli.main([*argv, "--retain-logs", str(tmp_path / "MUSE_EVAL.json"), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "out" / "MUSE_SUMMARY.json").read_text())
+    published = json.loads((MUSE_TARGET.parent / "MUSE_SUMMARY.json").read_text(encoding="utf-8"))
+    assert summary["privleak"] == published["privleak"] == pytest.approx(-99.811083)

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from Eval.args import one_line, positive_int
+from Eval.args import one_line, positive_int, refusing_bad_input
 from Eval.commands import inference_command
 from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models import MODELS
@@ -340,13 +340,10 @@ def _found_splits(args, out_dir: Path) -> list[tuple[Split, Path, list, list, Pa
 
 @inference_command("unlearning", help="TOFU / MUSE score records: token statistics of every "
                                       "split, for eval.py")
+@refusing_bad_input
 def run(args: argparse.Namespace) -> int:
-    try:
-        out_dir = output_folder(args.out_dir, args.model_name, args.model)
-        found = _found_splits(args, out_dir)
-    except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    out_dir = output_folder(args.out_dir, args.model_name, args.model)
+    found = _found_splits(args, out_dir)
     try:
         model, reference = from_args(args), None
         if args.reference_model:  # the same backend and options, without the model's own adapter
@@ -359,13 +356,9 @@ def run(args: argparse.Namespace) -> int:
     given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
     settings = Settings(**given, generate=not args.no_generate)
     start, failed = time.perf_counter(), 0
-    try:
-        for split, path, items, shots, icl in found:
-            failed += run_split(model, split, path, items, shots, out_dir, settings, reference,
-                                icl)["failed"]
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    for split, path, items, shots, icl in found:
+        failed += run_split(model, split, path, items, shots, out_dir, settings, reference,
+                            icl)["failed"]
     print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); "
           f"score with: python eval.py unlearning {args.suite} --pred-dir {out_dir}")
     return 0 if failed == 0 else 1

@@ -35,5 +35,10 @@ def privleak(mia_min_k: dict, retain: dict | None) -> dict:
     >>> round(privleak({"agg_value": 0.9991}, {"agg_value": 0.5236})["agg_value"], 4)
     -99.8111
     """
+    for side in ("forget", "holdout") if retain and isinstance(retain.get("forget"), dict) else ():
+        counts = [len(result[side]["value_by_index"]) for result in (mia_min_k, retain)]
+        if counts[0] != counts[1]:  # the AUCs would compare: a retain model of other MIA sets
+            raise ValueError(f"the retain-model logs hold {counts[1]} {side} MIA scores, this "
+                             f"run {counts[0]}: not the same MIA sets")
     ref_auc = 0.5 if retain is None else retain["agg_value"]
     return {"agg_value": stats.privleak(mia_min_k["agg_value"], ref_auc)}
