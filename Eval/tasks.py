@@ -32,6 +32,7 @@ class Task:
     # LongBench v2's pred.py writes no record for an empty or failed output, so its figures
     # leave those out: out of n, counted apart (eval.py --v2-variant count-failures counts them).
     leave_out_empty: bool = False
+    longbench_e: bool = False  # LongBench-E has it: NAME_e.jsonl runs as this row (pred.py --e)
 
 
 _THINK = "strip_think"  # no-op on outputs without <think> tags, so parity with LongBench is kept
@@ -54,31 +55,35 @@ _V2 = {"extract": ("longbench_v2_answer",), "breakdown": "longbench_v2", "leave_
 _rows(
     # LongBench v1: metric and generation length as in LongBench's dataset2metric / dataset2maxlen.
     Task("narrativeqa", ("qa_f1",), 128, description="story QA"),
-    Task("qasper", ("qa_f1",), 128, description="paper QA"),
-    Task("multifieldqa_en", ("qa_f1",), 64, description="single-document QA"),
+    Task("qasper", ("qa_f1",), 128, description="paper QA", longbench_e=True),
+    Task("multifieldqa_en", ("qa_f1",), 64, description="single-document QA", longbench_e=True),
     Task("multifieldqa_zh", ("qa_f1_zh",), 64, language="zh",
          description="single-document QA (zh)"),
-    Task("hotpotqa", ("qa_f1",), 32, description="multi-document QA"),
-    Task("2wikimqa", ("qa_f1",), 32, description="multi-document QA"),
+    Task("hotpotqa", ("qa_f1",), 32, description="multi-document QA", longbench_e=True),
+    Task("2wikimqa", ("qa_f1",), 32, description="multi-document QA", longbench_e=True),
     Task("musique", ("qa_f1",), 32, description="multi-document QA"),
     Task("dureader", ("rouge_zh",), 128, language="zh", description="multi-document QA (zh)"),
-    Task("gov_report", ("rouge",), 512, description="summarisation"),
+    Task("gov_report", ("rouge",), 512, description="summarisation", longbench_e=True),
     Task("qmsum", ("rouge",), 512, description="query-based summarisation"),
-    Task("multi_news", ("rouge",), 512, description="multi-document summarisation"),
+    Task("multi_news", ("rouge",), 512, description="multi-document summarisation",
+         longbench_e=True),
     Task("vcsum", ("rouge_zh",), 512, language="zh", description="meeting summarisation (zh)"),
     Task("trec", ("classification",), 64, _FIRST, chat=False,
-         description="question classification"),
-    Task("triviaqa", ("qa_f1",), 32, _FIRST, chat=False, description="few-shot QA"),
+         description="question classification", longbench_e=True),
+    Task("triviaqa", ("qa_f1",), 32, _FIRST, chat=False, description="few-shot QA",
+         longbench_e=True),
     Task("samsum", ("rouge",), 128, _FIRST, chat=False, stop=("\n",),
-         description="dialogue summarisation"),
+         description="dialogue summarisation", longbench_e=True),
     Task("lsht", ("classification",), 64, _FIRST, chat=False, language="zh",
          description="news classification (zh)"),
-    Task("passage_count", ("count",), 32, description="count distinct passages"),
-    Task("passage_retrieval_en", ("retrieval",), 32, description="find the paragraph"),
+    Task("passage_count", ("count",), 32, description="count distinct passages", longbench_e=True),
+    Task("passage_retrieval_en", ("retrieval",), 32, description="find the paragraph",
+         longbench_e=True),
     Task("passage_retrieval_zh", ("retrieval_zh",), 32, language="zh",
          description="find the paragraph (zh)"),
-    Task("lcc", ("code_sim",), 64, chat=False, description="code completion"),
-    Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion"),
+    Task("lcc", ("code_sim",), 64, chat=False, description="code completion", longbench_e=True),
+    Task("repobench-p", ("code_sim",), 64, chat=False, description="repository code completion",
+         longbench_e=True),
     # LongBench v2: its pred.py lengths (answer 128, CoT 1024); its answer pick reads the whole
     # output, thinking block included (eval.py --v2-variant strip-thinking).
     Task("longbench_v2", ("choice_match",), 128, **_V2, cot_max_new_tokens=1024,
@@ -107,11 +112,14 @@ _rows(
 
 
 def row_name(name: str) -> str:
-    """A file's row: its name's, else NAME's for LongBench-E's NAME_e and a --cot run's NAME_cot."""
-    for suffix in ("_e", "_cot"):
-        if name not in TASKS and name.endswith(suffix) and name[:-len(suffix)] in TASKS:
-            return name[:-len(suffix)]
-    return name
+    """A file's row: its name's, else NAME's for LongBench-E's NAME_e of a dataset LongBench-E
+    has, and for a --cot run's NAME_cot of a task with a chain-of-thought mode; a user's own
+    mydata_e.jsonl is its own dataset, with its own template."""
+    base, _, suffix = name.rpartition("_")
+    task = None if name in TASKS else TASKS.get(base)
+    shared = task and (task.longbench_e if suffix == "e"
+                       else suffix == "cot" and task.cot_max_new_tokens > 0)
+    return base if shared else name
 
 
 def get_task(name: str) -> Task:

@@ -246,3 +246,24 @@ def test_longbench_e_files_run_as_their_dataset_and_v2_needs_its_cot_templates_o
     capsys.readouterr()
     assert inference.main([*argv, "--cot"]) == 2
     assert f"there is no {v2 / 'longbench_v2.cot.txt'}" in capsys.readouterr().err
+
+
+def test_a_users_own_name_e_or_name_cot_file_is_its_own_dataset_with_its_own_template(tmp_path, monkeypatch):
+    """custom_en_e.jsonl ran as custom_en's row: custom_en's template (its own prompts/custom_en_e.txt ignored),
+    its metrics and 512 tokens. Only the 13 datasets LongBench-E has share their row with NAME_e, and only a
+    task with a chain-of-thought mode with NAME_cot."""
+    refuse_weights(monkeypatch)
+    data, out = tmp_path / "data", tmp_path / "pred"
+    for name in ("custom_en_e", "custom_en_cot", "qasper_e"):
+        write_jsonl(data / f"{name}.jsonl", [{"input": "Why?", "context": "Because.", "answers": ["b"], "_id": "x"}])
+    (data / "custom_en_e.txt").write_text("Mine: {input}", encoding="utf-8")
+    (data / "custom_en_cot.txt").write_text("Also mine: {input}", encoding="utf-8")
+    (data / "qasper.txt").write_text("Qasper's: {context} {input}", encoding="utf-8")
+    assert inference.main(["dry-run", "--dataset-dir", str(data), "--prompt-dir", str(data), "--out-dir", str(out),
+                           "--model-name", "m"]) == 0
+    shown = {name: lines(out / "m" / f"{name}.prompts.jsonl")[0]
+             for name in ("custom_en_e", "custom_en_cot", "qasper_e")}
+    assert shown["custom_en_e"]["user_text"] == "Mine: Why?"
+    assert shown["custom_en_cot"]["user_text"] == "Also mine: Why?"
+    assert shown["qasper_e"]["user_text"] == "Qasper's: Because. Why?"
+    assert shown["qasper_e"]["max_new_tokens"] == 128 and shown["custom_en_e"]["max_new_tokens"] != 512
