@@ -2,7 +2,8 @@
 `dataset/NAME.jsonl`, `prompts/NAME.txt` and a row in TASKS below).
 
 Usage:
-    task = get_task("trec")   # Task(name='trec', metrics=('classification',), ...)
+    task = TASKS["trec"]   # Task(name='trec', metrics=('classification',), ...); an unknown
+                           # name: a KeyError suggesting the closest known ones
 """
 from __future__ import annotations
 
@@ -113,15 +114,9 @@ _rows(
 
 def row_name(name: str) -> str:
     """A file's row: its name's, else NAME's for LongBench-E's NAME_e of a dataset LongBench-E
-    has, and for a --cot run's NAME_cot of a task with a chain-of-thought mode; a user's own
-    mydata_e.jsonl is its own dataset, with its own template."""
+    has and a --cot run's NAME_cot of a task with a CoT mode (a user's mydata_e: its own)."""
     base, _, suffix = name.rpartition("_")
     task = None if name in TASKS else TASKS.get(base)
     shared = task and (task.longbench_e if suffix == "e"
                        else suffix == "cot" and task.cot_max_new_tokens > 0)
     return base if shared else name
-
-
-def get_task(name: str) -> Task:
-    """An unknown name is a KeyError that suggests the closest known names."""
-    return TASKS[name]

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 TINYEVAL = ROOT.parent / "shared" / "reference" / "tinyeval"
 
-from Eval.tasks import get_task  # noqa: E402
+from Eval.tasks import TASKS  # noqa: E402
 
 LONGBENCH = ("narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh", "hotpotqa", "2wikimqa", "musique",
              "dureader", "gov_report", "qmsum", "multi_news", "vcsum", "trec", "triviaqa", "samsum", "lsht",
@@ -107,7 +107,7 @@ class Corpus:
 
 
 def _cap(dataset: str, rng: random.Random, per_token: float) -> int:
-    return max(1, int(get_task(dataset).max_new_tokens * per_token * rng.uniform(0.75, 1.0)))
+    return max(1, int(TASKS[dataset].max_new_tokens * per_token * rng.uniform(0.75, 1.0)))
 
 
 def _code_lines() -> list[str]:
@@ -119,7 +119,7 @@ def _code_lines() -> list[str]:
 
 def _record(dataset, k, rng, en, zh, code, classes):
     """One LongBench-form record of `dataset` (pred, answers, all_classes, length, _id)."""
-    chinese = get_task(dataset).language == "zh"
+    chinese = TASKS[dataset].language == "zh"
     corpus = zh if chinese else en
     cap = _cap(dataset, rng, ZH_PER_TOKEN if chinese else EN_PER_TOKEN)
     all_classes = None

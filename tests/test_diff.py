@@ -13,9 +13,9 @@ import inference
 from conftest import ROOT, TINYEVAL, needs_shared
 from Eval.records import read_records
 from Eval.scoring.diff import BUCKETS, compare_dataset
-from Eval.tasks import get_task
+from Eval.tasks import TASKS
 
-TREC = get_task("trec")  # extraction: the first line of the output
+TREC = TASKS["trec"]  # extraction: the first line of the output
 CLASSES = ["Human", "Entity", "Location"]
 
 
@@ -249,7 +249,7 @@ def test_two_copies_of_tinyeval_internlm_pair_every_line(tmp_path, capsys):
     assert doc["datasets"]["trec"]["metrics"]["classification"]["mean_a"] == 52.0
     # pairing is by content, not position: a line less in B leaves every other line paired
     records = read_records(TINYEVAL / "pred" / "internlm" / "multifieldqa_zh.jsonl")
-    task = get_task("multifieldqa_zh")
+    task = TASKS["multifieldqa_zh"]
     got = compare_dataset(task, records, task, records[1:])
     assert got["paired"] == 500 and got["unmatched"] == {"a_only": 1, "b_only": 0}
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import ROOT, TINYEVAL, needs_shared
 import eval as eval_cli
-from Eval.tasks import get_task
+from Eval.tasks import TASKS
 
 PUBLISHED = {"multi_news": 23.66, "multifieldqa_zh": 34.97, "trec": 52.0}
 
@@ -176,7 +176,7 @@ def imports_seen(tmp_path_factory):
 def test_libraries_load_only_when_their_metric_runs(imports_seen):
     """English F1, ROUGE and classification load no scoring library (our ROUGE-L replaces the rouge package);
     code loads fuzzywuzzy (code_sim) and nothing else, custom_zh jieba (rouge_zh) and nltk (bleu_zh)."""
-    assert get_task("custom_zh").metrics == ("rouge_zh", "bleu_zh") and get_task("lcc").metrics == ("code_sim",)
+    assert TASKS["custom_zh"].metrics == ("rouge_zh", "bleu_zh") and TASKS["lcc"].metrics == ("code_sim",)
     assert imports_seen["english"] == [0, []]
     assert imports_seen["code"] == [0, ["fuzzywuzzy"]]
     assert imports_seen["custom_zh"] == [0, ["fuzzywuzzy", "jieba", "nltk"]]  # fuzzywuzzy stays loaded

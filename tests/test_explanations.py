@@ -12,7 +12,7 @@ from Eval.metrics.registry import EXPLAINERS, METRICS
 from Eval.records import read_records
 from Eval.scoring.explain import NO_EXPLAINER
 from Eval.scoring.scorer import score_dataset
-from Eval.tasks import get_task
+from Eval.tasks import TASKS
 
 PUBLISHED = {"multi_news": 23.66, "multifieldqa_zh": 34.97, "trec": 52.0}
 ISSUE_PRED, ISSUE_REF = "人一年天四桂花红。", "臣妾是甄嬛，家父是大理寺少卿。"  # the issue's custom_zh example
@@ -167,7 +167,7 @@ def _scores_and_figures(result):
 
 @needs_shared
 def test_explanations_never_change_a_score(monkeypatch):
-    tasks = {name: (get_task(name), read_records(TINYEVAL / "pred" / "internlm" / f"{name}.jsonl")) for name in PUBLISHED}
+    tasks = {name: (TASKS[name], read_records(TINYEVAL / "pred" / "internlm" / f"{name}.jsonl")) for name in PUBLISHED}
     with_explanations = {name: _scores_and_figures(score_dataset(*tr)) for name, tr in tasks.items()}
     for name in list(EXPLAINERS):
         monkeypatch.delitem(EXPLAINERS, name)

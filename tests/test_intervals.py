@@ -15,13 +15,13 @@ from Eval.scoring import intervals
 from Eval.scoring.diff import metric_comparison
 from Eval.scoring.intervals import bootstrap_means, mcnemar_exact, score_interval, wilson_interval
 from Eval.scoring.scorer import score_dataset
-from Eval.tasks import get_task
+from Eval.tasks import TASKS
 
 
 @needs_shared
 def test_bootstrap_matches_scipy_within_half_a_point_at_n_300():
     records = read_records(TINYEVAL / "pred" / "internlm" / "multifieldqa_zh.jsonl")[:300]
-    result = score_dataset(get_task("multifieldqa_zh"), records)
+    result = score_dataset(TASKS["multifieldqa_zh"], records)
     summary = result["metrics"]["qa_f1_zh"]
     assert result["n"] == 300 and summary["ci95_method"] == "bootstrap"  # F1 values are not all 0/1
     values = [e["scores"]["qa_f1_zh"] for e in result["per_example"]]

@@ -16,7 +16,7 @@ import numpy as np
 
 import eval as eval_cli
 from Eval.scoring.scorer import bucket_percent, percent, score_dataset
-from Eval.tasks import get_task
+from Eval.tasks import TASKS
 
 # Eight qa_f1-like values: 100 * mean is 45.625 give or take an ulp, and the two summation orders disagree.
 EIGHT = [0.8, 0.6, 0.25, 0.6, 0.2, 0.5, 0.5, 0.2]
@@ -59,13 +59,13 @@ def trec_record(score, length=100, **extra):
 
 def test_scorer_and_buckets_each_keep_their_reference_tie():
     records = [trec_record(v) for v in THIRTY_TWO]
-    result = score_dataset(get_task("trec"), records)["metrics"]["classification"]
+    result = score_dataset(TASKS["trec"], records)["metrics"]["classification"]
     assert (result["score"], result["score_unrounded"]) == (33.13, 33.12500000000001)
     assert result["length_buckets"] == {"0-4k": 33.12, "4-8k": None, "8k+": None}
     assert result["length_missing"] == 0
     # the first 8 lines moved to 4-8k: each bucket averages only its own lines (LongBench's eval.py --e agrees)
     records = [trec_record(v, length=5000) for v in THIRTY_TWO[:8]] + [trec_record(v) for v in THIRTY_TWO[8:]]
-    buckets = score_dataset(get_task("trec"), records)["metrics"]["classification"]["length_buckets"]
+    buckets = score_dataset(TASKS["trec"], records)["metrics"]["classification"]["length_buckets"]
     assert buckets == {"0-4k": 33.47, "4-8k": 32.08, "8k+": None}
 
 

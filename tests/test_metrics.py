@@ -21,7 +21,7 @@ from Eval.metrics import METRICS, metric
 from Eval.metrics.zh import cut
 from Eval.records import read_records
 from Eval.scoring.scorer import score_dataset
-from Eval.tasks import TASKS, get_task
+from Eval.tasks import TASKS
 from Eval.scoring.timelimit import SampleTimeLimit, call_with_limit, limits_available
 
 METRIC_MODULES = sorted({m.fn.__module__ for m in METRICS.values()}
@@ -60,7 +60,7 @@ def test_metric_helpers():
 
 def test_unknown_dataset_suggests_close_names():
     with pytest.raises(KeyError) as err:
-        get_task("multifieldqa-zh")
+        TASKS["multifieldqa-zh"]
     message = err.value.args[0]
     assert message.startswith("unknown dataset 'multifieldqa-zh'. Did you mean: multifieldqa_zh, multifieldqa_en? "
                               "Known: 2wikimqa, GAOKAO_math, ")
@@ -88,7 +88,7 @@ def _oracle_zh_f1(pred, gt):
 @pytest.mark.parametrize("folder, expected", [("internlm", 34.96894252964911), ("internlm2", 48.972085372119444)])
 def test_qa_f1_zh_matches_longbench_per_sample(folder, expected):
     records = read_records(TINYEVAL / "pred" / folder / "multifieldqa_zh.jsonl")
-    result = score_dataset(get_task("multifieldqa_zh"), records)
+    result = score_dataset(TASKS["multifieldqa_zh"], records)
     # unrounded mean computed by LongBench's own scorer on this machine
     assert result["metrics"]["qa_f1_zh"]["score_unrounded"] == expected
     for rec, ex in zip(records, result["per_example"]):
@@ -107,7 +107,7 @@ def _oracle_classification(pred, gt, classes):
 @needs_shared
 def test_classification_matches_reference_on_trec_and_random_cases():
     records = read_records(TINYEVAL / "pred" / "internlm" / "trec.jsonl")
-    result = score_dataset(get_task("trec"), records)
+    result = score_dataset(TASKS["trec"], records)
     assert result["metrics"]["classification"]["score"] == 52.0
     classes = records[-1]["all_classes"]
     for rec, ex in zip(records, result["per_example"]):
@@ -148,7 +148,7 @@ def test_code_sim_is_fuzzywuzzy_on_difflib_and_imports_it_quietly():
 @needs_shared
 def test_gaokao_choice_matches_tinyeval_on_qwen2_predictions():
     records = read_records(TINYEVAL / "pred" / "Qwen2" / "GAOKAO_math.jsonl")
-    result = score_dataset(get_task("GAOKAO_math"), records)
+    result = score_dataset(TASKS["GAOKAO_math"], records)
     # per-sample values of TinyEval's GAOKAO_math function on these 10 lines
     assert [e["scores"]["gaokao_choice"] for e in result["per_example"]] == [1, 0, 0, 0, 0, 0, 0, 0, 0, 0.5]
     assert result["metrics"]["gaokao_choice"]["score"] == 15.0
@@ -162,7 +162,7 @@ def test_gaokao_choice_matches_tinyeval_on_qwen2_predictions():
     ("A 不对，B 也不对，最后选 D", ["D"], 1.0),  # single choice: the last letter
 ])
 def test_gaokao_choice_edge_cases(pred, answers, expected):
-    extracted = run_extraction(get_task("GAOKAO_math").extract, pred, {"answers": answers})
+    extracted = run_extraction(TASKS["GAOKAO_math"].extract, pred, {"answers": answers})
     score = 0.0 if extracted is None else METRICS["gaokao_choice"](extracted, answers[0])
     assert score == expected
 

@@ -118,14 +118,31 @@ def test_another_checkpoint_with_the_same_folder_name_is_refused_not_replaced(tm
     capsys.readouterr()
     assert inference.main(["--model", str(second), *argv]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"error: {folder / 'custom_en.jsonl'}: its records were made by another model, {first}, not this run's "
-        f"{second}; set --model-name NAME to keep both (or --overwrite to replace them)")
+        f"error: {folder / 'custom_en.jsonl'}: its records were made by another model, {first} (hf backend), not "
+        f"this run's {second} (hf backend); set --model-name NAME to keep both (or --overwrite to replace them)")
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
     assert inference.main(["--model", str(second), *argv, "--model-name", "run2"]) == 0
     assert inference.main(["--model", str(first), *argv]) == 0
     assert "custom_en: 0 new, 2 already done" in capsys.readouterr().out
     assert inference.main(["--model", str(second), *argv, "--overwrite"]) == 0
     assert "custom_en: 2 new" in capsys.readouterr().out
+
+
+def test_the_echo_backends_records_in_the_models_folder_are_refused_naming_the_backend(tmp_path, capsys):
+    """`inference.py --backend echo` writes to the default model's folder; the real run then said only
+    "the existing predictions were made with different max_length", and with the same settings would have
+    replaced them as a retrained checkpoint's."""
+    argv = ["--model", str(DEMO), "--datasets", "custom_en", "--limit", "2", "--out-dir", str(tmp_path)]
+    assert inference.main([*argv, "--backend", "echo"]) == 0
+    folder = tmp_path / DEMO.name
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert inference.main([*argv, "--max-length", "4096"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {folder / 'custom_en.jsonl'}: its records were made by another model, the echo backend's, not "
+        f"this run's {DEMO} (hf backend); set --model-name NAME to keep both (or --overwrite to replace them)")
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    assert inference.main([*argv, "--max-length", "4096", "--model-name", "tiny"]) == 0
 
 
 def test_a_moved_checkpoint_with_another_dtype_is_redone_per_record_not_refused(tmp_path, capsys):

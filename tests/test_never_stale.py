@@ -13,7 +13,7 @@ import inference
 from Eval.inference import run_loop
 from Eval.scoring.html_report import build_report
 from Eval.scoring.robustness import score_with_perturbations
-from Eval.tasks import get_task
+from Eval.tasks import TASKS
 
 
 def echo(out, name, *args):
@@ -142,7 +142,7 @@ def test_right_to_wrong_counts_a_perfect_rouge_answer():
 
     records = [rec("e1", "The cat sat on the mat."), rec("e1~typo", "The cat sat on a hat.", "typo"),
                rec("e2", "The cat sat on the mat."), rec("e2~typo", "The cat sat on the mat.", "typo")]
-    rob = score_with_perturbations(get_task("custom_en"), records)["robustness"]
+    rob = score_with_perturbations(TASKS["custom_en"], records)["robustness"]
     assert rob["headline_metric"] == "rouge"
     assert (rob["right_to_wrong"], rob["right_originals"]) == (1, 2)  # 0 of 0 before: ROUGE's best is 0.999999995
 

@@ -6,7 +6,7 @@ from conftest import ROOT
 import eval as eval_cli
 import inference
 from Eval.scoring.robustness import score_with_perturbations
-from Eval.tasks import get_task
+from Eval.tasks import TASKS
 
 
 def rec(rid, pred, perturbation=None, original=None):
@@ -19,7 +19,7 @@ def test_worst_case_and_right_to_wrong_by_hand():
     records = [rec("o1", "red apple"), rec("o1~typo", "blue", "typo", "o1"), rec("o1~sp", "red apple", "sp", "o1"),
                rec("o2", "red pear"), rec("o2~typo", "red apple", "typo", "o2"), rec("o2~sp", "red pear", "sp", "o2"),
                rec("o3", "blue"), rec("o3~typo", "blue", "typo", "o3"), rec("o3~sp", "blue", "sp", "o3")]
-    result = score_with_perturbations(get_task("demo_qa_en"), records)
+    result = score_with_perturbations(TASKS["demo_qa_en"], records)
     assert result["n"] == 3 and result["metrics"]["qa_f1"]["score"] == 50.0  # the originals only: (1 + .5 + 0) / 3
     rob = result["robustness"]
     assert rob["perturbations"]["typo"] == {"n": 3, "score": 33.33, "delta": -16.67,
@@ -203,13 +203,13 @@ def test_robustness_rows_compare_with_plain_runs_and_say_their_metric_and_mark(t
 
 def test_a_repeated_original_line_keeps_the_worst_case_at_or_below_the_original():
     from Eval.scoring.robustness import score_with_perturbations
-    from Eval.tasks import get_task
+    from Eval.tasks import TASKS
 
     rows = [{"id": "q0", "pred": "nothing", "answers": ["x y"], "perturbation": None},
             {"id": "q0", "pred": "x y", "answers": ["x y"], "perturbation": None},
             {"id": "q0~lowercase", "pred": "x y", "answers": ["x y"], "perturbation": "lowercase",
              "original_id": "q0"}]
-    rob = score_with_perturbations(get_task("custom_en"), rows)["robustness"]
+    rob = score_with_perturbations(TASKS["custom_en"], rows)["robustness"]
     assert rob["original"] == {"n": 2, "score": 50.0} and rob["worst_case"] == 50.0  # it was 100.0
 
 

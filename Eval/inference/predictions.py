@@ -155,10 +155,13 @@ def merge_predictions(path: Path, order: list[str], required: list[str],
 
 
 def other_model(before, now) -> bool:
-    """Another path and other files (identity() dicts): another model in a folder of the same name
-    (run1/checkpoint-500, run2/checkpoint-500); the same path or files: the same model; unknown
-    (API, older runs): no."""
-    paths = [m.get("path") if isinstance(m, dict) else None for m in (before, now)]
+    """Another backend, or another path and other files (identity() dicts): another model in a
+    folder of the same name (echo's run, then hf's; run1/checkpoint-500, run2/checkpoint-500); the
+    same path or files: the same model; unknown (API, older runs): no."""
+    adapters, paths = ([m.get(key) if isinstance(m, dict) else None for m in (before, now)]
+                       for key in ("adapter", "path"))
+    if None not in adapters and adapters[0] != adapters[1]:
+        return True
     return None not in paths and paths[0] != paths[1] and files_changed(before, now)
 
 
@@ -194,9 +197,11 @@ def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | N
         raise RecordError(sidecar, None, "the run sidecar is unreadable; rerun with --overwrite") \
             from None
     if other_model(run.get("model"), model):  # another setting of the same files: per record
-        raise ValueError(f"{path}: its records were made by another model, "
-                         f"{run['model']['path']}, not this run's {model['path']}; set "
-                         "--model-name NAME to keep both (or --overwrite to replace them)")
+        shown = [f"{m['path']} ({m['adapter']} backend)" if m.get("path") else
+                 f"the {m['adapter']} backend's" for m in (run["model"], model)]
+        raise ValueError(f"{path}: its records were made by another model, {shown[0]}, not this "
+                         f"run's {shown[1]}; set --model-name NAME to keep both (or --overwrite to "
+                         "replace them)")
     changed = changed_settings(previous, json_form(fingerprint))
     if changed and not files_changed(run.get("model"), model):  # changed files: all are redone
         raise ValueError(f"{sidecar}: the existing predictions were made with different "

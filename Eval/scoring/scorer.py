@@ -6,7 +6,7 @@ all_classes=...)); dataset score round(100 * sum / n, 2) over EVERY line, duplic
 Task.leave_out_empty) is out of n and of every figure.
 
 Usage:
-    result = score_dataset(get_task("trec"), read_records("pred/internlm/trec.jsonl"))
+    result = score_dataset(TASKS["trec"], read_records("pred/internlm/trec.jsonl"))
 """
 from __future__ import annotations
 
