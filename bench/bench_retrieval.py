@@ -23,7 +23,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from Eval.metrics import get_metric  # noqa: E402
+from Eval.metrics import METRICS  # noqa: E402
 from Eval.metrics.retrieval import ranking_values  # noqa: E402
 from Eval.scoring.scorer import score_dataset  # noqa: E402
 from Eval.tasks import Task  # noqa: E402
@@ -60,7 +60,7 @@ def main() -> None:
     queries = 2_000 if args.quick else args.queries
     records = workload(queries, args.docs)
     print(f"{queries:,} queries x {args.docs} documents, measures {', '.join(MEASURES)}")
-    get_metric("P_1").fn(records[:2])  # imports pytrec_eval before timing
+    METRICS["P_1"].fn(records[:2])  # imports pytrec_eval before timing
     start = time.perf_counter()
     found = direct(records)
     library = time.perf_counter() - start
@@ -68,7 +68,7 @@ def main() -> None:
     per_example = score_dataset(Task("bench", MEASURES, 0, extract=()), records)["per_example"]
     ours = time.perf_counter() - start
     start = time.perf_counter()
-    only = ranking_values([get_metric(m) for m in MEASURES], records)
+    only = ranking_values([METRICS[m] for m in MEASURES], records)
     metric_calls = time.perf_counter() - start
     differ = sum(found.get(e["id"], {}).get(m) != e["scores"].get(m)
                  for e in per_example for m in MEASURES)

@@ -197,7 +197,10 @@ def test_shard_out_of_range_and_a_too_small_max_length(setup, capsys):
         inference.main(["--backend", "echo", "--model-name", "echo", *base, "--shard", "2/2"])
     assert "'2/2' is not I/K with 0 <= I < K" in capsys.readouterr().err and snapshot(tmp_path / "pred") == before
     refused(capsys, ["--backend", "echo", "--model-name", "other", *base, "--max-length", "40"],
-            "mine: --max-length 40 leaves no room for the prompt: the chat template takes 18 tokens and the answer "
+            "mine: --max-length 40 leaves no room for the prompt: the answer max_new_tokens 512; raise it to at "
+            "least 514, or lower --max-new-tokens", before, tmp_path / "pred")
+    refused(capsys, ["--backend", "echo", "--model-name", "other", *base, "--max-length", "520"],
+            "mine: --max-length 520 leaves no room for the prompt: the chat template takes 18 tokens and the answer "
             "max_new_tokens 512; raise it to at least 532", before, tmp_path / "pred")
     assert not (tmp_path / "pred" / "other").exists()  # no sidecar to block the corrected rerun
     assert inference.main(["--backend", "echo", "--model-name", "other", *base, "--max-length", "600"]) == 0
@@ -288,3 +291,22 @@ def test_a_missing_local_model_or_adapter_is_refused_at_once_not_sent_to_the_hub
                            "--model-name", "m"]) == 2
     assert "-M peft 'models/lora': no such file or folder" in capsys.readouterr().err
     assert not loaded and snapshot(tmp_path / "pred") == before
+
+
+def test_a_max_length_below_the_answers_length_is_refused_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    """It was said only after the weights had loaded (minutes for a large checkpoint): the answer's length
+    alone is known before any model."""
+    import transformers
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a tokenizer or model was loaded")
+    for auto in (transformers.AutoModelForCausalLM, transformers.AutoTokenizer):
+        monkeypatch.setattr(auto, "from_pretrained", refuse)
+    assert inference.main(["--datasets", "custom_en", "--max-length", "100", "--out-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: custom_en: --max-length 100 leaves no room for the prompt: the answer max_new_tokens 512; raise it "
+        "to at least 514, or lower --max-new-tokens")
+    assert not any(tmp_path.iterdir())
+    assert inference.main(["dry-run", "--datasets", "custom_en", "--max-length", "300", "--max-new-tokens", "299",
+                           "--out-dir", str(tmp_path)]) == 2
+    assert "--max-length 300 leaves no room for the prompt: the answer max_new_tokens 299" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 
 import eval as eval_cli
 from Eval.extract import longbench_v2_answer, run_extraction
-from Eval.metrics import get_metric
+from Eval.metrics import METRICS
 from Eval.scoring import breakdowns
 from Eval.scoring.breakdowns import BREAKDOWNS
 from Eval.scoring.sections import tidy_csv
@@ -76,7 +76,7 @@ def test_v2_pick_after_a_thinking_block():
 
 
 def test_choice_match_is_exact_equality():
-    match = get_metric("choice_match")
+    match = METRICS["choice_match"]
     assert [match("B", "B"), match("B", "C"), match("b", "B"), match("AC", "AC"), match("CA", "AC"),
             match(" B", "B")] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
 

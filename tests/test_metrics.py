@@ -258,9 +258,9 @@ def _run_in(folder, code):
 def test_a_new_metric_module_is_found_and_scores(tmp_path):
     folder = _eval_copy(tmp_path, length_metric=NEW_METRIC, _private_helper="raise ImportError('never imported')")
     code = ("import sys, Eval\n"
-            "from Eval.metrics import get_metric\n"
+            "from Eval.metrics import METRICS\n"
             "from Eval.scoring.scorer import best_over_answers\n"
-            "m = get_metric('same_length')\n"
+            "m = METRICS['same_length']\n"
             "print(Eval.__file__.startswith(sys.argv[1]), m('abc', 'xyz'), m('ab', 'xyz'),\n"
             "      best_over_answers(m, 'abc', ['x', 'xyz'], None)[:2], 'jieba' in sys.modules, 'nltk' in sys.modules)")
     run = _run_in(folder, code)

@@ -101,11 +101,17 @@ def prepare(args) -> tuple[list, Path | None]:
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
     datasets = perturbed(datasets, args)
     datasets = cot_datasets(datasets, args) if args.cot else datasets
-    for ds in datasets if out_dir is not None else []:  # an output that is the data being read
-        if out_dir.resolve() == ds.path.resolve().parent:
+    max_length = getattr(args, "max_length", None)
+    for ds in datasets:
+        if out_dir is not None and out_dir.resolve() == ds.path.resolve().parent:
             raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: the "
                              f"output folder {out_dir} holds the dataset file {ds.path}, which "
                              "this run reads; choose another --out-dir or --model-name")
+        answer = max_length and (args.max_new_tokens or ds.task.max_new_tokens)
+        if answer and max_length < answer + 2:  # before a model loads (check_budgets: + template)
+            raise ValueError(f"{ds.name}: --max-length {max_length} leaves no room for the prompt:"
+                             f" the answer max_new_tokens {answer}; raise it to at least "
+                             f"{answer + 2}, or lower --max-new-tokens")
     args.price_entry = price_option(getattr(args, "price", None), model_name)
     for ds in datasets:
         for note in ds.notes:

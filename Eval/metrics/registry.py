@@ -93,7 +93,3 @@ def explains(name: str, tokens: Callable[[str], object] | None = None):
         return fn
     return register
 
-
-def get_metric(name: str) -> Metric:
-    """An unknown name is a KeyError that names the closest known ones."""
-    return METRICS[name]

@@ -5,7 +5,7 @@ recall_k, ndcg_cut_k, success_k (any cutoff k) and recip_rank (MRR). A record's 
 
 Usage:
     python eval.py --pred-root experiments --metrics match,P_1,recall_5,ndcg_cut_10,recip_rank
-    get_metric("recall_5").fn(records)   # [1.0, 0.5, None, ...]: None, no run or no judgements
+    METRICS["recall_5"].fn(records)   # [1.0, 0.5, None, ...]: None, no run or no judgements
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from Eval.metrics import METRICS, get_metric
+from Eval.metrics import METRICS
 from Eval.names import dataset_name_set, model_folder, name_problem
 from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file, sidecar_path
@@ -136,7 +136,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
                 raise RecordError(path, None, problem)
             task = chosen_task(path, notes, metrics, metric_args, variants)
             for name in task.metrics:
-                get_metric(name)  # an unknown one is a KeyError naming the close ones
+                METRICS[name]  # an unknown one is a KeyError naming the close ones
             if task.breakdown:
                 BREAKDOWNS[task.breakdown]  # so is an unknown breakdown (a sidecar's task)
             records = read_predictions(path)
@@ -170,11 +170,11 @@ def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: fl
     # -S goes to the metrics asked for, else to each task's own: one that none takes is a mistake
     named = [m for m in metrics or () if m in METRICS] or sorted(  # unknown: a problem above
         {m for items in loaded.values() for task, _, _ in items for m in task.metrics})
-    unused = [k for k, _ in metric_args if not any(get_metric(m).takes(k) for m in named)]
+    unused = [k for k, _ in metric_args if not any(METRICS[m].takes(k) for m in named)]
     if unused and named:
         problems.append(f"-S {unused[0]}: none of the metrics {', '.join(named)} takes it")
     outputs = {}  # report, explain, diff: scored again as it was scored (saved_task.py)
-    files = {key for m in named for key in get_metric(m).files}  # replayed from anywhere
+    files = {key for m in named for key in METRICS[m].files}  # replayed from anywhere
     scored_with = {"metric_args": [[k, os.path.abspath(v) if k in files else v]
                                    for k, v in metric_args],
                    "v2_variant": list(variants), "sample_time_limit": time_limit}

@@ -138,9 +138,9 @@ def inputs_of(path: Path, task) -> dict:
     """{"inputs": {file: sha256}} of the files besides `path` its result is computed from, or {}:
     the -S files of its metrics (absolute paths) and a BERGEN folder's ranking run and
     config.yaml (by name: they move with the folder); entry_is_current sees a change to one."""
-    from Eval.metrics import get_metric  # the registry imports every metric module
+    from Eval.metrics import METRICS  # the registry imports every metric module
 
-    keys = {key for name in task.metrics for key in get_metric(name).files}
+    keys = {key for name in task.metrics for key in METRICS[name].files}
     files = [os.path.abspath(value) for key, value in task.metric_args if key in keys]
     if split_of(path):
         found = [run_file(path.parent, split_of(path)), path.parent / "config.yaml"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from Eval.metrics import get_metric
+from Eval.metrics import METRICS
 from Eval.scoring.scorer import score_dataset
 from Eval.tasks import Task
 
@@ -45,7 +45,7 @@ def score_with_perturbations(task: Task, records: list[dict],
                 orphans += 1
             else:
                 lowest[original] = min(lowest.get(original, math.inf), entry["scores"][headline])
-    best = get_metric(headline)
+    best = METRICS[headline]
     worst = [min(v, lowest.get(i, v)) for i, v in base]
     right = [w for (_, v), w in zip(base, worst) if full_marks(best, v)]
     result["robustness"] = {

@@ -17,7 +17,7 @@ import operator
 from collections import Counter
 
 from Eval.extract import run_extraction
-from Eval.metrics.registry import Zeroed, get_metric
+from Eval.metrics.registry import METRICS, Zeroed
 from Eval.metrics.retrieval import add_ranked, ranking_values
 from Eval.scoring.breakdowns import BREAKDOWNS, not_written
 from Eval.scoring.explain import explain_one, head, unscored_explanation
@@ -76,7 +76,7 @@ def duplicate_count(records: list[dict]) -> int:
 
 
 def score_dataset(task: Task, records: list[dict], time_limit: float | None = None) -> dict:
-    metrics = [get_metric(name).bind(dict(task.metric_args)) for name in task.metrics]
+    metrics = [METRICS[name].bind(dict(task.metric_args)) for name in task.metrics]
     text_metrics = [m for m in metrics if not m.per_query]
     if time_limit is not None:  # one-off loads (jieba's dictionary) must not count against a sample
         for m in text_metrics:
