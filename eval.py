@@ -13,8 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from Eval.args import HelpFormatter, key_value, name_list, names_from, positive_float, run_main
+from Eval.args import HelpFormatter, key_value, names_from, positive_float, run_main
 from Eval.commands import EVAL_COMMANDS, commands_epilog, main_or_command
+from Eval.metrics import METRICS
 from Eval.pricing import PriceError, price_option
 from Eval.scoring.breakdowns import V2_VARIANTS
 from Eval.scoring.folders import add_folder_arguments, find_pred_dirs, score_and_write
@@ -31,7 +32,7 @@ def score(argv: list[str]) -> int:
                                 formatter_class=HelpFormatter,
                                 epilog=commands_epilog(EVAL_COMMANDS, "eval.py"))
     add_folder_arguments(p)
-    p.add_argument("--metrics", type=name_list, default=[], metavar="NAME,...",
+    p.add_argument("--metrics", type=names_from(METRICS), default=(), metavar="NAME,...",
                    help="score with these registered metrics instead of the task's (the first is "
                         "the headline); a dataset with no task row needs them "
                         "(default: the task's)")

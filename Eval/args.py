@@ -113,13 +113,14 @@ def name_list(text: str) -> list[str]:
 
 
 def names_from(choices) -> Callable[[str], tuple[str, ...]]:
-    """argparse type: a comma-separated list of names, each one of `choices`."""
+    """argparse type: a comma-separated list of names, each one of `choices` (or a Registry)."""
     def parse(text: str) -> tuple[str, ...]:
         names = name_list(text)
         unknown = [n for n in names if n not in choices]
+        say = getattr(choices, "unknown", None)  # a Registry's: the close names, how to add one
         if unknown:
-            raise argparse.ArgumentTypeError(f"unknown {unknown[0]!r}: choose from "
-                                             f"{', '.join(choices)}")
+            raise argparse.ArgumentTypeError(say(unknown[0]) if say else f"unknown {unknown[0]!r}:"
+                                             f" choose from {', '.join(choices)}")
         return tuple(names)
     return parse
 
