@@ -9,7 +9,6 @@ Usage (in a script):
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import sys
 
@@ -91,10 +90,7 @@ def main_or_command(registry: Registry, prog: str, main, argv: list[str] | None)
     """A script's entry: the subcommand argv[0] names, else its main job `main(argv)`."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and not argv[0].startswith("-") and argv[0] not in registry:  # main takes options only
-        close = difflib.get_close_matches(argv[0], registry.names(), n=1)
-        print(f"{prog}: error: {argv[0]!r} is not a subcommand; "
-              + (f"did you mean {close[0]}? " if close else "")
-              + f"they are: {', '.join(registry.names())} (python {prog} --help)", file=sys.stderr)
+        print(f"{prog}: error: {registry.unknown(argv[0])} (python {prog} --help)", file=sys.stderr)
         return 2
     if not argv or argv[0] not in registry:
         old = renamed_flag(prog, argv)

@@ -223,11 +223,13 @@ def test_an_old_spelling_is_an_error_naming_the_new_form(script, argv, message, 
 
 
 @pytest.mark.parametrize("script, argv, message", [
-    (eval_cli, ["worst", "3"], "eval.py: error: 'worst' is not a subcommand; they are: compare, diff, explain, "
-                               "judge, report, unlearning (python eval.py --help)"),
-    (eval_cli, ["explian", "demo_qa_zh:1"], "eval.py: error: 'explian' is not a subcommand; did you mean explain?"),
-    (inference, ["dryrun", "--limit", "2"], "inference.py: error: 'dryrun' is not a subcommand; did you mean "
-                                            "dry-run?")])
+    (eval_cli, ["worst", "3"], "eval.py: error: unknown eval.py subcommand 'worst'. Did you mean: report? Known: "
+                               "compare, diff, explain, judge, report, unlearning. Add one: @eval_command in a "
+                               "module of Eval/scoring/. (python eval.py --help)\n"),
+    (eval_cli, ["explian", "demo_qa_zh:1"], "eval.py: error: unknown eval.py subcommand 'explian'. Did you mean: "
+                                            "explain? Known: "),
+    (inference, ["dryrun", "--limit", "2"], "inference.py: error: unknown inference.py subcommand 'dryrun'. Did you "
+                                            "mean: dry-run? Known: ")])
 def test_a_word_that_is_no_subcommand_is_named_before_anything_runs(script, argv, message, capsys, tmp_path,
                                                                      monkeypatch):
     """It had been argparse's "unrecognized arguments: worst 3", or the main job run on what followed."""

@@ -21,7 +21,7 @@ from Eval.inference.predict import (RunSettings, examples_done, generation_budge
                                     request_fingerprint, request_of, required_examples,
                                     run_dataset, run_fingerprint)
 from Eval.inference.predictions import check_resume, json_form, read_sidecar
-from Eval.models.base import TRUNCATION_POLICIES
+from Eval.models.base import TRUNCATION_POLICIES, check_room
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import add_counts, price_option, tokens_per_s, usage_text
@@ -101,17 +101,13 @@ def prepare(args) -> tuple[list, Path | None]:
     datasets = [load_dataset(n, args.dataset_dir, args.prompt_dir, sources) for n in names]
     datasets = perturbed(datasets, args)
     datasets = cot_datasets(datasets, args) if args.cot else datasets
-    max_length = getattr(args, "max_length", None)
     for ds in datasets:
         if out_dir is not None and out_dir.resolve() == ds.path.resolve().parent:
             raise ValueError(f"--out-dir {args.out_dir} with --model-name {out_dir.name}: the "
                              f"output folder {out_dir} holds the dataset file {ds.path}, which "
                              "this run reads; choose another --out-dir or --model-name")
-        answer = max_length and (args.max_new_tokens or ds.task.max_new_tokens)
-        if answer and max_length < answer + 2:  # before a model loads (check_budgets: + template)
-            raise ValueError(f"{ds.name}: --max-length {max_length} leaves no room for the prompt:"
-                             f" the answer max_new_tokens {answer}; raise it to at least "
-                             f"{answer + 2}, or lower --max-new-tokens")
+        answer = getattr(args, "max_new_tokens", None) or ds.task.max_new_tokens  # validate: none
+        check_room(getattr(args, "max_length", None), answer, where=f"{ds.name}: ")  # no model yet
     args.price_entry = price_option(getattr(args, "price", None), model_name)
     for ds in datasets:
         for note in ds.notes:
@@ -158,10 +154,7 @@ def check_budgets(model, datasets: list, args, out_dir: Path) -> None:
             check_resume(out_dir / f"{ds.name}.jsonl", fingerprint, model.identity())
         for max_new in (answer, ds.cot and ds.task.cot_max_new_tokens):
             if max_new:
-                try:
-                    model.check_budget(ds.task.chat, max_new, window)
-                except ValueError as err:
-                    raise ValueError(f"{ds.name}: {err}") from None
+                model.check_budget(ds.task.chat, max_new, window, where=f"{ds.name}: ")
         if args.max_total_tokens and ds.cot and not window:
             raise ValueError(f"{ds.name}: --max-total-tokens with --cot needs a known context "
                              "window to bound the answer pass; pass --max-length")

@@ -202,14 +202,11 @@ class BaseLLM:
         self.check_budget(chat, max_new_tokens, max_length)
         return [self.build_prompt(t, chat, max_new_tokens, max_length, truncation) for t in texts]
 
-    def check_budget(self, chat: bool, max_new_tokens: int, max_length: int | None) -> None:
+    def check_budget(self, chat: bool, max_new_tokens: int, max_length: int | None,
+                     where: str = "") -> None:
         overhead = 0 if max_length is None else self.prompt_overhead(chat)
-        if max_length is None or max_length - max_new_tokens - overhead >= 2:
-            return
-        template = f"the chat template takes {overhead} tokens and " if chat else ""
-        raise ValueError(f"{self.length_flag} {max_length} leaves no room for the prompt: "
-                         f"{template}the answer max_new_tokens {max_new_tokens}; raise it to at "
-                         f"least {max_new_tokens + overhead + 2}, or lower {self.budget_flag}")
+        check_room(max_length, max_new_tokens, overhead, chat, where,
+                   (self.length_flag, self.budget_flag))
 
     def post_process(self, text: str, opened_in_prompt: bool = False) -> str:
         """The -M clean-up options (off by default: raw outputs are saved as generated)."""
@@ -253,3 +250,13 @@ def cut_at_stop(text: str, stop: tuple[str, ...], think_tags: tuple[str, str] | 
         found = (text.find(s, max(answer_from, answer - len(s) + 1)) for s in stop if s)
         positions = [p for p in found if p >= 0]
     return (text[:min(positions)], True) if positions else (text, False)
+
+
+def check_room(max_length: int | None, max_new_tokens: int, overhead: int = 0, chat: bool = False,
+               where: str = "", flags: tuple[str, str] = ("--max-length", "--max-new-tokens")):
+    """max_length (None: no limit) holds the answer, the template's `overhead` tokens and 2 more."""
+    if max_length is not None and max_length - max_new_tokens - overhead < 2:
+        template = f"the chat template takes {overhead} tokens and " if chat else ""
+        raise ValueError(f"{where}{flags[0]} {max_length} leaves no room for the prompt: "
+                         f"{template}the answer max_new_tokens {max_new_tokens}; raise it to at "
+                         f"least {max_new_tokens + overhead + 2}, or lower {flags[1]}")
