@@ -50,6 +50,7 @@ def checked_run(argv: list[str]):
     if runner.all_done(args, datasets, out_dir):  # told from the files alone: no torch, no model
         return 0
     factory.resolve_model_args(args)  # -M checked against the backend (imports its module)
+    runner.check_saved_settings(args, datasets, out_dir)  # in seconds, not after the weights
     return args, datasets, resolve_shards(args), out_dir
 
 

@@ -274,3 +274,39 @@ def test_pickle_weights_load_only_when_allowed_and_safetensors_always(tmp_path, 
         capsys.readouterr()
     same = [json.loads(line)["pred"] for line in (tmp_path / "tiny-qwen2" / "custom_en.jsonl").open()]
     assert same == [json.loads(line)["pred"] for line in (tmp_path / "allowed" / "m" / "custom_en.jsonl").open()]
+
+
+def test_a_changed_setting_is_refused_before_the_model_loads_unless_the_checkpoint_changed(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """A rerun with another template, option or --max-length was refused only after the weights had loaded
+    (minutes for a large checkpoint); the checkpoint's cached file hashes tell it before. A retrained
+    checkpoint with new settings is still run: all its records are redone."""
+    import transformers
+
+    ckpt, prompts = tmp_path / "ckpt", tmp_path / "prompts"
+    shutil.copytree(DEMO, ckpt)
+    shutil.copytree(ROOT / "prompts", prompts)
+    argv = ["--model", str(ckpt), "--datasets", "custom_en", "--limit", "2", "--out-dir", str(tmp_path / "pred"),
+            "--prompt-dir", str(prompts)]
+    assert inference.main(argv) == 0
+    folder = tmp_path / "pred" / "ckpt"
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    with monkeypatch.context() as patch:
+        for auto in (transformers.AutoModelForCausalLM, transformers.AutoTokenizer):
+            patch.setattr(auto, "from_pretrained", lambda *a, **k: pytest.fail("a tokenizer or model was loaded"))
+        (prompts / "custom_en.txt").write_text("Q: {input}\nA:", encoding="utf-8")
+        for extra, changed in (([], "template_sha256"), (["--max-length", "999"], "max_length, template_sha256")):
+            capsys.readouterr()
+            assert inference.main([*argv, *extra]) == 2
+            assert capsys.readouterr().err.splitlines()[-1] == (
+                f"error: {folder / 'custom_en.run.json'}: the existing predictions were made with different "
+                f"{changed}; rerun with --overwrite (--shard runs: delete the folder) to start afresh, or choose "
+                "another --out-dir")
+        shutil.copytree(ROOT / "prompts", prompts, dirs_exist_ok=True)
+        assert inference.main([*argv, "-M", "system_prompt=Be brief."]) == 2
+        assert "made with different options;" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    edit_json("config.json", lambda c: c.update(rms_norm_eps=1e-3))(ckpt)
+    assert inference.main([*argv, "-M", "system_prompt=Be brief."]) == 0
+    assert "custom_en: 0 new, 2 made by another model (redone: the model's files or settings changed: " \
+        "config.json)" in capsys.readouterr().out

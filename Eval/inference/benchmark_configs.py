@@ -7,6 +7,7 @@ Usage:
     text, cut = cut_as_pred_py(model, text, maxlen["my-model"], v2=True)
 """
 
+import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -23,6 +24,18 @@ _V2_FILES = {"answer": "0shot.txt", "cot": "0shot_cot.txt", "cot_answer": "0shot
 # document is replaced by the question too; $COT$ last, only in the answer pass after reasoning.
 _V2_MARKERS = {"$DOC$": "context", "$Q$": "question", "$C_A$": "choice_A",
                "$C_B$": "choice_B", "$C_C$": "choice_C", "$C_D$": "choice_D", "$COT$": "cot"}
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt-config", type=Path, default=None,
+                   help="a benchmark's prompts: LongBench's / TinyEval's dataset2prompt.json or "
+                        "LongBench v2's prompts/ folder, filled as its pred.py fills them (DIR"
+                        f"{FILL_ONCE}: each $MARKER$ filled once from the record, never inside "
+                        "another field's text); prompts/NAME.txt wins (default: none)")
+    p.add_argument("--maxlen-config", type=Path, default=None,
+                   help="their dataset2maxlen.json (generation lengths by dataset; default: the "
+                        "task table's), or model2maxlen.json: the entry of the output folder's "
+                        "name cuts each filled prompt as LongBench's / TinyEval's pred.py does")
 
 
 def _read_json(path: Path):

@@ -4,9 +4,18 @@ not fit runs as much of it as fits); exit code 3.
 Usage: budget = TokenBudget(args.max_total_tokens)    # shared by every dataset's job
 """
 
+import argparse
 import dataclasses
 import sys
 from pathlib import Path
+
+from Eval.args import positive_int
+
+
+def add_budget_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-total-tokens", type=positive_int, default=None, metavar="N",
+                   help="prompt + generated tokens this run may spend: it stops before a batch "
+                        "that could go over, exit code 3; a rerun resumes (default: no budget)")
 
 
 @dataclasses.dataclass

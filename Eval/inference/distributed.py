@@ -17,6 +17,12 @@ class Shards:
     torchrun: bool = False  # launched by torchrun: ranks coordinate with barriers
 
 
+def add_shard_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard", type=shard_spec, default=None, metavar="I/K",
+                   help="run shard I of K (0-based): every K-th example, merged by id (torchrun "
+                        "sets it itself; default: one process)")
+
+
 def shard_spec(text: str) -> tuple[int, int]:
     """--shard I/K: shard I of K, 0-based."""
     index, sep, count = text.partition("/")

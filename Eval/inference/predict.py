@@ -69,9 +69,9 @@ def generate_outputs(model: BaseLLM, prompts: list[Prompt], max_new: int,
 _LATER = {"think_tags": ("<think>", "</think>"), "thinking_budget": None, "reasoning": False}
 
 
-def run_fingerprint(model: BaseLLM, ds: Dataset, max_length: int | None, max_new_tokens: int,
-                 truncation: str) -> dict:
-    options = {k: v for k, v in dataclasses.asdict(model.options).items()
+def run_fingerprint(options, ds: Dataset, max_length: int | None, max_new_tokens: int,
+                    truncation: str) -> dict:
+    options = {k: v for k, v in dataclasses.asdict(options).items()
                if k not in _LATER or v != _LATER[k]}
     fingerprint = {"template_sha256": ds.template_hash, "chat": ds.task.chat,
                    "max_length": max_length, "max_new_tokens": max_new_tokens, "options": options}
@@ -214,7 +214,7 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     model_sha256 = model_digest(model.fingerprint())  # first: a served model's id is asked here
     job = Job(path, {e.id: e.sha256 for e in ds.examples},
               [e.id for e in required_examples(ds, settings.limit)],
-              run_fingerprint(model, ds, max_length, max_new, settings.truncation),
+              run_fingerprint(model.options, ds, max_length, max_new, settings.truncation),
               _sidecar(model, ds, path, settings, request), ds.name, settings.overwrite,
               settings.shard_id, settings.num_shards, settings.merge, tally=_count,
               on_saved=on_saved, budget=budget, bound=bound, model_sha256=model_sha256)

@@ -172,24 +172,27 @@ def files_changed(before, now) -> bool:
     return None not in hashes and hashes[0] != hashes[1]
 
 
-def check_resume(path: Path, fingerprint: dict, model: dict | None = None) -> bool:
+def check_resume(path: Path, fingerprint: dict, model: dict | None = None,
+                 unknown: tuple = ()) -> bool:
     """A resumed file must come from the same settings and model as the run sidecar's and those of
     the shard runs' own sidecars (a shard's run other than 0 writes one beside its file); a sidecar
     with no records beside it binds nothing. True: the file was changed by hand since a run
-    finished it (its records cannot all be vouched for, whatever a rerun adds)."""
+    finished it (its records cannot all be vouched for, whatever a rerun adds). The settings in
+    `unknown` are not compared (before the model loads: its context window)."""
     shards, main = [p for p in shard_paths(path) if p.stat().st_size], sidecar_path(path)
     for sidecar in filter(Path.exists, map(sidecar_path, shards)):
-        _same_settings(path, sidecar, fingerprint, model)
+        _same_settings(path, sidecar, fingerprint, model, unknown)
     if not main.exists() or not (shards or (path.exists() and path.stat().st_size)):
         return False
-    run = _same_settings(path, main, fingerprint, model)
+    run = _same_settings(path, main, fingerprint, model, unknown)
     output = run.get("output")  # what the last finished run wrote (None once a run started since)
     return bool(run.get("edited_after_run")) or isinstance(output, dict) and \
         bool(output.get("sha256")) and path.is_file() and \
         file_sha256(path) != output["sha256"]
 
 
-def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | None) -> dict:
+def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | None,
+                   unknown: tuple = ()) -> dict:
     try:
         run = json.loads(sidecar.read_text(encoding="utf-8"))
         previous = run.get("fingerprint", {})
@@ -202,7 +205,7 @@ def _same_settings(path: Path, sidecar: Path, fingerprint: dict, model: dict | N
         raise ValueError(f"{path}: its records were made by another model, {shown[0]}, not this "
                          f"run's {shown[1]}; set --model-name NAME to keep both (or --overwrite to "
                          "replace them)")
-    changed = changed_settings(previous, json_form(fingerprint))
+    changed = [k for k in changed_settings(previous, json_form(fingerprint)) if k not in unknown]
     if changed and not files_changed(run.get("model"), model):  # changed files: all are redone
         raise ValueError(f"{sidecar}: the existing predictions were made with different "
                          f"{', '.join(changed)}; rerun with --overwrite (--shard runs: delete the "

@@ -5,24 +5,29 @@ Usage: args = parse_args(argv); datasets, out_dir = prepare(args); run_all(model
 """
 
 import argparse
+import os
 import shlex
 import sys
 import time
 from pathlib import Path
 
 from Eval.args import HelpFormatter, backend_epilog, name_list, positive_int
-from Eval.inference.benchmark_configs import FILL_ONCE, load_maxlen_config, load_prompt_config
-from Eval.inference.budget import TokenBudget
+from Eval.inference.benchmark_configs import (add_config_arguments, load_maxlen_config,
+                                              load_prompt_config)
+from Eval.inference.budget import TokenBudget, add_budget_argument
 from Eval.inference.cot import cot_datasets
 from Eval.inference.datasets import Sources, dataset_names, load_dataset
-from Eval.inference.distributed import clear_ranks_files, finish, merge_ranks_files, shard_spec
+from Eval.inference.distributed import (add_shard_argument, clear_ranks_files, finish,
+                                        merge_ranks_files)
 from Eval.inference.perturb import add_perturb_arguments, perturbed
 from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
                                     request_fingerprint, request_of, required_examples,
                                     run_dataset, run_fingerprint)
 from Eval.inference.predictions import check_resume, json_form, read_sidecar
 from Eval.models.base import TRUNCATION_POLICIES, check_room
+from Eval.models import MODELS
 from Eval.models.factory import add_batch_arguments, add_model_arguments
+from Eval.models.identity import folder_identity
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import add_counts, price_option, tokens_per_s, usage_text
 from Eval.records import file_sha256, sidecar_path
@@ -39,15 +44,7 @@ def add_data_arguments(p: argparse.ArgumentParser) -> None:
                    help="where NAME.jsonl datasets live (default: dataset, in the current folder)")
     p.add_argument("--prompt-dir", type=Path, default=Path("prompts"),
                    help="where NAME.txt templates live (default: prompts, in the current folder)")
-    p.add_argument("--prompt-config", type=Path, default=None,
-                   help="a benchmark's prompts: LongBench's / TinyEval's dataset2prompt.json or "
-                        "LongBench v2's prompts/ folder, filled as its pred.py fills them (DIR"
-                        f"{FILL_ONCE}: each $MARKER$ filled once from the record, never inside "
-                        "another field's text); prompts/NAME.txt wins (default: none)")
-    p.add_argument("--maxlen-config", type=Path, default=None,
-                   help="their dataset2maxlen.json (generation lengths by dataset; default: the "
-                        "task table's), or model2maxlen.json: the entry of the output folder's "
-                        "name cuts each filled prompt as LongBench's / TinyEval's pred.py does")
+    add_config_arguments(p)
     p.add_argument("--limit", type=positive_int, default=None,
                    help="only the first N examples of each dataset (default: all)")
     p.add_argument("--cot", action="store_true",
@@ -77,12 +74,8 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
     add_job_arguments(p)
     p.epilog = "\n\n".join(filter(None, [backend_epilog(p, argv), epilog])) or None
     p.add_argument("--overwrite", action="store_true", help="start afresh instead of resuming")
-    p.add_argument("--max-total-tokens", type=positive_int, default=None, metavar="N",
-                   help="prompt + generated tokens this run may spend: it stops before a batch "
-                        "that could go over, exit code 3; a rerun resumes (default: no budget)")
-    p.add_argument("--shard", type=shard_spec, default=None, metavar="I/K",
-                   help="run shard I of K (0-based): every K-th example, merged by id (torchrun "
-                        "sets it itself; default: one process)")
+    add_budget_argument(p)
+    add_shard_argument(p)
     return p.parse_args(argv)
 
 
@@ -145,12 +138,27 @@ def finished_with(args, ds, out_dir: Path) -> bool:
     return done == required == output.get("records")
 
 
+def check_saved_settings(args, datasets: list, out_dir: Path) -> None:
+    """check_budgets' check of the saved files' settings before the model loads, on the
+    checkpoint's (cached) file hashes: a changed template is said in seconds, not after the
+    weights. The context window is the model's: check_budgets checks it."""
+    local = MODELS[args.backend].holds_weights and os.path.exists(args.model)  # not a server's
+    files = folder_identity(args.model) if local else {}
+    for ds in datasets if not args.overwrite else []:
+        path = out_dir / f"{ds.name}.jsonl"
+        answer = args.max_new_tokens or ds.task.max_new_tokens
+        fingerprint = run_fingerprint(args.adapter_options, ds, args.max_length, answer,
+                                      args.truncation)
+        unknown = () if args.max_length else ("max_length",)  # the model's context window
+        check_resume(path, fingerprint, {"files": files}, unknown)
+
+
 def check_budgets(model, datasets: list, args, out_dir: Path) -> None:
     """Every dataset's token budget and saved file's settings, before any dataset runs."""
     for ds in datasets:
         answer, window, _, _ = generation_budget(model, ds, args)  # args has RunSettings' names
         if not args.overwrite:  # run_dataset checks again, holding the file's lock
-            fingerprint = run_fingerprint(model, ds, window, answer, args.truncation)
+            fingerprint = run_fingerprint(model.options, ds, window, answer, args.truncation)
             check_resume(out_dir / f"{ds.name}.jsonl", fingerprint, model.identity())
         for max_new in (answer, ds.cot and ds.task.cot_max_new_tokens):
             if max_new:

@@ -7,13 +7,13 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 
 from Eval.models.base import BaseLLM
+from Eval.models.gguf import gguf_parts
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
 
@@ -70,25 +70,6 @@ def checked_checkpoint(path: str, flag: str = "model") -> str:
         raise FileNotFoundError(f"model {path}: neither a folder with a config.json nor a .gguf "
                                 "file, so not a transformers checkpoint")
     return path
-
-
-def gguf_parts(path: str) -> tuple[str, str] | None:
-    """(folder, file name) of a .gguf file, or of the one in a folder without a config.json."""
-    where = Path(path)
-    found: list[Path] = []
-    if where.is_file() and where.suffix == ".gguf":
-        found = [where]
-    elif where.is_dir() and not (where / "config.json").is_file():
-        found = sorted(where.glob("*.gguf"))
-        if len(found) > 1:
-            raise FileNotFoundError(f"model folder {path} holds {len(found)} .gguf files; name "
-                                    f"one with --model {found[0]}")
-    if not found:
-        return None
-    if importlib.util.find_spec("gguf") is None:
-        raise ModuleNotFoundError(f"model {path}: loading a GGUF file needs the gguf package "
-                                  "(pip install gguf)")
-    return str(found[0].parent), found[0].name
 
 
 def pickle_weights(folder: str | None) -> str | None:

@@ -11,7 +11,8 @@ from transformers import AutoConfig
 
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM
-from Eval.models.checkpoint import checked_checkpoint, gguf_parts, load_tokenizer
+from Eval.models.checkpoint import checked_checkpoint, load_tokenizer
+from Eval.models.gguf import gguf_parts
 from Eval.models.hf import HFModel
 from Eval.models.identity import shown_path, template_sha256
 from Eval.models.options import AdapterOptions
