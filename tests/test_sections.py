@@ -94,3 +94,24 @@ def test_markdown_keeps_names_from_the_data_inside_their_cells():
     assert render_markdown(table).split("\n") == [
         "**run B &lt;i>**", "", "| config | score |", "|---|---|", "| a b\\|c | 1.00 |",
         "| &lt;script>x&lt;/script> | 2.00 |", "", "first second"]
+
+
+def test_a_chinese_name_keeps_its_column_in_the_terminal(tmp_path, capsys):
+    """A CJK character takes two terminal columns: `dataset/法律问答.jsonl` pushed every later cell of its row two
+    columns right per character in each of eval.py's tables."""
+    import eval as eval_script
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for name, pred in (("法律问答", "是"), ("trec", "Location")):
+        rows = [{"id": f"{name}-{i}", "pred": pred, "answers": ["是"], "all_classes": ["Location", "是"]}
+                for i in range(2)]
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert eval_script.main(["--pred-root", str(tmp_path), "--metrics", "classification"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("dataset ")))
+    assert lines[start:start + 4] == [
+        "dataset   metric           score             ci95  n  dup  unparsed  failed  zeroed  no_refs  data",
+        "--------  --------------  ------  ---------------  -  ---  --------  ------  ------  -------  ---------",
+        "trec      classification    0.00    [0.00, 65.76]  2    0         0       0       0        0  unchecked",
+        "法律问答  classification  100.00  [34.24, 100.00]  2    0         0       0       0        0  unchecked"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import unicodedata
 from pathlib import Path
 
 from Eval.registry import Registry
@@ -64,11 +65,19 @@ def tables(results: Results) -> list[Table]:
     return found
 
 
+def columns(text: str) -> int:
+    """The terminal columns `text` takes: a wide (CJK) character two, a combining mark none."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF"
+               else 1 for c in text)
+
+
 def aligned_lines(rows: list, left: set[int]) -> list[str]:
     """Rows padded to each column's widest cell (`left` ones left-aligned), a rule under row 1."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+    widths = [max(columns(row[i]) for row in rows) for i in range(len(rows[0]))]
+    pad = [[" " * (w - columns(c)) for c, w in zip(row, widths)] for row in rows]
+    lines = ["  ".join(c + p if i in left else p + c
+                       for i, (c, p) in enumerate(zip(row, gaps))).rstrip()
+             for row, gaps in zip(rows, pad)]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
