@@ -201,9 +201,9 @@ def recover(folder: StrPath, owned: Iterable[str], owned_folders: Iterable[str])
 
 
 @contextlib.contextmanager
-def output_lock(path: StrPath, what: str):
-    """`with output_lock(path, what):` an exclusive, non-blocking flock on .locks/NAME.lock beside
-    `path`, holding `what` and the pid for another writer's message; no lock without fcntl."""
+def output_lock(path: StrPath, what: str, wait: bool = False):
+    """`with output_lock(path, what):` an exclusive flock on .locks/NAME.lock beside `path`, holding
+    `what` and the pid for another writer's message (`wait`: waits); none without fcntl."""
     try:
         import fcntl
     except ImportError:
@@ -214,7 +214,7 @@ def output_lock(path: StrPath, what: str):
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+", encoding="utf-8") as handle:  # closing it drops the flock
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except OSError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"

@@ -23,9 +23,12 @@ GOOD_TREC = [{"id": f"t{i}", "pred": label, "answers": [label], "all_classes": [
 
 
 def snapshot(folder: Path) -> dict:
-    """Every file under `folder` (links as their targets, not followed), byte for byte."""
+    """Every file under `folder` (links as their targets, not followed), byte for byte; not the lock files
+    (.locks/: who last held an output, no output)."""
     files = {}
     for path in sorted(folder.rglob("*")):
+        if ".locks" in path.relative_to(folder).parts:
+            continue
         if path.is_symlink():
             files[str(path)] = ("link", os.readlink(path))
         elif path.is_file():

@@ -221,3 +221,39 @@ def test_a_stopped_redo_of_changed_examples_is_not_said_to_cover_the_dataset(tmp
     assert check["status"] == "partial" and check["warnings"] == [
         "3 records, not all of the dataset's current examples: some were made from an earlier version of it, and "
         "the run that redoes them did not finish; rerun inference.py to finish it"]
+
+
+def test_two_eval_runs_on_one_folder_at_once_keep_both_results(tmp_path, monkeypatch):
+    """`eval.py --datasets trec` and `eval.py --datasets custom_en` on one folder at once: each read the results
+    before the other wrote, so the last to write dropped the other's dataset (or crashed in the other's commit,
+    leaving no result.json). Run A is held after its read; B must wait for A instead of writing."""
+    import threading
+
+    import Eval.scoring.folders as folders
+
+    folder = tmp_path / "pred" / "m"
+    folder.mkdir(parents=True)
+    write(folder / "trec.jsonl", TREC)
+    write(folder / "custom_en.jsonl", CUSTOM)
+    read_by_a, release_a, original = threading.Event(), threading.Event(), folders.folder_outputs
+
+    def held_after_reading(folder_path, results, *args, **kwargs):
+        built = original(folder_path, results, *args, **kwargs)
+        if results[0]["dataset"] == "trec":
+            read_by_a.set()
+            release_a.wait(60)
+        return built
+    monkeypatch.setattr(folders, "folder_outputs", held_after_reading)
+    codes = {}
+    runs = {name: threading.Thread(target=lambda n=name: codes.update(
+        {n: eval_cli.main(["--pred-dir", str(folder), "--datasets", n, "--quiet"])})) for name in ("trec", "custom_en")}
+    runs["trec"].start()
+    assert read_by_a.wait(60)
+    runs["custom_en"].start()
+    runs["custom_en"].join(1)
+    assert runs["custom_en"].is_alive() and not (folder / "result.json").exists()  # B waits for A
+    release_a.set()
+    for run in runs.values():
+        run.join(60)
+    assert codes == {"trec": 0, "custom_en": 0}
+    assert read(folder / "result.json") == {"custom_en": 100.0, "trec": 50.0}

@@ -174,11 +174,10 @@ def files_changed(before, now) -> bool:
 
 def check_resume(path: Path, fingerprint: dict, model: dict | None = None,
                  unknown: tuple = ()) -> bool:
-    """A resumed file must come from the same settings and model as the run sidecar's and those of
-    the shard runs' own sidecars (a shard's run other than 0 writes one beside its file); a sidecar
+    """A resumed file must come from the settings (less those `unknown`) and model of the run
+    sidecar and the shard runs' own (a shard other than 0 writes one beside its file); a sidecar
     with no records beside it binds nothing. True: the file was changed by hand since a run
-    finished it (its records cannot all be vouched for, whatever a rerun adds). The settings in
-    `unknown` are not compared (before the model loads: its context window)."""
+    finished it (its records cannot all be vouched for, whatever a rerun adds)."""
     shards, main = [p for p in shard_paths(path) if p.stat().st_size], sidecar_path(path)
     for sidecar in filter(Path.exists, map(sidecar_path, shards)):
         _same_settings(path, sidecar, fingerprint, model, unknown)

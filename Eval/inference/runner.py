@@ -139,18 +139,16 @@ def finished_with(args, ds, out_dir: Path) -> bool:
 
 
 def check_saved_settings(args, datasets: list, out_dir: Path) -> None:
-    """check_budgets' check of the saved files' settings before the model loads, on the
-    checkpoint's (cached) file hashes: a changed template is said in seconds, not after the
-    weights. The context window is the model's: check_budgets checks it."""
+    """check_budgets' check of the saved files' settings before the model loads (a changed template
+    is said in seconds, not after the weights), on the checkpoint's cached file hashes."""
     local = MODELS[args.backend].holds_weights and os.path.exists(args.model)  # not a server's
     files = folder_identity(args.model) if local else {}
+    unknown = () if args.max_length else ("max_length",)  # the model's context window
     for ds in datasets if not args.overwrite else []:
-        path = out_dir / f"{ds.name}.jsonl"
         answer = args.max_new_tokens or ds.task.max_new_tokens
         fingerprint = run_fingerprint(args.adapter_options, ds, args.max_length, answer,
                                       args.truncation)
-        unknown = () if args.max_length else ("max_length",)  # the model's context window
-        check_resume(path, fingerprint, {"files": files}, unknown)
+        check_resume(out_dir / f"{ds.name}.jsonl", fingerprint, {"files": files}, unknown)
 
 
 def check_budgets(model, datasets: list, args, out_dir: Path) -> None:

@@ -25,7 +25,7 @@ from Eval.scoring.saved_task import scored_options
 from Eval.scoring.scorer import percent, score_dataset
 from Eval.scoring.sections import render_text
 from Eval.scoring.sections.diff import diff_table
-from Eval.storage import StorageError, commit_files, json_bytes, read_json_object
+from Eval.storage import StorageError, commit_files, json_bytes, output_lock, read_json_object
 
 BUCKETS = ("one side failed", "prompt differs", "same answer", "output differs",
            "extraction differs", "data differs")
@@ -240,11 +240,12 @@ def run(args) -> int:
         print(f"error: nothing was written: {why}", file=sys.stderr)
         return 2
     out = args.dir_b.resolve().parent / f"diff_{doc['a']}_vs_{doc['b']}.json"
-    saved, _ = read_json_object(out)
-    datasets, same = doc["datasets"], all(saved.get(k) == doc[k] for k in ("a_dir", "b_dir"))
-    if args.datasets and same and isinstance(saved.get("datasets"), dict):  # the others stay
-        datasets = dict(sorted({**saved["datasets"], **datasets}.items()))
-    commit_files(out.parent, {out.name: json_bytes({**doc, "datasets": datasets})})
+    with output_lock(out, "eval.py diff", wait=True):  # read and written by one process
+        saved, _ = read_json_object(out)
+        datasets, same = doc["datasets"], all(saved.get(k) == doc[k] for k in ("a_dir", "b_dir"))
+        if args.datasets and same and isinstance(saved.get("datasets"), dict):  # the others stay
+            datasets = dict(sorted({**saved["datasets"], **datasets}.items()))
+        commit_files(out.parent, {out.name: json_bytes({**doc, "datasets": datasets})})
     for note in notes:
         print(f"note: {note}")
     if not args.quiet:

@@ -7,6 +7,7 @@ Usage:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -24,7 +25,7 @@ from Eval.scoring.provenance import check_prediction_file, file_sha256, inputs_o
 from Eval.scoring.report import RESULT_FILES, example_set, folder_outputs
 from Eval.scoring.robustness import score_with_perturbations
 from Eval.scoring.saved_task import saved_task
-from Eval.storage import StorageError, commit_files, recover, regular_file_problem
+from Eval.storage import StorageError, commit_files, output_lock, recover, regular_file_problem
 from Eval.tasks import TASKS, Task, row_name
 
 
@@ -154,10 +155,19 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
     return loaded
 
 
-def score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None,
-                    prices: dict, notes: list[str], metrics: tuple[str, ...] | None = None,
-                    metric_args: tuple = (), variants: tuple = (),
-                    missing_ok: bool = False) -> dict | None:
+def score_and_write(pred_dirs: list[Path], *args, **kwargs) -> dict | None:
+    """_score_and_write holding each folder's lock: one eval.py at a time reads and writes a
+    folder's results (two at once lost each other's datasets, or left no result.json)."""
+    with contextlib.ExitStack() as locks:
+        for folder in sorted({d.resolve() for d in pred_dirs if d.is_dir()}):
+            locks.enter_context(output_lock(folder / "result.json", "eval.py", wait=True))
+        return _score_and_write(pred_dirs, *args, **kwargs)
+
+
+def _score_and_write(pred_dirs: list[Path], only: set[str] | None, time_limit: float | None,
+                     prices: dict, notes: list[str], metrics: tuple[str, ...] | None = None,
+                     metric_args: tuple = (), variants: tuple = (),
+                     missing_ok: bool = False) -> dict | None:
     """Load, score and commit every folder, all or nothing: {folder: (results, built, seconds)},
     or None after printing every problem. With `missing_ok`, a folder lacking `only` is a note."""
     problems: list[str] = []

@@ -22,7 +22,7 @@ from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
                                 print_failed, record_fields, record_id, run_judged, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
-from Eval.storage import write_json_atomic, write_jsonl_atomic
+from Eval.storage import output_lock, write_json_atomic, write_jsonl_atomic
 
 
 def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: BaseLLM,
@@ -54,17 +54,18 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
                          "generation_failed": sum(1 for r in records if r.get("error") is not None),
                          "score_unrounded": mean, **judge.provenance(), "source_sha256": source_sha}
     result_path = pred_dir / "judge_result.json"
-    merged, dropped = merge_results(result_path, results, lambda name, entry: source_problem(
-        pred_dir, name, entry.get("source_sha256") if isinstance(entry, dict) else None), say)
-    judge_dir.mkdir(parents=True, exist_ok=True)
-    for name, name_rows in rows.items():
-        write_jsonl_atomic(judge_dir / f"{name}.{rubric.name}.jsonl", name_rows)
-    write_json_atomic(result_path, merged)
-    for name, entry in dropped.items():  # then: a per-record file no entry describes is stale
-        old_rubric = entry.get("rubric") if isinstance(entry, dict) else None
-        replaced = results.get(name, {}).get("rubric") == old_rubric  # rewritten above
-        if not (replaced or name_problem(name) or name_problem(old_rubric)):
-            (judge_dir / f"{name}.{old_rubric}.jsonl").unlink(missing_ok=True)
+    with output_lock(result_path, "eval.py judge", wait=True):  # merged by one process
+        merged, dropped = merge_results(result_path, results, lambda name, entry: source_problem(
+            pred_dir, name, entry.get("source_sha256") if isinstance(entry, dict) else None), say)
+        judge_dir.mkdir(parents=True, exist_ok=True)
+        for name, name_rows in rows.items():
+            write_jsonl_atomic(judge_dir / f"{name}.{rubric.name}.jsonl", name_rows)
+        write_json_atomic(result_path, merged)
+        for name, entry in dropped.items():  # then: a per-record file no entry describes is stale
+            old_rubric = entry.get("rubric") if isinstance(entry, dict) else None
+            replaced = results.get(name, {}).get("rubric") == old_rubric  # rewritten above
+            if not (replaced or name_problem(name) or name_problem(old_rubric)):
+                (judge_dir / f"{name}.{old_rubric}.jsonl").unlink(missing_ok=True)
     return results
 
 

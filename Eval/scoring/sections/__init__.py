@@ -17,7 +17,7 @@ import unicodedata
 from pathlib import Path
 
 from Eval.registry import Registry
-from Eval.storage import commit_files, read_json_object
+from Eval.storage import commit_files, output_lock, read_json_object
 
 SECTIONS = Registry("report section", discover="Eval.scoring.sections",
                     hint="Add one: a function decorated with @section in a module of "
@@ -143,9 +143,10 @@ def tidy_csv(by_model: dict[str, dict[str, dict]]) -> str:
 
 def write_models_table(root: Path) -> tuple[str, list[str]]:
     """Rebuild ROOT/results.md and .csv; returns the terminal's text of the same sections, notes."""
-    by_model, notes = collect_models(root)
-    found = tables(Results(by_model, root))
-    markdown = "\n\n".join(render_markdown(t) for t in found) + "\n"
-    commit_files(root, {"results.md": markdown.encode("utf-8"),
-                        "results.csv": tidy_csv(by_model).encode("utf-8")})
+    with output_lock(root / "results.md", "eval.py", wait=True):  # read and written by one
+        by_model, notes = collect_models(root)
+        found = tables(Results(by_model, root))
+        markdown = "\n\n".join(render_markdown(t) for t in found) + "\n"
+        commit_files(root, {"results.md": markdown.encode("utf-8"),
+                            "results.csv": tidy_csv(by_model).encode("utf-8")})
     return "\n\n".join(render_text(t) for t in found), notes
