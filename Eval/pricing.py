@@ -46,7 +46,7 @@ def price_for(path: Path, model: str) -> Price:
         raise PriceError(f"{path}: not JSON ({str(err)[:80]})") from None
     if not isinstance(data, dict) or not data:
         raise PriceError(f'{path}: must be a JSON object of model name -> {{"input": USD, '
-                         '"output": USD}} per million tokens')
+                         '"output": USD} per million tokens')
     for key, entry in data.items():  # every entry is checked, not only the one used
         if not isinstance(entry, dict):
             raise PriceError(f"{path}: entry {key!r} must be an object like "

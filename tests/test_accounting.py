@@ -58,7 +58,7 @@ def test_cost_arithmetic_is_exact():
 
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not JSON"),
-    ("[1, 2]", "must be a JSON object of model name"),
+    ("[1, 2]", 'must be a JSON object of model name -> {"input": USD, "output": USD} per million tokens'),
     ('{"tiny-qwen2": 0.15}', "entry 'tiny-qwen2' must be an object"),
     ('{"tiny-qwen2": {"input": 0.15}}', "entry 'tiny-qwen2' has no 'output' price"),
     ('{"tiny-qwen2": {"input": -1, "output": 1}}', "entry 'tiny-qwen2': 'input' must be a number >= 0"),
