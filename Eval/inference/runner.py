@@ -24,8 +24,8 @@ from Eval.inference.predict import (RunSettings, examples_done, generation_budge
                                     request_fingerprint, request_of, required_examples,
                                     run_dataset, run_fingerprint)
 from Eval.inference.predictions import check_resume, json_form, read_sidecar
-from Eval.models.base import TRUNCATION_POLICIES, check_room
 from Eval.models import MODELS
+from Eval.models.base import TRUNCATION_POLICIES, check_room
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.models.identity import folder_identity
 from Eval.names import add_output_arguments, output_folder
