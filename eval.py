@@ -51,7 +51,7 @@ def score(argv: list[str]) -> int:
                    help="LongBench v2 the project's way instead of as its pred.py + result.py "
                         "score it: " + "; ".join(f"{k}: {v}" for k, v in V2_VARIANTS.items())
                         + " (default: none, as published)")
-    p.add_argument("--quiet", action="store_true", help="no tables: only errors and notes")
+    p.add_argument("--quiet", action="store_true", help="no tables: only notes, warnings, errors")
     args = p.parse_args(argv)
     notes: list[str] = []
     try:
@@ -71,9 +71,9 @@ def score(argv: list[str]) -> int:
         if not args.quiet:
             print(f"\n{pred_dir}  ({seconds:.2f} s) -> {pred_dir / 'result.json'}")
             print(dataset_table(results))
-            for r in results:
-                for line in dataset_warnings(r):
-                    print(line)
+        for r in results:  # --quiet too: a partial or edited file changes a score's meaning
+            for line in dataset_warnings(r):
+                print(line)
     write_table(args, pred_dirs, outputs)
     return 0
 

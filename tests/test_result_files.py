@@ -126,8 +126,11 @@ def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys
         return read(folder / "result_detail.json")["custom_en"]["data_check"]
 
     assert inference.main([*run, "--limit", "5"]) == 0
+    capsys.readouterr()
     check = status()
     assert check["status"] == "partial" and check["records"] == 5 and check["dataset_examples"] == 25
+    # --quiet drops the tables, never a warning: a script running it must still learn the score is partial
+    assert capsys.readouterr().out == f"warning: custom_en: {check['warnings'][0]}\n"
     assert check["warnings"] == ["the file covers 5 of the dataset's 25 examples (a --limit 5 run); the score is "
                                  "for that part only"]
     assert inference.main(run) == 0 and status()["status"] == "ok"
