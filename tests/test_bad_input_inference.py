@@ -310,3 +310,21 @@ def test_a_max_length_below_the_answers_length_is_refused_before_the_model_loads
     assert inference.main(["dry-run", "--datasets", "custom_en", "--max-length", "300", "--max-new-tokens", "299",
                            "--out-dir", str(tmp_path)]) == 2
     assert "--max-length 300 leaves no room for the prompt: the answer max_new_tokens 299" in capsys.readouterr().err
+
+
+def test_validate_checks_every_dataset_and_says_each_ones_problem(setup, capsys):
+    """A folder of datasets checked before a long run: every problem at once, not the first one per try."""
+    tmp_path, base = setup
+    data, prompts = tmp_path / "dataset", tmp_path / "prompts"
+    (data / "ids.jsonl").write_text('{"_id": "a", "input": "q1", "answers": ["x"]}\n'
+                                    '{"_id": "a", "input": "q2", "answers": ["y"]}\n', encoding="utf-8")
+    (prompts / "ids.txt").write_text("{input}", encoding="utf-8")
+    (data / "no_template.jsonl").write_text('{"input": "q", "answers": ["x"]}\n', encoding="utf-8")
+    capsys.readouterr()
+    assert inference.main(["validate", *base[:4]]) == 2
+    out, err = capsys.readouterr()
+    assert [line.split(":")[1].strip() for line in out.splitlines() if line.startswith("ok: ")] == ["mine"]
+    assert err.splitlines()[0] == (f"error: {data / 'ids.jsonl'}:2: example id 'a' was already used by line 1 "
+                                   "with different content; ids must name one example")
+    assert "no_template" in err.splitlines()[1] and err.splitlines()[2:] == ["2 of 3 datasets failed the check"]
+    assert inference.main(["validate", *base[:4], "--datasets", "mine"]) == 0

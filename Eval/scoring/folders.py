@@ -39,8 +39,8 @@ def add_folder_arguments(p) -> None:
     p.add_argument("--pred-root", type=Path, default=Path("pred"),
                    help="folder of model folders, used by --model and when neither option is given")
     p.add_argument("--datasets", type=dataset_name_set, default=None,
-                   help="comma-separated dataset names (default: all); scoring a subset keeps "
-                        "the other datasets' results")
+                   help="comma-separated dataset names (default: all); other datasets' saved "
+                        "results stay as they are")
 
 
 def prediction_files(folder: Path) -> list[Path]:
