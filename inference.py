@@ -19,6 +19,7 @@ from Eval.commands import INFERENCE_COMMANDS, commands_epilog, main_or_command  
 from Eval.inference import runner  # noqa: E402
 from Eval.inference.budget import stopped_at_budget  # noqa: E402
 from Eval.inference.distributed import join, resolve_shards  # noqa: E402
+from Eval.inference.summary import done_line  # noqa: E402
 from Eval.models import factory  # noqa: E402
 
 
@@ -71,7 +72,7 @@ def generate(args, datasets: list, shards, out_dir, saved: list[int]) -> int:
     finally:
         model.close()
     stopped = bool(totals["budget"] and totals["budget"].stopped)
-    print(runner.done_line(args, totals, out_dir, stopped))
+    print(done_line(args, totals, out_dir, stopped))
     if stopped:
         return stopped_at_budget(args, datasets, out_dir, totals["budget"])
     return 0 if totals["failed"] == 0 else 1

@@ -190,6 +190,29 @@ def test_a_retrained_adapter_is_run_again(tmp_path, capsys):
     assert "2 made by another model" in line and "adapter_model.safetensors" in line
 
 
+def test_a_hub_model_is_its_cached_snapshot_and_a_new_revision_is_run_again(tmp_path, capsys, monkeypatch):
+    """--model org/name loads the revision the Hugging Face cache's main points at; once another is fetched, its
+    records are redone (before: 'nothing to do', the old revision's answers kept as the new one's)."""
+    from huggingface_hub import constants
+
+    repo = tmp_path / "hub" / "models--acme--tiny"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as on a cluster node: the cache only
+    (repo / "refs").mkdir(parents=True)
+    for revision in ("a1", "b2"):
+        shutil.copytree(DEMO, repo / "snapshots" / revision)
+    tensors = load_file(repo / "snapshots" / "b2" / "model.safetensors")
+    tensors["model.embed_tokens.weight"] *= 0.5  # another revision: other weights
+    save_file(tensors, repo / "snapshots" / "b2" / "model.safetensors", metadata={"format": "pt"})
+    (repo / "refs" / "main").write_text("a1")
+    assert run("acme/tiny", tmp_path / "pred", capsys).startswith("custom_en: 2 new")
+    assert run("acme/tiny", tmp_path / "pred", capsys).endswith("(nothing to do: no model loaded)")
+    (repo / "refs" / "main").write_text("b2")  # what `hf download acme/tiny` does for a new revision
+    line = run("acme/tiny", tmp_path / "pred", capsys)
+    assert "2 made by another model" in line and "model.safetensors" in line, line
+    assert run("acme/tiny", tmp_path / "pred", capsys).endswith("(nothing to do: no model loaded)")
+
+
 def test_file_hashes_are_cached_by_stat_and_a_change_is_seen(tmp_path, monkeypatch):
     monkeypatch.setenv("EVAL_HASH_CACHE", str(tmp_path / "cache.json"))
     folder = tmp_path / "ckpt"

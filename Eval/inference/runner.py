@@ -1,12 +1,10 @@
 """`python inference.py`'s main job: options, checks before any model loads, the nothing-to-do
-exit, the run over every dataset, what it prints.
+exit, the run over every dataset (its words: summary.py).
 
 Usage: args = parse_args(argv); datasets, out_dir = prepare(args); run_all(model, datasets, ...)
 """
 
 import argparse
-import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ from Eval.inference.predict import (RunSettings, examples_done, generation_budge
                                     request_fingerprint, request_of, required_examples,
                                     run_dataset, run_fingerprint)
 from Eval.inference.predictions import check_resume, json_form, read_sidecar
+from Eval.inference.summary import cost_of, describe_run, score_command
 from Eval.models import MODELS
 from Eval.models.base import TRUNCATION_POLICIES, check_room
 from Eval.models.factory import add_batch_arguments, add_model_arguments
@@ -80,7 +79,7 @@ def parse_args(argv: list[str], description: str = "", epilog: str = "") -> argp
 
 
 def prepare(args) -> tuple[list, Path | None]:
-    """(datasets, out_dir) with names, output folder and price checked (see args.refusing_bad_input)."""
+    """(datasets, out_dir), names, output folder and price checked (args.refusing_bad_input)."""
     out_dir = None
     if hasattr(args, "out_dir"):  # validate has none
         out_dir = output_folder(args.out_dir, args.model_name, args.model)
@@ -128,9 +127,10 @@ def finished_with(args, ds, out_dir: Path) -> bool:
     """Whether the last run of `ds` was this request, its file unchanged and complete since."""
     path = out_dir / f"{ds.name}.jsonl"
     sidecar = read_sidecar(path)
-    output, data = sidecar.get("output"), sidecar.get("data")
+    output, data, model = sidecar.get("output"), sidecar.get("data"), sidecar.get("model") or {}
     if (not output or not isinstance(data, dict) or data.get("digest") != ds.digest()
-            or not path.is_file() or (sidecar.get("model") or {}).get("served")  # the server knows
+            or not path.is_file() or model.get("served")  # the server knows
+            or model.get("files") and model["files"] != folder_identity(args.model, hub=True)
             or sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds))
             or output.get("sha256") != file_sha256(path)):
         return False
@@ -141,8 +141,8 @@ def finished_with(args, ds, out_dir: Path) -> bool:
 def check_saved_settings(args, datasets: list, out_dir: Path) -> None:
     """check_budgets' check of the saved files' settings before the model loads (a changed template
     is said in seconds, not after the weights), on the checkpoint's cached file hashes."""
-    local = MODELS[args.backend].holds_weights and os.path.exists(args.model)  # not a server's
-    files = folder_identity(args.model) if local else {}
+    hub = MODELS[args.backend].holds_weights  # a hub name is its cached snapshot, not a server's
+    files = folder_identity(args.model, hub) if hub else {}
     unknown = () if args.max_length else ("max_length",)  # the model's context window
     for ds in datasets if not args.overwrite else []:
         answer = args.max_new_tokens or ds.task.max_new_tokens
@@ -211,52 +211,3 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
     seconds = time.perf_counter() - start
     totals.update(seconds=seconds, tokens_per_s=tokens_per_s(totals["gen_tokens"], seconds))
     return {**totals, "budget": budget}
-
-
-def cost_of(args, usage: dict) -> float | None:
-    entry = args.price_entry  # None: no --price
-    return entry and entry.cost(usage["prompt_tokens"], usage["gen_tokens"])
-
-
-def describe_run(summary: dict) -> str:
-    """What a rerun did, in words: '4 new, 1 changed (redone), 25 removed, 3 already done'."""
-    changes = summary.get("model_changes")
-    named = ": " + ", ".join(changes[:5]) if changes else ""
-    more = f" and {len(changes) - 5} more" if changes and len(changes) > 5 else ""
-    words = {"new": "new", "changed_redone": "changed since the last run (redone)",
-             "failed_redone": "failed before (redone)",
-             "model_changed_redone": "made by another model (redone: the model's files or "
-                                     f"settings changed{named}{more})",
-             "unselected": "not selected by this run (kept aside for a later run; the file holds "
-                           "what this run selected)",
-             "outdated": "changed and not selected (dropped: a run that selects it redoes it)",
-             "removed": "no longer in the dataset (dropped from the file)",
-             "skipped_done": "already done",
-             "skipped": "skipped (the prompt does not fit; --truncation skip)",
-             "failed": "FAILED now (rerun to retry)"}
-    always = ("new", "skipped_done")
-    parts = [f"{summary[k]} {w}" for k, w in words.items() if k in always or summary.get(k)]
-    if summary.get("stopped"):
-        parts.append(f"stopped at the token budget ({summary['examples']} generated)")
-    return ", ".join(parts)
-
-
-def score_command(args, out_dir: Path) -> str:
-    """The eval.py command line for `out_dir`, shell-quoted."""
-    where = "" if args.out_dir == Path("pred") else f" --pred-root {shlex.quote(str(args.out_dir))}"
-    return f"python eval.py --model {shlex.quote(out_dir.name)}{where}"
-
-
-def done_line(args, totals: dict, out_dir: Path, stopped: bool) -> str:
-    t = totals
-    skipped = f"{t['skipped']} skipped (do not fit), " if t["skipped"] else ""
-    other_model = f"{n} made by another model, " if (n := t["model_changed_redone"]) else ""
-    then = f"score with: {score_command(args, out_dir)}"
-    if t.get("waiting"):  # a shard's records stay in shards/ until every shard has run
-        then = (f"{t['waiting']} dataset(s) wait for the other shards: the last to finish merges "
-                "them (or python inference.py merge, with this run's options less --shard)")
-    return (f"{'so far' if stopped else 'done'}: {t['examples']} examples ({t['new']} "
-            f"new, {t['changed_redone']} changed, {other_model}{t['failed_redone']} failed before; "
-            f"{t['skipped_done']} already done, {t['removed']} removed), {t['truncated']} "
-            f"truncated, {skipped}{t['failed']} failed; {usage_text(t, cost_of(args, t))} -> "
-            f"{out_dir}; {then}")

@@ -116,11 +116,13 @@ class CheckpointModel(BaseLLM):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         check_device(device, here=True)
         self.path, self.peft, self.device = path, peft, device
-        # taken before the weights load: what was loaded (None: not on disk)
-        self.files = (folder_identity(path) or None,
-                      (folder_identity(peft) or None) if peft else None)
+        # taken before the weights load: what was loaded (None: not on disk); a hub name's after
+        # it, from the snapshot from_pretrained resolved (and may have fetched)
+        local = Path(path).exists() and (not peft or Path(peft).exists())
+        self.files = self._file_identities() if local else None
         self.tokenizer = load_tokenizer(path, trust_remote_code, self.padding_side)
         self.model = self._load_weights(dtype, trust_remote_code, allow_pickle)
+        self.files = self.files or self._file_identities()
         self.num_parameters = sum(p.numel() for p in self.model.parameters())
 
     def _load_weights(self, dtype: str, trust_remote_code: bool, allow_pickle: bool):
@@ -142,6 +144,10 @@ class CheckpointModel(BaseLLM):
 
             model = PeftModel.from_pretrained(model, self.peft)
         return model.to(self.device).eval()
+
+    def _file_identities(self) -> tuple[dict | None, dict | None]:
+        return tuple((folder_identity(p, hub=True) or None) if p else None
+                     for p in (self.path, self.peft))
 
     def context_window(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)

@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from Eval.models.hub import hub_snapshot
 from Eval.storage import read_json_object
 
 OUTPUT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".jinja",
@@ -47,10 +48,11 @@ def _hashes(files: list[Path]) -> dict[str, str]:
     return hashes
 
 
-def folder_identity(path: str | os.PathLike) -> dict:
-    """{"files": {name: sha256}, "sha256": of them all} of a folder or file; {} if not on disk."""
-    path = Path(path)
-    if not path.exists():
+def folder_identity(path: str | os.PathLike, hub: bool = False) -> dict:
+    """{"files": {name: sha256}, "sha256": of them all} of a folder or file (`hub`: or a hub name's
+    cached snapshot); {} if not on disk."""
+    path = Path(path) if os.path.exists(path) else hub and hub_snapshot(str(path))
+    if not path:
         return {}
     files = [path] if path.is_file() else [
         f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith(NOT_OUTPUT)
