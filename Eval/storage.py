@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -214,12 +215,15 @@ def output_lock(path: StrPath, what: str, wait: bool = False):
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+", encoding="utf-8") as handle:  # closing it drops the flock
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            raise StorageError(f"{path}: {holder} is writing this file now; wait for it to "
-                               "finish, or write elsewhere (--out-dir / --model-name)") from None
+            if not wait:
+                why = "is writing this file now; wait for it to finish, or write elsewhere"
+                raise StorageError(f"{path}: {holder} {why} (--out-dir / --model-name)") from None
+            print(f"{path}: {holder} is writing it now; waiting for it to finish", file=sys.stderr)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # said first: a long wait is no hang
         handle.truncate(0)  # "a+": the write lands at the (new) end
         handle.write(f"{what} (pid {os.getpid()})")
         handle.flush()

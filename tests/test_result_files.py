@@ -226,7 +226,7 @@ def test_a_stopped_redo_of_changed_examples_is_not_said_to_cover_the_dataset(tmp
         "the run that redoes them did not finish; rerun inference.py to finish it"]
 
 
-def test_two_eval_runs_on_one_folder_at_once_keep_both_results(tmp_path, monkeypatch):
+def test_two_eval_runs_on_one_folder_at_once_keep_both_results(tmp_path, monkeypatch, capsys):
     """`eval.py --datasets trec` and `eval.py --datasets custom_en` on one folder at once: each read the results
     before the other wrote, so the last to write dropped the other's dataset (or crashed in the other's commit,
     leaving no result.json). Run A is held after its read; B must wait for A instead of writing."""
@@ -260,3 +260,4 @@ def test_two_eval_runs_on_one_folder_at_once_keep_both_results(tmp_path, monkeyp
         run.join(60)
     assert codes == {"trec": 0, "custom_en": 0}
     assert read(folder / "result.json") == {"custom_en": 100.0, "trec": 50.0}
+    assert f"{folder / 'result.json'}: eval.py (pid " in capsys.readouterr().err  # B said whom it waits for
