@@ -290,6 +290,12 @@ def test_a_missing_local_model_or_adapter_is_refused_at_once_not_sent_to_the_hub
     assert inference.main(["--model", str(ROOT / "demo" / "tiny-qwen2"), "-M", "peft=models/lora", *base,
                            "--model-name", "m"]) == 2
     assert "-M peft 'models/lora': no such file or folder" in capsys.readouterr().err
+    (tmp_path / "models" / "lora").mkdir()  # an adapter passed as the model: said how to load it
+    (tmp_path / "models" / "lora" / "adapter_config.json").write_text('{"base_model_name_or_path": "org/base"}')
+    assert inference.main(["--model", "models/lora", *base, "--model-name", "m"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "not a transformers checkpoint; it holds a PEFT adapter, loaded on its base: --model org/base -M "
+        "peft=models/lora")
     assert not loaded and snapshot(tmp_path / "pred") == before
 
 

@@ -16,6 +16,7 @@ from Eval.models.base import BaseLLM
 from Eval.models.gguf import gguf_parts
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
+from Eval.storage import read_json_object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +68,12 @@ def checked_checkpoint(path: str, flag: str = "model") -> str:
                                 "org/name with no local folder org/)")
     if flag == "model" and gguf_parts(path) is None and Path(path).exists() and \
             not (Path(path) / "config.json").is_file():
+        hint, (adapter, _) = "", read_json_object(Path(path) / "adapter_config.json")
+        if adapter:  # a PEFT adapter: it is loaded on its base model
+            base = adapter.get("base_model_name_or_path") or "BASE"
+            hint = f"; it holds a PEFT adapter, loaded on its base: --model {base} -M peft={path}"
         raise FileNotFoundError(f"model {path}: neither a folder with a config.json nor a .gguf "
-                                "file, so not a transformers checkpoint")
+                                f"file, so not a transformers checkpoint{hint}")
     return path
 
 
