@@ -123,6 +123,10 @@ def test_cli_bad_input_writes_nothing(tmp_path, capsys):
     assert not list(tmp_path.glob("diff_*.json"))
     with pytest.raises(SystemExit):
         eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "a"), "--model", "x"])
+    capsys.readouterr()
+    assert eval_cli.main(["diff", str(tmp_path / "a"), str(tmp_path / "a") + "/"]) == 2  # one folder twice
+    assert capsys.readouterr().err == f"error: {tmp_path / 'a'} is both DIR_A and DIR_B; name two prediction folders\n"
+    assert not list(tmp_path.glob("diff_*.json"))
 
 
 def test_a_dataset_without_a_task_names_only_the_way_out_diff_has(tmp_path, capsys):

@@ -233,6 +233,10 @@ def add_arguments(parser) -> None:
                            "why samples differ")
 def run(args) -> int:
     notes: list[str] = []
+    if args.dir_a.resolve() == args.dir_b.resolve():  # a typo: every sample would be "the same"
+        print(f"error: {args.dir_a} is both DIR_A and DIR_B; name two prediction folders",
+              file=sys.stderr)
+        return 2
     try:
         doc = build_diff(args.dir_a, args.dir_b, args.datasets, notes)
     except (RecordError, StorageError, KeyError) as err:  # KeyError: an unknown dataset / metric
