@@ -149,7 +149,7 @@ def read(path):
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_tofu_demo_run_records_and_resume(tmp_path):
+def test_tofu_demo_run_records_and_resume(tmp_path, capsys):
     args = ["unlearning", "tofu", "--model", str(TARGET), "--limit", "3", "--max-new-tokens", "24",
             "-M", "threads=1", "--gradnorm", "--reference-model", str(RETAIN), "--out-dir", str(tmp_path)]
     assert inference.main(args) == 0
@@ -180,12 +180,16 @@ def test_tofu_demo_run_records_and_resume(tmp_path):
 
     # Resume: a finished run is left as it is; a lost line is redone and the file comes back identical.
     before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
+    capsys.readouterr()
     assert inference.main(args) == 0
     assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == before
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tofu_")]
+    assert said == [f"{split}: 0 new, 3 already done" for split in QA_KEYS]  # each split says what it did
     retain = out / "tofu_retain.jsonl"
     retain.write_bytes(b"".join(before["tofu_retain.jsonl"].splitlines(keepends=True)[:1]) + b'{"id": "tofu_ret')
     assert inference.main(args) == 0
     assert retain.read_bytes() == before["tofu_retain.jsonl"]
+    assert "tofu_retain: 2 new, 1 already done" in capsys.readouterr().out
     assert json.loads((out / "tofu_retain.run.json").read_text())["summary"]["skipped_done"] == 1
     # Different settings never mix into one file.
     assert inference.main([a for a in args if a != "--gradnorm"]) == 2

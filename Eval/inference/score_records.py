@@ -16,6 +16,7 @@ from pathlib import Path
 from Eval.args import one_line, positive_int, refusing_bad_input
 from Eval.commands import inference_command
 from Eval.inference.run_loop import Job, model_digest, run_job
+from Eval.inference.summary import describe_run
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args
@@ -356,9 +357,10 @@ def run(args: argparse.Namespace) -> int:
     given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
     settings = Settings(**given, generate=not args.no_generate)
     start, failed = time.perf_counter(), 0
-    for split, path, items, shots, icl in found:
-        failed += run_split(model, split, path, items, shots, out_dir, settings, reference,
-                            icl)["failed"]
+    for split, path, items, shots, icl in found:  # each split's line: what a rerun redid
+        summary = run_split(model, split, path, items, shots, out_dir, settings, reference, icl)
+        print(f"{split.name}: {describe_run(summary)}")
+        failed += summary["failed"]
     print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); "
           f"score with: python eval.py unlearning {args.suite} --pred-dir {out_dir}")
     return 0 if failed == 0 else 1
