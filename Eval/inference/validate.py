@@ -20,12 +20,13 @@ def run(args) -> int:
     names = args.datasets or dataset_names(args.dataset_dir)
     if not names:
         prepare(args)  # says that the folder holds no dataset
-    problems: dict[str, list[str]] = {}  # message -> the datasets it stopped (a config's: all)
+    problems: dict[str, int] = {}  # message -> how many datasets it stopped (a config's: all)
     for name in names:
         try:
             datasets = prepare(argparse.Namespace(**{**vars(args), "datasets": [name]}))[0]
         except (FileNotFoundError, KeyError, ValueError) as err:  # as refusing_bad_input says it
-            problems.setdefault(str(err.args[0] if isinstance(err, KeyError) else err), []).append(name)
+            message = str(err.args[0] if isinstance(err, KeyError) else err)
+            problems[message] = problems.get(message, 0) + 1
             continue
         for ds in datasets:
             print(f"ok: {ds.name}: {len(ds.examples)} examples, {ds.form} form, template "
@@ -36,6 +37,6 @@ def run(args) -> int:
     for message in problems:
         print(f"error: {message}", file=sys.stderr)
     if problems:
-        failed = sum(len(stopped) for stopped in problems.values())
+        failed = sum(problems.values())
         print(f"{failed} of {len(names)} datasets failed the check", file=sys.stderr)
     return 2 if problems else 0

@@ -79,7 +79,8 @@ def changed_dataset(sidecar: dict) -> Path | None:
     MUSE's knowmem runs also read a file of few-shot examples (data["shots"])."""
     data = sidecar.get("data") if isinstance(sidecar.get("data"), dict) else {}
     shots = data.get("shots") if isinstance(data.get("shots"), dict) else {}
-    read = [((data.get("path"), (sidecar.get("source") or {}).get("path")), data.get("file_sha256"))]
+    source = (sidecar.get("source") or {}).get("path")
+    read = [((data.get("path"), source), data.get("file_sha256"))]
     read += [((shots.get("path"),), shots.get("file_sha256"))] if shots else []
     for given, sha256 in read:
         paths = [Path(p) for p in given if isinstance(p, str) and os.path.isfile(p)]
