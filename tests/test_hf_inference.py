@@ -149,3 +149,32 @@ def test_peft_adapter_path_is_applied(tmp_path, model):
     assert adapted.score([pair])[0].logprobs == pytest.approx(want, abs=1e-4)
     assert adapted.score([pair])[0].logprobs != pytest.approx(model.score([pair])[0].logprobs, abs=1e-3)
     assert adapted.identity()["peft"] == str(tmp_path / "lora")
+
+
+def test_an_example_changed_only_outside_its_prompt_keeps_its_output(tmp_path, capsys):
+    """A reference fixed in the data (a typo in `output`) was generated again: the prompt, model and settings
+    are the same, so the output is too. Now its record takes the new references and keeps its output; a change
+    the prompt sees is still generated again."""
+    data = tmp_path / "dataset"
+    data.mkdir()
+    rows = [json.loads(line) for line in (ROOT / "dataset" / "custom_en.jsonl").read_text().splitlines()[:4]]
+    write = lambda: (data / "custom_en.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # noqa: E731
+    write()
+    argv = ["--model", str(DEMO), "--dataset-dir", str(data), "--out-dir", str(tmp_path / "pred")]
+    assert inference.main(argv) == 0
+    path = tmp_path / "pred" / "tiny-qwen2" / "custom_en.jsonl"
+    before = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["output"], rows[1]["input"] = "A leap year has 366 days, one more than a common year.", "Why?"
+    write()
+    capsys.readouterr()
+    assert inference.main(argv) == 0
+    said = capsys.readouterr().out
+    assert ("custom_en: 0 new, 1 changed since the last run (redone), 1 changed outside the prompt (output kept, "
+            "references updated), 2 already done;") in said
+    after = [json.loads(line) for line in path.read_text().splitlines()]
+    changed = {"answers": [rows[0]["output"]], "length": 26, "example_sha256": after[0]["example_sha256"]}
+    assert after[0] == {**before[0], **changed} and before[0]["length"] == 20  # the answer's 6 more words
+    assert after[0]["example_sha256"] != before[0]["example_sha256"] and after[2:] == before[2:]
+    assert after[1]["prompt_sha256"] != before[1]["prompt_sha256"]
+    summary = json.loads((path.parent / "custom_en.run.json").read_text())["summary"]  # one generated
+    assert (summary["references_updated"], summary["prompt_tokens"]) == (1, after[1]["prompt_tokens"])

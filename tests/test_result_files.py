@@ -149,8 +149,9 @@ def test_prediction_files_are_checked_against_their_run_sidecar(tmp_path, capsys
     assert out.count("scoring first") == 0 and "left out" not in out
     assert "modified" in (pred / "results.md").read_text(encoding="utf-8")
     (folder / "custom_en.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert inference.main(run) == 0  # the one changed example is redone, and the file matches its data again
-    assert "custom_en: 0 new, 1 changed since the last run (redone), 24 already done" in capsys.readouterr().out
+    assert inference.main(run) == 0  # the changed reference is taken in (the same prompt: output kept); the file
+    assert ("custom_en: 0 new, 1 changed outside the prompt (output kept, references updated), 24 already "
+            "done") in capsys.readouterr().out  # matches its data again
     assert status()["status"] == "ok"
     sidecar = folder / "custom_en.run.json"
     before = (folder / "result_detail.json").read_bytes()

@@ -36,20 +36,32 @@ class RunSettings:
     truncation: str = "middle"  # how a prompt too long for max_length is cut (Eval/models/base.py)
 
 
-def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, latency: float) -> dict:
-    record = {"id": example.id, "example_sha256": example.sha256, "dataset": ds.name,
+def _example_fields(example: Example, ds: Dataset) -> dict:
+    """What a record takes from its example: all but the prompt and the output."""
+    fields = {"id": example.id, "example_sha256": example.sha256, "dataset": ds.name,
               "question": question_text(example.fields, ds.form, ds.template),
-              "pred": out.text, "answers": example.answers, "all_classes": example.all_classes,
-              "length": example.length, "prompt_tokens": prompt.n_tokens,
-              "prompt_sha256": hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()[:16],
+              "answers": example.answers, "all_classes": example.all_classes,
+              "length": example.length}
+    if ds.copies:  # --perturb: which copy this is (None: the original) and its original
+        fields["perturbation"] = example.perturbation
+        fields["original_id"] = example.original_id or example.id
+    if ds.task.group_by:
+        fields["groups"] = {key: example.fields.get(key) for key in ds.task.group_by}
+    return fields
+
+
+def _prompt_sha256(prompt: Prompt) -> str:
+    return hashlib.sha256(prompt.text.encode("utf-8")).hexdigest()[:16]
+
+
+def _record(example: Example, ds: Dataset, prompt: Prompt, out: Generation, latency: float) -> dict:
+    fields = _example_fields(example, ds)
+    head = {key: fields.pop(key) for key in ("id", "example_sha256", "dataset", "question")}
+    record = {**head, "pred": out.text, **fields, "prompt_tokens": prompt.n_tokens,
+              "prompt_sha256": _prompt_sha256(prompt),
               "truncated_tokens": prompt.truncated_tokens, "truncation": prompt.truncation,
               "gen_tokens": out.n_tokens, "finish_reason": out.finish_reason,
               "latency_s": round(latency, 4), "batch_size": out.batch_size}
-    if ds.copies:  # --perturb: which copy this is (None: the original) and its original
-        record["perturbation"] = example.perturbation
-        record["original_id"] = example.original_id or example.id
-    if ds.task.group_by:
-        record["groups"] = {key: example.fields.get(key) for key in ds.task.group_by}
     for key, value in (("skipped", prompt.skipped), ("thinking", out.thinking),
                        ("server_usage", out.server_usage), ("error", out.error)):
         if value:
@@ -183,16 +195,24 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     max_new, max_length, kind, first_max = generation_budget(model, ds, settings)
     examples = {e.id: e for e in ds.examples}
     prompts: dict[str, Prompt] = {}
+    kept: dict[str, dict] = {}  # a record of this model whose example changed, not its prompt
 
     def plan(todo: list[str]) -> list[list[str]]:
         built = dataset_prompts(model, ds, [examples[i] for i in todo], first_max, max_length,
                                 settings.truncation, kind)
         prompts.update(zip(todo, built))
-        order = plan_batches([p.n_tokens for p in built], settings.batch_size,
+        old = best_records(path, model=model_sha256) if todo else {}  # the settings are checked
+        kept.update({i: old[i] for i in todo if i in old and old[i].get("error") is None
+                     and old[i].get("model_sha256") == model_sha256
+                     and old[i].get("prompt_sha256") == _prompt_sha256(prompts[i])})
+        run = [i for i in todo if i not in kept]
+        order = plan_batches([prompts[i].n_tokens for i in run], settings.batch_size,
                              settings.max_batch_tokens, model.max_pad_fraction)
-        return [[todo[k] for k in batch] for batch in order]
+        return ([list(kept)] if kept else []) + [[run[k] for k in batch] for batch in order]
 
     def process(batch: list[str]) -> list[dict]:
+        if batch[0] in kept:  # the same prompt, model and settings: the same output, new references
+            return [{**kept[i], **_example_fields(examples[i], ds)} for i in batch]
         t0 = time.perf_counter()
         firsts = [prompts[i] for i in batch]
         if ds.cot:  # cot.py builds on this module: imported where it is used
@@ -208,14 +228,18 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
 
     def bound(batch: list[str]) -> int:
         # under --cot the answer pass quotes outputs not made yet: the whole window a row
-        run = [prompts[i] for i in batch if not prompts[i].skipped]
+        run = [prompts[i] for i in batch if not prompts[i].skipped and i not in kept]
         return sum(p.n_tokens + first_max + ((max_length or 0) if ds.cot else 0) for p in run)
+
+    def tally(records: list[dict]) -> dict:  # a kept record spent nothing in this run
+        return {**_count([r for r in records if r["id"] not in kept]),
+                "references_updated": sum(r["id"] in kept for r in records)}
 
     model_sha256 = model_digest(model.fingerprint())  # first: a served model's id is asked here
     job = Job(path, {e.id: e.sha256 for e in ds.examples},
               [e.id for e in required_examples(ds, settings.limit)],
               run_fingerprint(model.options, ds, max_length, max_new, settings.truncation),
               _sidecar(model, ds, path, settings, request), ds.name, settings.overwrite,
-              settings.shard_id, settings.num_shards, settings.merge, tally=_count,
+              settings.shard_id, settings.num_shards, settings.merge, tally=tally,
               on_saved=on_saved, budget=budget, bound=bound, model_sha256=model_sha256)
     return run_job(job, plan, process)

@@ -19,7 +19,10 @@ def describe_run(summary: dict) -> str:
     changes = summary.get("model_changes")
     named = ": " + ", ".join(changes[:5]) if changes else ""
     more = f" and {len(changes) - 5} more" if changes and len(changes) > 5 else ""
+    kept = summary.get("references_updated", 0)  # changed examples whose prompt did not change
+    summary = {**summary, "changed_redone": summary.get("changed_redone", 0) - kept}
     words = {"new": "new", "changed_redone": "changed since the last run (redone)",
+             "references_updated": "changed outside the prompt (output kept, references updated)",
              "failed_redone": "failed before (redone)",
              "model_changed_redone": "made by another model (redone: the model's files or "
                                      f"settings changed{named}{more})",
