@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT, SHARED
+import eval as eval_cli
 import inference
 from Eval.inference import score_records as ur
 from Eval.models.base import Prompt
@@ -276,7 +277,7 @@ def test_demo_unlearning_models_load_offline_and_differ_on_the_forget_set():
     assert probs["unlearn-target"] > 0.9 and probs["unlearn-retain"] < 0.1
 
 
-def test_eval_warns_on_a_partial_or_edited_split_file(tmp_path):
+def test_eval_warns_on_a_partial_or_edited_split_file(tmp_path, capsys):
     from Eval.unlearning.evaluate import score_records
 
     data = tmp_path / "data"  # the forget split alone, 3 items: the other splits are skipped
@@ -298,6 +299,10 @@ def test_eval_warns_on_a_partial_or_edited_split_file(tmp_path):
     assert run.file_status == {"tofu_forget.jsonl": "partial"}
     assert warned == [f"{part / 'tofu_forget.jsonl'}: the file covers 2 of the dataset's 3 examples (a --limit 2 "
                       "run); the score is for that part only; the figures computed from it are not the full run's"]
+    capsys.readouterr()
+    assert eval_cli.main(["unlearning", "tofu", "--pred-dir", str(part), "--quiet"]) == 0  # no table, the warning
+    out, err = capsys.readouterr()
+    assert f"warning: {warned[0]}\n" in err and all(line.startswith("note: ") for line in out.splitlines())
     lines = (full / "tofu_forget.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (full / "tofu_forget.jsonl").write_text(lines[0] + lines[1].replace('"question": "', '"question": "x', 1) + lines[2])
     warned.clear()

@@ -292,7 +292,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", type=Path, default=None, help="where the two files go "
                         "(default: --pred-dir, or pred/open-unlearning/<log's folder, or the "
                         "one above evals/>)")
-    parser.add_argument("--quiet", action="store_true", help="no tables: only errors and notes")
+    parser.add_argument("--quiet", action="store_true", help="no table: notes, warnings, errors")
 
 
 @eval_command("unlearning", help="TOFU / MUSE: score our records, or re-aggregate a published log")
@@ -302,11 +302,10 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     start = time.perf_counter()
-    warn = (lambda message: None) if args.quiet else None
-    try:
+    try:  # warnings are said with --quiet too: they change what a figure means
         if args.from_open_unlearning is not None:
             source = find_log(args.from_open_unlearning)
-            outcome = reaggregate(source, args.retain_logs, warn)
+            outcome = reaggregate(source, args.retain_logs)
             run_dir = source.resolve().parent  # unlearn runs write saves/unlearn/<task>/evals/
             run_dir = run_dir.parent if run_dir.name == "evals" else run_dir
             out_dir = args.out_dir or Path("pred", "open-unlearning", run_dir.name)
@@ -314,12 +313,13 @@ def run(args: argparse.Namespace) -> int:
                 raise RecordError(out_dir, None, f"would overwrite the log being read "
                                                  f"({source.name}); pass another --out-dir")
         else:
-            outcome = score_records(args.suite, args.pred_dir, args.retain_logs, warn)
+            outcome = score_records(args.suite, args.pred_dir, args.retain_logs)
             out_dir = args.out_dir or args.pred_dir
     except RecordError as err:
         print(f"error: nothing was written: {err}", file=sys.stderr)
         return 2
     paths = write_outputs(out_dir, outcome.suite.upper(), outcome.eval_log, outcome.summary)
-    if not args.quiet:
-        print(outcome.report(paths, time.perf_counter() - start))
+    report = outcome.report(paths, time.perf_counter() - start).splitlines()
+    for line in (line for line in report if not args.quiet or line.startswith("note: ")):
+        print(line)
     return 0
