@@ -242,7 +242,10 @@ def test_report_scores_a_changed_file_again_as_it_was_scored(tmp_path, capsys):
     assert eval_cli.main([*common, *ranked, "--datasets", "demo_qa_zh"]) == 0
     assert eval_cli.main([*common, "--datasets", "demo_qa_en"]) == 0
     rewrite(folder / "demo_qa_zh.jsonl", lambda r: r.update(pred=r["answers"][0]))
+    capsys.readouterr()
     assert eval_cli.main(["report", "--pred-root", str(out), "--quiet"]) == 0
+    said = capsys.readouterr().out  # the rescored file's warning, as eval.py says it
+    assert "warning: demo_qa_zh: the file was changed after inference.py wrote it" in said
     details = json.loads((folder / "result_detail.json").read_text(encoding="utf-8"))
     zh = details["demo_qa_zh"]
     assert list(zh["metrics"]) == ["rouge_zh", "P_1"] and zh["metrics"]["rouge_zh"]["score"] == 100.0

@@ -15,6 +15,7 @@ from Eval.pricing import recorded_price
 from Eval.scoring.bergen import dataset_of, prediction_path, read_predictions
 from Eval.scoring.explain import head
 from Eval.scoring.folders import file_task, prediction_files, score_and_write
+from Eval.scoring.report import dataset_warnings
 from Eval.scoring.saved_task import as_scored
 from Eval.scoring.sections import Results, collect_models, tables, write_models_table
 from Eval.scoring.sections.scores import score_text
@@ -117,6 +118,8 @@ def rescore(folder: Path, names: list[str], notes: list[str]) -> bool:
             return False
         for note in outputs[folder][1].notes:  # an unreadable result file rebuilt, say
             print(f"note: {note}")
+        for line in (line for result in outputs[folder][0] for line in dataset_warnings(result)):
+            print(line)  # a partial or edited file: as eval.py says it
     return True
 
 
