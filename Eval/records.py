@@ -29,7 +29,8 @@ FIELDS: dict[str, tuple[tuple[type, ...], bool, str]] = {
     "_id": ((str, NULL), False, "LongBench's example id"),
     "id": ((str, int, NULL), False, "example id written by inference.py (resume and merge key)"),
     "example_sha256": ((str, NULL), False, "hash of the source example: resume redoes a changed "
-                                           "one, eval.py checks it against the run sidecar"),
+                                           "one (its prompt unchanged: keeps the output, takes the "
+                                           "new fields); eval.py checks it against the sidecar"),
     "dataset": ((str, NULL), False, "dataset name; the file stem is authoritative"),
     "question": ((str, NULL), False, "the example's question (input / instruction), for a judge"),
     "prompt_tokens": ((int, NULL), False, "tokens in the final prompt (truncated, templated)"),
