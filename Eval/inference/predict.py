@@ -197,11 +197,10 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
     prompts: dict[str, Prompt] = {}
     kept: dict[str, dict] = {}  # a record of this model whose example changed, not its prompt
 
-    def plan(todo: list[str]) -> list[list[str]]:
+    def plan(todo: list[str], old: dict[str, dict]) -> list[list[str]]:
         built = dataset_prompts(model, ds, [examples[i] for i in todo], first_max, max_length,
                                 settings.truncation, kind)
-        prompts.update(zip(todo, built))
-        old = best_records(path, model=model_sha256) if todo else {}  # the settings are checked
+        prompts.update(zip(todo, built))  # an old record's settings were checked: kept if it holds
         kept.update({i: old[i] for i in todo if i in old and old[i].get("error") is None
                      and old[i].get("model_sha256") == model_sha256
                      and old[i].get("prompt_sha256") == _prompt_sha256(prompts[i])})

@@ -2,7 +2,7 @@
 
 Usage:
     job = Job(path, expected={id: content_hash}, required=[ids], fingerprint={...}, sidecar={...})
-    summary = run_job(job, plan=lambda todo: [[id, ...], ...], process=lambda batch: [record, ...])
+    summary = run_job(job, plan=lambda todo, records: [[id, ...], ...], process=lambda batch: [...])
 """
 
 import contextlib
@@ -80,7 +80,7 @@ def package_versions() -> dict:
     return versions
 
 
-def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
+def run_job(job: Job, plan: Callable[[list[str], dict[str, dict]], list[list[str]]],
             process: Callable[[list[str]], list[dict]]) -> dict:
     """Run every required id of `job` that has no current record; returns the summary."""
     job.path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,7 +91,7 @@ def run_job(job: Job, plan: Callable[[list[str]], list[list[str]]],
                              job.model_sha256)
         mine = job.required[job.shard_id::job.num_shards]
         status = out.status(mine)
-        batches = plan([i for i in mine if i not in out.done])  # may refuse: none written yet
+        batches = plan([i for i in mine if i not in out.done], out.records)  # may refuse
         model_changes = _model_changes(job.path, job.sidecar) if status["model_changed"] else []
         sidecar = {**job.sidecar, "fingerprint": job.fingerprint, "model_sha256": job.model_sha256,
                    "versions": package_versions(), "output": None, "summary": None}

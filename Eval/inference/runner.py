@@ -130,7 +130,8 @@ def finished_with(args, ds, out_dir: Path) -> bool:
     output, data, model = sidecar.get("output"), sidecar.get("data"), sidecar.get("model") or {}
     if (not output or not isinstance(data, dict) or data.get("digest") != ds.digest()
             or not path.is_file() or model.get("served")  # the server knows
-            or model.get("files") and model["files"] != folder_identity(args.model, hub=True)
+            or model.get("files") and not Path(args.model).exists()  # a local one's: the request's
+            and model["files"] != folder_identity(args.model, hub=True)  # a hub name's snapshot
             or sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds))
             or output.get("sha256") != file_sha256(path)):
         return False
@@ -141,8 +142,8 @@ def finished_with(args, ds, out_dir: Path) -> bool:
 def check_saved_settings(args, datasets: list, out_dir: Path) -> None:
     """check_budgets' check of the saved files' settings before the model loads (a changed template
     is said in seconds, not after the weights), on the checkpoint's cached file hashes."""
-    hub = MODELS[args.backend].holds_weights  # a hub name is its cached snapshot, not a server's
-    files = folder_identity(args.model, hub) if hub else {}
+    checkpoint = MODELS[args.backend].holds_weights  # a served model's name is no checkpoint here
+    files = folder_identity(args.model, hub=True) if checkpoint else {}
     unknown = () if args.max_length else ("max_length",)  # the model's context window
     for ds in datasets if not args.overwrite else []:
         answer = args.max_new_tokens or ds.task.max_new_tokens

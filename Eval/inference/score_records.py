@@ -218,7 +218,7 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
         return score_chunk(model, split, [items[i] for i in indices], indices, shots, settings,
                            max_new, max_length, reference)
 
-    return run_job(job, lambda todo: [todo[k:k + settings.chunk]
+    return run_job(job, lambda todo, _: [todo[k:k + settings.chunk]
                                       for k in range(0, len(todo), settings.chunk)], process)
 
 
