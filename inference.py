@@ -19,6 +19,7 @@ from Eval.commands import INFERENCE_COMMANDS, commands_epilog, main_or_command  
 from Eval.inference import runner  # noqa: E402
 from Eval.inference.budget import stopped_at_budget  # noqa: E402
 from Eval.inference.distributed import join, resolve_shards  # noqa: E402
+from Eval.inference.rerun import all_done  # noqa: E402
 from Eval.inference.summary import done_line  # noqa: E402
 from Eval.models import factory  # noqa: E402
 
@@ -48,7 +49,7 @@ def checked_run(argv: list[str]):
     args = runner.parse_args(argv, description=__doc__.split("\n")[0],
                              epilog=commands_epilog(INFERENCE_COMMANDS, "inference.py"))
     datasets, out_dir = runner.prepare(args)
-    if runner.all_done(args, datasets, out_dir):  # told from the files alone: no torch, no model
+    if all_done(args, datasets, out_dir):  # told from the files alone: no torch, no model
         return 0
     factory.resolve_model_args(args)  # -M checked against the backend (imports its module)
     runner.check_saved_settings(args, datasets, out_dir)  # in seconds, not after the weights

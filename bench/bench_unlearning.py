@@ -36,6 +36,7 @@ import torch  # noqa: E402
 from Eval.inference import score_records as ur  # noqa: E402
 from Eval.models.hf import HFModel  # noqa: E402
 from Eval.models.token_stats import _stats_of  # noqa: E402
+from Eval.records import content_hash  # noqa: E402
 
 DEMO = ROOT / "demo"
 # open-unlearning's TOFU full-evals passes on the evaluated model: (metric, split, answer key).
@@ -102,9 +103,10 @@ def ours(model, reference, splits, batch_size: int) -> dict:
 def whole_run(model, reference, splits, out_dir: Path, batch_size: int) -> float:
     """The complete inference run: greedy generations, the shared pass, records appended and merged, sidecars."""
     start = time.perf_counter()
-    for name, (split, path, items) in splits.items():
+    for name, (split, _, items) in splits.items():
         settings = ur.Settings(batch_size=batch_size, limit=len(items), overwrite=True)
-        ur.run_split(model, split, path, items, [], out_dir, settings, reference)
+        expected = {f"{split.name}-{i}": content_hash(item) for i, item in enumerate(items)}
+        ur.run_split(model, split, items, [], out_dir, settings, expected, {}, reference)
     return time.perf_counter() - start
 
 

@@ -311,10 +311,9 @@ def test_the_request_hash_in_run_json_cannot_confirm_a_guessed_secret():
     """run.json kept sha256 of the raw -M pairs: a guessed password in base_url could be checked against it."""
     from argparse import Namespace
 
-    from Eval.inference.runner import request_of
+    from Eval.inference.rerun import model_request
 
     def hashed(secret, timeout="5"):
         pairs = [f"base_url=http://user:{secret}@127.0.0.1:8000/v1?api_key={secret}", f"timeout={timeout}"]
-        return request_of(Namespace(model="m", backend="api", model_args=pairs, max_length=None, max_new_tokens=None,
-                                    truncation="middle", limit=None, perturb=None))["model_args_sha256"]
+        return model_request(Namespace(model="m", backend="api", model_args=pairs))["model_args_sha256"]
     assert hashed(SECRET) == hashed("a guess") != hashed(SECRET, timeout="6")

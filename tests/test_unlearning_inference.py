@@ -3,6 +3,7 @@ readers, `inference.py --unlearning` end to end (records, resume) and the two sh
 import hashlib
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -151,8 +152,10 @@ def read(path):
 
 
 def test_tofu_demo_run_records_and_resume(tmp_path, capsys):
+    reference = tmp_path / "reference"
+    shutil.copytree(RETAIN, reference)
     args = ["unlearning", "tofu", "--model", str(TARGET), "--limit", "3", "--max-new-tokens", "24",
-            "-M", "threads=1", "--gradnorm", "--reference-model", str(RETAIN), "--out-dir", str(tmp_path)]
+            "-M", "threads=1", "--gradnorm", "--reference-model", str(reference), "--out-dir", str(tmp_path)]
     assert inference.main(args) == 0
     out = tmp_path / "unlearn-target"
     assert sorted(p.name for p in out.glob("*.jsonl")) == sorted(f"{s}.jsonl" for s in QA_KEYS)
@@ -179,13 +182,23 @@ def test_tofu_demo_run_records_and_resume(tmp_path, capsys):
     assert math.exp(sum(forget[0]["logprobs"]["answer"][0]["logprobs"][:-2])) > 0.5
     assert forget[0]["pred"] == forget[0]["answers"][0]
 
-    # Resume: a finished run is left as it is; a lost line is redone and the file comes back identical.
+    # Resume: a finished run is left as it is, and says so before any model loads (it loaded both before).
     before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
     capsys.readouterr()
-    assert inference.main(args) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ur, "from_args", lambda *a: pytest.fail("a finished rerun loaded a model"))
+        assert inference.main(args) == 0
     assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == before
     said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tofu_")]
-    assert said == [f"{split}: 0 new, 3 already done" for split in QA_KEYS]  # each split says what it did
+    assert said == [f"{split}: 0 new, 3 already done (nothing to do: no model loaded)" for split in QA_KEYS]
+    # A changed reference model: the splits its attack reads are redone, the others said done (each split says).
+    config = json.loads((reference / "config.json").read_text())
+    (reference / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
+    assert inference.main(args) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tofu_")]
+    changed = "0 new, 3 made by another model (redone: the model's files or settings changed: config.json), 0 already done"
+    assert said == [f"{split}: {changed if split in ('tofu_forget', 'tofu_holdout') else '0 new, 3 already done'}"
+                    for split in QA_KEYS]
     retain = out / "tofu_retain.jsonl"
     retain.write_bytes(b"".join(before["tofu_retain.jsonl"].splitlines(keepends=True)[:1]) + b'{"id": "tofu_ret')
     assert inference.main(args) == 0

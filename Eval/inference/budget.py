@@ -58,8 +58,8 @@ def stopped_at_budget(args, datasets: list, out_dir: Path, budget: TokenBudget) 
 
 def not_started(args, datasets: list, out_dir: Path) -> list:
     """The datasets a stopped --overwrite run did not reach: their sidecars hold another request."""
-    from Eval.inference.predict import request_fingerprint, request_of
     from Eval.inference.predictions import json_form, read_sidecar
+    from Eval.inference.rerun import request_of
 
     return [ds for ds in datasets if read_sidecar(out_dir / f"{ds.name}.jsonl").get("request")
-            != json_form(request_fingerprint(request_of(args), ds))]
+            != json_form(request_of(args, ds))]

@@ -87,8 +87,12 @@ class Dataset:
             return fill_dollar_markers(chosen.dollar_text, fields, kind)
         return fill_template(chosen.text_for(fields), fields)
 
+    def expected(self) -> dict[str, str]:
+        """id -> content hash of every example, in order: what the run loop resumes against."""
+        return {e.id: e.sha256 for e in self.examples}
+
     def digest(self) -> str:
-        return examples_digest((e.id, e.sha256) for e in self.examples)
+        return examples_digest(self.expected().items())
 
 
 def record_form(record: dict, path: Path, line: int) -> str:

@@ -35,7 +35,7 @@ def merge_only(datasets: list, out_dir: Path, limit: int | None, named: bool = T
         content = read_sidecar(path)
         merged = merge_predictions(path, [e.id for e in ds.examples],
                                    [e.id for e in required_examples(ds, limit)],
-                                   {e.id: e.sha256 for e in ds.examples},
+                                   ds.expected(),
                                    content.get("model_sha256"))
         if not merged:
             ran = (content.get("data") or {}).get("limit") if isinstance(content, dict) else None

@@ -5,7 +5,6 @@ Usage: summary = run_dataset(model, dataset, out_dir=Path("pred/demo"), settings
 
 import dataclasses
 import hashlib
-import json
 import os
 import time
 from pathlib import Path
@@ -14,11 +13,9 @@ from typing import Callable
 from Eval.inference.benchmark_configs import cut_to_prompt_limit
 from Eval.inference.budget import TokenBudget
 from Eval.inference.datasets import Dataset, Example, question_text
-from Eval.inference.perturb import perturb_request
-from Eval.inference.predictions import best_records, read_sidecar
+from Eval.inference.predictions import records_done
 from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.models.base import BaseLLM, Generation, Prompt, plan_batches
-from Eval.models.identity import folder_identity
 from Eval.pricing import batch_counts
 
 
@@ -89,7 +86,7 @@ def run_fingerprint(options, ds: Dataset, max_length: int | None, max_new_tokens
                    "max_length": max_length, "max_new_tokens": max_new_tokens, "options": options}
     if truncation != "middle":  # the default adds nothing: files from before policies resume
         fingerprint["truncation"] = truncation
-    fingerprint.update(_task_settings(ds))
+    fingerprint.update(task_settings(ds))
     if ds.cot:
         fingerprint["cot"] = {kind: t.sha256 for kind, t in ds.templates.items()} | {
             "max_new_tokens": ds.task.cot_max_new_tokens}
@@ -116,15 +113,11 @@ def required_examples(ds: Dataset, limit: int | None) -> list[Example]:
 
 def examples_done(ds: Dataset, out_dir: Path, limit: int | None) -> tuple[int, int]:
     """(required examples with a good record of their current content, required examples)."""
-    path, required = out_dir / f"{ds.name}.jsonl", required_examples(ds, limit)
-    model = read_sidecar(path).get("model_sha256")  # the model of the sidecar's run (None: any)
-    saved = best_records(path, expected={e.id: e.sha256 for e in ds.examples}, model=model)
-    good = sum(1 for e in required if saved.get(e.id, {}).get("example_sha256") == e.sha256
-               and saved[e.id].get("error") is None)
-    return good, len(required)
+    required = [e.id for e in required_examples(ds, limit)]
+    return records_done(out_dir / f"{ds.name}.jsonl", ds.expected(), required), len(required)
 
 
-def _task_settings(ds: Dataset) -> dict:
+def task_settings(ds: Dataset) -> dict:
     """The dataset's pred.py fill, model2maxlen cut and row stop strings, if used (else {})."""
     settings = {"prompt_limit": ds.prompt_limit} if ds.prompt_limit else {}
     if any(t.dollar_text is not None for t in ds.templates.values()):
@@ -148,30 +141,6 @@ def dataset_prompts(model: BaseLLM, ds: Dataset, examples: list[Example], max_ne
     return prompts
 
 
-def request_of(args) -> dict:
-    # -M values may hold secrets (a key inside base_url): the request keeps a hash of them, URLs
-    # redacted (a hash of a key could be checked against guesses); the api backend's redaction
-    pairs = [tuple(pair.partition("=")[::2]) for pair in sorted(args.model_args)]
-    if any("://" in value for _, value in pairs):
-        from Eval.models.api_http import redact_url
-        pairs = [(key, redact_url(value) if "://" in value else value) for key, value in pairs]
-    pairs = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
-    return {"model": args.model, "backend": args.backend, "model_args_sha256": pairs,
-            "model_args": args.model_args, "max_length": args.max_length,
-            "max_new_tokens": args.max_new_tokens, "truncation": args.truncation,
-            "limit": args.limit, **perturb_request(args)}
-
-
-def request_fingerprint(request: dict, ds: Dataset) -> dict:
-    """What a command asked for, with the hash of each file --model or -M names (all_done)."""
-    paths = [request["model"], *(pair.partition("=")[2] for pair in request.get("model_args", ()))]
-    files = [folder_identity(p).get("sha256") for p in paths if p and os.path.exists(p)]
-    kept = {k: v for k, v in request.items() if k != "model_args"}  # values may be secret
-    return {**kept, "files": files, "templates": {k: t.sha256 for k, t in ds.templates.items()},
-            "task_max_new_tokens": ds.task.max_new_tokens, "chat": ds.task.chat,
-            **_task_settings(ds)}
-
-
 def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings,
              request: dict | None) -> dict:
     data = {"path": os.path.abspath(ds.path), "file_sha256": ds.file_sha256,
@@ -185,7 +154,7 @@ def _sidecar(model: BaseLLM, ds: Dataset, path: Path, settings: RunSettings,
                        "template": ds.template_source, "template_sha256": ds.template_hash,
                        "form": ds.form, "templates": templates},
             "data": data, "model": model.identity(), "settings": dataclasses.asdict(settings),
-            "request": request_fingerprint(request, ds) if request else None}
+            "request": request}
 
 
 def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSettings,
@@ -235,7 +204,7 @@ def run_dataset(model: BaseLLM, ds: Dataset, out_dir: Path, settings: RunSetting
                 "references_updated": sum(r["id"] in kept for r in records)}
 
     model_sha256 = model_digest(model.fingerprint())  # first: a served model's id is asked here
-    job = Job(path, {e.id: e.sha256 for e in ds.examples},
+    job = Job(path, ds.expected(),
               [e.id for e in required_examples(ds, settings.limit)],
               run_fingerprint(model.options, ds, max_length, max_new, settings.truncation),
               _sidecar(model, ds, path, settings, request), ds.name, settings.overwrite,

@@ -227,6 +227,14 @@ def read_sidecar(path: Path) -> dict:
     return content if isinstance(content, dict) else {}
 
 
+def records_done(path: Path, expected: dict[str, str], required: list[str]) -> int:
+    """How many `required` ids have a good record of their current content (`expected`: id ->
+    content hash) by the model of the sidecar's run (None: any)."""
+    saved = best_records(path, expected=expected, model=read_sidecar(path).get("model_sha256"))
+    return sum(1 for i in required if saved.get(i, {}).get("example_sha256") == expected[i]
+               and saved[i].get("error") is None)
+
+
 def json_form(value):
     """`value` as it reads back from JSON (tuples become lists)."""
     return json.loads(json.dumps(value))

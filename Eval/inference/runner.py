@@ -18,19 +18,16 @@ from Eval.inference.datasets import Sources, dataset_names, load_dataset
 from Eval.inference.distributed import (add_shard_argument, clear_ranks_files, finish,
                                         merge_ranks_files)
 from Eval.inference.perturb import add_perturb_arguments, perturbed
-from Eval.inference.predict import (RunSettings, examples_done, generation_budget,
-                                    request_fingerprint, request_of, required_examples,
-                                    run_dataset, run_fingerprint)
-from Eval.inference.predictions import check_resume, json_form, read_sidecar
-from Eval.inference.summary import cost_of, describe_run, score_command
+from Eval.inference.predict import RunSettings, generation_budget, run_dataset, run_fingerprint
+from Eval.inference.predictions import check_resume
+from Eval.inference.rerun import request_of
+from Eval.inference.summary import cost_of, describe_run
 from Eval.models import MODELS
 from Eval.models.base import TRUNCATION_POLICIES, check_room
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.models.identity import folder_identity
 from Eval.names import add_output_arguments, output_folder
 from Eval.pricing import add_counts, price_option, tokens_per_s, usage_text
-from Eval.records import file_sha256, sidecar_path
-from Eval.storage import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
@@ -107,38 +104,6 @@ def prepare(args) -> tuple[list, Path | None]:
     return datasets, out_dir
 
 
-def all_done(args, datasets: list, out_dir: Path) -> bool:
-    """True, after saying so per dataset, when a plain rerun has nothing to do."""
-    if args.overwrite or args.shard or not all(finished_with(args, ds, out_dir) for ds in datasets):
-        return False
-    for ds in datasets:  # finished_with found a good record of each required example
-        path = out_dir / f"{ds.name}.jsonl"
-        sidecar = read_sidecar(path)
-        if sidecar["data"].get("file_sha256") != ds.file_sha256:  # same examples, file re-saved:
-            sidecar["data"]["file_sha256"] = ds.file_sha256  # eval.py's data check compares it
-            write_json_atomic(sidecar_path(path), sidecar)
-        done = len(required_examples(ds, args.limit))
-        print(f"{ds.name}: 0 new, {done} already done (nothing to do: no model loaded)")
-    print(f"done: nothing to do -> {out_dir}; score with: {score_command(args, out_dir)}")
-    return True
-
-
-def finished_with(args, ds, out_dir: Path) -> bool:
-    """Whether the last run of `ds` was this request, its file unchanged and complete since."""
-    path = out_dir / f"{ds.name}.jsonl"
-    sidecar = read_sidecar(path)
-    output, data, model = sidecar.get("output"), sidecar.get("data"), sidecar.get("model") or {}
-    if (not output or not isinstance(data, dict) or data.get("digest") != ds.digest()
-            or not path.is_file() or model.get("served")  # the server knows
-            or model.get("files") and not Path(args.model).exists()  # a local one's: the request's
-            and model["files"] != folder_identity(args.model, hub=True)  # a hub name's snapshot
-            or sidecar.get("request") != json_form(request_fingerprint(request_of(args), ds))
-            or output.get("sha256") != file_sha256(path)):
-        return False
-    done, required = examples_done(ds, out_dir, args.limit)
-    return done == required == output.get("records")
-
-
 def check_saved_settings(args, datasets: list, out_dir: Path) -> None:
     """check_budgets' check of the saved files' settings before the model loads (a changed template
     is said in seconds, not after the weights), on the checkpoint's cached file hashes."""
@@ -193,7 +158,7 @@ def run_all(model, datasets: list, args, shards, out_dir: Path, saved: list[int]
         if shards.torchrun and args.overwrite:
             clear_ranks_files(shards, out_dir / f"{ds.name}.jsonl")
         summary = run_dataset(model, ds, out_dir, settings, on_saved=saved.append, budget=budget,
-                              request=request_of(args))
+                              request=request_of(args, ds))
         if shards.torchrun:
             merge_ranks_files(shards, ds, out_dir, args.limit)
         print(f"{ds.name}: {describe_run(summary)}; {usage_text(summary, cost_of(args, summary))}")

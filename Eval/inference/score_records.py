@@ -15,11 +15,13 @@ from pathlib import Path
 
 from Eval.args import one_line, positive_int, refusing_bad_input
 from Eval.commands import inference_command
+from Eval.inference.rerun import model_request, nothing_to_do
 from Eval.inference.run_loop import Job, model_digest, run_job
 from Eval.inference.summary import describe_run
 from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args
+from Eval.models.identity import folder_identity
 from Eval.names import add_output_arguments, output_folder
 from Eval.records import (RecordError, content_hash, examples_digest, file_sha256,
                           iter_json_objects)
@@ -180,8 +182,16 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
     return (full[len(text):] if full.startswith(text) else full.replace(text, "")).strip()
 
 
-def run_split(model, split: Split, data_file: Path, items: list[dict], shots: list[dict],
-              out_dir: Path, settings: Settings, reference=None, icl=None) -> dict:
+def split_request(args, settings: Settings, split: Split, data: dict) -> dict:
+    """What a split's run asks: asked again of unchanged files, no model loads (rerun.py)."""
+    reference = args.reference_model and folder_identity(args.reference_model, hub=True)
+    return {**model_request(args), "split": asdict(split), "data": data,
+            "reference_model": [args.reference_model, reference and reference.get("sha256")],
+            "settings": {**asdict(settings), "overwrite": False}}
+
+
+def run_split(model, split: Split, items: list[dict], shots: list[dict], out_dir: Path,
+              settings: Settings, expected: dict, sidecar: dict, reference=None) -> dict:
     path = out_dir / f"{split.name}.jsonl"
     generates = split.generate and settings.generate
     max_new = (settings.max_new_tokens or split.generate) if generates else 0
@@ -196,16 +206,8 @@ def run_split(model, split: Split, data_file: Path, items: list[dict], shots: li
         fingerprint["completion_max_tokens"] = settings.completion_max_tokens
     if split.kind == "verbmem":
         fingerprint["verbmem_reference"] = settings.verbmem_reference
-    position = {f"{split.name}-{i}": i for i in range(len(items))}  # record id -> item
-    shot_set = {"shots": shots} if shots else {}  # MUSE's few-shot examples: a change redoes all
-    expected = {rid: content_hash({**items[i], **shot_set}) for rid, i in position.items()}
-    # `data`: the split read, as eval.py's check_prediction_file reads it (a partial, edited file)
-    data = {"path": os.path.abspath(data_file), "examples": len(items),
-            "file_sha256": file_sha256(data_file),
-            "digest": examples_digest(expected.items()), "limit": settings.limit}
-    if icl:  # MUSE knowmem's few-shot examples file: eval.py's data check reads it too
-        data["shots"] = {"path": os.path.abspath(icl), "file_sha256": file_sha256(icl)}
-    sidecar = {"dataset": split.name, "kind": RECORD_KIND, "file": str(path), "data": data,
+    position = {rid: i for i, rid in enumerate(expected)}  # record id -> item
+    sidecar = {**sidecar, "dataset": split.name, "kind": RECORD_KIND, "file": str(path),
                "split": asdict(split), "model": model.identity(), "settings": asdict(settings),
                "reference_model": None if reference is None else reference.identity()}
     identity = {"model": model.fingerprint(),
@@ -304,17 +306,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "labels' text minus the prefix's (its .replace), or the labels' text whole")
 
 
-def _found_splits(args, out_dir: Path) -> list[tuple[Split, Path, list, list, Path | None]]:
-    """(split, data file, items, few-shot items, their file) of each split, before a model loads."""
-    needed = {"token_stats": "per-token statistics"}
-    if args.gradnorm:
-        needed["gradients"] = "gradients (--gradnorm)"
-    lacking = [what for cap, what in needed.items() if cap not in MODELS[args.backend].capabilities]
-    able = [name for name in MODELS.names() if set(needed) <= MODELS[name].capabilities]
-    if lacking:
-        raise ValueError(f"--backend {args.backend} cannot give {' or '.join(lacking)}, which "
-                         f"unlearning score records need; backends that can: "
-                         f"{', '.join(able) or 'none'}")
+def _found_splits(args, out_dir: Path) -> list[tuple[Split, list, list, dict, dict]]:
+    """(split, items, few-shot items, record id -> content hash, the sidecar's `data`: the split as
+    eval.py's data check reads it) of each split, before a model loads."""
     muse = args.suite == "muse"
     splits = muse_splits() if muse else tofu_splits(args.forget_split, args.holdout_split)
     data_dir = args.data_dir or (MUSE_DEMO_DATA if muse else DEMO_DATA)
@@ -335,7 +329,15 @@ def _found_splits(args, out_dir: Path) -> list[tuple[Split, Path, list, list, Pa
         icl, items = find_file(data_dir, split.icl), read_items(path, split.kind)
         if not items:
             raise RecordError(path, None, "no items: an empty split would be scored as nothing")
-        found.append((split, path, items, read_items(icl, "knowmem") if icl else [], icl))
+        shots = read_items(icl, "knowmem") if icl else []
+        shot_set = {"shots": shots} if shots else {}  # MUSE's few-shot examples: a change redoes all
+        expected = {f"{split.name}-{i}": content_hash({**item, **shot_set})
+                    for i, item in enumerate(items)}
+        data = {"path": os.path.abspath(path), "examples": len(items), "limit": args.limit,
+                "file_sha256": file_sha256(path), "digest": examples_digest(expected.items())}
+        if icl:  # MUSE knowmem's few-shot examples file: eval.py's data check reads it too
+            data["shots"] = {"path": os.path.abspath(icl), "file_sha256": file_sha256(icl)}
+        found.append((split, items, shots, expected, data))
     return found
 
 
@@ -345,6 +347,22 @@ def _found_splits(args, out_dir: Path) -> list[tuple[Split, Path, list, list, Pa
 def run(args: argparse.Namespace) -> int:
     out_dir = output_folder(args.out_dir, args.model_name, args.model)
     found = _found_splits(args, out_dir)
+    given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    settings = Settings(**given, generate=not args.no_generate)
+    score = f"python eval.py unlearning {args.suite} --pred-dir {out_dir}"
+    runs = [(split.name, split_request(args, settings, split, data), expected,
+             list(expected)[:args.limit]) for split, _, _, expected, data in found]
+    if not args.overwrite and nothing_to_do(runs, out_dir, args.model, score):
+        return 0
+    needed = {"token_stats": "per-token statistics"}
+    if args.gradnorm:
+        needed["gradients"] = "gradients (--gradnorm)"
+    lacking = [what for cap, what in needed.items() if cap not in MODELS[args.backend].capabilities]
+    if lacking:  # asked here, past the nothing-to-do exit: the backend's module imports torch
+        able = [name for name in MODELS.names() if set(needed) <= MODELS[name].capabilities]
+        raise ValueError(f"--backend {args.backend} cannot give {' or '.join(lacking)}, which "
+                         f"unlearning score records need; backends that can: "
+                         f"{', '.join(able) or 'none'}")
     try:
         model, reference = from_args(args), None
         if args.reference_model:  # the same backend and options, without the model's own adapter
@@ -354,13 +372,13 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, OSError, ValueError, KeyError) as err:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
-    given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
-    settings = Settings(**given, generate=not args.no_generate)
     start, failed = time.perf_counter(), 0
-    for split, path, items, shots, icl in found:  # each split's line: what a rerun redid
-        summary = run_split(model, split, path, items, shots, out_dir, settings, reference, icl)
+    for split, items, shots, expected, data in found:  # each split's line: what a rerun redid
+        sidecar = {"data": data, "request": split_request(args, settings, split, data)}
+        summary = run_split(model, split, items, shots, out_dir, settings, expected, sidecar,
+                            reference)
         print(f"{split.name}: {describe_run(summary)}")
         failed += summary["failed"]
     print(f"done: {args.suite} score records in {out_dir} ({time.perf_counter() - start:.1f} s); "
-          f"score with: python eval.py unlearning {args.suite} --pred-dir {out_dir}")
+          f"score with: {score}")
     return 0 if failed == 0 else 1
