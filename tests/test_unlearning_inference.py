@@ -4,6 +4,8 @@ import hashlib
 import json
 import math
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -182,15 +184,16 @@ def test_tofu_demo_run_records_and_resume(tmp_path, capsys):
     assert math.exp(sum(forget[0]["logprobs"]["answer"][0]["logprobs"][:-2])) > 0.5
     assert forget[0]["pred"] == forget[0]["answers"][0]
 
-    # Resume: a finished run is left as it is, and says so before any model loads (it loaded both before).
+    # Resume: a finished run is left as it is, and says so without importing torch (it loaded both models before).
     before = {p.name: p.read_bytes() for p in out.glob("*.jsonl")}
-    capsys.readouterr()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ur, "from_args", lambda *a: pytest.fail("a finished rerun loaded a model"))
-        assert inference.main(args) == 0
+    code = ("import sys, inference; rc = inference.main(sys.argv[1:]); "
+            "print(rc, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')))")
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True)
+    assert proc.stdout.splitlines()[-1] == "0 []", proc.stderr
     assert {p.name: p.read_bytes() for p in out.glob("*.jsonl")} == before
-    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tofu_")]
+    said = [line for line in proc.stdout.splitlines() if line.startswith("tofu_")]
     assert said == [f"{split}: 0 new, 3 already done (nothing to do: no model loaded)" for split in QA_KEYS]
+    capsys.readouterr()
     # A changed reference model: the splits its attack reads are redone, the others said done (each split says).
     config = json.loads((reference / "config.json").read_text())
     (reference / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
