@@ -42,8 +42,9 @@ def backend_help(backend: str) -> str:
 
 
 def backend_epilog(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
-    """backend_help of the backend `argv` names (--backend / --judge-backend NAME or =NAME, else
-    its default) when `argv` asks for --help of a parser that has the option; None otherwise."""
+    """backend_help of the backend `argv` names (--backend / --judge-backend NAME or =NAME) when
+    `argv` asks for --help of a parser that has the option; None otherwise. Not the default's:
+    its module may import torch, which would make every --help take seconds."""
     if not {"-h", "--help"} & set(argv):
         return None
     from Eval.models import MODELS
@@ -51,7 +52,7 @@ def backend_epilog(parser: argparse.ArgumentParser, argv: list[str]) -> str | No
     for dest in ("backend", "judge_backend"):
         if parser.get_default(dest):
             pre = argparse.ArgumentParser(add_help=False)
-            pre.add_argument("--" + dest.replace("_", "-"), default=parser.get_default(dest))
+            pre.add_argument("--" + dest.replace("_", "-"), default=None)
             name = getattr(pre.parse_known_args(argv)[0], dest)
             return backend_help(name) if name in MODELS else None
     return None

@@ -87,6 +87,17 @@ def test_backend_help_lists_that_backends_model_options(capsys, script, argv):
     assert "-M system_prompt=none" in text and "-M dtype=" not in text
 
 
+def test_help_imports_no_torch_and_the_default_backends_options_are_one_flag_away(capsys):
+    """`inference.py --help` listed the default (hf) backend's -M options, importing torch for them: 3.6 s."""
+    code = ("import sys, inference\ntry:\n    inference.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.splitlines()[-1] == "[]" and "`--backend NAME --help` lists its -M" in proc.stdout
+    with pytest.raises(SystemExit):
+        inference.main(["--backend", "hf", "--help"])
+    assert "-M options of the hf backend:\n  -M dtype=auto" in capsys.readouterr().out
+
+
 def test_a_bad_model_option_is_named_before_any_model_loads(tmp_path, capsys):
     argv = ["--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path)]
     assert inference.main([*argv, "-M", "dtpye=bfloat16"]) == 2
