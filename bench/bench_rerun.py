@@ -1,0 +1,62 @@
+"""Benchmark: a finished rerun of `python inference.py` and of `python inference.py unlearning tofu`, each a
+process as a user runs it: said from the files, before torch is imported or a model loads (Eval/inference/
+rerun.py), against the same rerun made to load its model (`-M threads=1` changes the request, not the records:
+the run loop then loads the model to find nothing to do, as every rerun did before).
+
+Usage:
+    python bench/bench_rerun.py            # the demo datasets and the TOFU demo splits
+    python bench/bench_rerun.py --quick    # custom_en's first 4; baseline: a process importing torch only
+
+The first runs, which make the records, run in this process and are not measured.
+"""
+import argparse
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import inference  # noqa: E402
+
+JOBS = {"main job": [], "unlearning tofu": ["unlearning", "tofu"]}
+QUICK = {"main job": ["--datasets", "custom_en", "--limit", "4"]}
+IMPORTS = ["-c", "import torch"]  # the least a rerun that loads a model costs
+
+
+def timed(argv: list[str]) -> tuple[float, str]:
+    """Seconds of `python ARGV` from the repository root, and what it printed."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"python {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
+    return time.perf_counter() - start, done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one small dataset, imports as baseline")
+    args = parser.parse_args()
+    jobs = QUICK if args.quick else JOBS
+    print(f"{'rerun of':16} {'baseline':>9} {'ours':>7} {'ratio':>7}  baseline")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, command in jobs.items():
+            argv = ["inference.py", *command, "--out-dir", tmp]
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                assert inference.main(argv[1:]) == 0  # the records, made once
+            ours, said = timed(argv)
+            if "nothing to do: no model loaded" not in said:
+                raise SystemExit(f"{label}: the rerun had work to do:\n{said[-1000:]}")
+            base, what = (timed(IMPORTS)[0], "importing torch") if args.quick else \
+                (timed([*argv, "-M", "threads=1"])[0], "the model loaded")
+            print(f"{label:16} {base:8.2f}s {ours:6.2f}s {base / ours:6.1f}x  {what}")
+
+
+if __name__ == "__main__":
+    main()
