@@ -199,7 +199,8 @@ def test_tofu_demo_run_records_and_resume(tmp_path, capsys):
     (reference / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
     assert inference.main(args) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tofu_")]
-    changed = "0 new, 3 made by another model (redone: the model's files or settings changed: config.json), 0 already done"
+    changed = ("0 new, 3 made by another model (redone: the model's files or settings changed: config.json), "
+               "0 already done")
     assert said == [f"{split}: {changed if split in ('tofu_forget', 'tofu_holdout') else '0 new, 3 already done'}"
                     for split in QA_KEYS]
     retain = out / "tofu_retain.jsonl"
