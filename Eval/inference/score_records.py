@@ -330,7 +330,7 @@ def _found_splits(args, out_dir: Path) -> list[tuple[Split, list, list, dict, di
         if not items:
             raise RecordError(path, None, "no items: an empty split would be scored as nothing")
         shots = read_items(icl, "knowmem") if icl else []
-        shot_set = {"shots": shots} if shots else {}  # MUSE's few-shot examples: in every item's hash
+        shot_set = {"shots": shots} if shots else {}  # MUSE's few-shot items: in each item's hash
         expected = {f"{split.name}-{i}": content_hash({**item, **shot_set})
                     for i, item in enumerate(items)}
         data = {"path": os.path.abspath(path), "examples": len(items), "limit": args.limit,
