@@ -114,10 +114,10 @@ def run_job(job: Job, plan: Callable[[list[str], dict[str, dict]], list[list[str
         stopped = stats.pop("stopped", None)  # stopped by the budget: left unmerged
         merged = job.merge and not stopped and merge_predictions(
             job.path, list(job.expected), job.required, job.expected, job.model_sha256) or {}
-        elapsed = time.perf_counter() - started  # the rate from it: 0.001 s rounds to none
+        elapsed = time.perf_counter() - started
         seconds = round(elapsed, 2)
         if "gen_tokens" in stats:  # a generating job: its tokens per second in this invocation
-            stats["tokens_per_s"] = tokens_per_s(stats["gen_tokens"], elapsed)
+            stats["tokens_per_s"] = tokens_per_s(stats["gen_tokens"], seconds or elapsed)
         if stopped:
             budget = {"max_total_tokens": job.budget.limit, "spent": job.budget.spent}
             stats.update(stopped=stopped, token_budget=budget)
