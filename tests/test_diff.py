@@ -82,7 +82,7 @@ def _write(folder, name, rows):
     (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys):
+def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys, monkeypatch):
     _write(tmp_path / "pred" / "a", "trec", A)
     _write(tmp_path / "pred" / "a", "custom_en", [{"id": "c", "pred": "x", "answers": ["x"]}])
     _write(tmp_path / "pred" / "b", "trec", B)
@@ -96,6 +96,11 @@ def test_cli_writes_the_contract_file_beside_b(tmp_path, capsys):
     assert set(doc["datasets"]["trec"]) >= {"paired", "unmatched", "metrics", "buckets", "samples", "regressions"}
     assert set(doc["datasets"]["trec"]["metrics"]["classification"]) == {"n", "mean_a", "mean_b", "diff", "ci95",
                                                                          "mcnemar"}
+    # Two model names, as --model takes them: the folders under pred/ (a folder of that name would win).
+    written = (tmp_path / "pred" / "diff_a_vs_b.json").read_bytes()
+    (tmp_path / "pred" / "diff_a_vs_b.json").unlink()
+    monkeypatch.chdir(tmp_path)
+    assert eval_cli.main(["diff", "a", "b"]) == 0 and (tmp_path / "pred" / "diff_a_vs_b.json").read_bytes() == written
 
 
 def test_a_diff_of_some_datasets_keeps_the_others_saved_comparisons(tmp_path):

@@ -19,6 +19,7 @@ from Eval.models.base import BaseLLM
 from Eval.names import dataset_name_set
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
+from Eval.scoring.folders import prediction_folder
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
                                 add_judge_model_arguments, counts_text, merge_results,
                                 pairwise_swaps, prediction, print_failed, rates, record_fields,
@@ -150,8 +151,10 @@ def summary(r: dict) -> str:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("dir_a", type=Path, metavar="DIR_A", help="the first prediction folder")
-    parser.add_argument("dir_b", type=Path, metavar="DIR_B", help="the second prediction folder")
+    parser.add_argument("dir_a", type=prediction_folder, metavar="DIR_A",
+                        help="the first prediction folder, or a model under pred/")
+    parser.add_argument("dir_b", type=prediction_folder, metavar="DIR_B",
+                        help="the second prediction folder, or a model under pred/")
     add_judge_model_arguments(parser)
     parser.add_argument("--datasets", type=dataset_name_set, default=None,
                         help="comma-separated datasets both hold (default: all shared)")

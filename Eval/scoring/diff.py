@@ -17,7 +17,7 @@ from Eval.names import dataset_name_set
 from Eval.records import RecordError
 from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
-from Eval.scoring.folders import chosen_task, prediction_files
+from Eval.scoring.folders import chosen_task, prediction_files, prediction_folder
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.provenance import (check_prediction_file, file_sha256, folder_name,
                                       not_the_models)
@@ -220,9 +220,10 @@ def _dataset_lines(name: str, d: dict, a: str, b: str) -> list[str]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("dir_a", type=Path, metavar="DIR_A",
-                        help="the first prediction folder (the baseline)")
-    parser.add_argument("dir_b", type=Path, metavar="DIR_B", help="the second prediction folder")
+    parser.add_argument("dir_a", type=prediction_folder, metavar="DIR_A",
+                        help="the first prediction folder (the baseline), or a model under pred/")
+    parser.add_argument("dir_b", type=prediction_folder, metavar="DIR_B",
+                        help="the second prediction folder, or a model under pred/")
     parser.add_argument("--datasets", type=dataset_name_set, default=None,
                         help="comma-separated datasets to compare (default: every dataset both "
                              "hold)")

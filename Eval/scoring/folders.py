@@ -43,6 +43,13 @@ def add_folder_arguments(p) -> None:
                         "results stay as they are")
 
 
+def prediction_folder(text: str) -> Path:
+    """argparse type of diff's and compare's folders: a folder, else pred/TEXT, the folder --model
+    names (`eval.py diff tiny-qwen2 tq-brief`)."""
+    path = Path(text)
+    return path if path.is_dir() or not Path("pred", text).is_dir() else Path("pred", text)
+
+
 def prediction_files(folder: Path) -> list[Path]:
     """*.jsonl less TOFU / MUSE score records and dry-run prompts; BERGEN's out files."""
     return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f)) + out_files(folder)
