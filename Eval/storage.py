@@ -60,10 +60,25 @@ def read_regular_bytes(path: StrPath) -> bytes:
         return f.read()
 
 
+@contextlib.contextmanager
+def _flocked(f):
+    """An exclusive flock on open file `f` while a block runs; none without fcntl."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def _fsync_write(path: Path, data: bytes, mode: str = "wb") -> None:
     """Write and fsync; an OSError names the file (a full disk fails the write, not the open)."""
     try:
-        with open(path, mode) as f:
+        with open(path, mode) as f, _flocked(f) if "a" in mode else contextlib.nullcontext():
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -125,18 +140,23 @@ def write_jsonl_atomic(path: StrPath, rows: Iterable[dict]) -> None:
 
 
 def append_lines(path: StrPath, lines: list[str]) -> None:
-    """Append complete lines (each ending in a newline) and fsync: a crash loses at most these."""
+    """Append complete lines (each ending in a newline) and fsync, under the file's flock: a crash
+    loses at most these, and read_complete_lines' repair never cuts them while in flight."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     _fsync_write(Path(path), "".join(lines).encode("utf-8"), "ab")
 
 
 def read_complete_lines(path: StrPath, repair: bool) -> tuple[list[tuple[int, bytes]], bool]:
     """(line number, bytes) of every complete line, and whether a torn last line (no newline: a
-    crash mid-write) was there; with `repair` (the file this process appends to) it is cut off."""
+    crash mid-write) was there; with `repair` (the file this process appends to) it is cut off,
+    under the file's flock: a line another process is appending (judges sharing a verdict cache)
+    is not torn but in flight, and is read whole once its append ends."""
     raw = Path(path).read_bytes()
     end = raw.rfind(b"\n") + 1
     if repair and end < len(raw):
-        with open(path, "r+b") as f:
+        with open(path, "r+b") as f, _flocked(f):
+            raw = f.read()
+            end = raw.rfind(b"\n") + 1
             f.truncate(end)
     return list(enumerate(raw[:end].split(b"\n")[:-1], 1)), end < len(raw)
 

@@ -251,6 +251,29 @@ def test_torn_cache_line_is_cut_off_and_a_broken_line_names_file_and_line(folder
         judge_folder(*args)
 
 
+def test_a_verdict_another_judge_is_appending_is_waited_for_not_cut(tmp_path):
+    """Two judges on one folder share its cache: one starting while the other appended read the half-written line
+    as torn and cut it off; the rest of that append then landed after the cut (a broken line: every run refused)."""
+    import fcntl
+    import threading
+
+    cache, notes, read = tmp_path / "cache.jsonl", [], {}
+    line = (json.dumps({"key": "k", "score": 1.0, "raw": "Yes", "answer": "Yes"}) + "\n").encode()
+    with open(cache, "ab") as appending:
+        fcntl.flock(appending.fileno(), fcntl.LOCK_EX)  # another judge's append_lines, half its line written
+        appending.write(line[:20])
+        appending.flush()
+        reader = threading.Thread(target=lambda: read.update(cache=VerdictCache(cache, say=notes.append)))
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive() and cache.read_bytes() == line[:20]  # waiting for it; nothing cut
+        appending.write(line[20:])
+        appending.flush()
+        fcntl.flock(appending.fileno(), fcntl.LOCK_UN)
+    reader.join(10)
+    assert list(read["cache"].entries) == ["k"] and cache.read_bytes() == line and notes == []
+
+
 def sha256(path):  # the 16-hex file hash every result file records (Eval/scoring/provenance.py)
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
