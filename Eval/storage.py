@@ -1,6 +1,7 @@
 """Bytes on disk: data is read from regular files only (a FIFO would block forever); files are
 written to NAME.tmp and renamed; a set of files that must agree is committed through a journal the
-next `recover()` rolls forward; JSONL lines are appended whole and fsynced; one writer per file.
+next `recover()` rolls forward; JSONL lines are appended whole, fsynced, under the file's flock;
+one writer per output file.
 
 Usage:
     data = read_regular_bytes(path)              # StorageError for a FIFO, folder, broken link
