@@ -69,7 +69,11 @@ def _flocked(f):
     except ImportError:
         yield
         return
-    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    except OSError:  # a file system without locks (some network mounts): unlocked, as before
+        yield
+        return
     try:
         yield
     finally:

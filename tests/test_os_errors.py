@@ -96,3 +96,18 @@ def test_an_out_dir_under_a_file_is_one_line_naming_it(tmp_path, capsys):
             f"error: {tmp_path}/notes.txt/pred/tiny-qwen2: a part of this path is a file, not a folder: choose another "
             "path (--out-dir, --pred-root)")
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_file_system_without_locks_still_gets_its_records(tmp_path, monkeypatch):
+    """Appends hold the file's flock (a repair never cuts one in flight); where the file system has no locks (some
+    network mounts: ENOLCK), records are appended unlocked, as before, not refused."""
+    import fcntl
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    storage.append_lines(tmp_path / "a.jsonl", ['{"id": 1}\n'])
+    (tmp_path / "a.jsonl").write_bytes(b'{"id": 1}\n{"id')  # a torn line, cut all the same
+    assert storage.read_complete_lines(tmp_path / "a.jsonl", repair=True) == ([(1, b'{"id": 1}')], True)
+    assert (tmp_path / "a.jsonl").read_bytes() == b'{"id": 1}\n'
