@@ -2,6 +2,7 @@
 cached. A checkpoint changed in place is run again; a copied or renamed one is not. Each edit below resumed
 silently before (only the first shard's first MiB was hashed, and config, tokenizer and adapter not at all)."""
 import json
+import os
 import shutil
 
 import pytest
@@ -97,11 +98,14 @@ def test_a_copied_or_renamed_checkpoint_redoes_nothing(sharded, tmp_path, capsys
     shutil.copytree(sharded, copy)
     assert run(copy, out, capsys).startswith("custom_en: 2 new")
     renamed = tmp_path / "renamed"
-    copy.rename(renamed)
-    line = run(renamed, out, capsys)  # the model loaded to find nothing new: its rate is 0, as the done line's
-    assert "0 new, 2 already done" in line and line.endswith("0 generated tokens, 0 cut, 0.0 s, 0.0 gen tok/s")
+    copy.rename(renamed)  # a checkpoint is its files: moved, copied, linked or named relatively, nothing to do
+    assert run(renamed, out, capsys) == "custom_en: 0 new, 2 already done (nothing to do: no model loaded)"
     shutil.copytree(renamed, tmp_path / "again")
-    assert "0 new, 2 already done" in run(tmp_path / "again", out, capsys)
+    (tmp_path / "link").symlink_to(tmp_path / "again", target_is_directory=True)
+    for model in (os.path.relpath(tmp_path / "again"), tmp_path / "link"):  # from the project folder
+        assert run(model, out, capsys) == "custom_en: 0 new, 2 already done (nothing to do: no model loaded)"
+    line = run(tmp_path / "link", out, capsys, "-M", "threads=1")  # another request: the model loads, finds nothing
+    assert "0 new, 2 already done" in line and line.endswith("0 generated tokens, 0 cut, 0.0 s, 0.0 gen tok/s")
 
 
 def test_another_checkpoint_with_the_same_folder_name_is_refused_not_replaced(tmp_path, capsys):

@@ -24,13 +24,14 @@ from Eval.storage import write_json_atomic
 def model_request(args) -> dict:
     """--model, --backend and -M as a sidecar keeps them. -M values may hold secrets (a key inside
     base_url): they are kept as a hash, URLs redacted (a hash of a key could be checked against
-    guesses). `files`: the hash of each file they name, so a changed checkpoint is asked anew."""
+    guesses). `files`: the hash of each file they name, so a changed checkpoint is asked anew; a
+    local checkpoint is its files, not its path (moved, linked or named relatively: the same)."""
     pairs = [tuple(pair.partition("=")[::2]) for pair in sorted(args.model_args)]
     if any("://" in value for _, value in pairs):
         from Eval.models.api_http import redact_url
         pairs = [(key, redact_url(value) if "://" in value else value) for key, value in pairs]
     named = [args.model, *(pair.partition("=")[2] for pair in args.model_args)]
-    return {"model": args.model, "backend": args.backend,
+    return {"model": None if os.path.exists(args.model) else args.model, "backend": args.backend,
             "model_args_sha256": hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16],
             "files": [folder_identity(p).get("sha256") for p in named if p and os.path.exists(p)]}
 
