@@ -111,9 +111,20 @@ def test_a_metric_argument_no_metric_takes_is_an_error_with_or_without_metrics(d
     assert not (demo / "result.json").exists()
 
 
-def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys):
+def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys, monkeypatch):
     assert eval_cli.main(["--pred-dir", str(tmp_path / "nope")]) == 2
     assert "no such folder" in capsys.readouterr().err
+    # A mistyped model name says which model folder it may mean (it said only "no such folder").
+    for name in ("tiny-qwen2", "tq-brief"):
+        (tmp_path / "pred" / name).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--model", "tiny-qwen"], ["explain", "custom_en:#1", "--model", "tiny"]):
+        assert eval_cli.main(argv) == 2
+        assert capsys.readouterr().err.endswith("no such model folder; did you mean tiny-qwen2?\n")
+    assert eval_cli.main(["--model", "xyz"]) == 2
+    assert "pred/xyz: no such model folder; its model folders: tiny-qwen2, tq-brief" in capsys.readouterr().err
+    assert eval_cli.main(["diff", "tiny", "tq-brief"]) == 2
+    assert "tiny: no such folder, nor is pred/tiny: did you mean tiny-qwen2?" in capsys.readouterr().err
 
 
 def test_datasets_over_a_root_score_the_folders_that_hold_them(tmp_path, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import os
 import sys
 import time
@@ -50,6 +51,15 @@ def prediction_folder(text: str) -> Path:
     return path if path.is_dir() or not Path("pred", text).is_dir() else Path("pred", text)
 
 
+def model_folder_hint(pred_root: Path, name: str) -> str:
+    """The model folders of `pred_root` a name that is none of them may mean."""
+    known = sorted(d.name for d in pred_root.iterdir() if d.is_dir() and d.name[0] != ".") \
+        if pred_root.is_dir() else []
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    return f"did you mean {' or '.join(close)}?" if close else \
+        f"its model folders: {', '.join(known) or 'none'}"
+
+
 def prediction_files(folder: Path) -> list[Path]:
     """*.jsonl less TOFU / MUSE score records and dry-run prompts; BERGEN's out files."""
     return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f)) + out_files(folder)
@@ -61,6 +71,9 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
     if pred_dir is not None:
         return [pred_dir], False
     if model is not None:
+        if not (pred_root / model).is_dir():
+            raise FileNotFoundError(f"{pred_root / model}: no such model folder; "
+                                    f"{model_folder_hint(pred_root, model)}")
         return [pred_root / model], False
     if not pred_root.is_dir():
         raise FileNotFoundError(f"{pred_root}: no such folder; run inference.py first or pass "
