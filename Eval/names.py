@@ -1,5 +1,6 @@
 """Names that become file names (a dataset, a model folder, a rubric): `check_name` refuses one
-that would reach outside its folder (a separator, `..`), naming where it came from.
+that would reach outside its folder (a separator, `..`), naming where it came from; the names a
+mistyped one may mean.
 
 Usage:
     out = out_dir / check_name(args.model_name, "--model-name")  # ValueError: --model-name '../x'
@@ -7,6 +8,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 from pathlib import Path
 
@@ -83,3 +85,16 @@ def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out-dir {out_dir}: is a file, not a folder")
     return out_dir / name
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """'; did you mean A or B?' of the known names closest to `name` (a typo), else ''."""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def model_folder_hint(pred_root: Path, name: str) -> str:
+    """did_you_mean of the model folders of `pred_root`, else '; its model folders: ...'."""
+    known = sorted(d.name for d in pred_root.iterdir() if d.is_dir() and d.name[0] != ".") \
+        if pred_root.is_dir() else []
+    return did_you_mean(name, known) or f"; its model folders: {', '.join(known) or 'none'}"

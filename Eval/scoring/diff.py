@@ -13,12 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 from Eval.commands import eval_command
-from Eval.names import dataset_name_set
+from Eval.names import dataset_name_set, model_folder_hint
 from Eval.records import RecordError
 from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
-from Eval.scoring.folders import (chosen_task, model_folder_hint, prediction_files,
-                                  prediction_folder)
+from Eval.scoring.folders import chosen_task, prediction_files, prediction_folder
 from Eval.scoring.intervals import is_binary, mcnemar_exact, paired_difference_interval
 from Eval.scoring.provenance import (check_prediction_file, file_sha256, folder_name,
                                       not_the_models)
@@ -160,7 +159,7 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
         if not folder.is_dir():  # a bare name is a model folder of pred/ too (prediction_folder)
             hint = model_folder_hint(Path("pred"), str(folder))
             raise RecordError(folder, None, "no such folder" + (
-                f", nor is pred/{folder}: {hint}" if len(folder.parts) == 1 else ""))
+                f", nor is pred/{folder}{hint}" if len(folder.parts) == 1 else ""))
     files_a, files_b = ({dataset_of(f): f for f in prediction_files(folder)
                          if only is None or dataset_of(f) in only} for folder in (dir_a, dir_b))
     for name in sorted(only or ()):

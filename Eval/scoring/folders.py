@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import os
 import sys
 import time
 from pathlib import Path
 
 from Eval.metrics import METRICS
-from Eval.names import dataset_name_set, model_folder, name_problem
+from Eval.names import (dataset_name_set, did_you_mean, model_folder, model_folder_hint,
+                         name_problem)
 from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file, sidecar_path
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
@@ -51,15 +51,6 @@ def prediction_folder(text: str) -> Path:
     return path if path.is_dir() or not Path("pred", text).is_dir() else Path("pred", text)
 
 
-def model_folder_hint(pred_root: Path, name: str) -> str:
-    """The model folders of `pred_root` a name that is none of them may mean."""
-    known = sorted(d.name for d in pred_root.iterdir() if d.is_dir() and d.name[0] != ".") \
-        if pred_root.is_dir() else []
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    return f"did you mean {' or '.join(close)}?" if close else \
-        f"its model folders: {', '.join(known) or 'none'}"
-
-
 def prediction_files(folder: Path) -> list[Path]:
     """*.jsonl less TOFU / MUSE score records and dry-run prompts; BERGEN's out files."""
     return sorted(f for f in folder.glob("*.jsonl") if is_prediction_file(f)) + out_files(folder)
@@ -72,7 +63,7 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
         return [pred_dir], False
     if model is not None:
         if not (pred_root / model).is_dir():
-            raise FileNotFoundError(f"{pred_root / model}: no such model folder; "
+            raise FileNotFoundError(f"{pred_root / model}: no such model folder"
                                     f"{model_folder_hint(pred_root, model)}")
         return [pred_root / model], False
     if not pred_root.is_dir():
@@ -140,10 +131,11 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
         notes.append(f"{pred_dir}: TOFU / MUSE score records left to "
                      "`python eval.py unlearning ...`")
     if only is not None:
+        held = [dataset_of(f) for f in files]
         files = [f for f in files if dataset_of(f) in only]
-        missing = sorted(only - {dataset_of(f) for f in files})
         (notes if missing_ok else problems).extend(
-            f"{pred_dir}: no prediction file {name}.jsonl" for name in missing)
+            f"{pred_dir}: no prediction file {name}.jsonl{did_you_mean(name, held)}"
+            for name in sorted(only - set(held)))
     elif not files:
         problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
     names = [dataset_of(f) for f in files]
