@@ -16,6 +16,7 @@ from Eval.models.base import BaseLLM
 from Eval.models.gguf import gguf_parts
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
+from Eval.names import did_you_mean
 from Eval.storage import read_json_object
 
 
@@ -64,8 +65,11 @@ def checked_checkpoint(path: str, flag: str = "model") -> str:
     "-M peft") or a hub name: org/name where org/ is no local folder, not a typo'd local path."""
     if not Path(path).exists() and (path.startswith((".", "/", "~")) or path.count("/") != 1
                                     or Path(path.split("/")[0]).is_dir()):
-        raise FileNotFoundError(f"{flag} {path!r}: no such file or folder (and not a hub name, "
-                                "org/name with no local folder org/)")
+        parent = Path(path).parent  # a typo: the names beside it it may mean
+        near = did_you_mean(Path(path).name, [p.name for p in parent.iterdir()]
+                            if parent.is_dir() else [])
+        raise FileNotFoundError(f"{flag} {path!r}: no such file or folder{near} (and not a hub "
+                                "name, org/name with no local folder org/)")
     if flag == "model" and gguf_parts(path) is None and Path(path).exists() and \
             not (Path(path) / "config.json").is_file():
         hint, (adapter, _) = "", read_json_object(Path(path) / "adapter_config.json")
