@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one small dataset, imports as baseline")
     args = parser.parse_args()
     jobs = QUICK if args.quick else JOBS
+    os.chdir(ROOT)  # the runs' relative defaults (dataset/, prompts/), whatever folder this started in
     print(f"{'rerun of':16} {'baseline':>9} {'ours':>7} {'ratio':>7}  baseline")
     with tempfile.TemporaryDirectory() as tmp:
         for label, command in jobs.items():
