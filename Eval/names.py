@@ -8,11 +8,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 from pathlib import Path
 
 from Eval.args import name_list
+from Eval.registry import did_you_mean
 
 MAX_NAME = 200  # well under every file system's 255-byte limit, leaving room for suffixes we add
 
@@ -87,14 +87,8 @@ def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
     return out_dir / name
 
 
-def did_you_mean(name: str, known: list[str]) -> str:
-    """'; did you mean A or B?' of the known names closest to `name` (a typo), else ''."""
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    return f"; did you mean {' or '.join(close)}?" if close else ""
-
-
 def model_folder_hint(pred_root: Path, name: str) -> str:
-    """did_you_mean of the model folders of `pred_root`, else '; its model folders: ...'."""
+    """did_you_mean of the model folders of `pred_root`, else ' Its model folders: ...'."""
     known = sorted(d.name for d in pred_root.iterdir() if d.is_dir() and d.name[0] != ".") \
         if pred_root.is_dir() else []
-    return did_you_mean(name, known) or f"; its model folders: {', '.join(known) or 'none'}"
+    return did_you_mean(name, known) or f" Its model folders: {', '.join(known) or 'none'}."

@@ -77,9 +77,8 @@ class Registry(Mapping):
 
     def unknown(self, name: object) -> str:
         known = self.names()
-        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.5)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        text = f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(known) or 'none'}."
+        text = f"unknown {self.kind} {name!r}.{did_you_mean(name, known)} Known: " \
+               f"{', '.join(known) or 'none'}."
         return text + (f" {self.hint}" if self.hint else "")
 
     def __contains__(self, name: object) -> bool:
@@ -106,3 +105,9 @@ def _marked_names(module: str, marker: str) -> list[tuple[str, str]]:
                                   if k.arg == "help" and isinstance(k.value, ast.Constant)), "")
                 names.append((decorator.args[0].value, help_text))
     return names
+
+
+def did_you_mean(name: object, known: list[str], cutoff: float = 0.5) -> str:
+    """' Did you mean: A, B?' of the known names closest to a mistyped `name`, else ''."""
+    close = difflib.get_close_matches(str(name), known, n=3, cutoff=cutoff)
+    return f" Did you mean: {', '.join(close)}?" if close else ""

@@ -121,13 +121,13 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys, 
     monkeypatch.chdir(tmp_path)
     for argv in (["--model", "tiny-qwen"], ["explain", "custom_en:#1", "--model", "tiny"]):
         assert eval_cli.main(argv) == 2
-        assert capsys.readouterr().err.endswith("no such model folder; did you mean tiny-qwen2?\n")
+        assert capsys.readouterr().err.endswith("no such model folder. Did you mean: tiny-qwen2?\n")
     assert eval_cli.main(["--model", "xyz"]) == 2
-    assert "pred/xyz: no such model folder; its model folders: tiny-qwen2, tq-brief" in capsys.readouterr().err
+    assert "pred/xyz: no such model folder. Its model folders: tiny-qwen2, tq-brief." in capsys.readouterr().err
     assert eval_cli.main(["diff", "tiny", "tq-brief"]) == 2
-    assert "tiny: no such folder, nor is pred/tiny; did you mean tiny-qwen2?" in capsys.readouterr().err
+    assert "tiny: no such folder, nor is pred/tiny. Did you mean: tiny-qwen2?" in capsys.readouterr().err
     assert eval_cli.main(["--model", "tiny-qwen2", "--datasets", "custom_em"]) == 2  # a dataset's name too
-    assert "pred/tiny-qwen2: no prediction file custom_em.jsonl; did you mean custom_en?" in capsys.readouterr().err
+    assert "pred/tiny-qwen2: no prediction file custom_em.jsonl. Did you mean: custom_en?" in capsys.readouterr().err
 
 
 def test_datasets_over_a_root_score_the_folders_that_hold_them(tmp_path, capsys):

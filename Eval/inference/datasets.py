@@ -6,7 +6,6 @@ Usage:
 """
 
 import dataclasses
-import difflib
 import math
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from Eval.inference.nested_choices import nested_choice_records
 from Eval.inference.templates import (KINDS, ChosenTemplate, PromptConfig, check_template,
                                       fill_template, resolve_template, value_problem)
 from Eval.names import check_name
+from Eval.registry import did_you_mean
 from Eval.records import (RecordError, content_hash, examples_digest, file_sha256,
                           iter_json_objects)
 from Eval.storage import regular_file_problem
@@ -193,10 +193,9 @@ def _dataset_path(name: str, dataset_dir: Path) -> Path:
                                           f"one, so that {name!r} names one dataset")
     if not found:
         known = dataset_names(dataset_dir)
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise FileNotFoundError(f"unknown dataset {name!r}: no file {stem}.jsonl or "
-                                f"{stem}.json.{hint} Available: {', '.join(known) or 'none'}")
+        raise FileNotFoundError(f"unknown dataset {name!r}: no file {stem}.jsonl or {stem}.json."
+                                f"{did_you_mean(name, known, 0.6)} Available: "
+                                f"{', '.join(known) or 'none'}")
     problem = regular_file_problem(found[0])
     if problem:
         raise RecordError(found[0], None, problem)

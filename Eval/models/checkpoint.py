@@ -16,7 +16,7 @@ from Eval.models.base import BaseLLM
 from Eval.models.gguf import gguf_parts
 from Eval.models.identity import folder_identity, shown_path, template_sha256
 from Eval.models.options import AdapterOptions, option
-from Eval.names import did_you_mean
+from Eval.registry import did_you_mean
 from Eval.storage import read_json_object
 
 
@@ -68,8 +68,9 @@ def checked_checkpoint(path: str, flag: str = "model") -> str:
         parent = Path(path).parent  # a typo: the names beside it it may mean
         near = did_you_mean(Path(path).name, [p.name for p in parent.iterdir()]
                             if parent.is_dir() else [])
-        raise FileNotFoundError(f"{flag} {path!r}: no such file or folder{near} (and not a hub "
-                                "name, org/name with no local folder org/)")
+        said = f"{flag} {path!r}: no such file or folder (and not a hub name, org/name with no " \
+               "local folder org/)"
+        raise FileNotFoundError(said + (f".{near}" if near else ""))
     if flag == "model" and gguf_parts(path) is None and Path(path).exists() and \
             not (Path(path) / "config.json").is_file():
         hint, (adapter, _) = "", read_json_object(Path(path) / "adapter_config.json")

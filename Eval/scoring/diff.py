@@ -159,7 +159,7 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
         if not folder.is_dir():  # a bare name is a model folder of pred/ too (prediction_folder)
             hint = model_folder_hint(Path("pred"), str(folder))
             raise RecordError(folder, None, "no such folder" + (
-                f", nor is pred/{folder}{hint}" if len(folder.parts) == 1 else ""))
+                f", nor is pred/{folder}.{hint}" if len(folder.parts) == 1 else ""))
     files_a, files_b = ({dataset_of(f): f for f in prediction_files(folder)
                          if only is None or dataset_of(f) in only} for folder in (dir_a, dir_b))
     for name in sorted(only or ()):

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from Eval.metrics import METRICS
-from Eval.names import (dataset_name_set, did_you_mean, model_folder, model_folder_hint,
-                         name_problem)
+from Eval.names import dataset_name_set, model_folder, model_folder_hint, name_problem
 from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file, sidecar_path
+from Eval.registry import did_you_mean
 from Eval.scoring.bergen import bergen_task, dataset_of, experiment_config, out_files
 from Eval.scoring.bergen import read_predictions, split_of
 from Eval.scoring.breakdowns import BREAKDOWNS, with_v2_variants
@@ -63,7 +63,7 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
         return [pred_dir], False
     if model is not None:
         if not (pred_root / model).is_dir():
-            raise FileNotFoundError(f"{pred_root / model}: no such model folder"
+            raise FileNotFoundError(f"{pred_root / model}: no such model folder."
                                     f"{model_folder_hint(pred_root, model)}")
         return [pred_root / model], False
     if not pred_root.is_dir():
@@ -133,9 +133,10 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
     if only is not None:
         held = [dataset_of(f) for f in files]
         files = [f for f in files if dataset_of(f) in only]
-        (notes if missing_ok else problems).extend(
-            f"{pred_dir}: no prediction file {name}.jsonl{did_you_mean(name, held)}"
-            for name in sorted(only - set(held)))
+        for name in sorted(only - set(held)):
+            hint = did_you_mean(name, held)
+            (notes if missing_ok else problems).append(
+                f"{pred_dir}: no prediction file {name}.jsonl" + (f".{hint}" if hint else ""))
     elif not files:
         problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
     names = [dataset_of(f) for f in files]
