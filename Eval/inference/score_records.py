@@ -182,12 +182,11 @@ def _ground_truth(model, prompt: Prompt, answer: str, append_eos: bool,
     return (full[len(text):] if full.startswith(text) else full.replace(text, "")).strip()
 
 
-def split_request(args, settings: Settings, split: Split, data: dict) -> dict:
-    """What a split's run asks: asked again of unchanged files, no model loads (rerun.py)."""
+def asked_of(args, settings: Settings) -> dict:
+    """What every split is asked (each adds itself and its data): rerun.py compares it."""
     reference = args.reference_model and folder_identity(args.reference_model, hub=True)
-    return {**model_request(args), "split": asdict(split), "data": data,
-            "reference_model": [args.reference_model, reference and reference.get("sha256")],
-            "settings": {**asdict(settings), "overwrite": False}}
+    return {**model_request(args), "settings": {**asdict(settings), "overwrite": False},
+            "reference_model": [args.reference_model, reference and reference.get("sha256")]}
 
 
 def run_split(model, split: Split, items: list[dict], shots: list[dict], out_dir: Path,
@@ -350,7 +349,8 @@ def run(args: argparse.Namespace) -> int:
     given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
     settings = Settings(**given, generate=not args.no_generate)
     score = f"python eval.py unlearning {args.suite} --pred-dir {out_dir}"
-    runs = [(split.name, split_request(args, settings, split, data), expected,
+    asked = asked_of(args, settings)
+    runs = [(split.name, {**asked, "split": asdict(split), "data": data}, expected,
              list(expected)[:args.limit]) for split, _, _, expected, data in found]
     if not args.overwrite and nothing_to_do(runs, out_dir, args.model, score):
         return 0
@@ -373,8 +373,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: could not load model: {one_line(err)}", file=sys.stderr)
         return 2
     start, failed = time.perf_counter(), 0
+    asked = asked_of(args, settings)  # again: a hub reference's snapshot the load may have fetched
     for split, items, shots, expected, data in found:  # each split's line: what a rerun redid
-        sidecar = {"data": data, "request": split_request(args, settings, split, data)}
+        sidecar = {"data": data, "request": {**asked, "split": asdict(split), "data": data}}
         summary = run_split(model, split, items, shots, out_dir, settings, expected, sidecar,
                             reference)
         print(f"{split.name}: {describe_run(summary)}")
