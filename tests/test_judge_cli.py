@@ -50,6 +50,7 @@ def test_a_judge_prompt_cut_to_another_length_is_asked_again(tmp_path, capsys):
              "--rubric", "graded"]
     results = []
     for extra in ([], ["--judge-max-length", "40"], ["--judge-max-length", "40"]):
+        (root / "a" / "judge_result.json").unlink(missing_ok=True)  # each run asks: the cache answers
         assert eval_cli.main([*judge, *extra]) == 0
         results.append(json.loads((root / "a" / "judge_result.json").read_text())["custom_en"])
     (full, first, again), _ = results, capsys.readouterr()
@@ -139,3 +140,64 @@ def test_the_judge_prompt_is_cut_to_the_judges_window_by_default(tmp_path):
     judge_folder(tmp_path / "a", [("custom_en", records)], SmallWindow(lambda p: "Yes"),
                  load_rubric("binary", PROMPTS), "text", None)
     assert len(seen) == len(records) and all(p.n_tokens <= 120 and p.truncated_tokens for p in seen)
+
+
+def test_a_judge_rerun_with_its_results_in_loads_no_model_until_something_changed(tmp_path, capsys, monkeypatch):
+    """A rerun of `eval.py judge` (or compare) whose verdicts were all in loaded the judge (torch, the weights) to
+    read them back from the cache; it now says so per dataset before any model loads, and what a rerun asks anew
+    (a changed prediction, judge file, budget, seed; a failed verdict; a deleted per-record file) still loads it."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from Eval.scoring import judge as judge_module
+
+    loads = []
+    monkeypatch.setattr(judge_module, "load_judge_model",
+                        lambda args, load=judge_module.load_judge_model: loads.append(args.judge) or load(args))
+    root, checkpoint = tmp_path / "pred", tmp_path / "judge-model"
+    shutil.copytree("demo/tiny-qwen2", checkpoint)  # the judge's files, under another path
+    for name, backend in (("a", "echo"), ("b", "echo")):
+        assert inference.main(["--backend", backend, "--model-name", name, "--datasets", "custom_en,demo_trec",
+                               "--limit", "3", "--out-dir", str(root)]) == 0
+    judge = ["judge", "--pred-dir", str(root / "a"), "--judge", "demo/tiny-qwen2", "--judge-mode", "logits",
+             "--rubric", "graded"]
+    result = root / "a" / "judge_result.json"
+
+    def run(argv, loaded):
+        loads.clear()
+        capsys.readouterr()
+        assert eval_cli.main(argv) == 0 and len(loads) == loaded, argv
+        return capsys.readouterr().out
+
+    first = run(judge, 1)
+    saved = result.read_bytes()
+    again = run([*judge[:3], "--judge", str(checkpoint), *judge[5:]], 0)  # the same files elsewhere: the same
+    assert again.splitlines() == [line.replace(line[line.rindex("("):], "(nothing to do: no model loaded)")
+                                  for line in first.splitlines()] and len(again.splitlines()) == 2
+    assert result.read_bytes() == saved
+    probe = ("import sys, eval; code = eval.main(sys.argv[1:]); "
+             "print(code, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')))")
+    proc = subprocess.run([sys.executable, "-c", probe, *judge], capture_output=True, text=True)
+    assert proc.stdout.endswith("0 []\n"), proc.stderr[-2000:]  # not even torch imported
+    path = root / "a" / "custom_en.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, "pred": "changed"} if r is rows[0] else r) + "\n" for r in rows))
+    run(judge, 1)
+    assert json.loads(result.read_text())["custom_en"]["from_cache"] == 2  # only the changed one asked
+    run(judge, 0)
+    run([*judge, "--judge-max-length", "60"], 1)
+    (root / "a" / "judge" / "demo_trec.graded.jsonl").unlink()
+    run([*judge, "--judge-max-length", "60"], 1)  # rewritten, its verdicts from the cache
+    assert (root / "a" / "judge" / "demo_trec.graded.jsonl").is_file()
+    entries = json.loads(result.read_text())
+    result.write_text(json.dumps({**entries, "demo_trec": {**entries["demo_trec"], "failed": 1}}))
+    run([*judge, "--judge-max-length", "60"], 1)  # a verdict failed: asked again
+    (checkpoint / "generation_config.json").write_text('{"do_sample": false}')
+    run([*judge[:3], "--judge", str(checkpoint), *judge[5:], "--judge-max-length", "60"], 1)
+    compare = ["compare", str(root / "a"), str(root / "b"), "--judge", "demo/tiny-qwen2", "--judge-mode", "logits"]
+    run(compare, 1)
+    assert "custom_en: a vs b: " in run(compare, 0) and "nothing to do: no model loaded" in run(compare, 0)
+    run([*compare, "--seed", "1"], 1)
+    assert run([*judge[:3], "--judge", "echo", "--judge-backend", "echo"], 1)  # no files: always asked

@@ -1,6 +1,7 @@
-"""A rerun with nothing to do says so before any model loads (the main job and the unlearning run):
-each sidecar keeps what its run was asked (`request`); asked again of unchanged data, model files
-and output, a run has nothing to do.
+"""A rerun with nothing to do says so before any model loads (the main job and the unlearning run;
+`eval.py judge` and `compare` keep model_request in their results): each sidecar keeps what its
+run was asked (`request`); asked again of unchanged data, model files and output, a run has
+nothing to do.
 
 Usage:
     request = request_of(args, dataset)      # the main job's, kept in each dataset's sidecar

@@ -20,14 +20,14 @@ from Eval.names import dataset_name_set
 from Eval.scoring.bergen import read_predictions
 from Eval.scoring.diff import common_files, pair_records, same_example
 from Eval.scoring.folders import prediction_folder
-from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
+from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache, judged_as_asked,
                                 add_judge_model_arguments, counts_text, merge_results,
                                 pairwise_swaps, prediction, print_failed, rates, record_fields,
                                 record_id, run_judged, tally)
 from Eval.scoring.provenance import file_sha256, folder_name
 from Eval.scoring.rubrics import PAIR_FIELDS, PROMPTS, load_rubric
 from Eval.scoring.sections.judge import compared_problem
-from Eval.storage import write_json_atomic
+from Eval.storage import read_json_object, write_json_atomic
 
 
 def _aligned(a: list[dict], b: list[dict], name: str) -> tuple[list[tuple[dict, dict]], dict]:
@@ -113,7 +113,7 @@ def _compare_one(judge: Judge, name: str, files: tuple[Path, Path], seed: int,
 def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: str, seed: int,
                     max_length: int | None, only: set[str] | None = None,
                     say: Callable[[str], None] = print, both_orders: bool = False,
-                    max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
+                    max_new_tokens: int = MAX_NEW_TOKENS, request: dict | None = None) -> dict:
     """Pairwise verdicts of A against B for their common datasets (or `only`), merged into
     OUT/compare_result.json once all are in; returns this run's entries."""
     rubric = load_rubric("pairwise", PROMPTS, PAIR_FIELDS)
@@ -123,7 +123,8 @@ def compare_folders(dir_a: Path, dir_b: Path, out: Path, model: BaseLLM, mode: s
         say(f"note: {note}")
     cache_path = out / "judge" / "cache.jsonl"
     _legacy_cache(out, cache_path, say)
-    judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length, max_new_tokens)
+    judge = Judge(model, rubric, mode, VerdictCache(cache_path, say), max_length, max_new_tokens,
+                  request)
     results = {name: _compare_one(judge, name, pair, seed, both_orders)
                for name, pair in files.items()}
     result_path = out / "compare_result.json"
@@ -171,29 +172,47 @@ def run(args) -> int:
     """0, or 1 when any verdict failed (its results are written all the same), or 2."""
     a, b = args.dir_a, args.dir_b
 
-    def work(out: Path, model) -> int:
+    def work(out: Path, model, request) -> int:
         results = compare_folders(a, b, out, model, args.judge_mode or "text", args.seed,
                                   args.judge_max_length, only=args.datasets,
                                   both_orders=args.both_orders,
-                                  max_new_tokens=args.judge_max_new_tokens)
+                                  max_new_tokens=args.judge_max_new_tokens, request=request)
         for name, r in results.items():
-            identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
-                if r["identical"] else ""
-            print(f"{name}: {a.name} vs {b.name}: {summary(r)} ({identical}"
-                  f"{counts_text(r)})")
-            if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
-                print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
-                      f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
-                      f"{r['mismatched']} left out (the same id made from different data)")
-            if r["generation_failed"]:
-                print(f"note: {name}: {r['generation_failed']} pairs hold a generation that "
-                      "failed (no answer): it loses to an answer, ties with another failure, "
-                      "without asking the judge")
+            say_result(name, r, counts_text(r))
             print_failed(name, r)
         return 1 if any(r["failed"] for r in results.values()) else 0
+
+    def say_result(name: str, r: dict, counts: str) -> None:
+        identical = f"identical answers {r['identical']}: ties, the judge not asked; " \
+            if r["identical"] else ""
+        print(f"{name}: {a.name} vs {b.name}: {summary(r)} ({identical}{counts})")
+        if r["only_in_a"] or r["only_in_b"] or r["mismatched"]:
+            print(f"note: {name}: compared over the {r['n']} examples both folders hold; "
+                  f"{r['only_in_a']} only in {a}, {r['only_in_b']} only in {b}, "
+                  f"{r['mismatched']} left out (the same id made from different data)")
+        if r["generation_failed"]:
+            print(f"note: {name}: {r['generation_failed']} pairs hold a generation that "
+                  "failed (no answer): it loses to an answer, ties with another failure, "
+                  "without asking the judge")
 
     def checked() -> Path:
         common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
         return args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
 
-    return run_judged(args, checked, work)
+    def finished(out: Path, request) -> bool:
+        """True, after saying so, when compare_result.json holds what this command asks of
+        each common dataset (judged_as_asked, on both folders' files as they are now)."""
+        saved, _ = read_json_object(out / "compare_result.json")
+        entries = saved.get("datasets") if isinstance(saved.get("datasets"), dict) else {}
+        rubric = load_rubric("pairwise", PROMPTS, PAIR_FIELDS)
+        files = common_files(a, b, args.datasets, [])
+        if not all(judged_as_asked(
+                entries.get(name), args, request, rubric, args.judge_mode or "text",
+                seed=args.seed, both_orders=args.both_orders, source_sha256_a=file_sha256(fa),
+                source_sha256_b=file_sha256(fb)) for name, (fa, fb) in files.items()):
+            return False
+        for name in files:
+            say_result(name, entries[name], "nothing to do: no model loaded")
+        return True
+
+    return run_judged(args, checked, work, finished)

@@ -120,13 +120,14 @@ class Judge:
     """Verdicts for filled rubric prompts, through the cache; counts the last call's model calls."""
 
     def __init__(self, model: BaseLLM, rubric: Rubric, mode: str, cache: VerdictCache,
-                 max_length: int | None = None, max_new_tokens: int = MAX_NEW_TOKENS):
+                 max_length: int | None = None, max_new_tokens: int = MAX_NEW_TOKENS,
+                 request: dict | None = None):
         if rubric.system:  # the rubric's system message replaces the model's own
             model.options = dataclasses.replace(model.options, system_prompt=rubric.system)
         model.budget_flag = "--judge-max-new-tokens"  # named by the adapter's hints
         model.length_flag = "--judge-max-length"
         self.model, self.rubric, self.mode, self.cache = model, rubric, mode, cache
-        self.max_length = max_length
+        self.max_length, self.request = max_length, request  # request: judge_request's
         # logits mode reads one token: the budget only sizes its prompts, as it always did
         self.max_new_tokens = max_new_tokens if mode == "text" else MAX_NEW_TOKENS
         self.identity = judge_identity(model)
@@ -145,7 +146,8 @@ class Judge:
                 "judge": hashlib.sha256(self.identity.encode()).hexdigest()[:16],
                 "judge_adapter": self.model.name,
                 **({"max_new_tokens": self.max_new_tokens} if self.mode == "text" else {}),
-                **({"max_length": self.max_length} if self.max_length else {})}
+                **({"max_length": self.max_length} if self.max_length else {}),
+                **({"request": self.request} if self.request else {})}
 
     def verdicts(self, fields: list[dict]) -> list[dict]:
         """One {score, raw, error, cached} per dict of the rubric's fields; failures not cached."""
@@ -328,14 +330,41 @@ def load_judge_model(args):
                                         model_args=args.model_args))
 
 
-def run_judged(args, checked: Callable[[], object], work: Callable[[object, BaseLLM], int]) -> int:
-    """work(checked(), the judge model): the input is checked before the model loads; a bad input
-    is one line and 2; the model is closed either way."""
+def judge_request(args) -> dict | None:
+    """What a command asks of a judge whose files are all on disk (model_request), kept in its
+    results; None for a hub name or a served model, whose weights can change under their name."""
+    from Eval.inference.rerun import model_request  # inference's, as its sidecars keep it
+
+    request = model_request(argparse.Namespace(model=args.judge, backend=args.judge_backend,
+                                               model_args=args.model_args))
+    return request if request["model"] is None else None
+
+
+def judged_as_asked(entry, args, request: dict | None, rubric: Rubric, mode: str,
+                    **settings) -> bool:
+    """Whether a results entry holds what this command asks (the judge's files, the rubric, the
+    budgets, `settings` such as the predictions' sha256) with no verdict failed: a rerun would
+    only read its verdicts back from the cache."""
+    asked = {"request": request, "rubric": rubric.name, "rubric_sha": rubric.sha, "mode": mode,
+             "max_new_tokens": args.judge_max_new_tokens if mode == "text" else None,
+             "max_length": args.judge_max_length, "failed": 0, **settings}
+    return request is not None and isinstance(entry, dict) and all(
+        entry.get(key) == value for key, value in asked.items())
+
+
+def run_judged(args, checked: Callable[[], object], work: Callable[[object, BaseLLM, dict], int],
+               finished: Callable[[object, dict], bool]) -> int:
+    """work(checked(), the judge model, its request): the input is checked before the model loads,
+    a bad input is one line and 2; 0 without loading it when finished(input, request) says the
+    results are in; the model is closed either way."""
     model = None
     try:
         found = checked()
+        request = judge_request(args)
+        if request is not None and finished(found, request):
+            return 0
         model = load_judge_model(args)
-        return work(found, model)
+        return work(found, model, request if model.holds_weights else None)
     except (ValueError, OSError) as err:  # RecordError and StorageError are ValueErrors
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -18,19 +18,22 @@ from Eval.models.base import BaseLLM
 from Eval.names import check_name, name_problem
 from Eval.scoring.bergen import prediction_path
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache,
-                                add_judge_model_arguments, counts_text, merge_results, prediction,
-                                print_failed, record_fields, record_id, run_judged, tally)
+                                add_judge_model_arguments, counts_text, judged_as_asked,
+                                merge_results, prediction, print_failed, record_fields, record_id,
+                                run_judged, tally)
 from Eval.scoring.provenance import file_sha256, source_problem
 from Eval.scoring.rubrics import PROMPTS, Rubric, load_rubric
-from Eval.storage import output_lock, write_json_atomic, write_jsonl_atomic
+from Eval.storage import (output_lock, read_json_object, write_json_atomic,
+                           write_jsonl_atomic)
 
 
 def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: BaseLLM,
                  rubric: Rubric, mode: str, max_length: int | None,
-                 say: Callable[[str], None] = print, max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
+                 say: Callable[[str], None] = print, max_new_tokens: int = MAX_NEW_TOKENS,
+                 request: dict | None = None) -> dict:
     judge_dir = pred_dir / "judge"
     judge = Judge(model, rubric, mode, VerdictCache(judge_dir / "cache.jsonl", say), max_length,
-                  max_new_tokens)
+                  max_new_tokens, request)
     rows, results = {}, {}
     for name, records in datasets:
         check_name(name, f"dataset of {pred_dir}")
@@ -69,6 +72,31 @@ def judge_folder(pred_dir: Path, datasets: list[tuple[str, list[dict]]], model: 
     return results
 
 
+def already_judged(loaded: dict, rubric: Rubric, mode: str, args, request: dict) -> bool:
+    """True, after saying so per dataset, when each selected dataset's judge_result.json entry
+    holds what this command asks of its predictions as they are now (judged_as_asked)."""
+    done = {}
+    for folder, items in loaded.items():
+        saved, _ = read_json_object(folder / "judge_result.json")
+        for task, _, _ in items:
+            entry, sha = saved.get(task.name), file_sha256(prediction_path(folder, task.name))
+            if not (judged_as_asked(entry, args, request, rubric, mode, source_sha256=sha)
+                    and (folder / "judge" / f"{task.name}.{rubric.name}.jsonl").is_file()):
+                return False
+            done[f"{folder.name}/{task.name}"] = entry
+    for where, r in done.items():
+        say_result(where, r, "nothing to do: no model loaded")
+    return True
+
+
+def say_result(where: str, r: dict, counts: str) -> None:
+    head = f"judge {r['score']}" if r["scored"] else f"judge {NO_VERDICT}"
+    print(f"{where}: {head} over {r['scored']} of {r['n']} verdicts ({counts})")
+    if r["generation_failed"]:
+        print(f"  {where}: {r['generation_failed']} records failed at inference (no answer): "
+              "scored 0 without asking the judge, as the metrics score them")
+
+
 def no_answer_verdicts(records: list[dict], asked: list[dict]) -> list[dict]:
     """The verdicts of `records` in order: those asked, and 0 for a record whose generation failed
     (no answer to judge; the metrics score it 0 too)."""
@@ -102,24 +130,23 @@ def run(args) -> int:
             print(f"note: {note}")
         return loaded, load_rubric(args.rubric, PROMPTS)
 
-    def work(found, model) -> int:
+    def work(found, model, request) -> int:
         loaded, rubric = found
         failed = 0
         for folder, items in loaded.items():
             datasets = [(task.name, records) for task, records, _ in items]
             results = judge_folder(folder, datasets, model, rubric,
                                    args.judge_mode or rubric.mode or "text", args.judge_max_length,
-                                   max_new_tokens=args.judge_max_new_tokens)
+                                   max_new_tokens=args.judge_max_new_tokens, request=request)
             for name, r in results.items():
-                head = f"judge {r['score']}" if r["scored"] else f"judge {NO_VERDICT}"
-                print(f"{folder.name}/{name}: {head} over {r['scored']} of {r['n']} verdicts "
-                      f"({counts_text(r)})")
-                if r["generation_failed"]:
-                    print(f"  {folder.name}/{name}: {r['generation_failed']} records failed at "
-                          "inference (no answer): scored 0 without asking the judge, as the "
-                          "metrics score them")
+                say_result(f"{folder.name}/{name}", r, counts_text(r))
                 print_failed(f"{folder.name}/{name}", r)
                 failed += r["failed"]
         return 1 if failed else 0
 
-    return run_judged(args, checked, work)
+    def finished(found, request) -> bool:
+        loaded, rubric = found
+        return already_judged(loaded, rubric, args.judge_mode or rubric.mode or "text", args,
+                              request)
+
+    return run_judged(args, checked, work, finished)
