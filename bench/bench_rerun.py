@@ -1,10 +1,10 @@
-"""Benchmark: a finished rerun of `python inference.py` and of `python inference.py unlearning tofu`, each a
-process as a user runs it: said from the files, before torch is imported or a model loads (Eval/inference/
-rerun.py), against the same rerun made to load its model (`-M threads=1` changes the request, not the records:
-the run loop then loads the model to find nothing to do, as every rerun did before).
+"""Benchmark: a finished rerun of `python inference.py`, of `python inference.py unlearning tofu` and of
+`python eval.py judge`, each a process as a user runs it: said from the files, before torch is imported or a
+model loads (Eval/inference/rerun.py), against the same rerun made to load its model (`-M threads=1` changes
+the request, not the records or verdicts: the model then loads to find nothing to do, as every rerun did before).
 
 Usage:
-    python bench/bench_rerun.py            # the demo datasets and the TOFU demo splits
+    python bench/bench_rerun.py            # the demo datasets, the TOFU demo splits, the demo model as judge
     python bench/bench_rerun.py --quick    # custom_en's first 4; baseline: a process importing torch only
 
 The first runs, which make the records, run in this process and are not measured.
@@ -23,10 +23,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import eval as eval_cli  # noqa: E402
 import inference  # noqa: E402
 
-JOBS = {"main job": [], "unlearning tofu": ["unlearning", "tofu"]}
-QUICK = {"main job": ["--datasets", "custom_en", "--limit", "4"]}
+# each a command line, OUT the benchmark's output folder; the judge grades the main job's records
+JUDGE = ["eval.py", "judge", "--judge", "demo/tiny-qwen2", "--judge-mode", "logits", "--pred-dir",
+         "OUT/tiny-qwen2"]
+JOBS = {"main job": ["inference.py", "--out-dir", "OUT"],
+        "unlearning tofu": ["inference.py", "unlearning", "tofu", "--out-dir", "OUT"], "eval.py judge": JUDGE}
+QUICK = {"main job": [*JOBS["main job"], "--datasets", "custom_en", "--limit", "4"], "eval.py judge": JUDGE}
 IMPORTS = ["-c", "import torch"]  # the least a rerun that loads a model costs
 
 
@@ -48,9 +53,10 @@ def main() -> None:
     print(f"{'rerun of':16} {'baseline':>9} {'ours':>7} {'ratio':>7}  baseline")
     with tempfile.TemporaryDirectory() as tmp:
         for label, command in jobs.items():
-            argv = ["inference.py", *command, "--out-dir", tmp]
+            argv = [part.replace("OUT", tmp) for part in command]
+            script = {"inference.py": inference, "eval.py": eval_cli}[argv[0]]
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                assert inference.main(argv[1:]) == 0  # the records, made once
+                assert script.main(argv[1:]) == 0  # the records (the verdicts), made once
             ours, said = timed(argv)
             if "nothing to do: no model loaded" not in said:
                 raise SystemExit(f"{label}: the rerun had work to do:\n{said[-1000:]}")
