@@ -23,9 +23,9 @@ import Eval.inference.score_records as score_records
 import Eval.models.factory as factory
 
 DATASETS = "custom_en,demo_trec"
-# 16 new tokens: one of custom_en's answers ends on its own (stop), the others and demo_trec's run to the cap
+# 12 new tokens: one of custom_en's answers ends on its own (stop), the others and demo_trec's run to the cap
 # (length); the tasks' own caps (512 / 64) would triple the three generation passes the suite's time allows.
-SELECTION = ["--datasets", DATASETS, "--limit", "3", "--max-new-tokens", "16"]
+SELECTION = ["--datasets", DATASETS, "--limit", "3", "--max-new-tokens", "12"]
 pytestmark = pytest.mark.xdist_group("smollm2")  # one worker: no other waits for the GGUF run
 
 
@@ -45,7 +45,7 @@ def read(path):
 @pytest.fixture(scope="session")
 def smollm2(tmp_path_factory):
     """(the GGUF file, its float32 copy, the run's output folder) of `inference.py --model FILE.gguf
-    --datasets custom_en,demo_trec --limit 3 --max-new-tokens 16`, made once per test run whichever
+    --datasets custom_en,demo_trec --limit 3 --max-new-tokens 12`, made once per test run whichever
     worker asks first."""
     gguf = smollm2_gguf()
 
