@@ -56,6 +56,8 @@ def test_torchrun_two_ranks_equal_one_process(single, tmp_path):
     for name in ("custom_en", "demo_trec"):
         assert records(tmp_path, name) == records(single, name)
     assert not list((tmp_path / "tiny-qwen2" / "shards").glob("*.jsonl"))  # merged and cleaned up
+    again = infer(tmp_path, *HF, launcher=launcher)  # relaunched when done: each rank says so, none loads a model
+    assert again.returncode == 0 and again.stdout.count("custom_en: 0 new, 7 already done (nothing to do") == 2
 
 
 def test_resume_does_not_depend_on_the_shard_count(single_echo, tmp_path):
@@ -77,6 +79,10 @@ def test_independent_shards_merge_when_the_last_one_finishes(single_echo, tmp_pa
     for shard in ("0", "1"):
         assert infer(tmp_path, *ECHO, "--shard", f"{shard}/2").returncode == 0
     assert records(tmp_path, "custom_en") == records(single_echo, "custom_en")
+    capsys.readouterr()  # a shard run again once all are merged (a requeued array job): no model loads
+    assert inference.main([*COMMON, *ECHO, "--shard", "1/2", "--out-dir", str(tmp_path)]) == 0
+    assert "custom_en: 0 new, 7 already done (nothing to do: no model loaded)" in capsys.readouterr().out
+    assert not list((tmp_path / "tiny-qwen2" / "shards").glob("*.jsonl"))  # no shard file made again
     bad = infer(tmp_path, *ECHO, "--shard", "2/2")
     assert bad.returncode == 2 and "'2/2' is not I/K with 0 <= I < K" in bad.stderr
     sidecar = tmp_path / "tiny-qwen2" / "custom_en.run.json"

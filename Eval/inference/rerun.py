@@ -78,8 +78,9 @@ def nothing_to_do(runs: list[tuple[str, dict, dict, list]], out_dir: Path, model
 
 
 def all_done(args, datasets: list, out_dir: Path) -> bool:
-    """True, after saying so per dataset, when a plain rerun of the main job has nothing to do."""
-    if args.overwrite or args.shard:
+    """True, after saying so per dataset, when a rerun of the main job has nothing to do: a shard's
+    too (--shard, a torchrun rank) once every shard's records are merged into the file."""
+    if args.overwrite:
         return False
     runs = [(ds.name, request_of(args, ds), ds.expected(),
              [e.id for e in required_examples(ds, args.limit)]) for ds in datasets]
