@@ -225,7 +225,7 @@ def test_longbench_e_files_run_as_their_dataset_and_v2_needs_its_cot_templates_o
     template, chat mode, qa_f1 and 128 tokens. And a longbench_v2 run without --cot was refused for lack of the
     chain-of-thought templates."""
     refuse_weights(monkeypatch)
-    data, prompts = tmp_path / "data", tmp_path / "prompts"
+    data = tmp_path / "data"
     write_jsonl(data / "lcc_e.jsonl", [{"input": "", "context": "def f(x):\n    return x\n", "answers": ["    return y"],
                                         "length": 10, "all_classes": None, "_id": "c0"}])
     config = tmp_path / "dataset2prompt.json"
