@@ -158,9 +158,12 @@ def test_a_judge_rerun_with_its_results_in_loads_no_model_until_something_change
                         lambda args, load=judge_module.load_judge_model: loads.append(args.judge) or load(args))
     root, checkpoint = tmp_path / "pred", tmp_path / "judge-model"
     shutil.copytree("demo/tiny-qwen2", checkpoint)  # the judge's files, under another path
-    for name, backend in (("a", "echo"), ("b", "echo")):
-        assert inference.main(["--backend", backend, "--model-name", name, "--datasets", "custom_en,demo_trec",
+    for name in ("a", "b"):
+        assert inference.main(["--backend", "echo", "--model-name", name, "--datasets", "custom_en,demo_trec",
                                "--limit", "3", "--out-dir", str(root)]) == 0
+    for path in (root / "b").glob("*.jsonl"):  # B answers otherwise: compare asks the judge
+        path.write_text("".join(json.dumps({**json.loads(line), "pred": "I do not know"}) + "\n"
+                                for line in path.read_text().splitlines()))
     judge = ["judge", "--pred-dir", str(root / "a"), "--judge", "demo/tiny-qwen2", "--judge-mode", "logits",
              "--rubric", "graded"]
     result = root / "a" / "judge_result.json"
@@ -197,7 +200,8 @@ def test_a_judge_rerun_with_its_results_in_loads_no_model_until_something_change
     (checkpoint / "generation_config.json").write_text('{"do_sample": false}')
     run([*judge[:3], "--judge", str(checkpoint), *judge[5:], "--judge-max-length", "60"], 1)
     compare = ["compare", str(root / "a"), str(root / "b"), "--judge", "demo/tiny-qwen2", "--judge-mode", "logits"]
-    run(compare, 1)
-    assert "custom_en: a vs b: " in run(compare, 0) and "nothing to do: no model loaded" in run(compare, 0)
-    run([*compare, "--seed", "1"], 1)
-    assert run([*judge[:3], "--judge", "echo", "--judge-backend", "echo"], 1)  # no files: always asked
+    assert "model calls 9" in run(compare, 1)  # 3 pairs x 3 options, logits mode
+    assert "custom_en: a vs b: win " in (out := run(compare, 0)) and "(nothing to do: no model loaded)" in out
+    run([*compare, "--seed", "1"], 1)  # other pairs swapped
+    run([*judge[:3], "--judge", "echo", "--judge-backend", "echo"], 1)
+    run([*judge[:3], "--judge", "echo", "--judge-backend", "echo"], 1)  # no files to identify it: always asked
