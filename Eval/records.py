@@ -179,10 +179,19 @@ def validate_record(obj: object, path: os.PathLike | str, line: int) -> dict:
 
 
 def read_records(path: os.PathLike | str, convert=None) -> list[dict]:
-    """A whole prediction file, validated; a problem raises RecordError naming file and line.
+    """A whole prediction file, validated; a problem raises RecordError naming file and line, and
+    how many other lines are bad (fixed all at once, not one per run).
     `convert`: each parsed value first goes through it (another tool's row -> our record)."""
-    records = [validate_record(convert(obj) if convert else obj, path, line)
-               for line, obj in iter_json_objects(path)]
+    records, bad = [], []
+    for line, obj in iter_json_objects(path):
+        try:
+            records.append(validate_record(convert(obj) if convert else obj, path, line))
+        except RecordError as err:
+            bad.append(err)
+    if bad:
+        more = ", ".join(str(err.line) for err in bad[1:6]) + (", ..." if len(bad) > 6 else "")
+        also = f" (and {len(bad) - 1} more bad line{'s' * (len(bad) > 2)}: {more})" if more else ""
+        raise RecordError(path, bad[0].line, bad[0].problem + also)
     if not records:
         raise RecordError(path, None, "file is empty: no prediction records")
     return records

@@ -64,6 +64,22 @@ def test_bad_records_name_file_line_and_problem(tmp_path, text, line, problem):
     assert str(err.value).startswith(f"{path}:{line}: ")
 
 
+def test_every_bad_line_is_counted_not_only_the_first(tmp_path):
+    """A file with many bad rows (another tool's null predictions) named one line per run: fix it, run, the next."""
+    rows = [{"pred": None if k % 3 == 0 else "x", "answers": ["a"]} for k in range(40)]
+    path = write(tmp_path, "".join(json.dumps(r) + "\n" for r in rows) + '{"answers": ["b"]}\n')
+    with pytest.raises(RecordError) as err:
+        read_records(path)
+    assert str(err.value) == (f"{path}:1: field 'pred' must be str, found NoneType "
+                              "(and 14 more bad lines: 4, 7, 10, 13, 16, ...)")  # 41: no pred, counted too
+    for k in (3, 6, 9, 12, 18):
+        rows[k]["pred"] = "x"  # lines 1 and 16 left bad
+    path = write(tmp_path, "".join(json.dumps(r) + "\n" for r in rows[:20]))
+    with pytest.raises(RecordError, match=r"trec.jsonl:1: field 'pred' must be str, found NoneType \(and 1 more "
+                                          r"bad line: 16\)$"):
+        read_records(path)
+
+
 def test_non_utf8_byte_is_located(tmp_path):
     path = write(tmp_path, b'{"pred": "a", "answers": ["a"]}\n{"pred": "\xff", "answers": ["b"]}\n')
     with pytest.raises(RecordError, match=r"trec.jsonl:2: byte 0xff is not valid UTF-8"):
