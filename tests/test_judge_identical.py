@@ -54,6 +54,11 @@ def test_compare_cli_says_how_many_answers_were_identical(tmp_path, capsys):
             "unparseable 1, failed 0, from cache 0, model calls 1)") in out
     saved = json.loads((tmp_path / "compare_a_vs_b" / "compare_result.json").read_text())
     assert {n: d["identical"] for n, d in saved["datasets"].items()} == {"custom_en": 3, "trec": 3}
+    # a folder against itself (a typo): refused as eval.py diff refuses it, nothing written
+    assert eval_cli.main(["compare", str(a), str(tmp_path / "b" / ".." / "a"), "--judge", "echo",
+                          "--judge-backend", "echo"]) == 2
+    assert capsys.readouterr().err == f"error: {a} is both DIR_A and DIR_B; name two prediction folders\n"
+    assert not (tmp_path / "compare_a_vs_a").exists()
 
 
 @pytest.mark.parametrize("second", ["failed", "unparseable"])

@@ -196,6 +196,8 @@ def run(args) -> int:
                   "without asking the judge")
 
     def checked() -> Path:
+        if a.resolve() == b.resolve():  # a typo: every answer would tie with itself
+            raise ValueError(f"{a} is both DIR_A and DIR_B; name two prediction folders")
         common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
         return args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
 
