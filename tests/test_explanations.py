@@ -223,13 +223,14 @@ def test_explain_prints_the_issue_example_and_writes_nothing(tmp_path, capsys):
     ("custom_zh:zh-9", "custom_zh.jsonl: no example with id 'zh-9' (ids look like: zh-1)"),
     ("custom_zh:#2", "custom_zh.jsonl: no line 2: the file has 1 records (#1 to #1)"),  # it said "use #LINE"
     ("trec:1", "no prediction file trec.jsonl in "),
+    ("custom_z:zh-1", "no prediction file custom_z.jsonl in {folder}. Did you mean: custom_zh?"),  # a typo
     ("custom_zh", "explain wants DATASET:ID (for example custom_zh:custom_zh-3, or custom_zh:#4 for the file's "
                   "4th record), got 'custom_zh'")])
 def test_explain_unknown_dataset_or_id_exits_2(tmp_path, capsys, target, message):
     folder = write(tmp_path / "m", "custom_zh", [{"id": "zh-1", "pred": ISSUE_PRED, "answers": [ISSUE_REF]}])
     assert eval_cli.main(["explain", target, "--pred-dir", str(folder)]) == 2
     out = capsys.readouterr()
-    assert out.out == "" and message in out.err
+    assert out.out == "" and message.format(folder=folder) in out.err
 
 
 def test_worst_lists_the_lowest_with_explanations(tmp_path, capsys):

@@ -14,6 +14,7 @@ from pathlib import Path
 from Eval.args import positive_int
 from Eval.commands import eval_command
 from Eval.records import RecordError
+from Eval.registry import did_you_mean
 from Eval.scoring.bergen import dataset_of, prediction_path
 from Eval.scoring.provenance import not_the_models
 
@@ -200,8 +201,12 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
             print(render_example(dataset, entry, str(path)))
             shown += 1
     if not shown and not problems:
+        from Eval.scoring.folders import prediction_files
+
+        held = sorted({dataset_of(f) for folder in pred_dirs for f in prediction_files(folder)})
+        hint = did_you_mean(dataset, held)
         problems.append(f"no prediction file {dataset}.jsonl in "
-                        + ", ".join(str(d) for d in pred_dirs))
+                        + ", ".join(str(d) for d in pred_dirs) + (f".{hint}" if hint else ""))
     if problems:
         print("error:", *problems, sep="\n  ", file=sys.stderr)
     return 0 if shown and not problems else 2
