@@ -381,6 +381,8 @@ def test_compare_honours_datasets_and_keeps_its_files_out_of_the_prediction_name
     capsys.readouterr()
     assert eval_cli.main(["compare", str(a), str(b), "--datasets", "trec", *judge]) == 2
     assert f"{b}: no prediction file trec.jsonl" in capsys.readouterr().err
+    assert eval_cli.main(["diff", str(a), str(b), "--datasets", "custom_z"]) == 2  # a typo: the close names
+    assert capsys.readouterr().err.endswith("(named in --datasets). Did you mean: custom_zh, custom_en?\n")
 
 
 def test_old_compare_cache_at_the_top_of_out_is_moved(tmp_path):

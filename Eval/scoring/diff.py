@@ -15,6 +15,7 @@ from pathlib import Path
 from Eval.commands import eval_command
 from Eval.names import dataset_name_set, model_folder_hint
 from Eval.records import RecordError
+from Eval.registry import did_you_mean
 from Eval.scoring.bergen import dataset_of, read_predictions
 from Eval.scoring.explain import head
 from Eval.scoring.folders import chosen_task, prediction_files, prediction_folder
@@ -165,8 +166,9 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
     for name in sorted(only or ()):
         for folder, files in ((dir_a, files_a), (dir_b, files_b)):
             if name not in files:
+                hint = did_you_mean(name, sorted(dataset_of(f) for f in prediction_files(folder)))
                 raise RecordError(folder, None, f"no prediction file {name}.jsonl (named in "
-                                  "--datasets)")
+                                  "--datasets)" + (f".{hint}" if hint else ""))
     for name, folder, other in ((dir_a.name, files_a, files_b), (dir_b.name, files_b, files_a)):
         alone = sorted(set(folder) - set(other))
         if alone:
