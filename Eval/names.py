@@ -87,6 +87,14 @@ def output_folder(out_dir: Path, model_name: str | None, model: str) -> Path:
     return out_dir / name
 
 
+def folder_hint(path: Path) -> str:
+    """'. Did you mean: X?' of the folders beside a missing one (a typo), else ''."""
+    beside = sorted(d.name for d in path.parent.iterdir() if d.is_dir()) \
+        if path.parent.is_dir() else []
+    near = did_you_mean(path.name, beside)
+    return f".{near}" if near else ""
+
+
 def model_folder_hint(pred_root: Path, name: str) -> str:
     """did_you_mean of the model folders of `pred_root`, else ' Its model folders: ...'."""
     known = sorted(d.name for d in pred_root.iterdir() if d.is_dir() and d.name[0] != ".") \

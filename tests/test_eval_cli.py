@@ -128,6 +128,17 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys, 
     assert "tiny: no such folder, nor is pred/tiny. Did you mean: tiny-qwen2?" in capsys.readouterr().err
     assert eval_cli.main(["--model", "tiny-qwen2", "--datasets", "custom_em"]) == 2  # a dataset's name too
     assert "pred/tiny-qwen2: no prediction file custom_em.jsonl. Did you mean: custom_en?" in capsys.readouterr().err
+    # a mistyped folder path of any command names the folders beside it (they said only "no such folder")
+    import inference
+    (tmp_path / "unlearn_demo").mkdir()
+    for argv, said in ((["--pred-dir", "pred/tiny-qwe"], "pred/tiny-qwe: no such folder. Did you mean: tiny-qwen2?"),
+                       (["--pred-root", "pre"], "--pred-dir. Did you mean: pred?"),
+                       (["report", "--pred-root", "pre"], "eval.py first. Did you mean: pred?"),
+                       (["unlearning", "tofu", "--pred-dir", "pred/tq-b"], "no such folder. Did you mean: tq-brief?"),
+                       (["--pred-dir", "pred/zzz"], "pred/zzz: no such folder")):  # nothing close: no hint
+        assert eval_cli.main(argv) == 2 and capsys.readouterr().err.endswith(said + "\n"), argv
+    assert inference.main(["unlearning", "tofu", "--data-dir", "unlearn_dem"]) == 2  # not "no forget.json" in it
+    assert capsys.readouterr().err == "error: --data-dir unlearn_dem: no such folder. Did you mean: unlearn_demo?\n"
 
 
 def test_datasets_over_a_root_score_the_folders_that_hold_them(tmp_path, capsys):

@@ -22,7 +22,7 @@ from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args
 from Eval.models.identity import folder_identity
-from Eval.names import add_output_arguments, output_folder
+from Eval.names import add_output_arguments, folder_hint, output_folder
 from Eval.records import (RecordError, content_hash, examples_digest, file_sha256,
                           iter_json_objects)
 from Eval.unlearning.stats import confidence_ordered_probs
@@ -311,6 +311,8 @@ def _found_splits(args, out_dir: Path) -> list[tuple[Split, list, list, dict, di
     muse = args.suite == "muse"
     splits = muse_splits() if muse else tofu_splits(args.forget_split, args.holdout_split)
     data_dir = args.data_dir or (MUSE_DEMO_DATA if muse else DEMO_DATA)
+    if not data_dir.is_dir():  # not "no forget.json" in a folder that is not there
+        raise FileNotFoundError(f"--data-dir {data_dir}: no such folder{folder_hint(data_dir)}")
     found = []
     for split in splits:
         path = find_file(data_dir, split.files)

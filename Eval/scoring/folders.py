@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from Eval.metrics import METRICS
-from Eval.names import dataset_name_set, model_folder, model_folder_hint, name_problem
+from Eval.names import dataset_name_set, folder_hint, model_folder, model_folder_hint, name_problem
 from Eval.pricing import usage_of
 from Eval.records import RecordError, is_dry_run_output, is_prediction_file, sidecar_path
 from Eval.registry import did_you_mean
@@ -68,7 +68,7 @@ def find_pred_dirs(pred_dir: Path | None, model: str | None, pred_root: Path,
         return [pred_root / model], False
     if not pred_root.is_dir():
         raise FileNotFoundError(f"{pred_root}: no such folder; run inference.py first or pass "
-                                "--pred-dir")
+                                f"--pred-dir{folder_hint(pred_root)}")
     dirs = []
     for folder in sorted(d for d in pred_root.iterdir() if d.is_dir() and d.name[0] != "."):
         if prediction_files(folder):
@@ -120,7 +120,7 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
     """(task, records, sources) for each prediction file; every problem goes to `problems`, and a
     dataset of `only` the folder lacks too (with `missing_ok`, to `notes`)."""
     if not pred_dir.is_dir():
-        problems.append(f"{pred_dir}: no such folder")
+        problems.append(f"{pred_dir}: no such folder{folder_hint(pred_dir)}")
         return []
     notes += recover(pred_dir, RESULT_FILES, ("per_example",))
     every = [f for f in pred_dir.glob("*.jsonl") if not is_dry_run_output(f)]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from Eval.commands import eval_command
+from Eval.names import folder_hint
 from Eval.pricing import recorded_price
 from Eval.scoring.bergen import dataset_of, prediction_path, read_predictions
 from Eval.scoring.explain import head
@@ -144,7 +145,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     root = args.pred_root
     if not root.is_dir():
-        print(f"error: {root}: no such folder; run inference.py and eval.py first", file=sys.stderr)
+        print(f"error: {root}: no such folder; run inference.py and eval.py first"
+              f"{folder_hint(root)}", file=sys.stderr)
         return 2
     current, _ = collect_models(root)  # each folder's entries whose prediction file is unchanged
     stale = {}

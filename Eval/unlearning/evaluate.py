@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from Eval.commands import eval_command
+from Eval.names import folder_hint
 from Eval.records import RecordError, iter_json_objects
 from Eval.storage import write_bytes_atomic
 
@@ -202,7 +203,7 @@ def score_records(suite: str, pred_dir: Path, retain_logs: Path | None = None, w
 
     run, pred_dir = Run(suite, pred_dir, retain_logs, warn), Path(pred_dir)
     if not pred_dir.is_dir():
-        raise RecordError(pred_dir, None, "no such folder")
+        raise RecordError(pred_dir, None, f"no such folder{folder_hint(pred_dir)}")
     paths = {split: pred_dir / f"{suite}_{split}.jsonl" for split in run.bench.SPLITS}
     records = {s: load_records(p) for s, p in paths.items() if p.is_file()}
     if not records:
