@@ -95,6 +95,13 @@ def folder_hint(path: Path) -> str:
     return f".{near}" if near else ""
 
 
+def existing_folder(text: str) -> Path:
+    """An argparse type: a folder that is there (a typo would silently mean no data or prompts)."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder{folder_hint(Path(text))}")
+    return Path(text)
+
+
 def model_folder_hint(pred_root: Path, name: str) -> str:
     """did_you_mean of the model folders of `pred_root`, else ' Its model folders: ...'."""
     known = sorted(d.name for d in pred_root.iterdir() if d.is_dir() and d.name[0] != ".") \

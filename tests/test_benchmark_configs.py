@@ -85,6 +85,7 @@ def test_prompts_folder_wins_over_the_config_and_the_sidecar_names_the_template(
                                             for i in range(2)])
     config = tmp_path / "dataset2prompt.json"
     config.write_text(json.dumps({"multi_news": "From the config: {context}"}), encoding="utf-8")
+    prompts.mkdir()  # no template in it yet: the config's
     common = ["--dataset-dir", str(data), "--prompt-dir", str(prompts), "--prompt-config", str(config),
               "--backend", "echo", "--out-dir", str(tmp_path / "pred")]
     assert inference.main([*common, "--model-name", "a"]) == 0
@@ -92,7 +93,6 @@ def test_prompts_folder_wins_over_the_config_and_the_sidecar_names_the_template(
     ds = load_dataset("multi_news", data, prompts, _sources(config))
     assert sidecar["source"]["template"] == f"{config} [multi_news]" == ds.template_source
     assert sidecar["source"]["template_sha256"] == ds.template_hash == sidecar["fingerprint"]["template_sha256"]
-    (prompts / "multi_news.txt").parent.mkdir()
     (prompts / "multi_news.txt").write_text("Our own words: {context}", encoding="utf-8")
     assert inference.main([*common, "--model-name", "b"]) == 0
     sidecar = json.loads((tmp_path / "pred" / "b" / "multi_news.run.json").read_text(encoding="utf-8"))

@@ -137,8 +137,14 @@ def test_missing_folder_and_unknown_dataset_filter_are_errors(tmp_path, capsys, 
                        (["unlearning", "tofu", "--pred-dir", "pred/tq-b"], "no such folder. Did you mean: tq-brief?"),
                        (["--pred-dir", "pred/zzz"], "pred/zzz: no such folder")):  # nothing close: no hint
         assert eval_cli.main(argv) == 2 and capsys.readouterr().err.endswith(said + "\n"), argv
-    assert inference.main(["unlearning", "tofu", "--data-dir", "unlearn_dem"]) == 2  # not "no forget.json" in it
-    assert capsys.readouterr().err == "error: --data-dir unlearn_dem: no such folder. Did you mean: unlearn_demo?\n"
+    (tmp_path / "prompts").mkdir()  # inference's folders: a typo had meant no data, or default prompts for all
+    for argv, meant in ((["unlearning", "tofu", "--data-dir", "unlearn_dem"], "unlearn_demo"),
+                        (["--prompt-dir", "prompt"], "prompts"),
+                        (["validate", "--dataset-dir", "unlearn"], "unlearn_demo")):
+        with pytest.raises(SystemExit) as stop:
+            inference.main(argv)
+        assert stop.value.code == 2 and capsys.readouterr().err.endswith(
+            f"error: argument {argv[-2]}: {argv[-1]}: no such folder. Did you mean: {meant}?\n")
 
 
 def test_datasets_over_a_root_score_the_folders_that_hold_them(tmp_path, capsys):

@@ -26,7 +26,7 @@ from Eval.models import MODELS
 from Eval.models.base import TRUNCATION_POLICIES, check_room
 from Eval.models.factory import add_batch_arguments, add_model_arguments
 from Eval.models.identity import folder_identity
-from Eval.names import add_output_arguments, output_folder
+from Eval.names import add_output_arguments, existing_folder, output_folder
 from Eval.pricing import add_counts, price_option, tokens_per_s, usage_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +36,9 @@ DEFAULT_MODEL = str(ROOT / "demo" / "tiny-qwen2")  # the shipped demo model
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", type=name_list, default=None,
                    help="comma-separated names (default: every DATASET_DIR/*.jsonl and *.json)")
-    p.add_argument("--dataset-dir", type=Path, default=Path("dataset"),
+    p.add_argument("--dataset-dir", type=existing_folder, default=Path("dataset"),
                    help="where NAME.jsonl datasets live (default: dataset, in the current folder)")
-    p.add_argument("--prompt-dir", type=Path, default=Path("prompts"),
+    p.add_argument("--prompt-dir", type=existing_folder, default=Path("prompts"),
                    help="where NAME.txt templates live (default: prompts, in the current folder)")
     add_config_arguments(p)
     p.add_argument("--limit", type=positive_int, default=None,

@@ -22,7 +22,7 @@ from Eval.models import MODELS
 from Eval.models.base import BaseLLM, Prompt, plan_batches
 from Eval.models.factory import add_batch_arguments, add_model_arguments, from_args
 from Eval.models.identity import folder_identity
-from Eval.names import add_output_arguments, folder_hint, output_folder
+from Eval.names import add_output_arguments, existing_folder, output_folder
 from Eval.records import (RecordError, content_hash, examples_digest, file_sha256,
                           iter_json_objects)
 from Eval.unlearning.stats import confidence_ordered_probs
@@ -281,7 +281,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=positive_int, default=None,
                         help="only the first N items of each split (default: all)")
     parser.add_argument("--overwrite", action="store_true", help="start afresh, not resuming")
-    parser.add_argument("--data-dir", type=Path, default=None,
+    parser.add_argument("--data-dir", type=existing_folder, default=None,
                         help=f"split files' folder, e.g. a TOFU download (default: "
                              f"{DEMO_DATA.relative_to(ROOT)} for tofu, "
                              f"{MUSE_DEMO_DATA.relative_to(ROOT)} for muse)")
@@ -311,8 +311,6 @@ def _found_splits(args, out_dir: Path) -> list[tuple[Split, list, list, dict, di
     muse = args.suite == "muse"
     splits = muse_splits() if muse else tofu_splits(args.forget_split, args.holdout_split)
     data_dir = args.data_dir or (MUSE_DEMO_DATA if muse else DEMO_DATA)
-    if not data_dir.is_dir():  # not "no forget.json" in a folder that is not there
-        raise FileNotFoundError(f"--data-dir {data_dir}: no such folder{folder_hint(data_dir)}")
     found = []
     for split in splits:
         path = find_file(data_dir, split.files)
