@@ -102,7 +102,7 @@ def test_a_bad_model_option_is_named_before_any_model_loads(tmp_path, capsys):
     argv = ["--datasets", "custom_en", "--limit", "1", "--out-dir", str(tmp_path)]
     assert inference.main([*argv, "-M", "dtpye=bfloat16"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: -M dtpye: no such option. Did you mean dtype? Options: ") and "threads" in err
+    assert err.startswith("error: -M dtpye: no such option. Did you mean: dtype? Options: ") and "threads" in err
     assert inference.main([*argv, "-M", "threads=two"]) == 2
     assert capsys.readouterr().err == "error: -M threads=two: not an integer\n"
     assert not (tmp_path / "tiny-qwen2").exists()

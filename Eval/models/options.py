@@ -8,8 +8,9 @@ Usage:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import typing
+
+from Eval.registry import did_you_mean
 
 
 def option(default, help: str, choices: tuple | None = None):  # noqa: A002 - argparse's word for it
@@ -70,9 +71,7 @@ def parse_model_args(pairs: list[str], classes: list[type]) -> dict[type, object
         if not sep:
             raise ValueError(f"-M {pair}: expected key=value")
         if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
-            hint = f" Did you mean {close[0]}?" if close else ""
-            raise ValueError(f"-M {key}: no such option.{hint} Options: "
+            raise ValueError(f"-M {key}: no such option.{did_you_mean(key, list(fields))} Options: "
                              f"{', '.join(sorted(fields))}")
         cls, field = fields[key]
         annotation = typing.get_type_hints(cls)[key]
