@@ -91,8 +91,7 @@ def folder_hint(path: Path) -> str:
     """'. Did you mean: X?' of the folders beside a missing one (a typo), else ''."""
     beside = sorted(d.name for d in path.parent.iterdir() if d.is_dir()) \
         if path.parent.is_dir() else []
-    near = did_you_mean(path.name, beside)
-    return f".{near}" if near else ""
+    return did_you_mean(path.name, beside, lead=".")
 
 
 def existing_folder(text: str) -> Path:

@@ -107,7 +107,8 @@ def _marked_names(module: str, marker: str) -> list[tuple[str, str]]:
     return names
 
 
-def did_you_mean(name: object, known: list[str], cutoff: float = 0.5) -> str:
-    """' Did you mean: A, B?' of the known names closest to a mistyped `name`, else ''."""
+def did_you_mean(name: object, known: list[str], cutoff: float = 0.5, lead: str = "") -> str:
+    """' Did you mean: A, B?' of the known names closest to a mistyped `name`, else ''; `lead`
+    (".": the sentence before it has no stop of its own) goes first when there is a hint."""
     close = difflib.get_close_matches(str(name), known, n=3, cutoff=cutoff)
-    return f" Did you mean: {', '.join(close)}?" if close else ""
+    return f"{lead} Did you mean: {', '.join(close)}?" if close else ""

@@ -67,10 +67,9 @@ def checked_checkpoint(path: str, flag: str = "model") -> str:
                                     or Path(path.split("/")[0]).is_dir()):
         parent = Path(path).parent  # a typo: the names beside it it may mean
         near = did_you_mean(Path(path).name, [p.name for p in parent.iterdir()]
-                            if parent.is_dir() else [])
-        said = f"{flag} {path!r}: no such file or folder (and not a hub name, org/name with no " \
-               "local folder org/)"
-        raise FileNotFoundError(said + (f".{near}" if near else ""))
+                            if parent.is_dir() else [], lead=".")
+        raise FileNotFoundError(f"{flag} {path!r}: no such file or folder (and not a hub name, "
+                                f"org/name with no local folder org/){near}")
     if flag == "model" and gguf_parts(path) is None and Path(path).exists() and \
             not (Path(path) / "config.json").is_file():
         hint, (adapter, _) = "", read_json_object(Path(path) / "adapter_config.json")

@@ -166,9 +166,9 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
     for name in sorted(only or ()):
         for folder, files in ((dir_a, files_a), (dir_b, files_b)):
             if name not in files:
-                hint = did_you_mean(name, sorted(dataset_of(f) for f in prediction_files(folder)))
+                held = sorted(dataset_of(f) for f in prediction_files(folder))
                 raise RecordError(folder, None, f"no prediction file {name}.jsonl (named in "
-                                  "--datasets)" + (f".{hint}" if hint else ""))
+                                  f"--datasets){did_you_mean(name, held, lead='.')}")
     for name, folder, other in ((dir_a.name, files_a, files_b), (dir_b.name, files_b, files_a)):
         alone = sorted(set(folder) - set(other))
         if alone:

@@ -204,9 +204,8 @@ def run_explain(target: str, pred_dirs: list[Path]) -> int:
         from Eval.scoring.folders import prediction_files
 
         held = sorted({dataset_of(f) for folder in pred_dirs for f in prediction_files(folder)})
-        hint = did_you_mean(dataset, held)
-        problems.append(f"no prediction file {dataset}.jsonl in "
-                        + ", ".join(str(d) for d in pred_dirs) + (f".{hint}" if hint else ""))
+        problems.append(f"no prediction file {dataset}.jsonl in {', '.join(map(str, pred_dirs))}"
+                        + did_you_mean(dataset, held, lead="."))
     if problems:
         print("error:", *problems, sep="\n  ", file=sys.stderr)
     return 0 if shown and not problems else 2

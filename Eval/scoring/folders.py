@@ -134,9 +134,8 @@ def load_folder(pred_dir: Path, only: set[str] | None, problems: list[str], note
         held = [dataset_of(f) for f in files]
         files = [f for f in files if dataset_of(f) in only]
         for name in sorted(only - set(held)):
-            hint = did_you_mean(name, held)
             (notes if missing_ok else problems).append(
-                f"{pred_dir}: no prediction file {name}.jsonl" + (f".{hint}" if hint else ""))
+                f"{pred_dir}: no prediction file {name}.jsonl{did_you_mean(name, held, lead='.')}")
     elif not files:
         problems.append(f"{pred_dir}: no *.jsonl prediction files{hint}")
     names = [dataset_of(f) for f in files]
