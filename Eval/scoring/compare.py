@@ -18,7 +18,7 @@ from Eval.commands import eval_command
 from Eval.models.base import BaseLLM
 from Eval.names import dataset_name_set
 from Eval.scoring.bergen import read_predictions
-from Eval.scoring.diff import common_files, pair_records, same_example
+from Eval.scoring.diff import common_files, one_folder_twice, pair_records, same_example
 from Eval.scoring.folders import prediction_folder
 from Eval.scoring.judge import (MAX_NEW_TOKENS, NO_VERDICT, Judge, VerdictCache, judged_as_asked,
                                 add_judge_model_arguments, counts_text, merge_results,
@@ -172,8 +172,8 @@ def run(args) -> int:
     """0, or 1 when any verdict failed (its results are written all the same), or 2."""
     a, b = args.dir_a, args.dir_b
 
-    def work(out: Path, model, request) -> int:
-        results = compare_folders(a, b, out, model, args.judge_mode or "text", args.seed,
+    def work(found: tuple[Path, dict], model, request) -> int:
+        results = compare_folders(a, b, found[0], model, args.judge_mode or "text", args.seed,
                                   args.judge_max_length, only=args.datasets,
                                   both_orders=args.both_orders,
                                   max_new_tokens=args.judge_max_new_tokens, request=request)
@@ -195,19 +195,20 @@ def run(args) -> int:
                   "failed (no answer): it loses to an answer, ties with another failure, "
                   "without asking the judge")
 
-    def checked() -> Path:
-        if a.resolve() == b.resolve():  # a typo: every answer would tie with itself
-            raise ValueError(f"{a} is both DIR_A and DIR_B; name two prediction folders")
-        common_files(a, b, args.datasets, [])  # bad input is reported before a model is loaded
-        return args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
+    def checked() -> tuple[Path, dict]:
+        """(the output folder, the common datasets' files): bad input said before a model loads."""
+        if one_folder_twice(a, b):
+            raise ValueError(one_folder_twice(a, b))
+        out = args.out or a.parent / f"compare_{a.resolve().name}_vs_{b.resolve().name}"
+        return out, common_files(a, b, args.datasets, [])
 
-    def finished(out: Path, request) -> bool:
+    def finished(found: tuple[Path, dict], request) -> bool:
         """True, after saying so, when compare_result.json holds what this command asks of
         each common dataset (judged_as_asked, on both folders' files as they are now)."""
+        out, files = found
         saved, _ = read_json_object(out / "compare_result.json")
         entries = saved.get("datasets") if isinstance(saved.get("datasets"), dict) else {}
         rubric = load_rubric("pairwise", PROMPTS, PAIR_FIELDS)
-        files = common_files(a, b, args.datasets, [])
         if not all(judged_as_asked(
                 entries.get(name), args, request, rubric, args.judge_mode or "text",
                 seed=args.seed, both_orders=args.both_orders, source_sha256_a=file_sha256(fa),

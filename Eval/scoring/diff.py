@@ -178,6 +178,13 @@ def common_files(dir_a: Path, dir_b: Path, only: set[str] | None,
     return {name: (files_a[name], files_b[name]) for name in sorted(set(files_a) & set(files_b))}
 
 
+def one_folder_twice(dir_a: Path, dir_b: Path) -> str | None:
+    """The typo of one folder named as both A and B (every sample the same, every pair a tie)."""
+    if dir_a.resolve() == dir_b.resolve():
+        return f"{dir_a} is both DIR_A and DIR_B; name two prediction folders"
+    return None
+
+
 def build_diff(dir_a: Path, dir_b: Path, only: set[str] | None, notes: list[str]) -> dict:
     datasets = {}
     for name, (file_a, file_b) in common_files(dir_a, dir_b, only, notes).items():
@@ -238,9 +245,8 @@ def add_arguments(parser) -> None:
                            "why samples differ")
 def run(args) -> int:
     notes: list[str] = []
-    if args.dir_a.resolve() == args.dir_b.resolve():  # a typo: every sample would be "the same"
-        print(f"error: {args.dir_a} is both DIR_A and DIR_B; name two prediction folders",
-              file=sys.stderr)
+    if one_folder_twice(args.dir_a, args.dir_b):
+        print(f"error: {one_folder_twice(args.dir_a, args.dir_b)}", file=sys.stderr)
         return 2
     try:
         doc = build_diff(args.dir_a, args.dir_b, args.datasets, notes)
